@@ -1,0 +1,103 @@
+"""Configuration of an InSub model: a shared encoder with M independent projection heads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import AutoConfig, PretrainedConfig
+from transformers.configuration_utils import SubConfigSpec
+
+from .validation import check_choice, check_range
+
+OBJECTIVES = ("simclr",)
+HEAD_NORMS = ("batchnorm", "none")
+POOLINGS = ("cls", "mean")
+
+# ViT-tiny at CIFAR scale (32x32 images, 4x4 patches -> 64 tokens), used when no encoder is given.
+DEFAULT_ENCODER = {
+    "model_type": "vit",
+    "image_size": 32,
+    "patch_size": 4,
+    "hidden_size": 192,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 3,
+    "intermediate_size": 768,
+}
+
+
+class InSubConfig(PretrainedConfig):
+    r"""Architecture of an InSub model (Vahidi et al., AAAI 2024).
+
+    The encoder is either a nested transformers config (`encoder_config`: ViT, ResNet, BERT-style, the genomic
+    encoder, ... anything `AutoModel.from_config` builds) or a timm model name (`timm_model_name`, with
+    `timm_kwargs` such as `img_size`, `in_chans`). Exactly one of the two may be set; with neither, a ViT-tiny for
+    32x32 images is used.
+
+    Args:
+        encoder_config: nested encoder config (a `PretrainedConfig` or its dict with `model_type`).
+        timm_model_name: a timm model name, built with `num_classes=0` (random init; weights load separately).
+        timm_kwargs: extra keyword arguments for `timm.create_model`.
+        pooling: how a token sequence becomes one vector for text encoders: `"cls"` or `"mean"` (masked).
+        num_heads: M, the number of independent projection heads (1 = the single-head baseline).
+        head_hidden_sizes: hidden widths of each head MLP; `[]` makes each head one Linear layer.
+        head_output_size: q, the embedding size of each head.
+        head_norm: `"batchnorm"` (per-head BatchNorm after each hidden Linear) or `"none"`.
+        diversity_alpha: alpha, the minimum per-dimension spread the hinge asks for.
+        diversity_weight: lambda, the weight of the diversity loss (0 disables it).
+        diversity_eps: eps added to the variance inside the square root.
+        objective: the self-supervised loss computed on the mean head embedding: `"simclr"`.
+        temperature: NT-Xent temperature.
+        normalize_heads: L2-normalise each head output before averaging (reference code).
+        normalize_mean: L2-normalise the mean embedding inside the loss (the paper's cosine similarity).
+    """
+
+    model_type = "insub"
+    sub_configs_defaults = {"encoder_config": SubConfigSpec(config_class=AutoConfig, model_type="vit", optional=True)}
+
+    encoder_config: dict | PretrainedConfig | None = None
+    timm_model_name: str | None = None
+    timm_kwargs: dict | None = None
+    pooling: str = "cls"
+    num_heads: int = 5
+    head_hidden_sizes: list[int] | None = None
+    head_output_size: int = 128
+    head_norm: str = "batchnorm"
+    diversity_alpha: float = 0.08
+    diversity_weight: float = 1.5
+    diversity_eps: float = 1e-4
+    objective: str = "simclr"
+    temperature: float = 0.5
+    normalize_heads: bool = True
+    normalize_mean: bool = True
+
+    def __post_init__(self, **kwargs: Any) -> None:
+        if self.encoder_config is not None and self.timm_model_name is not None:
+            raise ValueError(
+                "InSubConfig: set only one of `encoder_config` and `timm_model_name`, got both "
+                f"(timm_model_name={self.timm_model_name!r})."
+            )
+        if isinstance(self.encoder_config, dict) and "model_type" not in self.encoder_config:
+            raise ValueError(
+                "InSubConfig.encoder_config: a dict needs a `model_type` (e.g. 'vit', 'resnet', 'bert', "
+                f"'insub_genomic'), got keys {sorted(self.encoder_config)}."
+            )
+        if self.encoder_config is None and self.timm_model_name is None:
+            self.encoder_config = dict(DEFAULT_ENCODER)
+        if self.head_hidden_sizes is None:
+            self.head_hidden_sizes = [2048]
+        self.timm_kwargs = dict(self.timm_kwargs or {})
+        super().__post_init__(**kwargs)
+        self._check_values()
+
+    def _check_values(self) -> None:
+        check_choice("InSubConfig.objective", self.objective, OBJECTIVES)
+        check_choice("InSubConfig.head_norm", self.head_norm, HEAD_NORMS)
+        check_choice("InSubConfig.pooling", self.pooling, POOLINGS)
+        check_range("InSubConfig.num_heads", self.num_heads, low=1, integer=True)
+        check_range("InSubConfig.head_output_size", self.head_output_size, low=1, integer=True)
+        for i, size in enumerate(self.head_hidden_sizes):
+            check_range(f"InSubConfig.head_hidden_sizes[{i}]", size, low=1, integer=True)
+        check_range("InSubConfig.diversity_alpha", self.diversity_alpha, low=0.0)
+        check_range("InSubConfig.diversity_weight", self.diversity_weight, low=0.0)
+        check_range("InSubConfig.diversity_eps", self.diversity_eps, low=0.0, low_inclusive=False)
+        check_range("InSubConfig.temperature", self.temperature, low=0.0, low_inclusive=False)

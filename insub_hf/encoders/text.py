@@ -1,0 +1,54 @@
+"""BERT-style text encoders: a transformers model pooled to one vector per sentence."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..configuration_insub import POOLINGS
+from ..validation import check_choice
+from .base import Encoder, check_rank
+
+
+def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Mean of the token states where `attention_mask` is 1. hidden `(B, T, d)`, mask `(B, T)` -> `(B, d)`."""
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
+    return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+
+
+class TransformersTextEncoder(Encoder):
+    """A BERT-style `AutoModel`; the sentence vector is the CLS token state or the masked mean of the tokens.
+
+    Shapes: input_ids, attention_mask `(B, T)` -> `(B, hidden_size)`.
+    """
+
+    main_input_name = "input_ids"
+    input_names = ("input_ids", "attention_mask", "token_type_ids")
+
+    def __init__(self, model: nn.Module, pooling: str = "cls"):
+        super().__init__()
+        check_choice("InSubConfig.pooling", pooling, POOLINGS)
+        self.model = model
+        self.pooling = pooling
+        self.output_dim = model.config.hidden_size
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        check_rank("input_ids", input_ids, 2, "(batch, tokens)")
+        vocab = self.model.config.vocab_size
+        if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= vocab):
+            raise ValueError(
+                f"input_ids hold token ids in [{int(input_ids.min())}, {int(input_ids.max())}] but the encoder's "
+                f"vocab_size is {vocab}: the tokenizer does not match the encoder."
+            )
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        kwargs = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
+        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
+        if self.pooling == "cls":
+            return hidden[:, 0]
+        return masked_mean(hidden, attention_mask)
