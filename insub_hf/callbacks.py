@@ -1,0 +1,47 @@
+"""Trainer callbacks: the per-epoch report of the demo (losses, head spread, k-NN accuracy)."""
+
+from __future__ import annotations
+
+from transformers import TrainerCallback
+
+from .evaluation.knn import extract_representations, knn_accuracy
+
+
+class KNNReportCallback(TrainerCallback):
+    """At every logged epoch, measures k-NN accuracy of the frozen representation and prints one line.
+
+    Args:
+        train_dataset, test_dataset: labelled data sets yielding `pixel_values` (test transform) and `labels`.
+        k: neighbours.
+        name: a label for the printed lines (e.g. "InSub M=5").
+
+    Attributes:
+        history: one dict per epoch: epoch, ssl_loss, diversity_loss, mean_sigma, knn_accuracy.
+    """
+
+    def __init__(self, train_dataset, test_dataset, k: int = 20, name: str = "", batch_size: int = 256):
+        self.train_dataset = train_dataset
+        self.test_dataset = test_dataset
+        self.k = k
+        self.name = name
+        self.batch_size = batch_size
+        self.history: list[dict[str, float]] = []
+
+    def on_log(self, args, state, control, logs=None, model=None, **kwargs):
+        if not logs or "loss" not in logs or model is None:
+            return
+        train = extract_representations(model, self.train_dataset, self.batch_size)
+        test = extract_representations(model, self.test_dataset, self.batch_size)
+        row = {
+            "epoch": round(float(state.epoch or 0), 2),
+            "ssl_loss": logs.get("ssl_loss", float("nan")),
+            "diversity_loss": logs.get("diversity_loss", float("nan")),
+            "mean_sigma": logs.get("mean_sigma", float("nan")),
+            "knn_accuracy": knn_accuracy(*train, *test, k=self.k),
+        }
+        self.history.append(row)
+        print(
+            f"[{self.name}] epoch {row['epoch']:g} | ssl {row['ssl_loss']:.4f} | div {row['diversity_loss']:.4f} | "
+            f"sigma {row['mean_sigma']:.4f} | k-NN acc {100 * row['knn_accuracy']:.2f}%",
+            flush=True,
+        )

@@ -1,0 +1,28 @@
+"""The `insub-hf` command line."""
+
+from __future__ import annotations
+
+import sys
+
+from transformers import HfArgumentParser
+
+COMMANDS = {"demo": "SimCLR pretraining of a baseline and an InSub model on the bundled Fashion-MNIST subset."}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        usage = "\n".join(f"  {name:<8} {text}" for name, text in COMMANDS.items())
+        print(f"usage: insub-hf COMMAND [--help]\n\ncommands:\n{usage}")
+        return 0 if argv[:1] in ([], ["-h"], ["--help"]) else 2
+    command, rest = argv[0], argv[1:]
+    if command == "demo":
+        from .demo import DemoArguments, run_demo
+
+        (args,) = HfArgumentParser(DemoArguments).parse_args_into_dataclasses(args=rest)
+        run_demo(args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,25 @@
+"""Data: views per modality, data set loading and the bundled offline default."""
+
+from .columns import check_dataset
+from .image_datasets import (
+    FASHION_MNIST_CLASSES,
+    IMAGE_DATASET_PRESETS,
+    ImageDatasetPreset,
+    load_fashion_mnist,
+    load_image_dataset,
+)
+from .image_views import IMAGE_STATS, ImageViews, ImageWithLabel, eval_image_transform, simclr_augmentation
+
+__all__ = [
+    "FASHION_MNIST_CLASSES",
+    "IMAGE_DATASET_PRESETS",
+    "IMAGE_STATS",
+    "ImageDatasetPreset",
+    "ImageViews",
+    "ImageWithLabel",
+    "check_dataset",
+    "eval_image_transform",
+    "load_fashion_mnist",
+    "load_image_dataset",
+    "simclr_augmentation",
+]

@@ -1,0 +1,133 @@
+"""Image data sets: the real `load_dataset` path (CIFAR-10/100, SVHN, any image data set or local folder),
+and the bundled Fashion-MNIST default that works offline."""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+from datasets import ClassLabel, Dataset, DatasetDict, Features, Image, load_dataset
+from PIL import Image as PILImage
+
+from ..validation import check_choice
+from .columns import check_dataset
+
+
+@dataclass(frozen=True)
+class ImageDatasetPreset:
+    """How a known data set is laid out: columns, splits, image geometry and normalisation key."""
+
+    image_column: str
+    label_column: str
+    image_size: int
+    num_channels: int
+    stats: str
+    config_name: str | None = None
+    test_split: str = "test"
+
+
+IMAGE_DATASET_PRESETS: dict[str, ImageDatasetPreset] = {
+    "uoft-cs/cifar10": ImageDatasetPreset("img", "label", 32, 3, "cifar10"),
+    "uoft-cs/cifar100": ImageDatasetPreset("img", "fine_label", 32, 3, "cifar100"),
+    "ufldl-stanford/svhn": ImageDatasetPreset("image", "label", 32, 3, "svhn", config_name="cropped_digits"),
+    "fashion_mnist": ImageDatasetPreset("image", "label", 28, 1, "fashion_mnist"),
+}
+IMAGE_DATASET_PRESETS["cifar10"] = IMAGE_DATASET_PRESETS["uoft-cs/cifar10"]
+IMAGE_DATASET_PRESETS["cifar100"] = IMAGE_DATASET_PRESETS["uoft-cs/cifar100"]
+IMAGE_DATASET_PRESETS["svhn"] = IMAGE_DATASET_PRESETS["ufldl-stanford/svhn"]
+
+FASHION_MNIST_CLASSES = [
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+]
+DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+FASHION_MNIST_SOURCES = ("auto", "bundled", "debian")
+
+
+def load_image_dataset(
+    name_or_path: str,
+    split: str | None = None,
+    preset: str | None = None,
+    image_column: str | None = None,
+    label_column: str | None = None,
+    **load_kwargs,
+) -> Dataset | DatasetDict:
+    """Loads an image data set with `datasets.load_dataset` and checks its columns.
+
+    Args:
+        name_or_path: a Hub name (`"uoft-cs/cifar10"`) or a local folder/file `load_dataset` understands.
+        split: a split to return (`"train"`); all splits when None.
+        preset: key of `IMAGE_DATASET_PRESETS` giving column names and config (defaults to `name_or_path`
+            when it is a known name).
+        image_column, label_column: override the preset's columns (label may be absent for pretraining).
+
+    Returns:
+        The `Dataset` (or `DatasetDict`) as `load_dataset` gives it, checked to hold the image column.
+    """
+    known = IMAGE_DATASET_PRESETS.get(preset or name_or_path)
+    if preset is not None and known is None:
+        check_choice("preset", preset, sorted(IMAGE_DATASET_PRESETS))
+    image_column = image_column or (known.image_column if known else "image")
+    if known and known.config_name and "name" not in load_kwargs and not Path(name_or_path).exists():
+        load_kwargs["name"] = known.config_name
+    loaded = load_dataset(name_or_path, split=split, **load_kwargs)
+    for split_name, part in (loaded.items() if isinstance(loaded, DatasetDict) else [(split, loaded)]):
+        check_dataset(part, image_column, "image_column", name=f"{name_or_path} [{split_name or 'split'}]")
+        if label_column is not None:
+            check_dataset(part, label_column, "label_column", name=f"{name_or_path} [{split_name or 'split'}]")
+    return loaded
+
+
+def _read_idx(path: Path, offset: int) -> np.ndarray:
+    return np.frombuffer(gzip.open(path).read(), np.uint8, offset=offset)
+
+
+def _fashion_mnist_arrays(source: str) -> dict[str, np.ndarray]:
+    check_choice("source", source, FASHION_MNIST_SOURCES)
+    debian_present = (DEBIAN_FASHION_MNIST / "train-images-idx3-ubyte.gz").exists()
+    if source == "debian" and not debian_present:
+        raise FileNotFoundError(
+            f"source='debian' needs Debian's dataset-fashion-mnist package ({DEBIAN_FASHION_MNIST}); "
+            "install it with `apt-get install dataset-fashion-mnist` or use source='bundled'."
+        )
+    if source == "debian" or (source == "auto" and debian_present):
+        arrays = {}
+        for split, prefix in (("train", "train"), ("test", "t10k")):
+            arrays[f"{split}_images"] = _read_idx(DEBIAN_FASHION_MNIST / f"{prefix}-images-idx3-ubyte.gz", 16)
+            arrays[f"{split}_images"] = arrays[f"{split}_images"].reshape(-1, 28, 28)
+            arrays[f"{split}_labels"] = _read_idx(DEBIAN_FASHION_MNIST / f"{prefix}-labels-idx1-ubyte.gz", 8)
+        return arrays
+    with resources.files("insub_hf.data").joinpath("bundled/fashion_mnist_subset.npz").open("rb") as f:
+        return dict(np.load(f))
+
+
+def _balanced_subset(labels: np.ndarray, per_class: int | None, seed: int) -> np.ndarray:
+    if per_class is None:
+        return np.arange(len(labels))
+    rng = np.random.default_rng(seed)
+    picks = [rng.permutation(np.flatnonzero(labels == c))[:per_class] for c in np.unique(labels)]
+    return np.sort(np.concatenate(picks))
+
+
+def load_fashion_mnist(
+    source: str = "auto", train_per_class: int | None = None, test_per_class: int | None = None, seed: int = 0
+) -> DatasetDict:
+    """Real Fashion-MNIST images, offline: `image` (28x28 grey PIL) and `label` (10 classes).
+
+    Args:
+        source: `"bundled"` (5,000 train / 1,000 test shipped with the package), `"debian"` (the full 60k/10k from
+            Debian's dataset-fashion-mnist) or `"auto"` (Debian's when installed, else bundled).
+        train_per_class, test_per_class: draw a seeded class-balanced subset of this many images per class.
+        seed: seed of that draw.
+    """
+    arrays = _fashion_mnist_arrays(source)
+    features = Features({"image": Image(), "label": ClassLabel(names=FASHION_MNIST_CLASSES)})
+    splits = {}
+    for split, per_class in (("train", train_per_class), ("test", test_per_class)):
+        labels = arrays[f"{split}_labels"]
+        idx = _balanced_subset(labels, per_class, seed)
+        images = [PILImage.fromarray(im, mode="L") for im in arrays[f"{split}_images"][idx]]
+        splits[split] = Dataset.from_dict({"image": images, "label": labels[idx].tolist()}, features=features)
+    return DatasetDict(splits)

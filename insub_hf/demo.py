@@ -1,0 +1,103 @@
+"""The main job on the bundled data: SimCLR pretraining of a single-head baseline and of InSub, side by side."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from transformers import set_seed
+
+from .callbacks import KNNReportCallback
+from .checkpointing import save_pretrained_atomic
+from .configuration_insub import InSubConfig
+from .data import IMAGE_STATS, ImageViews, ImageWithLabel, eval_image_transform, load_fashion_mnist, simclr_augmentation
+from .modeling_insub import InSubForPreTraining
+from .trainer import InSubTrainer, InSubTrainingArguments
+
+
+@dataclass
+class DemoArguments:
+    output_dir: str = field(default="runs/demo", metadata={"help": "Where checkpoints and results go."})
+    data_source: str = field(
+        default="auto", metadata={"help": "Fashion-MNIST source: auto (Debian's full set if installed), bundled, debian."}
+    )
+    train_per_class: int = field(default=500, metadata={"help": "Pretraining images per class (10 classes)."})
+    test_per_class: int = field(default=100, metadata={"help": "Held-out images per class for k-NN accuracy."})
+    epochs: float = field(default=8, metadata={"help": "Pretraining epochs per model."})
+    batch_size: int = field(default=256, metadata={"help": "Samples per step (two views each)."})
+    learning_rate: float = field(default=1e-3, metadata={"help": "AdamW learning rate."})
+    num_heads: int = field(default=5, metadata={"help": "M of the InSub model (the baseline has M=1)."})
+    diversity_alpha: float = field(default=0.08, metadata={"help": "alpha of the diversity hinge."})
+    diversity_weight: float = field(default=1.5, metadata={"help": "lambda of the InSub model (baseline: 0)."})
+    hidden_size: int = field(default=128, metadata={"help": "ViT width."})
+    num_layers: int = field(default=4, metadata={"help": "ViT depth."})
+    head_hidden_size: int = field(default=512, metadata={"help": "Hidden width of each projection head."})
+    knn_k: int = field(default=20, metadata={"help": "Neighbours of the k-NN evaluation."})
+    seed: int = field(default=0, metadata={"help": "Seed of data subset, initialisation and augmentation."})
+    resume: bool = field(default=False, metadata={"help": "Continue from the last checkpoint in output_dir."})
+
+
+def demo_config(args: DemoArguments, num_heads: int, diversity_weight: float) -> InSubConfig:
+    """A ViT for 28x28 grey images (7x7 patches of 4x4) with `num_heads` heads."""
+    encoder = dict(
+        model_type="vit", image_size=28, patch_size=4, num_channels=1, hidden_size=args.hidden_size,
+        num_hidden_layers=args.num_layers, num_attention_heads=4, intermediate_size=2 * args.hidden_size,
+    )
+    return InSubConfig(
+        encoder_config=encoder, num_heads=num_heads, head_hidden_sizes=[args.head_hidden_size],
+        head_output_size=128, diversity_alpha=args.diversity_alpha, diversity_weight=diversity_weight,
+        temperature=0.5,
+    )
+
+
+def pretrain_one(name: str, config: InSubConfig, data, args: DemoArguments) -> dict:
+    """Pretrains one model, saves it to `output_dir/<name>/model`, returns its per-epoch history."""
+    set_seed(args.seed)
+    model = InSubForPreTraining(config)
+    stats = IMAGE_STATS["fashion_mnist"]
+    train_views = data["train"].with_transform(ImageViews(simclr_augmentation(28, *stats, num_channels=1)))
+    evaluate = ImageWithLabel(eval_image_transform(28, *stats, num_channels=1))
+    report = KNNReportCallback(
+        data["train"].with_transform(evaluate), data["test"].with_transform(evaluate), k=args.knn_k, name=name
+    )
+    run_dir = Path(args.output_dir) / name
+    training_args = InSubTrainingArguments(
+        output_dir=str(run_dir), num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size,
+        learning_rate=args.learning_rate, weight_decay=1e-4, warmup_steps=0.05, lr_scheduler_type="cosine",
+        logging_strategy="epoch", save_strategy="epoch", save_total_limit=1, seed=args.seed,
+        dataloader_drop_last=True, use_cpu=None if _has_accelerator() else True,
+    )
+    trainer = InSubTrainer(model=model, args=training_args, train_dataset=train_views, callbacks=[report])
+    has_checkpoint = any(run_dir.glob("checkpoint-*"))
+    trainer.train(resume_from_checkpoint=True if args.resume and has_checkpoint else None)
+    save_pretrained_atomic(model, run_dir / "model")
+    return {"name": name, "num_heads": config.num_heads, "diversity_weight": config.diversity_weight,
+            "history": report.history}
+
+
+def _has_accelerator() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def run_demo(args: DemoArguments) -> list[dict]:
+    """Baseline (M=1, lambda=0) then InSub (M=args.num_heads); writes `results.json`, prints a summary."""
+    data = load_fashion_mnist(args.data_source, args.train_per_class, args.test_per_class, seed=args.seed)
+    print(f"Fashion-MNIST ({args.data_source}): {len(data['train'])} pretraining images, {len(data['test'])} held out")
+    runs = [
+        pretrain_one("baseline", demo_config(args, 1, 0.0), data, args),
+        pretrain_one(f"insub_m{args.num_heads}", demo_config(args, args.num_heads, args.diversity_weight), data, args),
+    ]
+    out = Path(args.output_dir)
+    (out / "results.json").write_text(json.dumps({"args": asdict(args), "runs": runs}, indent=2))
+    print("\nfinal epoch      ssl loss   div loss   mean sigma   k-NN acc")
+    for run in runs:
+        last = run["history"][-1]
+        print(
+            f"{run['name']:<16} {last['ssl_loss']:8.4f}   {last['diversity_loss']:8.4f}   {last['mean_sigma']:10.4f}"
+            f"   {100 * last['knn_accuracy']:6.2f}%"
+        )
+    print(f"checkpoints: {out}/<name>/model (load with InSubForPreTraining.from_pretrained); numbers: {out}/results.json")
+    return runs

@@ -1,0 +1,68 @@
+"""`InSubTrainer`: the transformers Trainer with InSub's side metrics and explicit loss scaling."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import torch
+from transformers import Trainer, TrainingArguments
+
+SIDE_METRICS = ("ssl_loss", "diversity_loss", "mean_sigma")
+
+
+@dataclass
+class InSubTrainingArguments(TrainingArguments):
+    """`TrainingArguments` with defaults that suit multi-view self-supervised batches."""
+
+    remove_unused_columns: bool = field(
+        default=False,
+        metadata={"help": "Keep the view columns (pixel_values_2, ...) that a set_transform creates on the fly."},
+    )
+    report_to: str | list[str] = field(
+        default="none", metadata={"help": "Integrations to report to (tensorboard, wandb, ...); none by default."}
+    )
+
+
+class InSubTrainer(Trainer):
+    """Trains `InSubForPreTraining` (or any model returning `loss` and the side metrics).
+
+    `compute_loss` returns the batch-mean loss; `loss_is_scaled_for_ga = False` makes `training_step` divide it by
+    the gradient accumulation steps, so an accumulated step follows the gradient of the mean over micro-batches.
+    The side metrics `ssl_loss`, `diversity_loss` and `mean_sigma` are averaged over each logging interval.
+    """
+
+    loss_is_scaled_for_ga = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._side_metrics: dict[str, dict[str, list[float]]] = {
+            "train": defaultdict(list),
+            "eval": defaultdict(list),
+        }
+
+    def compute_loss(
+        self,
+        model: torch.nn.Module,
+        inputs: dict[str, torch.Tensor],
+        return_outputs: bool = False,
+        num_items_in_batch: torch.Tensor | int | None = None,
+    ):
+        outputs = model(**inputs)
+        mode = "train" if model.training else "eval"
+        for name in SIDE_METRICS:
+            value = outputs.get(name) if isinstance(outputs, dict) else None
+            if value is not None:
+                self._side_metrics[mode][name].append(float(value.detach().mean()))
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs[0]
+        return (loss, outputs) if return_outputs else loss
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        mode = "train" if "loss" in logs else "eval" if "eval_loss" in logs else None
+        if mode is not None:
+            prefix = "eval_" if mode == "eval" else ""
+            for name, values in self._side_metrics[mode].items():
+                if values:
+                    logs[prefix + name] = round(sum(values) / len(values), 6)
+            self._side_metrics[mode].clear()
+        super().log(logs, start_time)
