@@ -19,9 +19,6 @@ class InSubTrainingArguments(TrainingArguments):
         default=False,
         metadata={"help": "Keep the view columns (pixel_values_2, ...) that a set_transform creates on the fly."},
     )
-    report_to: str | list[str] = field(
-        default="none", metadata={"help": "Integrations to report to (tensorboard, wandb, ...); none by default."}
-    )
 
 
 class InSubTrainer(Trainer):

@@ -1,0 +1,143 @@
+"""What the M heads cost, measured side by side in one run on a ViT-tiny/32px encoder.
+
+Prints: train-step time and memory for M = 1, 3, 5, 10 (ratios to M = 1); the heads alone (forward + backward,
+M = 10) batched vs a Python loop of M modules vs a naive 3-D einsum, at two batch sizes; inference with all heads
+vs the plain encoder. Targets: step M=10/M=1 <= 1.04, inference heads/encoder <= 1.03, batched heads at least as
+fast as the loop on CPU (>= 1.5x on a GPU).
+
+Memory: on a GPU the peak of `torch.cuda.max_memory_allocated`; on the CPU (where torch keeps no allocator
+statistics) parameters + gradients + AdamW state + the activations saved for backward, counted exactly with
+saved-tensor hooks.
+
+    python benchmarks/head_overhead.py [--batch_size 32] [--min_run_time 2] [--layers 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.utils.benchmark as bench
+
+from insub_hf import BatchedHeads, InSubConfig, InSubForPreTraining
+
+VIT_TINY_32 = dict(
+    model_type="vit", image_size=32, patch_size=4, hidden_size=192, num_hidden_layers=12, num_attention_heads=3,
+    intermediate_size=768,
+)
+
+
+def timed(fn, min_run_time: float) -> float:
+    """Median seconds per call."""
+    fn()  # warm-up
+    return bench.Timer("fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time).median
+
+
+def train_step_fn(model, optimizer, x1, x2):
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        model(pixel_values=x1, pixel_values_2=x2).loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def training_memory_mb(model, optimizer, x1, x2, device) -> float:
+    step = train_step_fn(model, optimizer, x1, x2)
+    step()  # creates gradients and optimizer state
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() / 2**20
+    saved = 0
+
+    def pack(t):
+        nonlocal saved
+        saved += t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = model(pixel_values=x1, pixel_values_2=x2).loss
+    loss.backward()
+    state = sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t))
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    return (saved + 2 * params + state) / 2**20
+
+
+def naive_einsum_heads(heads: BatchedHeads):
+    """The same heads as a plain 3-D einsum per layer (the layout the batched one is measured against)."""
+    w0 = heads.weights[0].permute(1, 0, 2)  # (M, d, h)
+
+    def forward(x):
+        h = torch.einsum("bd,mdh->bmh", x, w0)
+        b, m, width = h.shape
+        h = torch.relu(heads.norms[0](h.reshape(b, m * width))).view(b, m, width)
+        return torch.einsum("bmh,mhq->bmq", h, heads.weights[1]) + heads.biases[1]
+
+    return forward
+
+
+def heads_fwd_bwd(forward, x):
+    def run():
+        out = forward(x)
+        out.sum().backward()
+
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batch_size", type=int, default=32, help="Samples per train step (two views each).")
+    parser.add_argument("--layers", type=int, default=12, help="ViT depth (ViT-tiny: 12).")
+    parser.add_argument("--min_run_time", type=float, default=2.0, help="Seconds of timing per measurement.")
+    parser.add_argument("--heads", type=int, nargs="+", default=[1, 3, 5, 10], help="Values of M to compare.")
+    args = parser.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    print(f"device: {device}, torch threads: {torch.get_num_threads()}, ViT-tiny/32px depth {args.layers}, "
+          f"batch {args.batch_size} x 2 views, heads 192-2048-BN-ReLU-128")
+
+    encoder = dict(VIT_TINY_32, num_hidden_layers=args.layers)
+    x1 = torch.randn(args.batch_size, 3, 32, 32, device=device)
+    x2 = torch.randn(args.batch_size, 3, 32, 32, device=device)
+    steps, memory = {}, {}
+    for m in args.heads:
+        torch.manual_seed(0)
+        model = InSubForPreTraining(InSubConfig(encoder_config=encoder, num_heads=m)).to(device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        memory[m] = training_memory_mb(model, optimizer, x1, x2, device)
+        steps[m] = timed(train_step_fn(model, optimizer, x1, x2), args.min_run_time)
+    print("\ntrain step            time (ms)   ratio to M=1   memory (MB)   ratio to M=1")
+    for m in args.heads:
+        print(f"  M={m:<3}             {1e3 * steps[m]:9.1f}   {steps[m] / steps[args.heads[0]]:12.3f}"
+              f"   {memory[m]:11.1f}   {memory[m] / memory[args.heads[0]]:12.3f}")
+
+    print("\nheads alone, M=10, forward+backward   batched (ms)   loop (ms)   einsum (ms)   loop/batched   einsum/batched")
+    for batch in (32, 256):
+        torch.manual_seed(0)
+        heads = BatchedHeads(192, [2048], 128, 10).to(device)
+        loop = heads.as_modules()
+        x = torch.randn(batch, 192, device=device, requires_grad=True)
+        t_batched = timed(heads_fwd_bwd(heads, x), args.min_run_time)
+        t_loop = timed(heads_fwd_bwd(lambda v: torch.stack([mlp(v) for mlp in loop], dim=1), x), args.min_run_time)
+        t_einsum = timed(heads_fwd_bwd(naive_einsum_heads(heads), x), args.min_run_time)
+        print(f"  batch {batch:<4}                         {1e3 * t_batched:12.2f}   {1e3 * t_loop:9.2f}"
+              f"   {1e3 * t_einsum:11.2f}   {t_loop / t_batched:12.2f}x   {t_einsum / t_batched:13.2f}x")
+
+    m = max(args.heads)
+    torch.manual_seed(0)
+    model = InSubForPreTraining(InSubConfig(encoder_config=encoder, num_heads=m)).to(device).eval()
+    batch = torch.randn(256, 3, 32, 32, device=device)
+    with torch.no_grad():
+        t_encoder = timed(lambda: model.insub.get_representation(pixel_values=batch), args.min_run_time)
+        t_heads = timed(lambda: model.insub(pixel_values=batch), args.min_run_time)
+    print(f"\ninference, batch 256   encoder {1e3 * t_encoder:.1f} ms   encoder + {m} heads {1e3 * t_heads:.1f} ms"
+          f"   ratio {t_heads / t_encoder:.3f}")
+    m_top = args.heads[-1]
+    print(f"\nratios vs targets: step M={m_top}/M={args.heads[0]} {steps[m_top] / steps[args.heads[0]]:.3f} "
+          f"(target <= 1.04); inference heads/encoder {t_heads / t_encoder:.3f} (target <= 1.03)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""SimCLR pretraining with InSub heads on any image data set `load_dataset` can read.
+
+    # CIFAR-10 from the Hub, ViT-tiny/32px, M=5 (use `accelerate launch` for several GPUs)
+    python examples/pretrain_simclr.py --dataset uoft-cs/cifar10 --output_dir runs/cifar10_insub \
+        --num_heads 5 --per_device_train_batch_size 256 --num_train_epochs 800 --learning_rate 1e-3
+
+    # a local copy (a folder of parquet files or an `imagefolder` tree) in the same format
+    python examples/pretrain_simclr.py --dataset ./my_cifar10 --preset cifar10 --output_dir runs/local
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transformers import HfArgumentParser
+
+from insub_hf import InSubConfig, InSubForPreTraining
+from insub_hf.checkpointing import save_pretrained_atomic
+from insub_hf.configuration_insub import DEFAULT_ENCODER
+from insub_hf.data import IMAGE_DATASET_PRESETS, IMAGE_STATS, ImageViews, load_image_dataset, simclr_augmentation
+from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
+
+
+@dataclass
+class DataArguments:
+    dataset: str = field(default="uoft-cs/cifar10", metadata={"help": "load_dataset name or local path."})
+    preset: str | None = field(default=None, metadata={"help": "Layout of a local copy: cifar10, cifar100, svhn."})
+    split: str = field(default="train", metadata={"help": "Split to pretrain on."})
+    max_samples: int | None = field(default=None, metadata={"help": "Use only the first N images."})
+
+
+@dataclass
+class ModelArguments:
+    num_heads: int = field(default=5, metadata={"help": "M, independent projection heads."})
+    diversity_alpha: float = field(default=0.08, metadata={"help": "alpha of the diversity hinge."})
+    diversity_weight: float = field(default=1.5, metadata={"help": "lambda; 0 with num_heads=1 is the baseline."})
+    timm_model_name: str | None = field(default=None, metadata={"help": "A timm encoder instead of ViT-tiny/32."})
+
+
+def main() -> None:
+    data_args, model_args, training_args = HfArgumentParser(
+        (DataArguments, ModelArguments, InSubTrainingArguments)
+    ).parse_args_into_dataclasses()
+    preset = IMAGE_DATASET_PRESETS[data_args.preset or data_args.dataset]
+    train = load_image_dataset(data_args.dataset, split=data_args.split, preset=data_args.preset)
+    if data_args.max_samples:
+        train = train.select(range(min(data_args.max_samples, len(train))))
+    augment = simclr_augmentation(
+        preset.image_size, *IMAGE_STATS[preset.stats], num_channels=preset.num_channels, column=preset.image_column
+    )
+    train = train.with_transform(ImageViews(augment, preset.image_column))
+
+    encoder = None
+    if model_args.timm_model_name is None:
+        encoder = dict(DEFAULT_ENCODER, image_size=preset.image_size, num_channels=preset.num_channels)
+    timm_kwargs = {"in_chans": preset.num_channels} if encoder is None else None
+    config = InSubConfig(
+        encoder_config=encoder, timm_model_name=model_args.timm_model_name, timm_kwargs=timm_kwargs,
+        num_heads=model_args.num_heads, diversity_alpha=model_args.diversity_alpha,
+        diversity_weight=model_args.diversity_weight,
+    )
+    trainer = InSubTrainer(model=InSubForPreTraining(config), args=training_args, train_dataset=train)
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    if trainer.is_world_process_zero():
+        save_pretrained_atomic(trainer.model, f"{training_args.output_dir}/model")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+import pytest
+from transformers import AutoConfig, BertConfig, ResNetConfig, ViTConfig
+
+from insub_hf import GenomicEncoderConfig, InSubConfig
+
+
+def test_defaults_follow_the_paper():
+    config = InSubConfig()
+    assert isinstance(config.encoder_config, ViTConfig)
+    assert (config.encoder_config.image_size, config.encoder_config.patch_size) == (32, 4)
+    assert config.head_hidden_sizes == [2048] and config.head_output_size == 128
+    assert (config.diversity_eps, config.diversity_alpha, config.diversity_weight) == (1e-4, 0.08, 1.5)
+    assert config.head_norm == "batchnorm" and config.objective == "simclr"
+
+
+@pytest.mark.parametrize(
+    "encoder",
+    [ResNetConfig(hidden_sizes=[8, 16], depths=[1, 1], embedding_size=8), BertConfig(hidden_size=32),
+     GenomicEncoderConfig(conv_filters=8)],
+)
+def test_nested_encoder_config_round_trips_through_json(tmp_path, encoder):
+    config = InSubConfig(encoder_config=encoder, num_heads=7, head_hidden_sizes=[], diversity_alpha=0.15)
+    config.save_pretrained(tmp_path)
+    loaded = AutoConfig.from_pretrained(tmp_path)
+    assert isinstance(loaded, InSubConfig)
+    assert type(loaded.encoder_config) is type(encoder)
+    assert loaded.encoder_config.to_dict() == encoder.to_dict()
+    assert (loaded.num_heads, loaded.head_hidden_sizes, loaded.diversity_alpha) == (7, [], 0.15)
+
+
+def test_timm_encoder_config():
+    config = InSubConfig(timm_model_name="resnet18", timm_kwargs={"in_chans": 1})
+    assert config.encoder_config is None and config.timm_kwargs == {"in_chans": 1}
+    assert InSubConfig.from_dict(config.to_dict()).timm_model_name == "resnet18"
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(num_heads=0), "InSubConfig.num_heads must be an integer >= 1, got 0"),
+        (dict(num_heads=2.5), "InSubConfig.num_heads must be an integer >= 1, got 2.5"),
+        (dict(head_norm="layernorm"), "InSubConfig.head_norm must be one of ['batchnorm', 'none'], got 'layernorm'"),
+        (dict(objective="byol"), "InSubConfig.objective must be one of ['simclr'], got 'byol'"),
+        (dict(pooling="max"), "InSubConfig.pooling must be one of ['cls', 'mean'], got 'max'"),
+        (dict(diversity_alpha=-0.1), "InSubConfig.diversity_alpha must be a number >= 0.0, got -0.1"),
+        (dict(diversity_weight=float("nan")), "InSubConfig.diversity_weight must be a number >= 0.0, got nan"),
+        (dict(diversity_eps=0.0), "InSubConfig.diversity_eps must be a number > 0.0, got 0.0"),
+        (dict(temperature=0), "InSubConfig.temperature must be a number > 0.0, got 0"),
+        (dict(head_hidden_sizes=[64, 0]), "InSubConfig.head_hidden_sizes[1] must be an integer >= 1, got 0"),
+        (dict(head_output_size=True), "InSubConfig.head_output_size must be an integer >= 1, got True"),
+        (dict(encoder_config={"hidden_size": 8}), "encoder_config: a dict needs a `model_type`"),
+        (dict(encoder_config=BertConfig(), timm_model_name="resnet18"), "set only one of `encoder_config`"),
+    ],
+)
+def test_bad_values_name_the_field_and_what_is_allowed(kwargs, message):
+    with pytest.raises(ValueError) as err:
+        InSubConfig(**kwargs)
+    assert message in str(err.value)
+
+
+def test_genomic_config_validates():
+    with pytest.raises(ValueError, match=r"GenomicEncoderConfig.stride must be an integer >= 1, got 0"):
+        GenomicEncoderConfig(stride=0)

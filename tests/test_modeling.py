@@ -1,0 +1,108 @@
+import pytest
+import torch
+from transformers import AutoModel, AutoModelForPreTraining, BertConfig
+
+from insub_hf import (
+    GenomicEncoderConfig, InSubForPreTraining, InSubModel, diversity_hinge, head_spread, nt_xent_loss,
+)
+
+from .conftest import tiny_config
+
+
+def views(b=4):
+    return torch.randn(b, 3, 32, 32), torch.randn(b, 3, 32, 32)
+
+
+def test_model_outputs_have_the_documented_shapes():
+    model = InSubModel(tiny_config(num_heads=3))
+    out = model(pixel_values=torch.randn(4, 3, 32, 32))
+    assert out.representation.shape == (4, 32)
+    assert out.head_embeddings.shape == (4, 3, 16)
+    torch.testing.assert_close(out.head_embeddings.norm(dim=-1), torch.ones(4, 3))  # normalize_heads
+    torch.testing.assert_close(out.mean_embedding, out.head_embeddings.mean(1))
+    torch.testing.assert_close(out.sigma, head_spread(out.head_embeddings, 1e-4))
+
+
+def test_pretraining_loss_is_ssl_plus_lambda_diversity():
+    model = InSubForPreTraining(tiny_config(num_heads=3, diversity_weight=1.7, diversity_alpha=0.3))
+    out = model(*views())
+    z1, z2 = out.head_embeddings
+    ssl = nt_xent_loss(z1.mean(1), z2.mean(1), temperature=0.5).mean()
+    div = (diversity_hinge(z1, 0.3, 1e-4) + diversity_hinge(z2, 0.3, 1e-4)).mean()
+    torch.testing.assert_close(out.ssl_loss, ssl)
+    torch.testing.assert_close(out.diversity_loss, div)
+    torch.testing.assert_close(out.loss, ssl + 1.7 * div)
+    assert div > 0
+    sigma = head_spread(torch.cat([z1, z2]), 1e-4).mean()
+    torch.testing.assert_close(out.mean_sigma, sigma)
+
+
+def test_single_head_model_trains_without_nan():
+    model = InSubForPreTraining(tiny_config(num_heads=1, diversity_weight=0.0))
+    out = model(*views())
+    assert out.diversity_loss.item() == 0.0 and out.mean_sigma.item() == 0.0
+    out.loss.backward()
+    assert torch.isfinite(out.loss)
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_a_training_step_changes_encoder_and_every_head():
+    model = InSubForPreTraining(tiny_config(num_heads=3))
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
+    torch.optim.SGD(model.parameters(), lr=0.1).zero_grad()
+    model(*views()).loss.backward()
+    torch.optim.SGD(model.parameters(), lr=0.1).step()
+    changed = {k for k, v in model.named_parameters() if not torch.equal(v, before[k])}
+    assert "insub.heads.weights.0" in changed and "insub.heads.weights.1" in changed
+    assert any(k.startswith("insub.encoder.") for k in changed)
+    w = model.insub.heads.weights[0]
+    assert all(not torch.equal(w[:, m], before["insub.heads.weights.0"][:, m]) for m in range(3))
+
+
+def test_save_and_load_give_bit_identical_outputs(tmp_path):
+    model = InSubForPreTraining(tiny_config(num_heads=3))
+    model(*views(8)).loss.backward()  # populate BN running stats
+    model.eval()
+    model.save_pretrained(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]
+    x1, x2 = views()
+    with torch.no_grad():
+        expected = model(x1, x2)
+        pre = AutoModelForPreTraining.from_pretrained(tmp_path).eval()
+        assert isinstance(pre, InSubForPreTraining)
+        got = pre(x1, x2)
+        assert torch.equal(got.loss, expected.loss) and torch.equal(got.head_embeddings, expected.head_embeddings)
+        base = AutoModel.from_pretrained(tmp_path).eval()
+        assert isinstance(base, InSubModel)
+        assert torch.equal(base(pixel_values=x1).head_embeddings, model.insub(pixel_values=x1).head_embeddings)
+        again = InSubForPreTraining.from_pretrained(tmp_path).eval()
+        assert torch.equal(again(x1, x2).loss, expected.loss)
+
+
+def test_bad_inputs_get_clear_errors():
+    model = InSubForPreTraining(tiny_config())
+    x1, x2 = views()
+    with pytest.raises(ValueError, match="pixel_values has 1 channels but the encoder expects num_channels=3"):
+        model(x1[:, :1], x2[:, :1])
+    bad = x1.clone()
+    bad[0, 0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="pixel_values contains NaN or inf"):
+        model(bad, x2)
+    with pytest.raises(ValueError, match="`pixel_values_2`, the second augmented view, is required"):
+        model(pixel_values=x1)
+    with pytest.raises(ValueError, match="encoder reads `pixel_values`, got inputs \\['input_ids'\\]"):
+        model(input_ids=torch.ones(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="`pixel_values` holds an empty batch"):
+        model(x1[:0], x2[:0])
+
+
+def test_text_and_dna_models_pretrain():
+    bert = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    text = InSubForPreTraining(tiny_config(encoder_config=bert, pooling="mean")).train()
+    ids = torch.randint(1, 30, (4, 6))
+    out = text(input_ids=ids, attention_mask=torch.ones_like(ids))
+    assert torch.isfinite(out.loss)
+    assert not torch.equal(out.representation[0], out.representation[1])  # two dropout passes differ
+    dna = InSubForPreTraining(tiny_config(encoder_config=GenomicEncoderConfig(conv_filters=8, kernel_size=8, stride=4)))
+    x = torch.nn.functional.one_hot(torch.randint(0, 4, (4, 40)), 4).float()
+    assert torch.isfinite(dna(dna_one_hot=x, dna_one_hot_2=x.flip(1, 2)).loss)

@@ -1,0 +1,71 @@
+import torch
+from datasets import Dataset
+
+from insub_hf import InSubForPreTraining
+from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
+
+from .conftest import tiny_config
+
+
+def fixed_views(n=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    data = {"pixel_values": torch.randn(n, 3, 32, 32, generator=g), "pixel_values_2": torch.randn(n, 3, 32, 32, generator=g)}
+    return Dataset.from_dict({k: v.numpy() for k, v in data.items()}).with_format("torch"), data
+
+
+def args(tmp_path, **overrides):
+    kwargs = dict(
+        output_dir=str(tmp_path), per_device_train_batch_size=4, learning_rate=0.1, optim="sgd", weight_decay=0.0,
+        lr_scheduler_type="constant", max_grad_norm=0.0, logging_steps=1, save_strategy="no", use_cpu=True,
+        train_sampling_strategy="sequential", disable_tqdm=True, seed=0,
+    )
+    kwargs.update(overrides)
+    return InSubTrainingArguments(**kwargs)
+
+
+def test_training_steps_change_parameters_and_log_side_metrics(tmp_path):
+    model = InSubForPreTraining(tiny_config(num_heads=3))
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
+    dataset, _ = fixed_views()
+    trainer = InSubTrainer(model=model, args=args(tmp_path, max_steps=2), train_dataset=dataset)
+    trainer.train()
+    assert all(not torch.equal(v, before[k]) for k, v in model.named_parameters() if "heads" in k)
+    logs = [row for row in trainer.state.log_history if "loss" in row]
+    assert len(logs) == 2
+    for row in logs:
+        assert {"ssl_loss", "diversity_loss", "mean_sigma"} <= set(row)
+        assert abs(row["loss"] - (row["ssl_loss"] + 1.5 * row["diversity_loss"])) < 1e-3
+
+
+def test_gradient_accumulation_follows_the_mean_of_micro_batch_gradients(tmp_path):
+    config = tiny_config(num_heads=3, head_norm="none")  # no BN: each micro-batch loss is fixed by its samples
+    model = InSubForPreTraining(config)
+    reference = InSubForPreTraining(config)
+    reference.load_state_dict(model.state_dict())
+    dataset, data = fixed_views(8)
+    trainer = InSubTrainer(
+        model=model, args=args(tmp_path, max_steps=1, gradient_accumulation_steps=2), train_dataset=dataset
+    )
+    trainer.train()
+
+    losses = []
+    for part in (slice(0, 4), slice(4, 8)):
+        loss = reference(data["pixel_values"][part], data["pixel_values_2"][part]).loss / 2
+        loss.backward()
+        losses.append(loss.item())
+    with torch.no_grad():
+        for p in reference.parameters():
+            if p.grad is not None:
+                p -= 0.1 * p.grad
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5, msg=name)
+    logged = [row["loss"] for row in trainer.state.log_history if "loss" in row][0]
+    assert abs(logged - sum(losses)) < 1e-3  # the logged loss is the mean over the accumulated micro-batches
+
+
+def test_evaluation_loss_without_labels(tmp_path):
+    model = InSubForPreTraining(tiny_config())
+    dataset, _ = fixed_views()
+    trainer = InSubTrainer(model=model, args=args(tmp_path, per_device_eval_batch_size=4), eval_dataset=dataset)
+    metrics = trainer.evaluate()
+    assert metrics["eval_loss"] > 0 and {"eval_ssl_loss", "eval_diversity_loss", "eval_mean_sigma"} <= set(metrics)
