@@ -66,7 +66,7 @@ def pretrain_one(name: str, config: InSubConfig, data, args: DemoArguments) -> d
         output_dir=str(run_dir), num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size,
         learning_rate=args.learning_rate, weight_decay=1e-4, warmup_steps=0.05, lr_scheduler_type="cosine",
         logging_strategy="epoch", save_strategy="epoch", save_total_limit=1, seed=args.seed,
-        dataloader_drop_last=True, use_cpu=None if _has_accelerator() else True,
+        dataloader_drop_last=True,
     )
     trainer = InSubTrainer(model=model, args=training_args, train_dataset=train_views, callbacks=[report])
     has_checkpoint = any(run_dir.glob("checkpoint-*"))
@@ -74,12 +74,6 @@ def pretrain_one(name: str, config: InSubConfig, data, args: DemoArguments) -> d
     save_pretrained_atomic(model, run_dir / "model")
     return {"name": name, "num_heads": config.num_heads, "diversity_weight": config.diversity_weight,
             "history": report.history}
-
-
-def _has_accelerator() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def run_demo(args: DemoArguments) -> list[dict]:

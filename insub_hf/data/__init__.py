@@ -1,6 +1,7 @@
 """Data: views per modality, data set loading and the bundled offline default."""
 
 from .columns import check_dataset
+from .dna_views import DNAViews, one_hot_dna, random_crop, reverse_complement
 from .image_datasets import (
     FASHION_MNIST_CLASSES,
     IMAGE_DATASET_PRESETS,
@@ -9,8 +10,14 @@ from .image_datasets import (
     load_image_dataset,
 )
 from .image_views import IMAGE_STATS, ImageViews, ImageWithLabel, eval_image_transform, simclr_augmentation
+from .text_views import TextViews
 
 __all__ = [
+    "DNAViews",
+    "TextViews",
+    "one_hot_dna",
+    "random_crop",
+    "reverse_complement",
     "FASHION_MNIST_CLASSES",
     "IMAGE_DATASET_PRESETS",
     "IMAGE_STATS",

@@ -1,0 +1,70 @@
+"""DNA views: one-hot encoding, reverse complement and random crops (the Self-GenomeNet augmentations)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..validation import check_choice
+
+DNA_ALPHABET = "ACGT"  # channel order; the complement of channel c is channel 3 - c
+IUPAC_AMBIGUOUS = set("NRYSWKMBDHV")
+UNKNOWN_POLICIES = ("zero", "error")
+_INDEX = {base: i for i, base in enumerate(DNA_ALPHABET)}
+
+
+def one_hot_dna(sequence: str, unknown: str = "zero", name: str = "sequence") -> torch.Tensor:
+    """One-hot encodes a DNA string, case-insensitively.
+
+    Args:
+        sequence: bases `ACGT` (any case); IUPAC ambiguity codes (N, R, Y, ...) are `unknown`.
+        unknown: `"zero"` encodes ambiguity codes as a zero vector, `"error"` refuses them.
+        name: how to call the record in error messages.
+
+    Returns:
+        `(L, 4)` float tensor, channels A, C, G, T.
+    """
+    check_choice("unknown", unknown, UNKNOWN_POLICIES)
+    out = torch.zeros(len(sequence), 4)
+    for position, base in enumerate(sequence.upper()):
+        if base in _INDEX:
+            out[position, _INDEX[base]] = 1.0
+        elif base not in IUPAC_AMBIGUOUS or unknown == "error":
+            allowed = "A, C, G, T" + (" and IUPAC codes " + "".join(sorted(IUPAC_AMBIGUOUS)) if unknown == "zero" else "")
+            raise ValueError(f"{name}: character {base!r} at position {position} is not allowed; allowed: {allowed}.")
+    return out
+
+
+def reverse_complement(one_hot: torch.Tensor) -> torch.Tensor:
+    """Reverse complement of one-hot DNA `(..., L, 4)`: positions reversed, A<->T and C<->G swapped."""
+    return one_hot.flip(-2, -1)
+
+
+def random_crop(one_hot: torch.Tensor, length: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """A random window of `length` positions of `(L, 4)` -> `(length, 4)`."""
+    if one_hot.shape[0] < length:
+        raise ValueError(f"a sequence of length {one_hot.shape[0]} is shorter than the crop length {length}.")
+    start = int(torch.randint(0, one_hot.shape[0] - length + 1, (1,), generator=generator))
+    return one_hot[start : start + length]
+
+
+class DNAViews:
+    """A `Dataset.set_transform` function: view 1 is a random crop, view 2 the reverse complement of another.
+
+    Output columns: `dna_one_hot`, `dna_one_hot_2`, each a list of `(crop_length, 4)` tensors.
+    """
+
+    def __init__(self, crop_length: int, sequence_column: str = "sequence", unknown: str = "zero"):
+        check_choice("unknown", unknown, UNKNOWN_POLICIES)
+        self.crop_length = crop_length
+        self.sequence_column = sequence_column
+        self.unknown = unknown
+
+    def __call__(self, batch: dict[str, list]) -> dict[str, list[torch.Tensor]]:
+        encoded = [
+            one_hot_dna(s, self.unknown, name=f"{self.sequence_column}[{i}]")
+            for i, s in enumerate(batch[self.sequence_column])
+        ]
+        return {
+            "dna_one_hot": [random_crop(x, self.crop_length) for x in encoded],
+            "dna_one_hot_2": [reverse_complement(random_crop(x, self.crop_length)) for x in encoded],
+        }
