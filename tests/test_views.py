@@ -62,3 +62,15 @@ def test_text_views_tokenise_and_two_dropout_passes_differ(tokenizer):
     assert not torch.allclose(view1, view2)
     with pytest.raises(ValueError, match=r"text\[1\] is ''; every row needs a non-empty string"):
         Dataset.from_dict({"text": ["ok", ""]}).with_transform(TextViews(tokenizer))[:2]
+
+
+def test_views_name_a_missing_column(tokenizer):
+    from insub_hf.data import IMAGE_STATS, ImageViews, simclr_augmentation
+
+    ds = Dataset.from_dict({"sentence": ["a cat"], "seq": ["ACGT"]})
+    with pytest.raises(ValueError, match=r"no column 'text' \(text_column\); its columns are \['sentence', 'seq'\]"):
+        ds.with_transform(TextViews(tokenizer))[:1]
+    with pytest.raises(ValueError, match=r"no column 'sequence' \(sequence_column\)"):
+        ds.with_transform(DNAViews(4))[:1]
+    with pytest.raises(ValueError, match=r"no column 'image' \(image_column\)"):
+        ds.with_transform(ImageViews(simclr_augmentation(32, *IMAGE_STATS["cifar10"])))[:1]

@@ -21,3 +21,10 @@ def check_dataset(dataset: Dataset, column: str, role: str, name: str = "dataset
         )
     if len(dataset) == 0:
         raise ValueError(f"{name} is empty (0 rows); it needs at least one example.")
+
+
+def batch_column(batch: dict[str, list], column: str, role: str) -> list:
+    """`batch[column]` for a set_transform function, or a ValueError naming the columns there are."""
+    if column not in batch:
+        raise ValueError(f"the data set has no column {column!r} ({role}); its columns are {sorted(batch)}.")
+    return batch[column]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..validation import check_choice
+from .columns import batch_column
 
 DNA_ALPHABET = "ACGT"  # channel order; the complement of channel c is channel 3 - c
 IUPAC_AMBIGUOUS = set("NRYSWKMBDHV")
@@ -62,7 +63,7 @@ class DNAViews:
     def __call__(self, batch: dict[str, list]) -> dict[str, list[torch.Tensor]]:
         encoded = [
             one_hot_dna(s, self.unknown, name=f"{self.sequence_column}[{i}]")
-            for i, s in enumerate(batch[self.sequence_column])
+            for i, s in enumerate(batch_column(batch, self.sequence_column, "sequence_column"))
         ]
         return {
             "dna_one_hot": [random_crop(x, self.crop_length) for x in encoded],

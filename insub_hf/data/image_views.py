@@ -7,6 +7,8 @@ from typing import Any
 import torch
 from torchvision.transforms import v2
 
+from .columns import batch_column
+
 # Per-channel normalisation of the data sets the package knows (METHOD.md; Fashion-MNIST from its training set).
 IMAGE_STATS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     "cifar10": ((0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)),
@@ -86,7 +88,7 @@ class ImageViews:
         self.image_column = image_column
 
     def __call__(self, batch: dict[str, list]) -> dict[str, list[torch.Tensor]]:
-        images = batch[self.image_column]
+        images = batch_column(batch, self.image_column, "image_column")
         return {
             "pixel_values": [self.augment(im) for im in images],
             "pixel_values_2": [self.augment(im) for im in images],
@@ -102,7 +104,8 @@ class ImageWithLabel:
         self.label_column = label_column
 
     def __call__(self, batch: dict[str, list]) -> dict[str, list]:
-        out = {"pixel_values": [self.transform(im) for im in batch[self.image_column]]}
+        images = batch_column(batch, self.image_column, "image_column")
+        out = {"pixel_values": [self.transform(im) for im in images]}
         if self.label_column in batch:
             out["labels"] = batch[self.label_column]
         return out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .columns import batch_column
+
 
 class TextViews:
     """A `Dataset.set_transform` function tokenising `text_column` to fixed-length `input_ids`/`attention_mask`.
@@ -20,7 +22,7 @@ class TextViews:
         self.max_length = max_length
 
     def __call__(self, batch: dict[str, list]) -> dict[str, list]:
-        texts = batch[self.text_column]
+        texts = batch_column(batch, self.text_column, "text_column")
         for i, text in enumerate(texts):
             if not isinstance(text, str) or not text.strip():
                 raise ValueError(f"{self.text_column}[{i}] is {text!r}; every row needs a non-empty string.")
