@@ -17,7 +17,7 @@ from transformers import HfArgumentParser
 from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.checkpointing import save_pretrained_atomic
 from insub_hf.configuration_insub import DEFAULT_ENCODER
-from insub_hf.data import IMAGE_DATASET_PRESETS, IMAGE_STATS, ImageViews, load_image_dataset, simclr_augmentation
+from insub_hf.data import IMAGE_DATASET_PRESETS, ImageViews, load_image_dataset
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
 
 
@@ -45,10 +45,7 @@ def main() -> None:
     train = load_image_dataset(data_args.dataset, split=data_args.split, preset=data_args.preset)
     if data_args.max_samples:
         train = train.select(range(min(data_args.max_samples, len(train))))
-    augment = simclr_augmentation(
-        preset.image_size, *IMAGE_STATS[preset.stats], num_channels=preset.num_channels, column=preset.image_column
-    )
-    train = train.with_transform(ImageViews(augment, preset.image_column))
+    train = train.with_transform(ImageViews(preset.augmentation(), preset.image_column))
 
     encoder = None
     if model_args.timm_model_name is None:

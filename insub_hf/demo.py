@@ -11,9 +11,11 @@ from transformers import set_seed
 from .callbacks import KNNReportCallback
 from .checkpointing import save_pretrained_atomic
 from .configuration_insub import InSubConfig
-from .data import IMAGE_STATS, ImageViews, ImageWithLabel, eval_image_transform, load_fashion_mnist, simclr_augmentation
+from .data import IMAGE_DATASET_PRESETS, ImageViews, ImageWithLabel, load_fashion_mnist
 from .modeling_insub import InSubForPreTraining
 from .trainer import InSubTrainer, InSubTrainingArguments
+
+FASHION_MNIST = IMAGE_DATASET_PRESETS["fashion_mnist"]
 
 
 @dataclass
@@ -41,7 +43,8 @@ class DemoArguments:
 def demo_config(args: DemoArguments, num_heads: int, diversity_weight: float) -> InSubConfig:
     """A ViT for 28x28 grey images (7x7 patches of 4x4) with `num_heads` heads."""
     encoder = dict(
-        model_type="vit", image_size=28, patch_size=4, num_channels=1, hidden_size=args.hidden_size,
+        model_type="vit", image_size=FASHION_MNIST.image_size, patch_size=4, num_channels=FASHION_MNIST.num_channels,
+        hidden_size=args.hidden_size,
         num_hidden_layers=args.num_layers, num_attention_heads=4, intermediate_size=2 * args.hidden_size,
     )
     return InSubConfig(
@@ -55,9 +58,8 @@ def pretrain_one(name: str, config: InSubConfig, data, args: DemoArguments) -> d
     """Pretrains one model, saves it to `output_dir/<name>/model`, returns its per-epoch history."""
     set_seed(args.seed)
     model = InSubForPreTraining(config)
-    stats = IMAGE_STATS["fashion_mnist"]
-    train_views = data["train"].with_transform(ImageViews(simclr_augmentation(28, *stats, num_channels=1)))
-    evaluate = ImageWithLabel(eval_image_transform(28, *stats, num_channels=1))
+    train_views = data["train"].with_transform(ImageViews(FASHION_MNIST.augmentation(), FASHION_MNIST.image_column))
+    evaluate = ImageWithLabel(FASHION_MNIST.eval_transform(), FASHION_MNIST.image_column, FASHION_MNIST.label_column)
     report = KNNReportCallback(
         data["train"].with_transform(evaluate), data["test"].with_transform(evaluate), k=args.knn_k, name=name
     )

@@ -14,11 +14,12 @@ from PIL import Image as PILImage
 
 from ..validation import check_choice
 from .columns import check_dataset
+from .image_views import IMAGE_STATS, eval_image_transform, simclr_augmentation
 
 
 @dataclass(frozen=True)
 class ImageDatasetPreset:
-    """How a known data set is laid out: columns, splits, image geometry and normalisation key."""
+    """How a known data set is laid out: columns, image geometry and normalisation key."""
 
     image_column: str
     label_column: str
@@ -26,7 +27,18 @@ class ImageDatasetPreset:
     num_channels: int
     stats: str
     config_name: str | None = None
-    test_split: str = "test"
+
+    def augmentation(self):
+        """SimCLR training views for this data set (see `simclr_augmentation`)."""
+        return simclr_augmentation(
+            self.image_size, *IMAGE_STATS[self.stats], num_channels=self.num_channels, column=self.image_column
+        )
+
+    def eval_transform(self):
+        """The test-time transform for this data set (see `eval_image_transform`)."""
+        return eval_image_transform(
+            self.image_size, *IMAGE_STATS[self.stats], num_channels=self.num_channels, column=self.image_column
+        )
 
 
 IMAGE_DATASET_PRESETS: dict[str, ImageDatasetPreset] = {
