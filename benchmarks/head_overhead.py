@@ -20,6 +20,7 @@ import torch
 import torch.utils.benchmark as bench
 
 from insub_hf import BatchedHeads, InSubConfig, InSubForPreTraining
+from insub_hf.evaluation.cost import training_memory_mb
 
 VIT_TINY_32 = dict(
     model_type="vit", image_size=32, patch_size=4, hidden_size=192, num_hidden_layers=12, num_attention_heads=3,
@@ -40,30 +41,6 @@ def train_step_fn(model, optimizer, x1, x2):
         optimizer.step()
 
     return step
-
-
-def training_memory_mb(model, optimizer, x1, x2, device) -> float:
-    step = train_step_fn(model, optimizer, x1, x2)
-    step()  # creates gradients and optimizer state
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        step()
-        torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated() / 2**20
-    saved = 0
-
-    def pack(t):
-        nonlocal saved
-        saved += t.numel() * t.element_size()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = model(pixel_values=x1, pixel_values_2=x2).loss
-    loss.backward()
-    state = sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t))
-    params = sum(p.numel() * p.element_size() for p in model.parameters())
-    return (saved + 2 * params + state) / 2**20
 
 
 def naive_einsum_heads(heads: BatchedHeads):
@@ -108,8 +85,9 @@ def main() -> None:
         model = InSubForPreTraining(InSubConfig(encoder_config=encoder, num_heads=m)).to(device)
         # The Trainer's default optimizer on torch >= 2.8 (`adamw_torch_fused`).
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-        memory[m] = training_memory_mb(model, optimizer, x1, x2, device)
         step_fns[m] = train_step_fn(model, optimizer, x1, x2)
+        step_fns[m]()  # creates the gradients and the optimizer state
+        memory[m] = training_memory_mb(model, step_fns[m])
     # Interleaved rounds, best median per M: drift of a shared machine then hits every M alike.
     steps = {m: float("inf") for m in args.heads}
     for _ in range(args.rounds):

@@ -6,7 +6,10 @@ import sys
 
 from transformers import HfArgumentParser
 
-COMMANDS = {"demo": "SimCLR pretraining of a baseline and an InSub model on the bundled Fashion-MNIST subset."}
+COMMANDS = {
+    "demo": "SimCLR pretraining of a baseline and an InSub model on the bundled Fashion-MNIST subset.",
+    "compare": "Baseline, SSL-Ensemble, MC Dropout, BatchEnsemble and InSub: calibration, OOD, corruptions, cost.",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,6 +24,13 @@ def main(argv: list[str] | None = None) -> int:
 
         (args,) = HfArgumentParser(DemoArguments).parse_args_into_dataclasses(args=rest)
         run_demo(args)
+    elif command == "compare":
+        from .evaluation.comparison import ComparisonArguments, run_comparison
+        from .evaluation.harness import HarnessArguments
+        from .evaluation.probes import ProbeArguments
+
+        parser = HfArgumentParser((ComparisonArguments, ProbeArguments, HarnessArguments))
+        run_comparison(*parser.parse_args_into_dataclasses(args=rest))
     return 0
 
 

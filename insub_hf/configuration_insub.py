@@ -49,6 +49,8 @@ class InSubConfig(PretrainedConfig):
         temperature: NT-Xent temperature.
         normalize_heads: L2-normalise each head output before averaging (reference code).
         normalize_mean: L2-normalise the mean embedding inside the loss (the paper's cosine similarity).
+        batch_ensemble_size: > 1 turns the encoder's linear layers into BatchEnsemble layers with this many
+            members (the BatchEnsemble baseline of the paper; 1 = off).
     """
 
     model_type = "insub"
@@ -69,6 +71,7 @@ class InSubConfig(PretrainedConfig):
     temperature: float = 0.5
     normalize_heads: bool = True
     normalize_mean: bool = True
+    batch_ensemble_size: int = 1
 
     def __post_init__(self, **kwargs: Any) -> None:
         if self.encoder_config is not None and self.timm_model_name is not None:
@@ -100,4 +103,5 @@ class InSubConfig(PretrainedConfig):
         check_range("InSubConfig.diversity_alpha", self.diversity_alpha, low=0.0)
         check_range("InSubConfig.diversity_weight", self.diversity_weight, low=0.0)
         check_range("InSubConfig.diversity_eps", self.diversity_eps, low=0.0, low_inclusive=False)
+        check_range("InSubConfig.batch_ensemble_size", self.batch_ensemble_size, low=1, integer=True)
         check_range("InSubConfig.temperature", self.temperature, low=0.0, low_inclusive=False)

@@ -6,14 +6,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from transformers import set_seed
-
 from .callbacks import KNNReportCallback
-from .checkpointing import save_pretrained_atomic
 from .configuration_insub import InSubConfig
 from .data import IMAGE_DATASET_PRESETS, ImageViews, ImageWithLabel, load_fashion_mnist
-from .modeling_insub import InSubForPreTraining
-from .trainer import InSubTrainer, InSubTrainingArguments
+from .pretraining import pretrain
 
 FASHION_MNIST = IMAGE_DATASET_PRESETS["fashion_mnist"]
 
@@ -56,24 +52,15 @@ def demo_config(args: DemoArguments, num_heads: int, diversity_weight: float) ->
 
 def pretrain_one(name: str, config: InSubConfig, data, args: DemoArguments) -> dict:
     """Pretrains one model, saves it to `output_dir/<name>/model`, returns its per-epoch history."""
-    set_seed(args.seed)
-    model = InSubForPreTraining(config)
     train_views = data["train"].with_transform(ImageViews(FASHION_MNIST.augmentation(), FASHION_MNIST.image_column))
     evaluate = ImageWithLabel(FASHION_MNIST.eval_transform(), FASHION_MNIST.image_column, FASHION_MNIST.label_column)
     report = KNNReportCallback(
         data["train"].with_transform(evaluate), data["test"].with_transform(evaluate), k=args.knn_k, name=name
     )
-    run_dir = Path(args.output_dir) / name
-    training_args = InSubTrainingArguments(
-        output_dir=str(run_dir), num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size,
-        learning_rate=args.learning_rate, weight_decay=1e-4, warmup_steps=0.05, lr_scheduler_type="cosine",
-        logging_strategy="epoch", save_strategy="epoch", save_total_limit=1, seed=args.seed,
-        dataloader_drop_last=True,
+    pretrain(
+        config, train_views, Path(args.output_dir) / name, args.epochs, args.batch_size, args.learning_rate,
+        seed=args.seed, callbacks=[report], resume=args.resume,
     )
-    trainer = InSubTrainer(model=model, args=training_args, train_dataset=train_views, callbacks=[report])
-    has_checkpoint = any(run_dir.glob("checkpoint-*"))
-    trainer.train(resume_from_checkpoint=True if args.resume and has_checkpoint else None)
-    save_pretrained_atomic(model, run_dir / "model")
     return {"name": name, "num_heads": config.num_heads, "diversity_weight": config.diversity_weight,
             "history": report.history}
 

@@ -163,6 +163,12 @@ class InSubForPreTraining(InSubPreTrainedModel):
                 f"The two views must have the same inputs and shapes, got {tuple(first[main].shape)} and "
                 f"{tuple(second[main].shape)}."
             )
+        members = self.config.batch_ensemble_size
+        if members > 1 and first[main].shape[0] % members:
+            raise ValueError(
+                f"With InSubConfig.batch_ensemble_size={members}, the batch size ({first[main].shape[0]}) must be a "
+                "multiple of it so that both views of a sample go through the same member."
+            )
         return {k: torch.cat([first[k], second[k]], dim=0) for k in first}
 
     def forward(

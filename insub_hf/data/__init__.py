@@ -6,10 +6,18 @@ from .image_datasets import (
     FASHION_MNIST_CLASSES,
     IMAGE_DATASET_PRESETS,
     ImageDatasetPreset,
+    balanced_indices,
     load_fashion_mnist,
     load_image_dataset,
 )
-from .image_views import IMAGE_STATS, ImageViews, ImageWithLabel, eval_image_transform, simclr_augmentation
+from .image_views import (
+    IMAGE_STATS,
+    ImageViews,
+    ImageWithLabel,
+    eval_image_transform,
+    simclr_augmentation,
+    unit_image_transform,
+)
 from .text_views import TextViews
 
 __all__ = [
@@ -24,9 +32,11 @@ __all__ = [
     "ImageDatasetPreset",
     "ImageViews",
     "ImageWithLabel",
+    "balanced_indices",
     "check_dataset",
     "eval_image_transform",
     "load_fashion_mnist",
     "load_image_dataset",
     "simclr_augmentation",
+    "unit_image_transform",
 ]

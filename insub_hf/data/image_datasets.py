@@ -9,12 +9,14 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
+import torch
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Image, load_dataset
 from PIL import Image as PILImage
+from torch.utils.data import DataLoader
 
 from ..validation import check_choice
 from .columns import check_dataset
-from .image_views import IMAGE_STATS, eval_image_transform, simclr_augmentation
+from .image_views import IMAGE_STATS, ImageWithLabel, eval_image_transform, simclr_augmentation, unit_image_transform
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,27 @@ class ImageDatasetPreset:
         return eval_image_transform(
             self.image_size, *IMAGE_STATS[self.stats], num_channels=self.num_channels, column=self.image_column
         )
+
+    def normalization(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """Per-channel (mean, std)."""
+        return IMAGE_STATS[self.stats]
+
+    def to_tensors(self, dataset: Dataset, batch_size: int = 1000) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """All images of `dataset` as `(N, C, H, W)` floats in [0, 1] (resized, not normalised) and the labels
+        `(N,)` (None when the data set has no label column)."""
+        has_labels = self.label_column in dataset.column_names
+        rows = dataset.with_transform(
+            ImageWithLabel(
+                unit_image_transform(self.image_size, self.num_channels, self.image_column), self.image_column,
+                self.label_column if has_labels else None,
+            )
+        )
+        images, labels = [], []
+        for batch in DataLoader(rows, batch_size=batch_size):
+            images.append(batch["pixel_values"])
+            if has_labels:
+                labels.append(torch.as_tensor(batch["labels"]))
+        return torch.cat(images), torch.cat(labels) if has_labels else None
 
 
 IMAGE_DATASET_PRESETS: dict[str, ImageDatasetPreset] = {
@@ -115,7 +138,8 @@ def _fashion_mnist_arrays(source: str) -> dict[str, np.ndarray]:
         return dict(np.load(f))
 
 
-def _balanced_subset(labels: np.ndarray, per_class: int | None, seed: int) -> np.ndarray:
+def balanced_indices(labels: np.ndarray, per_class: int | None, seed: int) -> np.ndarray:
+    """Sorted indices of a seeded draw of `per_class` samples of every class (all when None)."""
     if per_class is None:
         return np.arange(len(labels))
     rng = np.random.default_rng(seed)
@@ -139,7 +163,7 @@ def load_fashion_mnist(
     splits = {}
     for split, per_class in (("train", train_per_class), ("test", test_per_class)):
         labels = arrays[f"{split}_labels"]
-        idx = _balanced_subset(labels, per_class, seed)
+        idx = balanced_indices(labels, per_class, seed)
         images = [PILImage.fromarray(im, mode="L") for im in arrays[f"{split}_images"][idx]]
         splits[split] = Dataset.from_dict({"image": images, "label": labels[idx].tolist()}, features=features)
     return DatasetDict(splits)

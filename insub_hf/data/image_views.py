@@ -62,18 +62,19 @@ def simclr_augmentation(
     )
 
 
+def unit_image_transform(image_size: int, num_channels: int = 3, column: str = "image") -> v2.Compose:
+    """Resize and centre crop to float `(C, image_size, image_size)` in [0, 1], not normalised (what OOD noise and
+    corruptions are applied to before normalisation)."""
+    return v2.Compose(
+        [*_to_float_image(num_channels, column), v2.Resize(image_size, antialias=True), v2.CenterCrop(image_size)]
+    )
+
+
 def eval_image_transform(
     image_size: int, mean: tuple[float, ...], std: tuple[float, ...], num_channels: int = 3, column: str = "image"
 ) -> v2.Compose:
     """Test-time transform: resize, centre crop, normalise. Output: float `(C, image_size, image_size)`."""
-    return v2.Compose(
-        [
-            *_to_float_image(num_channels, column),
-            v2.Resize(image_size, antialias=True),
-            v2.CenterCrop(image_size),
-            v2.Normalize(mean, std),
-        ]
-    )
+    return v2.Compose([unit_image_transform(image_size, num_channels, column), v2.Normalize(mean, std)])
 
 
 class ImageViews:

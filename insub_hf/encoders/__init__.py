@@ -7,6 +7,7 @@ import inspect
 from transformers import AutoConfig, AutoModel, PretrainedConfig
 
 from .base import Encoder
+from .batch_ensemble import BatchEnsembleEncoder, BatchEnsembleLinear, convert_to_batch_ensemble
 from .configuration_genomic import GenomicEncoderConfig
 from .modeling_genomic import GenomicEncoder, GenomicEncoderModel
 from .text import TransformersTextEncoder, masked_mean
@@ -19,7 +20,20 @@ MODALITY_INPUTS = ("pixel_values", "input_ids", "dna_one_hot")
 
 
 def build_encoder(config) -> Encoder:
-    """Builds the encoder an `InSubConfig` names, randomly initialised.
+    """Builds the encoder an `InSubConfig` names, randomly initialised; with `config.batch_ensemble_size` > 1
+    its linear layers become BatchEnsemble layers.
+
+    Args:
+        config: an `InSubConfig`.
+    """
+    encoder = _build_plain_encoder(config)
+    if config.batch_ensemble_size > 1:
+        return BatchEnsembleEncoder(encoder, config.batch_ensemble_size)
+    return encoder
+
+
+def _build_plain_encoder(config) -> Encoder:
+    """The encoder an `InSubConfig` names, randomly initialised.
 
     Which adapter wraps a transformers model follows the model's `main_input_name`: `pixel_values` (vision),
     `input_ids` (text, pooled by `config.pooling`) or `dna_one_hot` (genomic).
@@ -56,6 +70,8 @@ def build_encoder(config) -> Encoder:
 
 
 __all__ = [
+    "BatchEnsembleEncoder",
+    "BatchEnsembleLinear",
     "Encoder",
     "GenomicEncoder",
     "GenomicEncoderConfig",
@@ -64,5 +80,6 @@ __all__ = [
     "TransformersTextEncoder",
     "TransformersVisionEncoder",
     "build_encoder",
+    "convert_to_batch_ensemble",
     "masked_mean",
 ]

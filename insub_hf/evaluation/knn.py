@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader
 
 from ..validation import check_range
 
@@ -47,28 +46,3 @@ def knn_accuracy(
     """Top-1 accuracy of `knn_predict` on labelled test features `(T, d)`, `(T,)`."""
     predictions = knn_predict(train_features, train_labels, test_features, k)
     return float((predictions == test_labels).float().mean())
-
-
-@torch.no_grad()
-def extract_representations(
-    model, dataset, batch_size: int = 256, input_name: str = "pixel_values"
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Encoder representations (heads removed) and labels of a data set yielding `input_name` and `labels`.
-
-    Args:
-        model: an `InSubModel` or `InSubForPreTraining`.
-        dataset: rows with `input_name` and `labels` (e.g. with `ImageWithLabel` as its transform).
-
-    Returns:
-        features `(N, d)` on the CPU, labels `(N,)`.
-    """
-    base = getattr(model, "insub", model)
-    was_training = base.training
-    base.eval()
-    device = next(base.parameters()).device
-    features, labels = [], []
-    for batch in DataLoader(dataset, batch_size=batch_size):
-        features.append(base.get_representation(**{input_name: batch[input_name].to(device)}).cpu())
-        labels.append(torch.as_tensor(batch["labels"]))
-    base.train(was_training)
-    return torch.cat(features), torch.cat(labels)

@@ -1,0 +1,17 @@
+"""Compare Baseline, SSL-Ensemble, MC Dropout, BatchEnsemble and InSub on calibration, OOD detection,
+corruptions and cost; writes results.md, results.json and PNG plots to --output_dir.
+
+    python examples/compare_methods.py                                  # bundled Fashion-MNIST, M=5, one seed
+    python examples/compare_methods.py --num_heads 3 5 10 --seeds 0 1 2  # the full table (runs are cached)
+    python examples/compare_methods.py --dataset cifar10 --ood_dataset svhn --train_per_class 0 \\
+        --test_per_class 0 --pretrain_epochs 200 --pretrain_batch_size 510 --hidden_size 192 --num_layers 12
+"""
+
+from transformers import HfArgumentParser
+
+from insub_hf.evaluation import ComparisonArguments, HarnessArguments, ProbeArguments, run_comparison
+
+if __name__ == "__main__":
+    parser = HfArgumentParser((ComparisonArguments, ProbeArguments, HarnessArguments))
+    comparison_args, probe_args, harness_args = parser.parse_args_into_dataclasses()
+    run_comparison(comparison_args, probe_args, harness_args)

@@ -1,0 +1,107 @@
+"""Frozen-encoder features for probes and OOD scores: representations of deterministic, MC-dropout or
+BatchEnsemble members, and the label-free spread of the pretrained heads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from ..encoders import BatchEnsembleEncoder
+from ..losses import head_spread
+
+
+@dataclass
+class FeatureSet:
+    """Features of N inputs.
+
+    Attributes:
+        representations: `(N, S, d)`: S = 1 (deterministic), T MC-dropout passes or M BatchEnsemble members.
+        head_sigma: `(N,)` the heads' per-dimension spread sigma averaged over dimensions (0 when M = 1);
+            a label-free uncertainty score that needs no probe.
+        labels: `(N,)` or None when the inputs carry no labels.
+    """
+
+    representations: torch.Tensor
+    head_sigma: torch.Tensor
+    labels: torch.Tensor | None = None
+
+
+def set_dropout(module: nn.Module, enabled: bool) -> None:
+    """Puts every submodule except normalisation layers in train mode (dropout on) or all in eval mode.
+
+    BatchNorm stays in eval mode so that MC-dropout passes sample dropout masks only, not batch statistics.
+    """
+    module.eval()
+    if enabled:
+        for sub in module.modules():
+            if not isinstance(sub, nn.modules.batchnorm._BatchNorm):
+                sub.training = True  # per module: .train() would recurse into the BatchNorm children
+
+
+def _batches(inputs, batch_size: int, input_names: tuple[str, ...]) -> Iterator[tuple[dict, torch.Tensor | None]]:
+    if isinstance(inputs, Mapping):  # tensors already in memory
+        n = next(iter(inputs.values())).shape[0]
+        for start in range(0, n, batch_size):
+            batch = {k: v[start : start + batch_size] for k, v in inputs.items()}
+            yield {k: v for k, v in batch.items() if k in input_names}, batch.get("labels")
+    else:  # a datasets.Dataset (or any map-style data set) yielding dict rows with a transform applied
+        for batch in DataLoader(inputs, batch_size=batch_size):
+            labels = batch.get("labels")
+            labels = None if labels is None else torch.as_tensor(labels)
+            yield {k: v for k, v in batch.items() if k in input_names}, labels
+
+
+@torch.no_grad()
+def extract_features(
+    model, inputs, batch_size: int = 256, mc_dropout_passes: int = 0, seed: int = 0
+) -> FeatureSet:
+    """Runs the frozen encoder (and the heads, for their spread) over a data set.
+
+    Args:
+        model: an `InSubModel` or `InSubForPreTraining`.
+        inputs: a mapping of tensors `{"pixel_values": (N, C, H, W), "labels": (N,), ...}` or a data set whose
+            rows hold the encoder's inputs (and optionally `labels`).
+        mc_dropout_passes: T > 0 samples T dropout masks per input (MC Dropout); 0 runs deterministically.
+        seed: seed of the dropout masks (the global RNG state is restored afterwards).
+
+    Returns:
+        A `FeatureSet` on the CPU; S = T with MC dropout, M with a BatchEnsemble encoder, else 1.
+    """
+    base = getattr(model, "insub", model)
+    was_training = base.training
+    base.eval()
+    device = next(base.parameters()).device
+    encoder = base.encoder
+    reps, sigmas, labels = [], [], []
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        for batch, batch_labels in _batches(inputs, batch_size, encoder.input_names):
+            batch = base.encoder_inputs(**{k: v.to(device) for k, v in batch.items()})
+            if isinstance(encoder, BatchEnsembleEncoder):
+                samples = encoder.forward_members(**batch)  # (b, M, d)
+            elif mc_dropout_passes > 0:
+                set_dropout(encoder, True)
+                samples = torch.stack([encoder(**batch) for _ in range(mc_dropout_passes)], dim=1)  # (b, T, d)
+                set_dropout(encoder, False)
+            else:
+                samples = encoder(**batch)[:, None]  # (b, 1, d)
+            z = base.embed_heads(samples.mean(dim=1))  # (b, M_heads, q)
+            sigmas.append(head_spread(z, base.config.diversity_eps).mean(dim=1).cpu())
+            reps.append(samples.cpu())
+            if batch_labels is not None:
+                labels.append(torch.as_tensor(batch_labels))
+    base.train(was_training)
+    return FeatureSet(torch.cat(reps), torch.cat(sigmas), torch.cat(labels) if labels else None)
+
+
+def extract_representations(model, dataset, batch_size: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+    """Encoder representations `(N, d)` (heads removed; BatchEnsemble: the member mean) and labels `(N,)` of a
+    labelled data set (e.g. with `ImageWithLabel` as its transform)."""
+    features = extract_features(model, dataset, batch_size)
+    if features.labels is None:
+        raise ValueError(f"extract_representations needs rows with `labels` next to the encoder's inputs.")
+    return features.representations.mean(dim=1), features.labels

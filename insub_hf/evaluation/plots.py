@@ -1,0 +1,125 @@
+"""PNG plots of a comparison run: reliability diagrams, metrics vs M, head spread over training, OOD score
+histograms and corruption curves. matplotlib is imported here only (no plotting import at package import)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def _pyplot():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as error:  # pragma: no cover - matplotlib is a dependency
+        raise ImportError("Plots need matplotlib: pip install matplotlib") from error
+    return plt
+
+
+def reliability_diagrams(arrays: dict[str, dict], path: Path) -> None:
+    plt = _pyplot()
+    names = list(arrays)
+    fig, axes = plt.subplots(1, len(names), figsize=(3 * len(names), 3.2), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        bins = arrays[name]["reliability"]
+        centers = ((bins.edges[:-1] + bins.edges[1:]) / 2).numpy()
+        acc = np.nan_to_num(bins.accuracy.numpy())
+        ax.bar(centers, acc, width=1 / len(centers), edgecolor="k", label="accuracy")
+        ax.plot([0, 1], [0, 1], "r--", label="perfect")
+        ax.set(title=name, xlabel="confidence", xlim=(0, 1), ylim=(0, 1))
+    axes[0][0].set_ylabel("accuracy")
+    axes[0][0].legend(loc="upper left", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def metrics_vs_m(rows: list[dict], path: Path) -> None:
+    """Accuracy, ECE, NLL against M per method (the baseline drawn at M = 1 for every curve)."""
+    plt = _pyplot()
+    baseline = [r for r in rows if r["method"] == "baseline"]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+    for ax, (key, label) in zip(axes, (("accuracy", "accuracy"), ("ece", "ECE"), ("nll", "NLL"))):
+        for method in ("ssl_ensemble", "batch_ensemble", "insub", "finetune_insub"):
+            points = {}
+            for r in baseline:
+                points.setdefault(1, []).append(r["test"][key])
+            for r in (r for r in rows if r["method"] == method):
+                points.setdefault(r["num_heads"], []).append(r["test"][key])
+            if len(points) > 1 or (points and not baseline):
+                ms = sorted(points)
+                ax.plot(ms, [np.mean(points[m]) for m in ms], "o-", label=method)
+        ax.set(xlabel="M", title=label)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def sigma_over_training(arrays: dict[str, dict], path: Path) -> None:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    for name, a in arrays.items():
+        if a.get("sigma_over_training"):
+            steps, sigma = zip(*a["sigma_over_training"])
+            ax.plot(steps, sigma, label=name)
+    ax.set(xlabel="step", ylabel="mean sigma across heads", title="head spread during pretraining")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def ood_histograms(arrays: dict[str, dict], path: Path) -> None:
+    """Histograms of every score (higher = in-distribution) for the test set and each OOD set, per method."""
+    plt = _pyplot()
+    names = list(arrays)
+    keys = ["msp", "neg_head_sigma"]
+    fig, axes = plt.subplots(len(names), len(keys), figsize=(4.5 * len(keys), 2.4 * len(names)), squeeze=False)
+    for i, name in enumerate(names):
+        for j, key in enumerate(keys):
+            ax = axes[i][j]
+            for split, scores in arrays[name]["scores"].items():
+                if key in scores:
+                    ax.hist(scores[key].numpy(), bins=40, alpha=0.5, label=split, density=True)
+            ax.set_title(f"{name}: {key}", fontsize=8)
+            if ax.has_data():
+                ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def corruption_curves(rows: list[dict], path: Path) -> None:
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    seen = set()
+    for r in rows:
+        if r["name"] in seen or not r.get("corruption_mean"):
+            continue
+        seen.add(r["name"])
+        severities = sorted(r["corruption_mean"], key=int)
+        for ax, key in zip(axes, ("accuracy", "ece")):
+            ax.plot([int(s) for s in severities], [r["corruption_mean"][s][key] for s in severities], "o-",
+                    label=r["name"])
+    for ax, key in zip(axes, ("accuracy", "ECE")):
+        ax.set(xlabel="severity", title=f"{key} under corruption (mean over types)")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_plots(results: dict, arrays: dict[str, dict], out: Path) -> list[Path]:
+    """Writes every plot of a comparison to `out`; returns the paths."""
+    paths = [out / name for name in ("reliability.png", "metrics_vs_m.png", "sigma_over_training.png",
+                                     "ood_scores.png", "corruptions.png")]
+    reliability_diagrams(arrays, paths[0])
+    metrics_vs_m(results["rows"], paths[1])
+    sigma_over_training(arrays, paths[2])
+    ood_histograms(arrays, paths[3])
+    corruption_curves(results["rows"], paths[4])
+    return paths

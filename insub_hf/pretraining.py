@@ -1,0 +1,80 @@
+"""One pretraining run through `InSubTrainer`, shared by the demo and the comparison harness."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import TrainerCallback, set_seed
+
+from .checkpointing import save_pretrained_atomic
+from .configuration_insub import InSubConfig
+from .evaluation.cost import count_parameters, training_memory_mb
+from .modeling_insub import InSubForPreTraining
+from .trainer import InSubTrainer, InSubTrainingArguments
+
+
+@dataclass
+class PretrainingResult:
+    """A finished run: the model, its training log and what it cost.
+
+    Attributes:
+        model: the trained `InSubForPreTraining` (also saved under `run_dir/model`).
+        log_history: the Trainer's log (loss, ssl_loss, diversity_loss, mean_sigma per logging step).
+        cost: parameters, seconds per step, peak training memory (MiB) and steps.
+    """
+
+    model: InSubForPreTraining
+    log_history: list[dict]
+    cost: dict[str, float]
+
+
+def pretrain(
+    config: InSubConfig,
+    train_dataset,
+    run_dir: str | Path,
+    epochs: float,
+    batch_size: int,
+    learning_rate: float,
+    seed: int = 0,
+    logging_steps: int | None = None,
+    callbacks: list[TrainerCallback] | None = None,
+    resume: bool = False,
+) -> PretrainingResult:
+    """Pretrains a fresh `InSubForPreTraining(config)` on two-view batches and saves it atomically.
+
+    Args:
+        config: the architecture.
+        train_dataset: rows with both views (e.g. a data set with `ImageViews` as its transform).
+        run_dir: checkpoints go to `run_dir/checkpoint-*` (one per epoch, the last kept), the model to
+            `run_dir/model`.
+        epochs, batch_size, learning_rate: AdamW with 5% warm-up and cosine decay, weight decay 1e-4.
+        logging_steps: log every this many steps (None: once per epoch).
+        resume: continue from the last checkpoint in `run_dir` when there is one.
+    """
+    set_seed(seed)
+    model = InSubForPreTraining(config)
+    run_dir = Path(run_dir)
+    args = InSubTrainingArguments(
+        output_dir=str(run_dir), num_train_epochs=epochs, per_device_train_batch_size=batch_size,
+        learning_rate=learning_rate, weight_decay=1e-4, warmup_steps=0.05, lr_scheduler_type="cosine",
+        logging_strategy="steps" if logging_steps else "epoch", logging_steps=logging_steps or 500,
+        save_strategy="epoch", save_total_limit=1, seed=seed, dataloader_drop_last=True,
+        dataloader_pin_memory=torch.cuda.is_available(),
+    )
+    trainer = InSubTrainer(model=model, args=args, train_dataset=train_dataset, callbacks=callbacks)
+    has_checkpoint = any(run_dir.glob("checkpoint-*"))
+    output = trainer.train(resume_from_checkpoint=True if resume and has_checkpoint else None)
+    save_pretrained_atomic(model, run_dir / "model")
+    batch = {k: v.to(model.device) for k, v in next(iter(trainer.get_train_dataloader())).items()}
+    memory = training_memory_mb(model, lambda: model(**batch).loss.backward())
+    model.zero_grad(set_to_none=True)
+    steps = max(1, output.global_step)
+    cost = {
+        "parameters": count_parameters(model),
+        "seconds_per_step": output.metrics["train_runtime"] / steps,
+        "peak_memory_mb": memory,
+        "steps": steps,
+    }
+    return PretrainingResult(model, trainer.state.log_history, cost)

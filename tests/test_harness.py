@@ -1,0 +1,124 @@
+import json
+
+import pytest
+import torch
+
+from insub_hf import InSubConfig, InSubForPreTraining
+from insub_hf.cli import main
+from insub_hf.evaluation import HarnessArguments, ImageEvaluationData, MethodEvaluator, ProbeArguments, metrics
+from insub_hf.evaluation.comparison import ComparisonArguments
+from insub_hf.evaluation.ood_sets import load_mnist_images, normalize_images
+
+VIT_28 = dict(model_type="vit", image_size=28, patch_size=7, num_channels=1, hidden_size=16, num_hidden_layers=1,
+              num_attention_heads=2, intermediate_size=32)
+MEAN, STD = (0.5,), (0.25,)
+
+
+def tiny_model(**overrides):
+    kwargs = dict(encoder_config=dict(VIT_28), num_heads=2, head_hidden_sizes=[16], head_output_size=8)
+    kwargs.update(overrides)
+    return InSubForPreTraining(InSubConfig(**kwargs)).eval()
+
+
+@pytest.fixture(scope="module")
+def data():
+    digits = load_mnist_images(90, seed=0)
+    labels = torch.arange(3).repeat(30)
+    return ImageEvaluationData(
+        digits[:60], labels[:60], digits[60:], labels[60:], {"uniform": torch.rand(20, 1, 28, 28)}, MEAN, STD, 3
+    )
+
+
+def fast(**kwargs):
+    return HarnessArguments(**{"mc_dropout_passes": 2, "corruption_images": 10, "corruptions": ["fog", "pixelate"],
+                               **kwargs})
+
+
+def test_results_follow_the_members_and_match_a_direct_computation(data):
+    torch.manual_seed(0)
+    model = tiny_model()
+    evaluator = MethodEvaluator([model], data, ProbeArguments(probe_epochs=3), fast())
+    results, arrays = evaluator.run()
+    with torch.no_grad():
+        rep = model.insub.get_representation(pixel_values=normalize_images(data.test_images, MEAN, STD))
+        probs = torch.softmax(evaluator._probes[0][0](rep).double(), dim=-1)
+    assert results["members"] == 1
+    assert results["test"]["accuracy"] == pytest.approx(metrics.accuracy(probs, data.test_labels))
+    assert results["test"]["ece"] == pytest.approx(metrics.expected_calibration_error(probs, data.test_labels), abs=1e-6)
+    assert results["test"]["nll"] == pytest.approx(metrics.nll(probs, data.test_labels), abs=1e-6)
+    msp_auroc = metrics.ood_auroc(probs.max(1).values, arrays["scores"]["uniform"]["msp"])
+    assert results["ood"]["uniform"]["msp"] == pytest.approx(msp_auroc, abs=1e-6)
+    assert set(results["ood"]["uniform"]) == {"msp", "neg_entropy", "neg_head_sigma"}
+    assert set(results["semi_supervised"]) == {"1%", "10%"}
+    assert set(results["corruptions"]) == {"fog", "pixelate"} and set(results["corruptions"]["fog"]) == set("12345")
+    mean_s3 = (results["corruptions"]["fog"]["3"]["ece"] + results["corruptions"]["pixelate"]["3"]["ece"]) / 2
+    assert results["corruption_mean"]["3"]["ece"] == pytest.approx(mean_s3)
+
+
+@pytest.mark.parametrize(
+    "make, kwargs, members",
+    [
+        (lambda: [tiny_model(num_heads=1), tiny_model(num_heads=1)], {}, 2),  # deep ensemble of 2 models
+        (lambda: [tiny_model(num_heads=3)], {"num_probes": 3}, 3),  # Finetune-InSub
+        (lambda: [tiny_model(num_heads=1, encoder_config=dict(VIT_28, hidden_dropout_prob=0.2))],
+         {"mc_dropout": True}, 2),  # MC dropout, T = 2
+        (lambda: [tiny_model(num_heads=1, batch_ensemble_size=3)], {}, 3),  # BatchEnsemble
+    ],
+)
+def test_every_method_averages_its_members(data, make, kwargs, members):
+    results, _ = MethodEvaluator(make(), data, ProbeArguments(probe_epochs=2), fast(), **kwargs).run()
+    assert results["members"] == members
+    assert 0 <= results["test"]["disagreement_over_error"] < 10
+    assert "neg_mutual_information" in results["ood"]["uniform"]
+
+
+def test_bad_evaluation_data_is_refused():
+    images, labels = torch.rand(4, 1, 28, 28), torch.tensor([0, 1, 2, 1])
+    with pytest.raises(ValueError, match="same class set"):
+        ImageEvaluationData(images, labels, images, torch.tensor([0, 1, 5, 1]), {}, MEAN, STD, 3)
+    with pytest.raises(ValueError, match="no labels"):
+        ImageEvaluationData(images, None, images, labels, {}, MEAN, STD, 3)
+    with pytest.raises(ValueError, match="OOD set 'cifar'"):
+        ImageEvaluationData(images, labels, images, labels, {"cifar": torch.rand(2, 3, 32, 32)}, MEAN, STD, 3)
+    with pytest.raises(ValueError, match="corruptions must be one of"):
+        HarnessArguments(corruptions=["hail"])
+    with pytest.raises(ValueError, match="methods must be one of"):
+        ComparisonArguments(methods=["deep_ensemble"])
+    with pytest.raises(ValueError, match="pretrain_batch_size=32 must be a multiple"):
+        ComparisonArguments(num_heads=[3], pretrain_batch_size=32)
+
+
+@pytest.mark.slow
+def test_compare_command_writes_table_json_plots_and_reuses_cached_runs(tmp_path, capsys):
+    out = tmp_path / "compare"
+    argv = [
+        "compare", "--output_dir", str(out), "--data_source", "bundled", "--train_per_class", "12",
+        "--test_per_class", "6", "--ood_images", "30", "--num_heads", "2", "--pretrain_epochs", "1",
+        "--pretrain_batch_size", "20", "--hidden_size", "16", "--num_layers", "1", "--head_hidden_size", "16",
+        "--logging_steps", "1", "--probe_epochs", "3", "--mc_dropout_passes", "2", "--corruption_images", "8",
+        "--corruptions", "gaussian_noise", "contrast",
+    ]
+    assert main(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    names = [row["name"] for row in results["rows"]]
+    assert names == ["Baseline", "SSL-Ensemble (M=2)", "MC Dropout (T=2)", "BatchEnsemble (M=2)", "InSub (M=2)",
+                     "Finetune-InSub (M=2)"]
+    assert [row["members"] for row in results["rows"]] == [1, 2, 2, 2, 1, 2]
+    assert set(results["data"]["ood"]) == {"uniform", "gaussian", "mnist"}
+    ensemble, insub = results["rows"][1], results["rows"][4]
+    assert ensemble["cost"]["pretrained_models"] == 2
+    assert ensemble["cost"]["parameters"] == 2 * results["rows"][0]["cost"]["parameters"]
+    assert insub["cost"]["parameters"] > results["rows"][0]["cost"]["parameters"]
+    table = (out / "results.md").read_text()
+    assert "| Method | Members | Acc | ECE | TACE | NLL | Brier |" in table and "| InSub (M=2) | 1 |" in table
+    for plot in ("reliability", "metrics_vs_m", "sigma_over_training", "ood_scores", "corruptions"):
+        assert (out / f"{plot}.png").read_bytes()[:4] == b"\x89PNG"
+    # baseline, one more ensemble member, MC dropout, BatchEnsemble, InSub (Finetune-InSub reuses it)
+    runs = sorted((out / "cache").iterdir())
+    assert len(runs) == 5
+    stamps = {run: (run / "model" / "model.safetensors").stat().st_mtime_ns for run in runs}
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "{'loss'" not in capsys.readouterr().out  # nothing was pretrained again
+    assert {run: (run / "model" / "model.safetensors").stat().st_mtime_ns for run in runs} == stamps
+    assert json.loads((out / "results.json").read_text())["rows"][4]["test"] == insub["test"]
