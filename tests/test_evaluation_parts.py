@@ -1,8 +1,5 @@
 """Probes, feature extraction, OOD sets, corruptions, cost: each against an independent computation."""
 
-import math
-
-import numpy as np
 import pytest
 import torch
 from sklearn.linear_model import LogisticRegression
@@ -177,5 +174,3 @@ def test_training_memory_counts_parameters_gradients_state_and_saved_tensors():
         # saved for backward: the input (n x 10) of the matmul and the output (n x 5) of square(); float32
         expected = (4 * 55 + n * 10 + n * 5) * 4
         assert training_memory_mb(layer, lambda: layer(x).square().sum().backward()) * 2**20 == expected
-    assert math.isclose(sum(p.numel() for p in layer.parameters()), 55)
-    assert np.isfinite(expected)

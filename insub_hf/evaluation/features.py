@@ -103,5 +103,5 @@ def extract_representations(model, dataset, batch_size: int = 256) -> tuple[torc
     labelled data set (e.g. with `ImageWithLabel` as its transform)."""
     features = extract_features(model, dataset, batch_size)
     if features.labels is None:
-        raise ValueError(f"extract_representations needs rows with `labels` next to the encoder's inputs.")
+        raise ValueError("extract_representations needs rows with `labels` next to the encoder's inputs.")
     return features.representations.mean(dim=1), features.labels
