@@ -25,6 +25,16 @@ DEFAULT_ENCODER = {
 }
 
 
+def small_vit_encoder(
+    image_size: int, num_channels: int, hidden_size: int, num_layers: int, patch_size: int = 4
+) -> dict[str, Any]:
+    """A ViT encoder config (as a dict) for small images: 4 attention heads, MLP width 2 x hidden_size."""
+    return dict(
+        model_type="vit", image_size=image_size, patch_size=patch_size, num_channels=num_channels,
+        hidden_size=hidden_size, num_hidden_layers=num_layers, num_attention_heads=4, intermediate_size=2 * hidden_size,
+    )
+
+
 class InSubConfig(PretrainedConfig):
     r"""Architecture of an InSub model (Vahidi et al., AAAI 2024).
 

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .callbacks import KNNReportCallback
-from .configuration_insub import InSubConfig
+from .configuration_insub import InSubConfig, small_vit_encoder
 from .data import IMAGE_DATASET_PRESETS, ImageViews, ImageWithLabel, load_fashion_mnist
 from .pretraining import pretrain
 
@@ -38,11 +38,7 @@ class DemoArguments:
 
 def demo_config(args: DemoArguments, num_heads: int, diversity_weight: float) -> InSubConfig:
     """A ViT for 28x28 grey images (7x7 patches of 4x4) with `num_heads` heads."""
-    encoder = dict(
-        model_type="vit", image_size=FASHION_MNIST.image_size, patch_size=4, num_channels=FASHION_MNIST.num_channels,
-        hidden_size=args.hidden_size,
-        num_hidden_layers=args.num_layers, num_attention_heads=4, intermediate_size=2 * args.hidden_size,
-    )
+    encoder = small_vit_encoder(FASHION_MNIST.image_size, FASHION_MNIST.num_channels, args.hidden_size, args.num_layers)
     return InSubConfig(
         encoder_config=encoder, num_heads=num_heads, head_hidden_sizes=[args.head_hidden_size],
         head_output_size=128, diversity_alpha=args.diversity_alpha, diversity_weight=diversity_weight,

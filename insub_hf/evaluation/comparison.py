@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..configuration_insub import InSubConfig
+from ..configuration_insub import InSubConfig, small_vit_encoder
 from ..data import IMAGE_DATASET_PRESETS, ImageViews, balanced_indices, load_fashion_mnist, load_image_dataset
 from ..modeling_insub import InSubForPreTraining
 from ..pretraining import pretrain
@@ -108,10 +108,8 @@ def load_comparison_data(args: ComparisonArguments) -> tuple[object, ImageEvalua
 def method_config(args: ComparisonArguments, method: str, num_heads: int | None) -> InSubConfig:
     """The architecture each method pretrains (all share the encoder; only what makes the method differs)."""
     preset = IMAGE_DATASET_PRESETS[args.dataset]
-    encoder = dict(
-        model_type="vit", image_size=preset.image_size, patch_size=args.patch_size, num_channels=preset.num_channels,
-        hidden_size=args.hidden_size, num_hidden_layers=args.num_layers, num_attention_heads=4,
-        intermediate_size=2 * args.hidden_size,
+    encoder = small_vit_encoder(
+        preset.image_size, preset.num_channels, args.hidden_size, args.num_layers, args.patch_size
     )
     if method == "mc_dropout":
         encoder.update(hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout)
