@@ -9,7 +9,9 @@ from .data import (
     DNAViews,
     ImageViews,
     ImageWithLabel,
+    MultiCropViews,
     TextViews,
+    dino_augmentation,
     eval_image_transform,
     load_fashion_mnist,
     load_image_dataset,
@@ -21,9 +23,10 @@ from .encoders import (
     GenomicEncoderModel,
     build_encoder,
 )
+from .dino import DINOScheduleCallback, cosine_momentum, ema_update_, teacher_temperature
 from .evaluation import extract_representations, knn_accuracy
-from .heads import BatchedHeads
-from .losses import DiversityLoss, NTXentLoss, diversity_hinge, head_spread, nt_xent_loss
+from .heads import BatchedHeads, WeightNormedLinear
+from .losses import DINOLoss, DiversityLoss, NTXentLoss, dino_loss, diversity_hinge, head_spread, nt_xent_loss
 from .modeling_insub import (
     InSubForPreTraining,
     InSubForPreTrainingOutput,
@@ -31,6 +34,7 @@ from .modeling_insub import (
     InSubModelOutput,
     InSubPreTrainedModel,
 )
+from .pretrained_encoders import encoder_config_from_pretrained, load_encoder_weights
 from .trainer import InSubTrainer, InSubTrainingArguments
 
 __version__ = "0.1.0"
@@ -42,6 +46,8 @@ AutoModelForPreTraining.register(InSubConfig, InSubForPreTraining, exist_ok=True
 
 __all__ = [
     "BatchedHeads",
+    "DINOLoss",
+    "DINOScheduleCallback",
     "DNAViews",
     "DiversityLoss",
     "Encoder",
@@ -58,18 +64,27 @@ __all__ = [
     "ImageViews",
     "ImageWithLabel",
     "KNNReportCallback",
+    "MultiCropViews",
     "NTXentLoss",
     "TextViews",
     "__version__",
+    "WeightNormedLinear",
     "build_encoder",
+    "cosine_momentum",
+    "dino_augmentation",
+    "dino_loss",
     "diversity_hinge",
+    "ema_update_",
+    "encoder_config_from_pretrained",
     "eval_image_transform",
     "extract_representations",
     "head_spread",
     "knn_accuracy",
+    "load_encoder_weights",
     "load_fashion_mnist",
     "load_image_dataset",
     "nt_xent_loss",
     "save_pretrained_atomic",
     "simclr_augmentation",
+    "teacher_temperature",
 ]

@@ -9,7 +9,7 @@ from transformers.configuration_utils import SubConfigSpec
 
 from .validation import check_choice, check_range
 
-OBJECTIVES = ("simclr",)
+OBJECTIVES = ("simclr", "dino")
 HEAD_NORMS = ("batchnorm", "none")
 POOLINGS = ("cls", "mean")
 
@@ -22,6 +22,18 @@ DEFAULT_ENCODER = {
     "num_hidden_layers": 12,
     "num_attention_heads": 3,
     "intermediate_size": 768,
+}
+
+
+# ViT-S/16 at ImageNet scale (DINO's encoder; 384-d CLS token).
+VIT_SMALL_16 = {
+    "model_type": "vit",
+    "image_size": 224,
+    "patch_size": 16,
+    "hidden_size": 384,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 6,
+    "intermediate_size": 1536,
 }
 
 
@@ -55,12 +67,23 @@ class InSubConfig(PretrainedConfig):
         diversity_alpha: alpha, the minimum per-dimension spread the hinge asks for.
         diversity_weight: lambda, the weight of the diversity loss (0 disables it).
         diversity_eps: eps added to the variance inside the square root.
-        objective: the self-supervised loss computed on the mean head embedding: `"simclr"`.
+        objective: the self-supervised loss computed on the mean head embedding: `"simclr"` or `"dino"`.
         temperature: NT-Xent temperature.
         normalize_heads: L2-normalise each head output before averaging (reference code).
         normalize_mean: L2-normalise the mean embedding inside the loss (the paper's cosine similarity).
         batch_ensemble_size: > 1 turns the encoder's linear layers into BatchEnsemble layers with this many
             members (the BatchEnsemble baseline of the paper; 1 = off).
+        dino_out_dim: K, the output size of DINO's weight-normalised last layer (65536 for ImageNet, a small
+            default for CPU). It is shared by the heads and reads the mean of their `head_output_size`-dim
+            L2-normalised bottleneck embeddings, which are what the diversity hinge spreads.
+        dino_student_temperature: tau_s.
+        dino_teacher_temperature: tau_t after the warm-up.
+        dino_warmup_teacher_temperature: tau_t at step 0, raised linearly to `dino_teacher_temperature`.
+        dino_warmup_teacher_temperature_fraction: the share of training steps the warm-up takes (DINO: 30 of 100
+            epochs).
+        dino_teacher_momentum: EMA momentum at step 0, cosine-scheduled to `dino_final_teacher_momentum`.
+        dino_final_teacher_momentum: EMA momentum at the last step.
+        dino_center_momentum: momentum of the teacher-output centre.
     """
 
     model_type = "insub"
@@ -82,6 +105,14 @@ class InSubConfig(PretrainedConfig):
     normalize_heads: bool = True
     normalize_mean: bool = True
     batch_ensemble_size: int = 1
+    dino_out_dim: int = 256
+    dino_student_temperature: float = 0.1
+    dino_teacher_temperature: float = 0.07
+    dino_warmup_teacher_temperature: float = 0.04
+    dino_warmup_teacher_temperature_fraction: float = 0.3
+    dino_teacher_momentum: float = 0.996
+    dino_final_teacher_momentum: float = 1.0
+    dino_center_momentum: float = 0.9
 
     def __post_init__(self, **kwargs: Any) -> None:
         if self.encoder_config is not None and self.timm_model_name is not None:
@@ -99,6 +130,8 @@ class InSubConfig(PretrainedConfig):
         if self.head_hidden_sizes is None:
             self.head_hidden_sizes = [2048]
         self.timm_kwargs = dict(self.timm_kwargs or {})
+        if self.objective == "dino" and self.timm_model_name and "vit" in self.timm_model_name:
+            self.timm_kwargs.setdefault("dynamic_img_size", True)  # local crops are smaller than global ones
         super().__post_init__(**kwargs)
         self._check_values()
 
@@ -115,3 +148,11 @@ class InSubConfig(PretrainedConfig):
         check_range("InSubConfig.diversity_eps", self.diversity_eps, low=0.0, low_inclusive=False)
         check_range("InSubConfig.batch_ensemble_size", self.batch_ensemble_size, low=1, integer=True)
         check_range("InSubConfig.temperature", self.temperature, low=0.0, low_inclusive=False)
+        check_range("InSubConfig.dino_out_dim", self.dino_out_dim, low=1, integer=True)
+        for name in ("dino_student_temperature", "dino_teacher_temperature", "dino_warmup_teacher_temperature"):
+            check_range(f"InSubConfig.{name}", getattr(self, name), low=0.0, low_inclusive=False)
+        for name in (
+            "dino_warmup_teacher_temperature_fraction", "dino_teacher_momentum", "dino_final_teacher_momentum",
+            "dino_center_momentum",
+        ):
+            check_range(f"InSubConfig.{name}", getattr(self, name), low=0.0, high=1.0)

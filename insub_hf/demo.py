@@ -1,4 +1,5 @@
-"""The main job on the bundled data: SimCLR pretraining of a single-head baseline and of InSub, side by side."""
+"""The main job on the bundled data: self-supervised pretraining (SimCLR, or DINO with multi-crop) of a single-head
+baseline and of InSub, side by side."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 
 from .callbacks import KNNReportCallback
 from .configuration_insub import InSubConfig, small_vit_encoder
-from .data import IMAGE_DATASET_PRESETS, ImageViews, ImageWithLabel, load_fashion_mnist
+from .data import IMAGE_DATASET_PRESETS, ImageViews, ImageWithLabel, MultiCropViews, load_fashion_mnist
 from .pretraining import pretrain
+from .validation import check_choice
 
 FASHION_MNIST = IMAGE_DATASET_PRESETS["fashion_mnist"]
 
@@ -32,6 +34,9 @@ class DemoArguments:
     num_layers: int = field(default=4, metadata={"help": "ViT depth."})
     head_hidden_size: int = field(default=512, metadata={"help": "Hidden width of each projection head."})
     knn_k: int = field(default=20, metadata={"help": "Neighbours of the k-NN evaluation."})
+    objective: str = field(default="simclr", metadata={"help": "simclr, or dino (EMA teacher, multi-crop)."})
+    num_local_crops: int = field(default=4, metadata={"help": "DINO: local crops per image (12x12 for 28x28)."})
+    dino_out_dim: int = field(default=256, metadata={"help": "DINO: output size K of each head's last layer."})
     seed: int = field(default=0, metadata={"help": "Seed of data subset, initialisation and augmentation."})
     resume: bool = field(default=False, metadata={"help": "Continue from the last checkpoint in output_dir."})
 
@@ -42,13 +47,17 @@ def demo_config(args: DemoArguments, num_heads: int, diversity_weight: float) ->
     return InSubConfig(
         encoder_config=encoder, num_heads=num_heads, head_hidden_sizes=[args.head_hidden_size],
         head_output_size=128, diversity_alpha=args.diversity_alpha, diversity_weight=diversity_weight,
-        temperature=0.5,
+        temperature=0.5, objective=args.objective, dino_out_dim=args.dino_out_dim,
     )
 
 
 def pretrain_one(name: str, config: InSubConfig, data, args: DemoArguments) -> dict:
     """Pretrains one model, saves it to `output_dir/<name>/model`, returns its per-epoch history."""
-    train_views = data["train"].with_transform(ImageViews(FASHION_MNIST.augmentation(), FASHION_MNIST.image_column))
+    if config.objective == "dino":
+        views = MultiCropViews(FASHION_MNIST.multicrop(), args.num_local_crops, FASHION_MNIST.image_column)
+    else:
+        views = ImageViews(FASHION_MNIST.augmentation(), FASHION_MNIST.image_column)
+    train_views = data["train"].with_transform(views)
     evaluate = ImageWithLabel(FASHION_MNIST.eval_transform(), FASHION_MNIST.image_column, FASHION_MNIST.label_column)
     report = KNNReportCallback(
         data["train"].with_transform(evaluate), data["test"].with_transform(evaluate), k=args.knn_k, name=name
@@ -62,15 +71,20 @@ def pretrain_one(name: str, config: InSubConfig, data, args: DemoArguments) -> d
 
 
 def run_demo(args: DemoArguments) -> list[dict]:
-    """Baseline (M=1, lambda=0) then InSub (M=args.num_heads); writes `results.json`, prints a summary."""
+    """Baseline (M=1, lambda=0) then InSub (M=args.num_heads) with `args.objective`; writes `results.json` (one per
+    objective), prints a summary."""
     data = load_fashion_mnist(args.data_source, args.train_per_class, args.test_per_class, seed=args.seed)
     print(f"Fashion-MNIST ({args.data_source}): {len(data['train'])} pretraining images, {len(data['test'])} held out")
+    check_choice("DemoArguments.objective", args.objective, ("simclr", "dino"))
+    prefix = "" if args.objective == "simclr" else f"{args.objective}_"  # runs of each objective in their own folders
     runs = [
-        pretrain_one("baseline", demo_config(args, 1, 0.0), data, args),
-        pretrain_one(f"insub_m{args.num_heads}", demo_config(args, args.num_heads, args.diversity_weight), data, args),
+        pretrain_one(f"{prefix}baseline", demo_config(args, 1, 0.0), data, args),
+        pretrain_one(
+            f"{prefix}insub_m{args.num_heads}", demo_config(args, args.num_heads, args.diversity_weight), data, args
+        ),
     ]
     out = Path(args.output_dir)
-    (out / "results.json").write_text(json.dumps({"args": asdict(args), "runs": runs}, indent=2))
+    (out / f"{prefix}results.json").write_text(json.dumps({"args": asdict(args), "runs": runs}, indent=2))
     print("\nfinal epoch      ssl loss   div loss   mean sigma   k-NN acc")
     for run in runs:
         last = run["history"][-1]
@@ -78,5 +92,5 @@ def run_demo(args: DemoArguments) -> list[dict]:
             f"{run['name']:<16} {last['ssl_loss']:8.4f}   {last['diversity_loss']:8.4f}   {last['mean_sigma']:10.4f}"
             f"   {100 * last['knn_accuracy']:6.2f}%"
         )
-    print(f"checkpoints: {out}/<name>/model (load with InSubForPreTraining.from_pretrained); numbers: {out}/results.json")
+    print(f"checkpoints: {out}/<name>/model (load with InSubForPreTraining.from_pretrained); numbers: {out}/{prefix}results.json")
     return runs

@@ -11,9 +11,10 @@ from transformers import PreTrainedModel
 from transformers.utils import ModelOutput
 
 from .configuration_insub import InSubConfig
+from .dino import cosine_momentum, ema_update_, teacher_temperature
 from .encoders import build_encoder
-from .heads import BatchedHeads
-from .losses import DiversityLoss, head_spread, nt_xent_loss
+from .heads import BatchedHeads, WeightNormedLinear
+from .losses import DINOLoss, DiversityLoss, head_spread, nt_xent_loss
 
 
 @dataclass
@@ -62,7 +63,7 @@ class InSubPreTrainedModel(PreTrainedModel):
 
     def _init_weights(self, module: nn.Module) -> None:
         # Encoders that are PreTrainedModels initialise themselves; timm models are initialised when built.
-        if isinstance(module, BatchedHeads):
+        if isinstance(module, (BatchedHeads, WeightNormedLinear)):
             module.reset_parameters()
 
 
@@ -83,6 +84,10 @@ class InSubModel(InSubPreTrainedModel):
             config.head_output_size,
             config.num_heads,
             config.head_norm,
+        )
+        # DINO's weight-normalised last layer, shared by the heads and applied to their mean (see WeightNormedLinear)
+        self.prototypes = (
+            WeightNormedLinear(config.head_output_size, config.dino_out_dim) if config.objective == "dino" else None
         )
         self.post_init()
 
@@ -139,6 +144,11 @@ class InSubForPreTraining(InSubPreTrainedModel):
     Views: `pixel_values` and `pixel_values_2` (images), `dna_one_hot` and `dna_one_hot_2` (DNA), or `input_ids`
     with optional `input_ids_2` (text; without it the second view is the same tokens under another dropout mask).
     Both views go through the encoder as one batch of 2B.
+
+    With `config.objective == "dino"` the two image views are DINO's global crops, `local_pixel_values`
+    `(B, N, C, h, w)` adds N local crops for the student, and the model holds the teacher (`self.teacher`, an EMA of
+    `self.insub` without gradients) and the teacher centre (`self.dino_loss.center`); `InSubTrainer` moves both
+    after every optimiser step (`DINOScheduleCallback`). Probes and the evaluation harness read the student.
     """
 
     def __init__(self, config: InSubConfig):
@@ -146,7 +156,29 @@ class InSubForPreTraining(InSubPreTrainedModel):
         self.insub = InSubModel(config)
         self.main_input_name = self.insub.main_input_name
         self.diversity = DiversityLoss(config.diversity_alpha, config.diversity_eps)
+        self.teacher = InSubModel(config) if config.objective == "dino" else None
+        if self.teacher is not None:
+            self.dino_loss = DINOLoss(config.dino_out_dim, config.dino_center_momentum, config.dino_student_temperature)
+            self.teacher_temperature = config.dino_warmup_teacher_temperature
         self.post_init()
+        if self.teacher is not None:
+            self.teacher.load_state_dict(self.insub.state_dict())
+            self.teacher.requires_grad_(False)
+
+    def dino_step_begin(self, step: int, total_steps: int) -> None:
+        """Sets the teacher temperature of optimiser step `step` (0-based) of `total_steps`."""
+        config = self.config
+        warmup = round(config.dino_warmup_teacher_temperature_fraction * total_steps)
+        self.teacher_temperature = teacher_temperature(
+            step, warmup, config.dino_warmup_teacher_temperature, config.dino_teacher_temperature
+        )
+
+    def dino_step_end(self, step: int, total_steps: int) -> None:
+        """After optimiser step `step`: moves the centre, then the teacher towards the student."""
+        config = self.config
+        self.dino_loss.update_center()
+        momentum = cosine_momentum(step, total_steps, config.dino_teacher_momentum, config.dino_final_teacher_momentum)
+        ema_update_(self.teacher, self.insub, momentum)
 
     def _two_views(self, first: dict, second: dict) -> dict[str, torch.Tensor]:
         """Concatenates the two views' encoder inputs along the batch: each `(B, ...)` -> `(2B, ...)`."""
@@ -183,6 +215,7 @@ class InSubForPreTraining(InSubPreTrainedModel):
         token_type_ids_2: torch.Tensor | None = None,
         dna_one_hot: torch.Tensor | None = None,
         dna_one_hot_2: torch.Tensor | None = None,
+        local_pixel_values: torch.Tensor | None = None,
         return_loss: bool = True,
         return_dict: bool | None = None,
     ) -> InSubForPreTrainingOutput | tuple:
@@ -192,12 +225,16 @@ class InSubForPreTraining(InSubPreTrainedModel):
             dict(pixel_values=pixel_values_2, input_ids=input_ids_2, attention_mask=attention_mask_2,
                  token_type_ids=token_type_ids_2, dna_one_hot=dna_one_hot_2),
         )
-        representation = self.insub.encoder(**inputs)  # (2B, d)
-        z = self.insub.embed_heads(representation)  # (2B, M, q)
+        if self.teacher is not None:
+            ssl_loss, z, representation = self._dino(inputs, local_pixel_values)
+        else:
+            representation = self.insub.encoder(**inputs)  # (2B, d)
+            z = self.insub.embed_heads(representation)  # (2B, M, q)
+            z1, z2 = z.chunk(2, dim=0)
+            ssl_loss = nt_xent_loss(
+                z1.mean(dim=1), z2.mean(dim=1), self.config.temperature, self.config.normalize_mean
+            ).mean()
         z1, z2 = z.chunk(2, dim=0)  # (B, M, q) each
-        ssl_loss = nt_xent_loss(
-            z1.mean(dim=1), z2.mean(dim=1), self.config.temperature, self.config.normalize_mean
-        ).mean()
         diversity_loss = self.diversity(z1, z2).mean()
         loss = ssl_loss + self.config.diversity_weight * diversity_loss
         with torch.no_grad():
@@ -211,3 +248,42 @@ class InSubForPreTraining(InSubPreTrainedModel):
             representation=torch.stack(representation.chunk(2, dim=0)),
         )
         return out if return_dict is not False else out.to_tuple()
+
+    def _dino(
+        self, inputs: dict[str, torch.Tensor], local_pixel_values: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """DINO on the mean head output. inputs: the two global crops `(2B, C, H, W)`; local crops `(B, N, C, h, w)`.
+
+        Each crop's DINO output is the shared weight-normalised layer applied to the mean of its M head embeddings
+        `(.., K)`. Returns the loss, the student head embeddings of the global crops `(2B, M, q)` (the diversity
+        hinge reads them) and their representations `(2B, d)`.
+        """
+        if "pixel_values" not in inputs:
+            raise ValueError(
+                f"InSubConfig.objective='dino' needs an image encoder (pixel_values); this encoder reads "
+                f"{sorted(inputs)}."
+            )
+        globals_ = inputs["pixel_values"]
+        representation = self.insub.encoder(**inputs)  # (2B, d)
+        z = self.insub.embed_heads(representation)  # (2B, M, q)
+        student = list(self.insub.prototypes(z.mean(dim=1)).chunk(2))  # 2 x (B, K)
+        if local_pixel_values is not None:
+            b = globals_.shape[0] // 2
+            if local_pixel_values.dim() != 5 or local_pixel_values.shape[0] != b:
+                raise ValueError(
+                    f"local_pixel_values must be (batch={b}, crops, channels, height, width), got "
+                    f"{tuple(local_pixel_values.shape)}."
+                )
+            if max(local_pixel_values.shape[-2:]) > min(globals_.shape[-2:]):
+                raise ValueError(
+                    f"local crops ({tuple(local_pixel_values.shape[-2:])}) are larger than the global crops "
+                    f"({tuple(globals_.shape[-2:])}); local crops must not exceed the global crop size."
+                )
+            n = local_pixel_values.shape[1]
+            local = local_pixel_values.transpose(0, 1).reshape(n * b, *local_pixel_values.shape[2:])  # view-major
+            z_local = self.insub.embed_heads(self.insub.encoder(pixel_values=local))  # (N*B, M, q)
+            student += list(self.insub.prototypes(z_local.mean(dim=1)).chunk(n))
+        with torch.no_grad():
+            teacher = self.teacher.prototypes(self.teacher.embed_heads(self.teacher.encoder(**inputs)).mean(dim=1))
+        ssl_loss = self.dino_loss(torch.stack(student), torch.stack(teacher.chunk(2)), self.teacher_temperature)
+        return ssl_loss.mean(), z, representation

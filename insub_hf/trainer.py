@@ -5,8 +5,13 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import os
+
 import torch
-from transformers import Trainer, TrainingArguments
+from transformers import PreTrainedModel, Trainer, TrainingArguments
+from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME
+
+from .dino import DINOScheduleCallback
 
 SIDE_METRICS = ("ssl_loss", "diversity_loss", "mean_sigma")
 
@@ -27,16 +32,38 @@ class InSubTrainer(Trainer):
     `compute_loss` returns the batch-mean loss; `loss_is_scaled_for_ga = False` makes `training_step` divide it by
     the gradient accumulation steps, so an accumulated step follows the gradient of the mean over micro-batches.
     The side metrics `ssl_loss`, `diversity_loss` and `mean_sigma` are averaged over each logging interval.
+    A DINO model gets `DINOScheduleCallback` (teacher temperature, centre and EMA teacher per optimiser step).
     """
 
     loss_is_scaled_for_ga = False
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        model = getattr(self.model, "module", self.model)
+        if getattr(getattr(model, "config", None), "objective", None) == "dino":
+            self.add_callback(DINOScheduleCallback)
         self._side_metrics: dict[str, dict[str, list[float]]] = {
             "train": defaultdict(list),
             "eval": defaultdict(list),
         }
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:
+        """Restores the weights through `from_pretrained`, strictly.
+
+        transformers 5 saves some encoders (ViT, ...) under their legacy key names and renames them back only in
+        `from_pretrained`; the stock resume loads the file as it is, non-strictly, and would leave every renamed
+        weight (and the DINO teacher's) at its fresh initialisation with a mere warning.
+        """
+        target = model if model is not None else self.model
+        target = getattr(target, "module", target)
+        has_safetensors = any(
+            os.path.isfile(os.path.join(resume_from_checkpoint, name))
+            for name in (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME)
+        )
+        if not isinstance(target, PreTrainedModel) or not has_safetensors:
+            return super()._load_from_checkpoint(resume_from_checkpoint, model)
+        loaded = type(target).from_pretrained(resume_from_checkpoint, config=target.config)
+        target.load_state_dict(loaded.state_dict(), strict=True)
 
     def compute_loss(
         self,

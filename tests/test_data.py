@@ -84,7 +84,7 @@ def test_missing_columns_and_empty_data_sets_are_refused(tmp_path):
     with pytest.raises(ValueError, match=r"has no column 'image' \(image_column\); its columns are \['img', 'label'\]"):
         load_image_dataset(str(folder), split="train", image_column="image")
     with pytest.raises(ValueError, match="preset must be one of"):
-        load_image_dataset(str(folder), preset="imagenet")
+        load_image_dataset(str(folder), preset="imagenet21k")
     empty = Dataset.from_dict({"image": []})
     with pytest.raises(ValueError, match=r"dataset is empty \(0 rows\)"):
         check_dataset(empty, "image", "image_column")

@@ -69,3 +69,36 @@ def test_evaluation_loss_without_labels(tmp_path):
     trainer = InSubTrainer(model=model, args=args(tmp_path, per_device_eval_batch_size=4), eval_dataset=dataset)
     metrics = trainer.evaluate()
     assert metrics["eval_loss"] > 0 and {"eval_ssl_loss", "eval_diversity_loss", "eval_mean_sigma"} <= set(metrics)
+
+
+def test_resumed_run_reproduces_the_uninterrupted_one(tmp_path):
+    from transformers import TrainerCallback
+
+    class StopAt(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_training_stop = state.global_step == 2
+
+    config = tiny_config(num_heads=3)
+    dataset, _ = fixed_views(8)
+    kwargs = dict(max_steps=4, save_strategy="steps", save_steps=2, learning_rate=1e-3, optim="adamw_torch",
+                  lr_scheduler_type="cosine", warmup_steps=1)
+    full = InSubForPreTraining(config)
+    init = {k: v.clone() for k, v in full.state_dict().items()}
+    whole = InSubTrainer(model=full, args=args(tmp_path / "full", **kwargs), train_dataset=dataset)
+    whole.train()
+
+    first = InSubForPreTraining(config)
+    first.load_state_dict(init)
+    InSubTrainer(model=first, args=args(tmp_path / "cut", **kwargs), train_dataset=dataset, callbacks=[StopAt()]).train()
+    resumed = InSubForPreTraining(config)  # other random weights: everything must come from the checkpoint
+    trainer = InSubTrainer(model=resumed, args=args(tmp_path / "cut", **kwargs), train_dataset=dataset)
+    trainer.train(resume_from_checkpoint=str(tmp_path / "cut" / "checkpoint-2"))
+
+    def losses(t):
+        return {row["step"]: row["loss"] for row in t.state.log_history if "loss" in row}
+
+    assert set(losses(trainer)) == {1, 2, 3, 4}  # the log of steps 1-2 comes back from the checkpoint
+    for step, loss in losses(trainer).items():
+        assert abs(loss - losses(whole)[step]) < 1e-6
+    for name, value in full.state_dict().items():
+        torch.testing.assert_close(resumed.state_dict()[name], value, rtol=0, atol=1e-6, msg=name)

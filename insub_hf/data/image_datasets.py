@@ -16,7 +16,14 @@ from torch.utils.data import DataLoader
 
 from ..validation import check_choice
 from .columns import check_dataset
-from .image_views import IMAGE_STATS, ImageWithLabel, eval_image_transform, simclr_augmentation, unit_image_transform
+from .image_views import (
+    IMAGE_STATS,
+    ImageWithLabel,
+    dino_augmentation,
+    eval_image_transform,
+    simclr_augmentation,
+    unit_image_transform,
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,13 @@ class ImageDatasetPreset:
         """SimCLR training views for this data set (see `simclr_augmentation`)."""
         return simclr_augmentation(
             self.image_size, *IMAGE_STATS[self.stats], num_channels=self.num_channels, column=self.image_column
+        )
+
+    def multicrop(self, local_size: int | None = None):
+        """DINO's (global, global, local) crops for this data set (see `dino_augmentation`)."""
+        return dino_augmentation(
+            self.image_size, *IMAGE_STATS[self.stats], num_channels=self.num_channels, local_size=local_size,
+            column=self.image_column,
         )
 
     def eval_transform(self):
@@ -69,6 +83,8 @@ IMAGE_DATASET_PRESETS: dict[str, ImageDatasetPreset] = {
     "uoft-cs/cifar100": ImageDatasetPreset("img", "fine_label", 32, 3, "cifar100"),
     "ufldl-stanford/svhn": ImageDatasetPreset("image", "label", 32, 3, "svhn", config_name="cropped_digits"),
     "fashion_mnist": ImageDatasetPreset("image", "label", 28, 1, "fashion_mnist"),
+    # an ImageNet-style folder (`load_dataset("imagefolder", data_dir=...)`) or a Hub copy with image/label columns
+    "imagenet": ImageDatasetPreset("image", "label", 224, 3, "imagenet"),
 }
 IMAGE_DATASET_PRESETS["cifar10"] = IMAGE_DATASET_PRESETS["uoft-cs/cifar10"]
 IMAGE_DATASET_PRESETS["cifar100"] = IMAGE_DATASET_PRESETS["uoft-cs/cifar100"]

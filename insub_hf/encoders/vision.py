@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -36,10 +37,17 @@ class TransformersVisionEncoder(Encoder):
         self.num_channels = getattr(config, "num_channels", 3)
         sizes = getattr(config, "hidden_sizes", None)
         self.output_dim = sizes[-1] if sizes else config.hidden_size
+        self.image_size = getattr(config, "image_size", None)
+        self.interpolates = "interpolate_pos_encoding" in inspect.signature(model.forward).parameters
 
     def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
         _check_pixels(pixel_values, self.num_channels)
-        out = self.model(pixel_values=pixel_values)
+        kwargs = {}
+        if self.interpolates and self.image_size is not None and tuple(pixel_values.shape[-2:]) != (
+            self.image_size, self.image_size,
+        ):
+            kwargs["interpolate_pos_encoding"] = True  # e.g. DINO's local crops: position embeddings resized
+        out = self.model(pixel_values=pixel_values, **kwargs)
         hidden = out.last_hidden_state
         if hidden.dim() == 3:  # (B, tokens, d): CLS token, after the final LayerNorm
             return hidden[:, 0]

@@ -1,6 +1,15 @@
 """Self-supervised objectives and the diversity loss, as pure functions with thin modules."""
 
+from .dino import DINOLoss, dino_loss
 from .diversity import DiversityLoss, diversity_hinge, head_spread
 from .ntxent import NTXentLoss, nt_xent_loss
 
-__all__ = ["DiversityLoss", "NTXentLoss", "diversity_hinge", "head_spread", "nt_xent_loss"]
+__all__ = [
+    "DINOLoss",
+    "DiversityLoss",
+    "NTXentLoss",
+    "diversity_hinge",
+    "dino_loss",
+    "head_spread",
+    "nt_xent_loss",
+]

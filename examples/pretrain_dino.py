@@ -1,0 +1,98 @@
+"""DINO pretraining with InSub heads (EMA teacher, multi-crop) on an ImageNet-style folder or any image data set.
+
+    # ImageNet folder (train/<class>/*.JPEG), ViT-S/16, 2 x 224 + 10 x 96 crops, the paper's alpha 0.15, lambda 2, M 5
+    accelerate launch examples/pretrain_dino.py --dataset imagefolder --data_dir /data/imagenet/train \
+        --preset imagenet --encoder vit_small_16 --num_local_crops 10 --dino_out_dim 65536 \
+        --per_device_train_batch_size 64 --num_train_epochs 100 --learning_rate 5e-4 --output_dir runs/dino_in1k
+
+    # start from DINO weights saved in transformers format (e.g. a local copy of facebook/dino-vits16)
+    python examples/pretrain_dino.py --dataset imagefolder --data_dir ./imgs --preset imagenet \
+        --encoder_name_or_path ./dino-vits16 --output_dir runs/dino_ft
+
+    # CIFAR-10 from the Hub with a ViT-tiny/32px (2 x 32 + 6 x 16 crops), or a timm ViT
+    python examples/pretrain_dino.py --dataset uoft-cs/cifar10 --encoder vit_tiny_32 --output_dir runs/dino_c10
+    python examples/pretrain_dino.py --dataset uoft-cs/cifar10 --encoder timm:vit_tiny_patch16_224 --output_dir r
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transformers import HfArgumentParser
+
+from insub_hf import InSubConfig, InSubForPreTraining
+from insub_hf.checkpointing import save_pretrained_atomic
+from insub_hf.configuration_insub import DEFAULT_ENCODER, VIT_SMALL_16
+from insub_hf.data import IMAGE_DATASET_PRESETS, MultiCropViews, load_image_dataset
+from insub_hf.pretrained_encoders import encoder_config_from_pretrained, load_encoder_weights
+from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
+
+
+@dataclass
+class DataArguments:
+    dataset: str = field(default="imagefolder", metadata={"help": "load_dataset name, 'imagefolder' or a path."})
+    data_dir: str | None = field(default=None, metadata={"help": "Folder of class sub-folders for 'imagefolder'."})
+    preset: str | None = field(default=None, metadata={"help": "Layout/statistics: imagenet, cifar10, ..."})
+    split: str = field(default="train", metadata={"help": "Split to pretrain on."})
+    max_samples: int | None = field(default=None, metadata={"help": "Use only the first N images."})
+    num_local_crops: int = field(default=6, metadata={"help": "N local crops per image (DINO ViT-S: 10)."})
+    local_crop_size: int | None = field(default=None, metadata={"help": "Default 96/224 of the image size."})
+
+
+@dataclass
+class ModelArguments:
+    encoder: str = field(
+        default="vit_tiny_32", metadata={"help": "vit_small_16 (ViT-S/16), vit_tiny_32, or timm:<model name>."}
+    )
+    encoder_name_or_path: str | None = field(
+        default=None, metadata={"help": "Start from these transformers-format weights (e.g. a dino-vits16 copy)."}
+    )
+    num_heads: int = field(default=5, metadata={"help": "M."})
+    diversity_alpha: float = field(default=0.15, metadata={"help": "alpha (paper, ImageNet: 0.15)."})
+    diversity_weight: float = field(default=2.0, metadata={"help": "lambda (paper, ImageNet: 2)."})
+    head_hidden_size: int = field(default=2048, metadata={"help": "Hidden width of each head."})
+    head_output_size: int = field(default=256, metadata={"help": "Bottleneck before the weight-normalised layer."})
+    dino_out_dim: int = field(default=65536, metadata={"help": "K, DINO's output dimension."})
+
+
+def build_config(model_args: ModelArguments, image_size: int, num_channels: int) -> InSubConfig:
+    encoder, timm_name, timm_kwargs = None, None, None
+    if model_args.encoder_name_or_path:
+        encoder = encoder_config_from_pretrained(model_args.encoder_name_or_path)
+    elif model_args.encoder.startswith("timm:"):
+        timm_name = model_args.encoder.removeprefix("timm:")
+        timm_kwargs = {"img_size": image_size, "in_chans": num_channels}
+    else:
+        base = {"vit_small_16": VIT_SMALL_16, "vit_tiny_32": DEFAULT_ENCODER}[model_args.encoder]
+        encoder = dict(base, image_size=image_size, num_channels=num_channels)
+    return InSubConfig(
+        encoder_config=encoder, timm_model_name=timm_name, timm_kwargs=timm_kwargs, objective="dino",
+        num_heads=model_args.num_heads, head_hidden_sizes=[model_args.head_hidden_size],
+        head_output_size=model_args.head_output_size, head_norm="none", dino_out_dim=model_args.dino_out_dim,
+        diversity_alpha=model_args.diversity_alpha, diversity_weight=model_args.diversity_weight,
+    )
+
+
+def main() -> None:
+    data_args, model_args, training_args = HfArgumentParser(
+        (DataArguments, ModelArguments, InSubTrainingArguments)
+    ).parse_args_into_dataclasses()
+    preset = IMAGE_DATASET_PRESETS[data_args.preset or data_args.dataset]
+    extra = {"data_dir": data_args.data_dir} if data_args.data_dir else {}
+    train = load_image_dataset(data_args.dataset, split=data_args.split, preset=data_args.preset, **extra)
+    if data_args.max_samples:
+        train = train.select(range(min(data_args.max_samples, len(train))))
+    views = MultiCropViews(preset.multicrop(data_args.local_crop_size), data_args.num_local_crops, preset.image_column)
+    train = train.with_transform(views)
+
+    model = InSubForPreTraining(build_config(model_args, preset.image_size, preset.num_channels))
+    if model_args.encoder_name_or_path:
+        load_encoder_weights(model, model_args.encoder_name_or_path)  # student and teacher
+    trainer = InSubTrainer(model=model, args=training_args, train_dataset=train)
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    if trainer.is_world_process_zero():
+        save_pretrained_atomic(trainer.model, f"{training_args.output_dir}/model")
+
+
+if __name__ == "__main__":
+    main()
