@@ -9,6 +9,7 @@ from transformers import HfArgumentParser
 COMMANDS = {
     "demo": "SimCLR pretraining of a baseline and an InSub model on the bundled Fashion-MNIST subset.",
     "compare": "Baseline, SSL-Ensemble, MC Dropout, BatchEnsemble and InSub: calibration, OOD, corruptions, cost.",
+    "text": "SCD pretraining (baseline and InSub) on a BERT-style encoder, then SentEval-style transfer.",
 }
 
 
@@ -31,6 +32,11 @@ def main(argv: list[str] | None = None) -> int:
 
         parser = HfArgumentParser((ComparisonArguments, ProbeArguments, HarnessArguments))
         run_comparison(*parser.parse_args_into_dataclasses(args=rest))
+    elif command == "text":
+        from .text_job import TextArguments, run_text
+
+        (args,) = HfArgumentParser(TextArguments).parse_args_into_dataclasses(args=rest)
+        run_text(args)
     return 0
 
 

@@ -9,7 +9,7 @@ from transformers.configuration_utils import SubConfigSpec
 
 from .validation import check_choice, check_range
 
-OBJECTIVES = ("simclr", "dino")
+OBJECTIVES = ("simclr", "dino", "scd")
 HEAD_NORMS = ("batchnorm", "none")
 POOLINGS = ("cls", "mean")
 
@@ -67,7 +67,8 @@ class InSubConfig(PretrainedConfig):
         diversity_alpha: alpha, the minimum per-dimension spread the hinge asks for.
         diversity_weight: lambda, the weight of the diversity loss (0 disables it).
         diversity_eps: eps added to the variance inside the square root.
-        objective: the self-supervised loss computed on the mean head embedding: `"simclr"` or `"dino"`.
+        objective: the self-supervised loss computed on the mean head embedding: `"simclr"`, `"dino"` (images) or
+            `"scd"` (sentences).
         temperature: NT-Xent temperature.
         normalize_heads: L2-normalise each head output before averaging (reference code).
         normalize_mean: L2-normalise the mean embedding inside the loss (the paper's cosine similarity).
@@ -84,6 +85,11 @@ class InSubConfig(PretrainedConfig):
         dino_teacher_momentum: EMA momentum at step 0, cosine-scheduled to `dino_final_teacher_momentum`.
         dino_final_teacher_momentum: EMA momentum at the last step.
         dino_center_momentum: momentum of the teacher-output centre.
+        scd_dropout, scd_dropout_2: the encoder's dropout rate for the first and the second view (SCD).
+        scd_temperature: tau of the self-contrast (repulsion) term.
+        scd_alpha: weight of the self-contrast term.
+        scd_beta: weight of the decorrelation term.
+        scd_lambda: weight of the off-diagonal part inside the decorrelation term.
     """
 
     model_type = "insub"
@@ -113,6 +119,12 @@ class InSubConfig(PretrainedConfig):
     dino_teacher_momentum: float = 0.996
     dino_final_teacher_momentum: float = 1.0
     dino_center_momentum: float = 0.9
+    scd_dropout: float = 0.05
+    scd_dropout_2: float = 0.155
+    scd_temperature: float = 0.05
+    scd_alpha: float = 1.0
+    scd_beta: float = 0.005225
+    scd_lambda: float = 0.012
 
     def __post_init__(self, **kwargs: Any) -> None:
         if self.encoder_config is not None and self.timm_model_name is not None:
@@ -156,3 +168,8 @@ class InSubConfig(PretrainedConfig):
             "dino_center_momentum",
         ):
             check_range(f"InSubConfig.{name}", getattr(self, name), low=0.0, high=1.0)
+        for name in ("scd_dropout", "scd_dropout_2"):
+            check_range(f"InSubConfig.{name}", getattr(self, name), low=0.0, high=1.0, high_inclusive=False)
+        check_range("InSubConfig.scd_temperature", self.scd_temperature, low=0.0, low_inclusive=False)
+        for name in ("scd_alpha", "scd_beta", "scd_lambda"):
+            check_range(f"InSubConfig.{name}", getattr(self, name), low=0.0)

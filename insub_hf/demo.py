@@ -34,7 +34,10 @@ class DemoArguments:
     num_layers: int = field(default=4, metadata={"help": "ViT depth."})
     head_hidden_size: int = field(default=512, metadata={"help": "Hidden width of each projection head."})
     knn_k: int = field(default=20, metadata={"help": "Neighbours of the k-NN evaluation."})
-    objective: str = field(default="simclr", metadata={"help": "simclr, or dino (EMA teacher, multi-crop)."})
+    objective: str = field(
+        default="simclr",
+        metadata={"help": "simclr, dino (EMA teacher, multi-crop), or scd (text: `insub-hf text` with its defaults)."},
+    )
     num_local_crops: int = field(default=4, metadata={"help": "DINO: local crops per image (12x12 for 28x28)."})
     dino_out_dim: int = field(default=256, metadata={"help": "DINO: output size K of each head's last layer."})
     seed: int = field(default=0, metadata={"help": "Seed of data subset, initialisation and augmentation."})
@@ -73,9 +76,13 @@ def pretrain_one(name: str, config: InSubConfig, data, args: DemoArguments) -> d
 def run_demo(args: DemoArguments) -> list[dict]:
     """Baseline (M=1, lambda=0) then InSub (M=args.num_heads) with `args.objective`; writes `results.json` (one per
     objective), prints a summary."""
+    check_choice("DemoArguments.objective", args.objective, ("simclr", "dino", "scd"))
+    if args.objective == "scd":
+        from .text_job import TextArguments, run_text
+
+        return run_text(TextArguments(output_dir=f"{args.output_dir}/text", seed=args.seed))
     data = load_fashion_mnist(args.data_source, args.train_per_class, args.test_per_class, seed=args.seed)
     print(f"Fashion-MNIST ({args.data_source}): {len(data['train'])} pretraining images, {len(data['test'])} held out")
-    check_choice("DemoArguments.objective", args.objective, ("simclr", "dino"))
     prefix = "" if args.objective == "simclr" else f"{args.objective}_"  # runs of each objective in their own folders
     runs = [
         pretrain_one(f"{prefix}baseline", demo_config(args, 1, 0.0), data, args),

@@ -12,9 +12,9 @@ from transformers.utils import ModelOutput
 
 from .configuration_insub import InSubConfig
 from .dino import cosine_momentum, ema_update_, teacher_temperature
-from .encoders import build_encoder
+from .encoders import build_encoder, dropout_rate
 from .heads import BatchedHeads, WeightNormedLinear
-from .losses import DINOLoss, DiversityLoss, head_spread, nt_xent_loss
+from .losses import DINOLoss, DiversityLoss, head_spread, nt_xent_loss, scd_loss
 
 
 @dataclass
@@ -143,7 +143,7 @@ class InSubForPreTraining(InSubPreTrainedModel):
 
     Views: `pixel_values` and `pixel_values_2` (images), `dna_one_hot` and `dna_one_hot_2` (DNA), or `input_ids`
     with optional `input_ids_2` (text; without it the second view is the same tokens under another dropout mask).
-    Both views go through the encoder as one batch of 2B.
+    Both views go through the encoder as one batch of 2B (with `objective="scd"`: two passes, one per dropout rate).
 
     With `config.objective == "dino"` the two image views are DINO's global crops, `local_pixel_values`
     `(B, N, C, h, w)` adds N local crops for the student, and the model holds the teacher (`self.teacher`, an EMA of
@@ -227,6 +227,8 @@ class InSubForPreTraining(InSubPreTrainedModel):
         )
         if self.teacher is not None:
             ssl_loss, z, representation = self._dino(inputs, local_pixel_values)
+        elif self.config.objective == "scd":
+            ssl_loss, z, representation = self._scd(inputs)
         else:
             representation = self.insub.encoder(**inputs)  # (2B, d)
             z = self.insub.embed_heads(representation)  # (2B, M, q)
@@ -248,6 +250,23 @@ class InSubForPreTraining(InSubPreTrainedModel):
             representation=torch.stack(representation.chunk(2, dim=0)),
         )
         return out if return_dict is not False else out.to_tuple()
+
+    def _scd(self, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """SCD: the two views are separate encoder passes under dropout rates `scd_dropout` and `scd_dropout_2`.
+
+        Returns the loss, the head outputs `(2B, M, q)` and the sentence representations `(2B, d)`.
+        """
+        config, encoder = self.config, self.insub.encoder
+        first, second = ({k: v.chunk(2)[i] for k, v in inputs.items()} for i in range(2))
+        with dropout_rate(encoder, config.scd_dropout):
+            h1 = encoder(**first)
+        with dropout_rate(encoder, config.scd_dropout_2):
+            h2 = encoder(**second)
+        representation = torch.cat([h1, h2])  # (2B, d)
+        z = self.insub.embed_heads(representation)  # (2B, M, q)
+        p1, p2 = z.chunk(2)
+        loss = scd_loss(h1, h2, p1, p2, config.scd_temperature, config.scd_alpha, config.scd_beta, config.scd_lambda)
+        return loss, z, representation
 
     def _dino(
         self, inputs: dict[str, torch.Tensor], local_pixel_values: torch.Tensor | None

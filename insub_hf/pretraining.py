@@ -12,6 +12,7 @@ from .checkpointing import save_pretrained_atomic
 from .configuration_insub import InSubConfig
 from .evaluation.cost import count_parameters, training_memory_mb
 from .modeling_insub import InSubForPreTraining
+from .pretrained_encoders import load_encoder_weights
 from .trainer import InSubTrainer, InSubTrainingArguments
 
 
@@ -41,6 +42,7 @@ def pretrain(
     logging_steps: int | None = None,
     callbacks: list[TrainerCallback] | None = None,
     resume: bool = False,
+    init_encoder_from: str | Path | None = None,
 ) -> PretrainingResult:
     """Pretrains a fresh `InSubForPreTraining(config)` on two-view batches and saves it atomically.
 
@@ -52,9 +54,12 @@ def pretrain(
         epochs, batch_size, learning_rate: AdamW with 5% warm-up and cosine decay, weight decay 1e-4.
         logging_steps: log every this many steps (None: once per epoch).
         resume: continue from the last checkpoint in `run_dir` when there is one.
+        init_encoder_from: start the encoder from this pretrained transformers backbone (see `load_encoder_weights`).
     """
     set_seed(seed)
     model = InSubForPreTraining(config)
+    if init_encoder_from is not None:
+        load_encoder_weights(model, init_encoder_from)
     run_dir = Path(run_dir)
     args = InSubTrainingArguments(
         output_dir=str(run_dir), num_train_epochs=epochs, per_device_train_batch_size=batch_size,

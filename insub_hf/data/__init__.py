@@ -21,11 +21,17 @@ from .image_views import (
     simclr_augmentation,
     unit_image_transform,
 )
-from .text_views import TextViews
+from .text_corpus import TWEET_LABELS, load_sentence_corpus, load_tweet_sentiment
+from .text_views import SentenceTokenizer, TextViews, check_tokenizer
 
 __all__ = [
     "DNAViews",
+    "SentenceTokenizer",
+    "TWEET_LABELS",
     "TextViews",
+    "check_tokenizer",
+    "load_sentence_corpus",
+    "load_tweet_sentiment",
     "one_hot_dna",
     "random_crop",
     "reverse_complement",

@@ -2,31 +2,77 @@
 
 from __future__ import annotations
 
+import warnings
+
 from .columns import batch_column
+
+
+def check_tokenizer(tokenizer, vocab_size: int) -> None:
+    """Raises ValueError when the tokenizer can emit ids the encoder's embedding table does not have."""
+    if len(tokenizer) > vocab_size:
+        raise ValueError(
+            f"the tokenizer has {len(tokenizer)} tokens but the encoder's vocab_size is {vocab_size}: they do not "
+            "match; load the tokenizer that was saved with the encoder."
+        )
+
+
+class SentenceTokenizer:
+    """Tokenises sentences to fixed-length `input_ids` / `attention_mask` tensors, with checks.
+
+    Empty or whitespace-only strings (and non-strings) are refused with their row; sentences longer than
+    `max_length` tokens are truncated, and the first time that happens a warning says so.
+
+    Args:
+        tokenizer: a transformers tokenizer.
+        max_length: tokens per sentence, special tokens included.
+        vocab_size: the encoder's vocabulary size, checked against the tokenizer when given.
+        column: how to call the texts in messages.
+    """
+
+    def __init__(self, tokenizer, max_length: int = 32, vocab_size: int | None = None, column: str = "text"):
+        if vocab_size is not None:
+            check_tokenizer(tokenizer, vocab_size)
+        if not isinstance(max_length, int) or max_length < 2:
+            raise ValueError(f"max_length must be an integer >= 2, got {max_length!r}.")
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.column = column
+        self.warned = False
+
+    def __call__(self, texts: list) -> dict:
+        for i, text in enumerate(texts):
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{self.column}[{i}] is {text!r}; every row needs a non-empty string.")
+        if not self.warned:
+            lengths = [len(ids) for ids in self.tokenizer(texts, truncation=False)["input_ids"]]
+            if max(lengths) > self.max_length:
+                self.warned = True
+                warnings.warn(
+                    f"{sum(n > self.max_length for n in lengths)} of {len(texts)} sentences are longer than "
+                    f"max_length={self.max_length} tokens (longest {max(lengths)}); they are truncated (said once).",
+                    stacklevel=2,
+                )
+        return self.tokenizer(
+            texts, max_length=self.max_length, truncation=True, padding="max_length", return_tensors="pt"
+        )
 
 
 class TextViews:
     """A `Dataset.set_transform` function tokenising `text_column` to fixed-length `input_ids`/`attention_mask`.
 
-    `InSubForPreTraining` encodes the same tokens twice (in one batch of 2B), so dropout makes the two views.
+    `InSubForPreTraining` encodes the same tokens twice, so dropout makes the two views.
 
     Args:
         tokenizer: a transformers tokenizer matching the encoder.
         text_column: the column holding strings.
-        max_length: tokens per sentence; longer sentences are truncated.
+        max_length: tokens per sentence; longer sentences are truncated (see `SentenceTokenizer`).
+        vocab_size: the encoder's vocabulary size, to refuse a tokenizer that does not match it.
     """
 
-    def __init__(self, tokenizer, text_column: str = "text", max_length: int = 32):
-        self.tokenizer = tokenizer
+    def __init__(self, tokenizer, text_column: str = "text", max_length: int = 32, vocab_size: int | None = None):
         self.text_column = text_column
-        self.max_length = max_length
+        self.tokenize = SentenceTokenizer(tokenizer, max_length, vocab_size, text_column)
 
     def __call__(self, batch: dict[str, list]) -> dict[str, list]:
-        texts = batch_column(batch, self.text_column, "text_column")
-        for i, text in enumerate(texts):
-            if not isinstance(text, str) or not text.strip():
-                raise ValueError(f"{self.text_column}[{i}] is {text!r}; every row needs a non-empty string.")
-        encoded = self.tokenizer(
-            texts, max_length=self.max_length, truncation=True, padding="max_length", return_tensors="pt"
-        )
+        encoded = self.tokenize(batch_column(batch, self.text_column, "text_column"))
         return {"input_ids": list(encoded["input_ids"]), "attention_mask": list(encoded["attention_mask"])}

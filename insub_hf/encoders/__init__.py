@@ -10,7 +10,7 @@ from .base import Encoder
 from .batch_ensemble import BatchEnsembleEncoder, BatchEnsembleLinear, convert_to_batch_ensemble
 from .configuration_genomic import GenomicEncoderConfig
 from .modeling_genomic import GenomicEncoder, GenomicEncoderModel
-from .text import TransformersTextEncoder, masked_mean
+from .text import TransformersTextEncoder, dropout_rate, masked_mean
 from .vision import TimmEncoder, TransformersVisionEncoder
 
 AutoConfig.register(GenomicEncoderConfig.model_type, GenomicEncoderConfig, exist_ok=True)
@@ -81,5 +81,6 @@ __all__ = [
     "TransformersVisionEncoder",
     "build_encoder",
     "convert_to_batch_ensemble",
+    "dropout_rate",
     "masked_mean",
 ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 from torch import nn
 
@@ -14,6 +17,23 @@ def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Ten
     """Mean of the token states where `attention_mask` is 1. hidden `(B, T, d)`, mask `(B, T)` -> `(B, d)`."""
     mask = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
     return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+
+
+@contextmanager
+def dropout_rate(module: nn.Module, p: float) -> Iterator[None]:
+    """Sets every `nn.Dropout` inside `module` (BERT's hidden and attention dropout read these) to rate `p`,
+    restoring the previous rates on exit. SCD's two views are two passes under two rates."""
+    if not 0 <= p < 1:
+        raise ValueError(f"dropout rate must be in [0, 1), got {p!r}.")
+    layers = [m for m in module.modules() if isinstance(m, nn.Dropout)]
+    before = [m.p for m in layers]
+    for m in layers:
+        m.p = p
+    try:
+        yield
+    finally:
+        for m, rate in zip(layers, before):
+            m.p = rate
 
 
 class TransformersTextEncoder(Encoder):

@@ -3,6 +3,7 @@
 from .dino import DINOLoss, dino_loss
 from .diversity import DiversityLoss, diversity_hinge, head_spread
 from .ntxent import NTXentLoss, nt_xent_loss
+from .scd import decorrelation, head_cross_correlation, scd_loss, self_contrast
 
 __all__ = [
     "DINOLoss",
@@ -11,5 +12,9 @@ __all__ = [
     "diversity_hinge",
     "dino_loss",
     "head_spread",
+    "decorrelation",
+    "head_cross_correlation",
     "nt_xent_loss",
+    "scd_loss",
+    "self_contrast",
 ]

@@ -1,0 +1,77 @@
+"""Sentence embeddings and their per-sentence uncertainty from a pretrained InSub text model, in one call."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+from transformers import AutoTokenizer
+
+from .checkpointing import save_pretrained_atomic
+from .data.text_views import SentenceTokenizer
+from .modeling_insub import InSubModel
+
+
+@dataclass
+class SentenceEmbeddings:
+    """Embeddings of N sentences.
+
+    Attributes:
+        embeddings: `(N, d)` encoder representations (what transfer classifiers read).
+        uncertainty: `(N,)` the heads' spread sigma averaged over dimensions (0 when M = 1): higher means the M
+            heads disagree more about the sentence.
+        head_embeddings: `(N, M, q)`.
+    """
+
+    embeddings: torch.Tensor
+    uncertainty: torch.Tensor
+    head_embeddings: torch.Tensor
+
+
+class InSubSentenceEncoder:
+    """A pretrained `InSubModel` over a BERT-style encoder together with its tokenizer.
+
+    Args:
+        model: the InSub model (its encoder reads `input_ids`).
+        tokenizer: the matching tokenizer (checked against the encoder's vocabulary).
+        max_length: tokens per sentence; longer ones are truncated (with one warning).
+
+    Example:
+        >>> encoder = InSubSentenceEncoder.from_pretrained("runs/text/insub_m3/model")
+        >>> out = encoder.encode(["A sentence.", "Another one."])  # out.embeddings (2, d), out.uncertainty (2,)
+    """
+
+    def __init__(self, model: InSubModel, tokenizer, max_length: int = 32):
+        if model.encoder.main_input_name != "input_ids":
+            raise ValueError(
+                f"InSubSentenceEncoder needs a text encoder (input_ids); this model reads {model.encoder.main_input_name}."
+            )
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.tokenize = SentenceTokenizer(tokenizer, max_length, model.encoder.model.config.vocab_size)
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, max_length: int = 32, **kwargs) -> InSubSentenceEncoder:
+        """Loads the model (an `InSubModel` or `InSubForPreTraining` checkpoint) and the tokenizer saved beside it."""
+        return cls(InSubModel.from_pretrained(path, **kwargs), AutoTokenizer.from_pretrained(path), max_length)
+
+    def save_pretrained(self, path: str | os.PathLike) -> None:
+        """Writes model (safetensors, atomically) and tokenizer into one folder."""
+        save_pretrained_atomic(self.model, path)
+        self.tokenizer.save_pretrained(path)
+
+    @torch.no_grad()
+    def encode(self, sentences: list[str], batch_size: int = 64) -> SentenceEmbeddings:
+        """Embeds `sentences` (non-empty strings) in batches; returns `SentenceEmbeddings` on the CPU."""
+        if isinstance(sentences, str):
+            sentences = [sentences]
+        if len(sentences) == 0:
+            raise ValueError("encode: got no sentences.")
+        device = next(self.model.parameters()).device
+        parts = []
+        for start in range(0, len(sentences), batch_size):
+            batch = self.tokenize(list(sentences[start : start + batch_size]))
+            out = self.model(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device))
+            parts.append((out.representation.cpu(), out.sigma.mean(dim=1).cpu(), out.head_embeddings.cpu()))
+        return SentenceEmbeddings(*(torch.cat(p) for p in zip(*parts)))

