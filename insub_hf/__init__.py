@@ -1,6 +1,6 @@
 """insub-hf: uncertainty-aware self-supervised models with an ensemble of independent sub-networks (InSub)."""
 
-from transformers import AutoConfig, AutoModel, AutoModelForPreTraining
+from transformers import AutoConfig, AutoModel, AutoModelForPreTraining, AutoModelForSequenceClassification
 
 from .callbacks import KNNReportCallback
 from .checkpointing import save_pretrained_atomic
@@ -30,6 +30,7 @@ from .losses import DINOLoss, DiversityLoss, NTXentLoss, dino_loss, diversity_hi
 from .modeling_insub import (
     InSubForPreTraining,
     InSubForPreTrainingOutput,
+    InSubForSequenceClassification,
     InSubModel,
     InSubModelOutput,
     InSubPreTrainedModel,
@@ -43,6 +44,7 @@ __version__ = "0.1.0"
 AutoConfig.register(InSubConfig.model_type, InSubConfig, exist_ok=True)
 AutoModel.register(InSubConfig, InSubModel, exist_ok=True)
 AutoModelForPreTraining.register(InSubConfig, InSubForPreTraining, exist_ok=True)
+AutoModelForSequenceClassification.register(InSubConfig, InSubForSequenceClassification, exist_ok=True)
 
 __all__ = [
     "BatchedHeads",
@@ -56,6 +58,7 @@ __all__ = [
     "InSubConfig",
     "InSubForPreTraining",
     "InSubForPreTrainingOutput",
+    "InSubForSequenceClassification",
     "InSubModel",
     "InSubModelOutput",
     "InSubPreTrainedModel",

@@ -10,6 +10,7 @@ COMMANDS = {
     "demo": "SimCLR pretraining of a baseline and an InSub model on the bundled Fashion-MNIST subset.",
     "compare": "Baseline, SSL-Ensemble, MC Dropout, BatchEnsemble and InSub: calibration, OOD, corruptions, cost.",
     "text": "SCD pretraining (baseline and InSub) on a BERT-style encoder, then SentEval-style transfer.",
+    "genomics": "Self-GenomeNet pretraining (baseline and InSub) on DNA, then calibrated sequence classification.",
 }
 
 
@@ -37,6 +38,11 @@ def main(argv: list[str] | None = None) -> int:
 
         (args,) = HfArgumentParser(TextArguments).parse_args_into_dataclasses(args=rest)
         run_text(args)
+    elif command == "genomics":
+        from .genomics_job import GenomicsArguments, run_genomics
+
+        (args,) = HfArgumentParser(GenomicsArguments).parse_args_into_dataclasses(args=rest)
+        run_genomics(args)
     return 0
 
 

@@ -9,7 +9,7 @@ from transformers.configuration_utils import SubConfigSpec
 
 from .validation import check_choice, check_range
 
-OBJECTIVES = ("simclr", "dino", "scd")
+OBJECTIVES = ("simclr", "dino", "scd", "genomenet")
 HEAD_NORMS = ("batchnorm", "none")
 POOLINGS = ("cls", "mean")
 
@@ -67,8 +67,8 @@ class InSubConfig(PretrainedConfig):
         diversity_alpha: alpha, the minimum per-dimension spread the hinge asks for.
         diversity_weight: lambda, the weight of the diversity loss (0 disables it).
         diversity_eps: eps added to the variance inside the square root.
-        objective: the self-supervised loss computed on the mean head embedding: `"simclr"`, `"dino"` (images) or
-            `"scd"` (sentences).
+        objective: the self-supervised loss computed on the mean head embedding: `"simclr"`, `"dino"` (images),
+            `"scd"` (sentences) or `"genomenet"` (Self-GenomeNet, DNA).
         temperature: NT-Xent temperature.
         normalize_heads: L2-normalise each head output before averaging (reference code).
         normalize_mean: L2-normalise the mean embedding inside the loss (the paper's cosine similarity).
@@ -90,6 +90,7 @@ class InSubConfig(PretrainedConfig):
         scd_alpha: weight of the self-contrast term.
         scd_beta: weight of the decorrelation term.
         scd_lambda: weight of the off-diagonal part inside the decorrelation term.
+        genomenet_distances: D, how many distances (in conv windows) the context predicts ahead (Self-GenomeNet).
     """
 
     model_type = "insub"
@@ -125,6 +126,7 @@ class InSubConfig(PretrainedConfig):
     scd_alpha: float = 1.0
     scd_beta: float = 0.005225
     scd_lambda: float = 0.012
+    genomenet_distances: int = 3
 
     def __post_init__(self, **kwargs: Any) -> None:
         if self.encoder_config is not None and self.timm_model_name is not None:
@@ -171,5 +173,6 @@ class InSubConfig(PretrainedConfig):
         for name in ("scd_dropout", "scd_dropout_2"):
             check_range(f"InSubConfig.{name}", getattr(self, name), low=0.0, high=1.0, high_inclusive=False)
         check_range("InSubConfig.scd_temperature", self.scd_temperature, low=0.0, low_inclusive=False)
+        check_range("InSubConfig.genomenet_distances", self.genomenet_distances, low=1, integer=True)
         for name in ("scd_alpha", "scd_beta", "scd_lambda"):
             check_range(f"InSubConfig.{name}", getattr(self, name), low=0.0)

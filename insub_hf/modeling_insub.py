@@ -8,13 +8,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
+from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.utils import ModelOutput
 
 from .configuration_insub import InSubConfig
 from .dino import cosine_momentum, ema_update_, teacher_temperature
 from .encoders import build_encoder, dropout_rate
 from .heads import BatchedHeads, WeightNormedLinear
-from .losses import DINOLoss, DiversityLoss, head_spread, nt_xent_loss, scd_loss
+from .data.dna_views import reverse_complement
+from .losses import (
+    DINOLoss,
+    DistanceProjections,
+    DiversityLoss,
+    head_spread,
+    nt_xent_loss,
+    scd_loss,
+    self_genomenet_loss,
+)
 
 
 @dataclass
@@ -63,7 +73,7 @@ class InSubPreTrainedModel(PreTrainedModel):
 
     def _init_weights(self, module: nn.Module) -> None:
         # Encoders that are PreTrainedModels initialise themselves; timm models are initialised when built.
-        if isinstance(module, (BatchedHeads, WeightNormedLinear)):
+        if isinstance(module, (BatchedHeads, WeightNormedLinear, DistanceProjections)):
             module.reset_parameters()
 
 
@@ -160,6 +170,8 @@ class InSubForPreTraining(InSubPreTrainedModel):
         if self.teacher is not None:
             self.dino_loss = DINOLoss(config.dino_out_dim, config.dino_center_momentum, config.dino_student_temperature)
             self.teacher_temperature = config.dino_warmup_teacher_temperature
+        if config.objective == "genomenet":
+            self.genomenet_projections = DistanceProjections(config.genomenet_distances, config.head_output_size)
         self.post_init()
         if self.teacher is not None:
             self.teacher.load_state_dict(self.insub.state_dict())
@@ -219,6 +231,13 @@ class InSubForPreTraining(InSubPreTrainedModel):
         return_loss: bool = True,
         return_dict: bool | None = None,
     ) -> InSubForPreTrainingOutput | tuple:
+        if self.config.objective == "genomenet" and dna_one_hot is not None:
+            if dna_one_hot_2 is not None:
+                raise ValueError(
+                    "objective='genomenet' pairs each sequence with its own reverse complement, built here; pass only "
+                    "dna_one_hot (e.g. DNAViews(..., two_views=False))."
+                )
+            dna_one_hot_2 = reverse_complement(dna_one_hot)
         inputs = self._two_views(
             dict(pixel_values=pixel_values, input_ids=input_ids, attention_mask=attention_mask,
                  token_type_ids=token_type_ids, dna_one_hot=dna_one_hot),
@@ -229,6 +248,8 @@ class InSubForPreTraining(InSubPreTrainedModel):
             ssl_loss, z, representation = self._dino(inputs, local_pixel_values)
         elif self.config.objective == "scd":
             ssl_loss, z, representation = self._scd(inputs)
+        elif self.config.objective == "genomenet":
+            ssl_loss, z, representation = self._genomenet(inputs)
         else:
             representation = self.insub.encoder(**inputs)  # (2B, d)
             z = self.insub.embed_heads(representation)  # (2B, M, q)
@@ -250,6 +271,23 @@ class InSubForPreTraining(InSubPreTrainedModel):
             representation=torch.stack(representation.chunk(2, dim=0)),
         )
         return out if return_dict is not False else out.to_tuple()
+
+    def _genomenet(self, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Self-GenomeNet. inputs: `dna_one_hot` `(2B, L, 4)`, the sequences then their reverse complements.
+
+        The M heads embed every context position; their mean feeds the contrastive prediction. The diversity hinge
+        reads the heads on the pooled representation. Returns the loss, those head outputs `(2B, M, q)` and the
+        pooled representations `(2B, d)`.
+        """
+        if "dna_one_hot" not in inputs or not hasattr(self.insub.encoder, "model"):
+            raise ValueError("InSubConfig.objective='genomenet' needs the genomic encoder (dna_one_hot).")
+        hidden = self.insub.encoder.model(dna_one_hot=inputs["dna_one_hot"]).last_hidden_state  # (2B, T, H)
+        n, t, h = hidden.shape
+        per_position = self.insub.embed_heads(hidden.reshape(n * t, h)).view(n, t, self.config.num_heads, -1)
+        context, context_rc = per_position.mean(dim=2).chunk(2)  # (B, T, q) each
+        ssl_loss = self_genomenet_loss(context, context_rc, self.genomenet_projections.weight).mean()
+        representation = hidden.mean(dim=1)  # (2B, H), what the encoder adapter returns
+        return ssl_loss, self.insub.embed_heads(representation), representation
 
     def _scd(self, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """SCD: the two views are separate encoder passes under dropout rates `scd_dropout` and `scd_dropout_2`.
@@ -306,3 +344,43 @@ class InSubForPreTraining(InSubPreTrainedModel):
             teacher = self.teacher.prototypes(self.teacher.embed_heads(self.teacher.encoder(**inputs)).mean(dim=1))
         ssl_loss = self.dino_loss(torch.stack(student), torch.stack(teacher.chunk(2)), self.teacher_temperature)
         return ssl_loss.mean(), z, representation
+
+
+class InSubForSequenceClassification(InSubPreTrainedModel):
+    """The pretrained encoder with a linear classifier, for fine-tuning (the heads are not used).
+
+    `from_pretrained(pretraining_checkpoint, num_labels=C)` loads the encoder of an `InSubForPreTraining` or
+    `InSubModel` checkpoint and starts the classifier fresh. Inputs as `InSubModel`, plus optional `labels (B,)`.
+    Outputs: `loss` (cross-entropy, when labels are given) and `logits (B, C)`.
+    """
+
+    def __init__(self, config: InSubConfig):
+        super().__init__(config)
+        self.insub = InSubModel(config)
+        self.main_input_name = self.insub.main_input_name
+        self.classifier = nn.Linear(self.insub.encoder.output_dim, config.num_labels)
+        self.post_init()
+
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, nn.Linear) and module is getattr(self, "classifier", None):
+            module.reset_parameters()
+
+    def forward(
+        self,
+        pixel_values: torch.Tensor | None = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        dna_one_hot: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        return_dict: bool | None = None,
+    ) -> SequenceClassifierOutput | tuple:
+        representation = self.insub.get_representation(
+            pixel_values=pixel_values, input_ids=input_ids, attention_mask=attention_mask,
+            token_type_ids=token_type_ids, dna_one_hot=dna_one_hot,
+        )
+        logits = self.classifier(representation)
+        loss = F.cross_entropy(logits, labels) if labels is not None else None
+        out = SequenceClassifierOutput(loss=loss, logits=logits)
+        return out if return_dict is not False else out.to_tuple()

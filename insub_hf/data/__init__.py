@@ -1,6 +1,15 @@
 """Data: views per modality, data set loading and the bundled offline default."""
 
 from .columns import check_dataset
+from .dna_io import (
+    SPLICE_LABELS,
+    bundled_upstream_path,
+    fasta_windows,
+    load_fasta_dataset,
+    load_labelled_sequences,
+    load_splice_junctions,
+    read_fasta,
+)
 from .dna_views import DNAViews, one_hot_dna, random_crop, reverse_complement
 from .image_datasets import (
     FASHION_MNIST_CLASSES,
@@ -26,6 +35,13 @@ from .text_views import SentenceTokenizer, TextViews, check_tokenizer
 
 __all__ = [
     "DNAViews",
+    "SPLICE_LABELS",
+    "bundled_upstream_path",
+    "fasta_windows",
+    "load_fasta_dataset",
+    "load_labelled_sequences",
+    "load_splice_junctions",
+    "read_fasta",
     "SentenceTokenizer",
     "TWEET_LABELS",
     "TextViews",

@@ -51,21 +51,31 @@ def random_crop(one_hot: torch.Tensor, length: int, generator: torch.Generator |
 class DNAViews:
     """A `Dataset.set_transform` function: view 1 is a random crop, view 2 the reverse complement of another.
 
-    Output columns: `dna_one_hot`, `dna_one_hot_2`, each a list of `(crop_length, 4)` tensors.
+    Output columns: `dna_one_hot`, `dna_one_hot_2`, each a list of `(crop_length, 4)` tensors; with
+    `two_views=False` only `dna_one_hot` (Self-GenomeNet builds the reverse complement of the same crop itself).
+    Errors name the record (its row in the batch): characters outside the alphabet, sequences shorter than the crop.
     """
 
-    def __init__(self, crop_length: int, sequence_column: str = "sequence", unknown: str = "zero"):
+    def __init__(self, crop_length: int, sequence_column: str = "sequence", unknown: str = "zero",
+                 two_views: bool = True):
         check_choice("unknown", unknown, UNKNOWN_POLICIES)
+        if not isinstance(crop_length, int) or crop_length < 1:
+            raise ValueError(f"crop_length must be an integer >= 1, got {crop_length!r}.")
         self.crop_length = crop_length
         self.sequence_column = sequence_column
         self.unknown = unknown
+        self.two_views = two_views
 
     def __call__(self, batch: dict[str, list]) -> dict[str, list[torch.Tensor]]:
-        encoded = [
-            one_hot_dna(s, self.unknown, name=f"{self.sequence_column}[{i}]")
-            for i, s in enumerate(batch_column(batch, self.sequence_column, "sequence_column"))
-        ]
-        return {
-            "dna_one_hot": [random_crop(x, self.crop_length) for x in encoded],
-            "dna_one_hot_2": [reverse_complement(random_crop(x, self.crop_length)) for x in encoded],
-        }
+        names = [f"{self.sequence_column}[{i}]" for i in range(len(batch_column(batch, self.sequence_column,
+                                                                               "sequence_column")))]
+        if "name" in batch:
+            names = [f"record {n!r}" for n in batch["name"]]
+        encoded = [one_hot_dna(s, self.unknown, name=n) for s, n in zip(batch[self.sequence_column], names)]
+        for x, name in zip(encoded, names):
+            if x.shape[0] < self.crop_length:
+                raise ValueError(f"{name}: length {x.shape[0]} is shorter than crop_length={self.crop_length}.")
+        out = {"dna_one_hot": [random_crop(x, self.crop_length) for x in encoded]}
+        if self.two_views:
+            out["dna_one_hot_2"] = [reverse_complement(random_crop(x, self.crop_length)) for x in encoded]
+        return out

@@ -2,11 +2,13 @@
 
 from .dino import DINOLoss, dino_loss
 from .diversity import DiversityLoss, diversity_hinge, head_spread
+from .genomenet import DistanceProjections, self_genomenet_loss
 from .ntxent import NTXentLoss, nt_xent_loss
 from .scd import decorrelation, head_cross_correlation, scd_loss, self_contrast
 
 __all__ = [
     "DINOLoss",
+    "DistanceProjections",
     "DiversityLoss",
     "NTXentLoss",
     "diversity_hinge",
@@ -16,5 +18,6 @@ __all__ = [
     "head_cross_correlation",
     "nt_xent_loss",
     "scd_loss",
+    "self_genomenet_loss",
     "self_contrast",
 ]

@@ -1,0 +1,125 @@
+"""The genomics job: Self-GenomeNet pretraining (single-head baseline and InSub) on unlabelled DNA, then calibrated
+sequence classification by a linear probe on the frozen encoder and by fine-tuning, with the harness's metrics."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from datasets import ClassLabel
+
+from .configuration_insub import InSubConfig
+from .data import DNAViews, bundled_upstream_path, load_fasta_dataset, load_labelled_sequences, load_splice_junctions
+from .data.dna_views import one_hot_dna
+from .evaluation.harness import summarize
+from .evaluation.probes import ProbeArguments, fit_probes, member_probabilities
+from .modeling_insub import InSubForSequenceClassification, InSubModel
+from .pretraining import pretrain
+from .trainer import InSubTrainer, InSubTrainingArguments
+
+
+@dataclass
+class GenomicsArguments:
+    output_dir: str = field(default="runs/genomics", metadata={"help": "Where checkpoints and results go."})
+    pretrain_fasta: str | None = field(
+        default=None, metadata={"help": "Unlabelled FASTA(.gz); default: the bundled Drosophila upstream regions."}
+    )
+    labelled: str | None = field(
+        default=None, metadata={"help": "Labelled CSV (sequence,label) or FASTA (>name|label); default: splice."}
+    )
+    crop_length: int = field(default=150, metadata={"help": "Pretraining crop in nt (paper: 150 or 1000)."})
+    epochs: float = field(default=4, metadata={"help": "Pretraining epochs per model."})
+    batch_size: int = field(default=64, metadata={"help": "Sequences per step (each with its reverse complement)."})
+    learning_rate: float = field(default=1e-3, metadata={"help": "AdamW learning rate (paper: Adam 1e-4)."})
+    num_heads: int = field(default=5, metadata={"help": "M of the InSub model; the baseline has 1."})
+    diversity_alpha: float = field(default=0.08, metadata={"help": "alpha."})
+    diversity_weight: float = field(default=1.5, metadata={"help": "lambda of the InSub model."})
+    head_output_size: int = field(default=64, metadata={"help": "Each head: one Linear to this size (paper: 256)."})
+    conv_filters: int = field(default=64, metadata={"help": "Conv1D filters (paper: 1024)."})
+    lstm_hidden_size: int = field(default=64, metadata={"help": "LSTM size (paper: 512)."})
+    test_fraction: float = field(default=0.2, metadata={"help": "Held-out share of the labelled set (stratified)."})
+    finetune_epochs: float = field(default=3, metadata={"help": "Fine-tuning epochs (encoder + linear classifier)."})
+    seed: int = field(default=0, metadata={"help": "Seed."})
+
+
+def genomics_config(args: GenomicsArguments, num_heads: int, diversity_weight: float) -> InSubConfig:
+    encoder = dict(model_type="insub_genomic", conv_filters=args.conv_filters, lstm_hidden_size=args.lstm_hidden_size,
+                   kernel_size=24, stride=6)
+    return InSubConfig(
+        encoder_config=encoder, objective="genomenet", num_heads=num_heads, head_hidden_sizes=[],
+        head_output_size=args.head_output_size, head_norm="none", normalize_heads=False,
+        diversity_alpha=args.diversity_alpha,
+        diversity_weight=diversity_weight,
+    )
+
+
+def encode_labelled(data) -> tuple[torch.Tensor, torch.Tensor]:
+    """One-hot `(N, L, 4)` (all sequences must share L) and labels `(N,)`; errors name the row."""
+    encoded = [one_hot_dna(s, name=f"sequence[{i}]") for i, s in enumerate(data["sequence"])]
+    lengths = {x.shape[0] for x in encoded}
+    if len(lengths) != 1:
+        raise ValueError(f"labelled sequences must share one length to be batched, got lengths {sorted(lengths)[:5]}.")
+    return torch.stack(encoded), torch.as_tensor(data["label"])
+
+
+@torch.no_grad()
+def representations(model: InSubModel, x: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
+    model.eval()
+    return torch.cat([model.get_representation(dna_one_hot=x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
+
+
+def finetune(pretrained: InSubModel, train, test, num_classes: int, args: GenomicsArguments, out: Path) -> torch.Tensor:
+    """Fine-tunes encoder + a linear classifier with the Trainer; returns test probabilities `(T, C)`."""
+    config = InSubConfig.from_dict({**pretrained.config.to_dict(), "num_labels": num_classes})
+    model = InSubForSequenceClassification(config)
+    model.insub.load_state_dict(pretrained.state_dict())
+    rows = [{"dna_one_hot": x, "labels": y} for x, y in zip(*train)]
+    trainer_args = InSubTrainingArguments(
+        output_dir=str(out), num_train_epochs=args.finetune_epochs, per_device_train_batch_size=args.batch_size,
+        learning_rate=args.learning_rate, save_strategy="no", report_to=[], seed=args.seed, disable_tqdm=True,
+        logging_strategy="epoch",
+    )
+    InSubTrainer(model=model, args=trainer_args, train_dataset=rows).train()
+    model.eval()
+    with torch.no_grad():
+        return torch.softmax(model(dna_one_hot=test[0]).logits.double(), dim=-1)
+
+
+def run_genomics(args: GenomicsArguments) -> dict:
+    """Baseline (M=1) and InSub (M) pretraining, then probe and fine-tuning on the labelled set; table + JSON."""
+    fasta = args.pretrain_fasta or bundled_upstream_path()
+    corpus = load_fasta_dataset(fasta)
+    labelled = load_labelled_sequences(args.labelled) if args.labelled else load_splice_junctions()
+    num_classes = labelled.features["label"].num_classes if isinstance(labelled.features["label"], ClassLabel) else (
+        int(max(labelled["label"])) + 1)
+    split = labelled.train_test_split(test_size=args.test_fraction, seed=args.seed, stratify_by_column="label")
+    train, test = encode_labelled(split["train"]), encode_labelled(split["test"])
+    print(f"pretraining: {len(corpus)} sequences from {fasta}, crops of {args.crop_length} nt; classification: "
+          f"{len(train[1])} train / {len(test[1])} test, {num_classes} classes")
+    views = corpus.with_transform(DNAViews(args.crop_length, two_views=False))
+    out, results = Path(args.output_dir), {}
+    for name, m, weight in (("baseline", 1, 0.0), (f"insub_m{args.num_heads}", args.num_heads, args.diversity_weight)):
+        run = pretrain(genomics_config(args, m, weight), views, out / name, args.epochs, args.batch_size,
+                       args.learning_rate, seed=args.seed)
+        encoder = run.model.insub
+        features = representations(encoder, train[0]).unsqueeze(1)  # (N, 1, d)
+        probes = fit_probes(features, train[1], num_classes, 1, ProbeArguments(probe_seed=args.seed))
+        probe_probs = member_probabilities(probes, representations(encoder, test[0]).unsqueeze(1))
+        finetuned = finetune(encoder, train, test, num_classes, args, out / name / "finetune")
+        results[name] = {
+            "pretraining": {"final_ssl_loss": [r["ssl_loss"] for r in run.log_history if "ssl_loss" in r][-1]},
+            "linear_probe": summarize(probe_probs, test[1]),
+            "finetune": summarize(finetuned.unsqueeze(1), test[1]),
+        }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps({"args": asdict(args), "results": results}, indent=2))
+    print("\nmodel          protocol        accuracy     ECE     TACE      NLL")
+    for name, r in results.items():
+        for protocol in ("linear_probe", "finetune"):
+            s = r[protocol]
+            print(f"{name:<14} {protocol:<14} {100 * s['accuracy']:8.2f}  {100 * s['ece']:6.2f}  "
+                  f"{100 * s['tace']:6.2f}   {s['nll']:6.3f}")
+    print(f"numbers: {out}/results.json")
+    return results
