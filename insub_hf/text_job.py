@@ -8,10 +8,11 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 from transformers import AutoConfig, AutoTokenizer
 
 from .configuration_insub import InSubConfig
-from .data import TextViews, load_sentence_corpus, load_tweet_sentiment
+from .data import TextViews, balanced_indices, load_sentence_corpus, load_tweet_sentiment
 from .evaluation.senteval import evaluate_task, load_senteval_task
 from .modeling_insub import InSubModel
 from .pretrained_encoders import load_encoder_weights
@@ -65,14 +66,9 @@ def text_config(args: TextArguments, encoder_config, num_heads: int, diversity_w
 
 
 def _tweets(args: TextArguments):
-    data = load_tweet_sentiment("transfer").shuffle(seed=args.seed)
-    per_class = args.transfer_sentences // 3
-    keep, counts = [], [0, 0, 0]
-    for i, label in enumerate(data["label"]):
-        if counts[label] < per_class:
-            keep.append(i)
-            counts[label] += 1
-    return data.select(keep)
+    """A seeded class-balanced draw of `transfer_sentences` bundled transfer tweets."""
+    data = load_tweet_sentiment("transfer")
+    return data.select(balanced_indices(np.asarray(data["label"]), args.transfer_sentences // 3, args.seed))
 
 
 def run_text(args: TextArguments) -> dict:
