@@ -13,6 +13,7 @@ from datasets import ClassLabel
 from .configuration_insub import InSubConfig
 from .data import DNAViews, bundled_upstream_path, load_fasta_dataset, load_labelled_sequences, load_splice_junctions
 from .data.dna_views import one_hot_dna
+from .evaluation.features import extract_features
 from .evaluation.harness import summarize
 from .evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from .modeling_insub import InSubForSequenceClassification, InSubModel
@@ -64,12 +65,6 @@ def encode_labelled(data) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.stack(encoded), torch.as_tensor(data["label"])
 
 
-@torch.no_grad()
-def representations(model: InSubModel, x: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
-    model.eval()
-    return torch.cat([model.get_representation(dna_one_hot=x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
-
-
 def finetune(pretrained: InSubModel, train, test, num_classes: int, args: GenomicsArguments, out: Path) -> torch.Tensor:
     """Fine-tunes encoder + a linear classifier with the Trainer; returns test probabilities `(T, C)`."""
     config = InSubConfig.from_dict({**pretrained.config.to_dict(), "num_labels": num_classes})
@@ -104,9 +99,10 @@ def run_genomics(args: GenomicsArguments) -> dict:
         run = pretrain(genomics_config(args, m, weight), views, out / name, args.epochs, args.batch_size,
                        args.learning_rate, seed=args.seed)
         encoder = run.model.insub
-        features = representations(encoder, train[0]).unsqueeze(1)  # (N, 1, d)
+        features = extract_features(encoder, {"dna_one_hot": train[0]}).representations  # (N, 1, d)
         probes = fit_probes(features, train[1], num_classes, 1, ProbeArguments(probe_seed=args.seed))
-        probe_probs = member_probabilities(probes, representations(encoder, test[0]).unsqueeze(1))
+        test_features = extract_features(encoder, {"dna_one_hot": test[0]}).representations
+        probe_probs = member_probabilities(probes, test_features)
         finetuned = finetune(encoder, train, test, num_classes, args, out / name / "finetune")
         results[name] = {
             "pretraining": {"final_ssl_loss": [r["ssl_loss"] for r in run.log_history if "ssl_loss" in r][-1]},

@@ -15,7 +15,8 @@ from insub_hf.data import (
     read_fasta,
 )
 from insub_hf.data.dna_views import one_hot_dna, reverse_complement
-from insub_hf.genomics_job import encode_labelled, representations
+from insub_hf.evaluation.features import extract_features
+from insub_hf.genomics_job import encode_labelled
 from insub_hf.evaluation.harness import summarize
 from insub_hf.evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from insub_hf.losses import self_genomenet_loss
@@ -121,9 +122,9 @@ def test_classification_on_a_real_splice_subset_beats_chance(tmp_path):
     parts = splice.train_test_split(test_size=0.25, seed=0, stratify_by_column="label")
     train, test = encode_labelled(parts["train"]), encode_labelled(parts["test"])
     model = InSubForPreTraining(genomic_config(num_heads=1))
-    probes = fit_probes(representations(model.insub, train[0]).unsqueeze(1), train[1], 3, 1,
+    probes = fit_probes(extract_features(model, {"dna_one_hot": train[0]}).representations, train[1], 3, 1,
                         ProbeArguments(probe_epochs=30))
-    probs = member_probabilities(probes, representations(model.insub, test[0]).unsqueeze(1))
+    probs = member_probabilities(probes, extract_features(model, {"dna_one_hot": test[0]}).representations)
     result = summarize(probs, test[1])
     majority = max(torch.bincount(test[1]).tolist()) / len(test[1])
     assert result["accuracy"] > majority and all(math.isfinite(result[k]) for k in ("ece", "tace", "nll"))

@@ -67,11 +67,12 @@ class DNAViews:
         self.two_views = two_views
 
     def __call__(self, batch: dict[str, list]) -> dict[str, list[torch.Tensor]]:
-        names = [f"{self.sequence_column}[{i}]" for i in range(len(batch_column(batch, self.sequence_column,
-                                                                               "sequence_column")))]
+        sequences = batch_column(batch, self.sequence_column, "sequence_column")
         if "name" in batch:
             names = [f"record {n!r}" for n in batch["name"]]
-        encoded = [one_hot_dna(s, self.unknown, name=n) for s, n in zip(batch[self.sequence_column], names)]
+        else:
+            names = [f"{self.sequence_column}[{i}]" for i in range(len(sequences))]
+        encoded = [one_hot_dna(s, self.unknown, name=n) for s, n in zip(sequences, names)]
         for x, name in zip(encoded, names):
             if x.shape[0] < self.crop_length:
                 raise ValueError(f"{name}: length {x.shape[0]} is shorter than crop_length={self.crop_length}.")
