@@ -6,8 +6,14 @@ from typing import Any
 
 from transformers import AutoConfig, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
+from .configuration_genomic import GenomicEncoderConfig
 from .validation import check_choice, check_range
+
+# Registered here, next to the config that nests it, so that a checkpoint's config resolves wherever InSubConfig loads
+# (the installed package or a Hub repo's remote code).
+AutoConfig.register(GenomicEncoderConfig.model_type, GenomicEncoderConfig, exist_ok=True)
 
 OBJECTIVES = ("simclr", "dino", "scd", "genomenet")
 HEAD_NORMS = ("batchnorm", "none")
@@ -138,6 +144,15 @@ class InSubConfig(PretrainedConfig):
             raise ValueError(
                 "InSubConfig.encoder_config: a dict needs a `model_type` (e.g. 'vit', 'resnet', 'bert', "
                 f"'insub_genomic'), got keys {sorted(self.encoder_config)}."
+            )
+        if isinstance(self.encoder_config, dict) and self.encoder_config["model_type"] not in CONFIG_MAPPING:
+            import transformers
+
+            raise ValueError(
+                f"InSubConfig.encoder_config.model_type={self.encoder_config['model_type']!r} is not an encoder this "
+                f"installation knows (transformers {transformers.__version__}): use a transformers model type (e.g. "
+                f"'vit', 'resnet', 'bert'), insub-hf's '{GenomicEncoderConfig.model_type}', or install the library "
+                "that registers it. A checkpoint naming it was saved with code this environment lacks."
             )
         if self.encoder_config is None and self.timm_model_name is None:
             self.encoder_config = dict(DEFAULT_ENCODER)

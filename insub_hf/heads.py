@@ -55,7 +55,7 @@ class BatchedHeads(nn.Module):
             if bias is not None:
                 nn.init.uniform_(bias, -bound, bound)
         for norm in self.norms:
-            if isinstance(norm, nn.BatchNorm1d):
+            if isinstance(norm, nn.modules.batchnorm._BatchNorm):
                 norm.reset_parameters()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -98,7 +98,7 @@ class BatchedHeads(nn.Module):
                     linear.bias.data.copy_(bias.detach()[m])
                 layers.append(linear)
                 if i < last:
-                    if isinstance(norm, nn.BatchNorm1d):
+                    if isinstance(norm, nn.modules.batchnorm._BatchNorm):
                         layers.append(_slice_batchnorm(norm, m, w.shape[1]))
                     layers.append(nn.ReLU())
             heads.append(nn.Sequential(*layers))

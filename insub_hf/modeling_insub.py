@@ -15,7 +15,7 @@ from .configuration_insub import InSubConfig
 from .dino import cosine_momentum, ema_update_, teacher_temperature
 from .encoders import build_encoder, dropout_rate
 from .heads import BatchedHeads, WeightNormedLinear
-from .data.dna_views import reverse_complement
+from .data.dna_encoding import reverse_complement
 from .losses import (
     DINOLoss,
     DistanceProjections,

@@ -12,6 +12,7 @@ from transformers import PreTrainedModel, Trainer, TrainingArguments
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME
 
 from .dino import DINOScheduleCallback
+from .distributed import check_same_across_processes, convert_sync_batchnorm
 
 SIDE_METRICS = ("ssl_loss", "diversity_loss", "mean_sigma")
 
@@ -24,6 +25,29 @@ class InSubTrainingArguments(TrainingArguments):
         default=False,
         metadata={"help": "Keep the view columns (pixel_values_2, ...) that a set_transform creates on the fly."},
     )
+    global_batch_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "Samples per step over all processes (the contrastive batch: every one is a negative for the "
+            "others); sets per_device_train_batch_size = global_batch_size / world size. Must divide evenly."
+        },
+    )
+    sync_batchnorm: bool = field(
+        default=False,
+        metadata={"help": "Batch statistics over all processes in every BatchNorm (heads and encoder); GPU only."},
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.global_batch_size is not None:
+            size = self.world_size
+            if self.global_batch_size < 1 or self.global_batch_size % size:
+                raise ValueError(
+                    f"InSubTrainingArguments.global_batch_size={self.global_batch_size} must be a positive multiple of "
+                    f"the world size ({size} processes), so that every process holds the same share; use e.g. "
+                    f"{max(size, self.global_batch_size // size * size)}."
+                )
+            self.per_device_train_batch_size = self.global_batch_size // size
 
 
 class InSubTrainer(Trainer):
@@ -33,6 +57,10 @@ class InSubTrainer(Trainer):
     the gradient accumulation steps, so an accumulated step follows the gradient of the mean over micro-batches.
     The side metrics `ssl_loss`, `diversity_loss` and `mean_sigma` are averaged over each logging interval.
     A DINO model gets `DINOScheduleCallback` (teacher temperature, centre and EMA teacher per optimiser step).
+
+    Several processes (`accelerate launch` / `torchrun`): the model config must be the same in all (checked here);
+    the contrastive losses gather every process's embeddings with gradients, so a step equals one step on the
+    global batch; BatchNorm statistics stay per process unless `args.sync_batchnorm`.
     """
 
     loss_is_scaled_for_ga = False
@@ -40,8 +68,13 @@ class InSubTrainer(Trainer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         model = getattr(self.model, "module", self.model)
-        if getattr(getattr(model, "config", None), "objective", None) == "dino":
+        config = getattr(model, "config", None)
+        if config is not None:
+            check_same_across_processes("The model config", config.to_diff_dict())
+        if getattr(config, "objective", None) == "dino":
             self.add_callback(DINOScheduleCallback)
+        if getattr(self.args, "sync_batchnorm", False):
+            self.model = convert_sync_batchnorm(self.model)
         self._side_metrics: dict[str, dict[str, list[float]]] = {
             "train": defaultdict(list),
             "eval": defaultdict(list),

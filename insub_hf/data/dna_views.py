@@ -1,4 +1,4 @@
-"""DNA views: one-hot encoding, reverse complement and random crops (the Self-GenomeNet augmentations)."""
+"""DNA views: reverse complement and random crops of one-hot DNA (the Self-GenomeNet augmentations)."""
 
 from __future__ import annotations
 
@@ -6,39 +6,9 @@ import torch
 
 from ..validation import check_choice
 from .columns import batch_column
+from .dna_encoding import UNKNOWN_POLICIES, one_hot_dna, reverse_complement
 
-DNA_ALPHABET = "ACGT"  # channel order; the complement of channel c is channel 3 - c
-IUPAC_AMBIGUOUS = set("NRYSWKMBDHV")
-UNKNOWN_POLICIES = ("zero", "error")
-_INDEX = {base: i for i, base in enumerate(DNA_ALPHABET)}
-
-
-def one_hot_dna(sequence: str, unknown: str = "zero", name: str = "sequence") -> torch.Tensor:
-    """One-hot encodes a DNA string, case-insensitively.
-
-    Args:
-        sequence: bases `ACGT` (any case); IUPAC ambiguity codes (N, R, Y, ...) are `unknown`.
-        unknown: `"zero"` encodes ambiguity codes as a zero vector, `"error"` refuses them.
-        name: how to call the record in error messages.
-
-    Returns:
-        `(L, 4)` float tensor, channels A, C, G, T.
-    """
-    check_choice("unknown", unknown, UNKNOWN_POLICIES)
-    out = torch.zeros(len(sequence), 4)
-    for position, base in enumerate(sequence.upper()):
-        if base in _INDEX:
-            out[position, _INDEX[base]] = 1.0
-        elif base not in IUPAC_AMBIGUOUS or unknown == "error":
-            allowed = "A, C, G, T" + (" and IUPAC codes " + "".join(sorted(IUPAC_AMBIGUOUS)) if unknown == "zero" else "")
-            raise ValueError(f"{name}: character {base!r} at position {position} is not allowed; allowed: {allowed}.")
-    return out
-
-
-def reverse_complement(one_hot: torch.Tensor) -> torch.Tensor:
-    """Reverse complement of one-hot DNA `(..., L, 4)`: positions reversed, A<->T and C<->G swapped."""
-    return one_hot.flip(-2, -1)
-
+__all__ = ["DNAViews", "one_hot_dna", "random_crop", "reverse_complement"]
 
 def random_crop(one_hot: torch.Tensor, length: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """A random window of `length` positions of `(L, 4)` -> `(length, 4)`."""

@@ -8,12 +8,11 @@ from transformers import AutoConfig, AutoModel, PretrainedConfig
 
 from .base import Encoder
 from .batch_ensemble import BatchEnsembleEncoder, BatchEnsembleLinear, convert_to_batch_ensemble
-from .configuration_genomic import GenomicEncoderConfig
+from ..configuration_genomic import GenomicEncoderConfig
 from .modeling_genomic import GenomicEncoder, GenomicEncoderModel
 from .text import TransformersTextEncoder, dropout_rate, masked_mean
 from .vision import TimmEncoder, TransformersVisionEncoder
 
-AutoConfig.register(GenomicEncoderConfig.model_type, GenomicEncoderConfig, exist_ok=True)
 AutoModel.register(GenomicEncoderConfig, GenomicEncoderModel, exist_ok=True)
 
 MODALITY_INPUTS = ("pixel_values", "input_ids", "dna_one_hot")

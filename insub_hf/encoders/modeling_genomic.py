@@ -8,7 +8,7 @@ from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 
 from .base import Encoder, check_finite, check_rank
-from .configuration_genomic import GenomicEncoderConfig
+from ..configuration_genomic import GenomicEncoderConfig
 
 
 class GenomicEncoderModel(PreTrainedModel):

@@ -65,7 +65,10 @@ class TimmEncoder(Encoder):
 
     def __init__(self, model_name: str, timm_kwargs: dict[str, Any] | None = None):
         super().__init__()
-        import timm
+        try:
+            import timm
+        except ImportError as error:
+            raise ImportError(f"InSubConfig.timm_model_name={model_name!r} needs timm: pip install timm.") from error
 
         kwargs = dict(timm_kwargs or {})
         if not timm.is_model(model_name):

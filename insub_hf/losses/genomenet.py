@@ -8,8 +8,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..distributed import gather_batch
 
-def self_genomenet_loss(context: torch.Tensor, context_rc: torch.Tensor, projections: torch.Tensor) -> torch.Tensor:
+
+def self_genomenet_loss(
+    context: torch.Tensor, context_rc: torch.Tensor, projections: torch.Tensor, gather: bool = True
+) -> torch.Tensor:
     """Context at position j predicts the reverse complement's context at the mirrored position.
 
     With T positions, the forward context `c_j` (having read windows 0..j of the sequence) and the reverse
@@ -17,6 +21,8 @@ def self_genomenet_loss(context: torch.Tensor, context_rc: torch.Tensor, project
     positive pair for distance d = 1..D; the prediction is `W_d c_j`, scored by a dot product against the mirrored
     contexts of every sequence in the batch (the others are negatives). Softmax cross-entropy, in both directions
     (sequence -> reverse complement and back), averaged over positions, distances and directions.
+
+    Under torch.distributed (`gather=True`) the negatives are the sequences of every process (`gather_batch`).
 
     Args:
         context: `(B, T, q)` per-position embeddings of the sequences.
@@ -40,14 +46,18 @@ def self_genomenet_loss(context: torch.Tensor, context_rc: torch.Tensor, project
             f"self_genomenet_loss: the encoder gives {t} positions, which leaves nothing to predict at {distances} "
             "distances; use longer sequences (or a smaller stride) or fewer distances."
         )
-    targets = torch.arange(b, device=context.device)
+    (all_context, offset), (all_context_rc, _) = (
+        (gather_batch(context), gather_batch(context_rc)) if gather else ((context, 0), (context_rc, 0))
+    )
+    n = all_context.shape[0]  # B over all processes
+    targets = torch.arange(b, device=context.device) + offset
     losses = []
     for d in range(1, distances + 1):
-        for anchor, other in ((context, context_rc), (context_rc, context)):
+        for anchor, other in ((context, all_context_rc), (context_rc, all_context)):
             prediction = anchor[:, : t - d] @ projections[d - 1]  # (B, T-d, q): positions j = 0..T-1-d
             mirrored = other[:, : t - d].flip(1)  # position j holds the other strand's context T-1-d-j
-            logits = torch.einsum("bjq,cjq->jbc", prediction, mirrored)  # (T-d, B, B)
-            ce = F.cross_entropy(logits.reshape(-1, b), targets.repeat(t - d), reduction="none")
+            logits = torch.einsum("bjq,cjq->jbc", prediction, mirrored)  # (T-d, B, n)
+            ce = F.cross_entropy(logits.reshape(-1, n), targets.repeat(t - d), reduction="none")
             losses.append(ce.view(t - d, b).mean(dim=0))
     return torch.stack(losses).mean(dim=0)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..distributed import gather_batch
 from ..validation import check_range
 
 
@@ -62,8 +63,11 @@ def scd_loss(
     alpha: float = 1.0,
     beta: float = 0.005225,
     off_diagonal_weight: float = 0.012,
+    gather: bool = True,
 ) -> torch.Tensor:
     """SCD: `alpha * mean_i cos(h1_i, h2_i) / tau + beta * decorrelation(C)`, C averaged over the M heads.
+
+    Under torch.distributed (`gather=True`) C is computed over the global batch (`gather_batch`).
 
     Args:
         h1, h2: `(B, d)` encoder representations of the two dropout views.
@@ -72,6 +76,8 @@ def scd_loss(
     Returns:
         The scalar loss (the decorrelation is a batch-level term, so there is no per-sample split).
     """
+    if gather:
+        p1, p2 = gather_batch(p1)[0], gather_batch(p2)[0]
     return alpha * self_contrast(h1, h2, temperature).mean() + beta * decorrelation(
         head_cross_correlation(p1, p2), off_diagonal_weight
     )

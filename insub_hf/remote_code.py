@@ -1,0 +1,113 @@
+"""The package's model code as flat files beside a checkpoint, so that it loads with `trust_remote_code=True` where
+insub-hf is not installed.
+
+transformers copies a custom model's module and the modules it imports relatively from the *same folder* only; the
+package has subpackages (`encoders/`, `losses/`, ...). So the modules the model classes need are written here under
+flat names (`insub_hf/losses/ntxent.py` -> `losses_ntxent.py`, a package's `__init__.py` -> its own name) and each
+relative import is rewritten to point at the flat name. The code itself is the package's, byte for byte otherwise.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+PACKAGE = "insub_hf"
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+# What the Auto classes load, per auto class: `module.Class` of the flat files.
+AUTO_MAP = {
+    "AutoConfig": "configuration_insub.InSubConfig",
+    "AutoModel": "modeling_insub.InSubModel",
+    "AutoModelForPreTraining": "modeling_insub.InSubForPreTraining",
+    "AutoModelForSequenceClassification": "modeling_insub.InSubForSequenceClassification",
+}
+ROOT_MODULES = ("configuration_insub", "modeling_insub")
+
+
+def _source_file(module: str) -> Path:
+    """`insub_hf.losses.ntxent` -> its file (a package -> its `__init__.py`)."""
+    path = PACKAGE_DIR.joinpath(*module.split(".")[1:])
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def flat_name(module: str) -> str:
+    """`insub_hf.losses.ntxent` -> `losses_ntxent`."""
+    return "_".join(module.split(".")[1:])
+
+
+def _resolve(module: str, node: ast.ImportFrom) -> list[str]:
+    """The package modules a relative `from ... import ...` in `module` needs (a name may be a submodule)."""
+    is_package = _source_file(module).name == "__init__.py"
+    parts = module.split(".") if is_package else module.split(".")[:-1]
+    base = parts[: len(parts) - (node.level - 1)]
+    target = ".".join(base + ([node.module] if node.module else []))
+    needed = [target] if node.module else []
+    for alias in node.names:
+        sub = f"{target}.{alias.name}"
+        if _source_file(sub).exists():
+            needed.append(sub)
+    return needed
+
+
+def _relative_imports(module: str) -> list[tuple[ast.ImportFrom, list[str]]]:
+    tree = ast.parse(_source_file(module).read_text(encoding="utf-8"))
+    return [(node, _resolve(module, node)) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level]
+
+
+def required_modules() -> list[str]:
+    """Every package module the config and model classes import, transitively (sorted)."""
+    seen: set[str] = set()
+    todo = [f"{PACKAGE}.{name}" for name in ROOT_MODULES]
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        for _, needed in _relative_imports(module):
+            todo.extend(needed)
+    return sorted(seen)
+
+
+def flat_source(module: str) -> str:
+    """The module's source with each relative import rewritten to `from .<flat name> import ...`."""
+    lines = _source_file(module).read_text(encoding="utf-8").splitlines(keepends=True)
+    for node, needed in _relative_imports(module):
+        if node.module is None:  # `from . import x` -> `from . import <flat x>` under the old name
+            names = ", ".join(f"{flat_name(m)} as {m.rsplit('.', 1)[1]}" for m in needed)
+            replacement = f"from . import {names}"
+            head = re.compile(r"from\s+\.+\s+import\s+[\w\s,]+")
+        else:
+            replacement = f"from .{flat_name(needed[0])} import"
+            head = re.compile(r"from\s+\.+[\w.]*\s+import")
+        line = node.lineno - 1
+        lines[line], count = head.subn(replacement, lines[line], count=1)
+        if count != 1:
+            raise RuntimeError(f"remote code: could not rewrite the import on line {node.lineno} of {module}.")
+    return "".join(lines)
+
+
+def write_remote_code(folder: str | Path) -> list[Path]:
+    """Writes the flat modules into `folder` and the `auto_map` into its `config.json` (which must exist).
+
+    Returns the written module files. The folder then loads with `AutoModel.from_pretrained(folder,
+    trust_remote_code=True)` (and the other Auto classes of `AUTO_MAP`) without insub-hf installed.
+    """
+    folder = Path(folder)
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise FileNotFoundError(f"write_remote_code: {folder} has no config.json; save the model there first.")
+    names = {module: flat_name(module) for module in required_modules()}
+    if len(set(names.values())) != len(names):
+        raise RuntimeError(f"remote code: two package modules flatten to the same file name: {sorted(names.values())}")
+    written = []
+    for module, name in names.items():
+        path = folder / f"{name}.py"
+        path.write_text(flat_source(module), encoding="utf-8")
+        written.append(path)
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["auto_map"] = dict(AUTO_MAP)
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return written
