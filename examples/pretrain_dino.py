@@ -22,6 +22,7 @@ from transformers import HfArgumentParser
 
 from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.checkpointing import save_pretrained_atomic
+from insub_hf.hub import final_push_target
 from insub_hf.configuration_insub import DEFAULT_ENCODER, VIT_SMALL_16
 from insub_hf.data import IMAGE_DATASET_PRESETS, MultiCropViews, load_image_dataset
 from insub_hf.pretrained_encoders import encoder_config_from_pretrained, load_encoder_weights
@@ -77,6 +78,7 @@ def main() -> None:
     data_args, model_args, training_args = HfArgumentParser(
         (DataArguments, ModelArguments, InSubTrainingArguments)
     ).parse_args_into_dataclasses()
+    push = final_push_target(training_args)  # checks the token now, pushes once at the end
     preset = IMAGE_DATASET_PRESETS[data_args.preset or data_args.dataset]
     extra = {"data_dir": data_args.data_dir} if data_args.data_dir else {}
     train = load_image_dataset(data_args.dataset, split=data_args.split, preset=data_args.preset, **extra)
@@ -92,6 +94,13 @@ def main() -> None:
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     if trainer.is_world_process_zero():
         save_pretrained_atomic(trainer.model, f"{training_args.output_dir}/model")
+        if push is not None:
+            repo_id, token = push
+            trainer.model.push_to_hub(
+                repo_id, token=token, private=training_args.hub_private_repo,
+                training_data=f"{data_args.dataset} ({data_args.split} split, {len(train)} images), "
+                f"DINO multi-crop.",
+            )
 
 
 if __name__ == "__main__":

@@ -1,11 +1,15 @@
-"""Saving that never leaves a good checkpoint half-overwritten."""
+"""Saving that never leaves a good checkpoint half-overwritten, and resuming only from complete checkpoints."""
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import shutil
 import uuid
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
 
 
 def save_pretrained_atomic(model, path: str | os.PathLike, **save_kwargs) -> Path:
@@ -30,3 +34,45 @@ def save_pretrained_atomic(model, path: str | os.PathLike, **save_kwargs) -> Pat
     tmp.rename(path)
     shutil.rmtree(old, ignore_errors=True)
     return path
+
+
+def checkpoint_problems(path: str | os.PathLike) -> list[str]:
+    """What a Trainer checkpoint folder lacks to be resumed from (empty when complete).
+
+    The Trainer writes `trainer_state.json` last, so a save interrupted half-way leaves a folder without it (or with
+    it cut short); the weights must be safetensors with every shard of their index present.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return [f"{path} is not a folder"]
+    problems = []
+    try:
+        json.loads((path / "trainer_state.json").read_text())
+    except (OSError, ValueError):
+        problems.append("trainer_state.json (written last) is missing or cut short")
+    if not (path / "config.json").is_file():
+        problems.append("config.json is missing")
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        shards = set(json.loads(index.read_text())["weight_map"].values())
+        if any(not (path / shard).is_file() for shard in shards):
+            problems.append("weight shards are missing")
+    elif not (path / "model.safetensors").is_file():
+        problems.append("model.safetensors is missing")
+    return problems
+
+
+def last_complete_checkpoint(output_dir: str | os.PathLike) -> str | None:
+    """The highest-step `checkpoint-*` folder under `output_dir` that `checkpoint_problems` finds complete."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return None
+    steps = sorted(
+        (int(p.name.split("-")[-1]), p) for p in output_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()
+    )
+    for step, path in reversed(steps):
+        problems = checkpoint_problems(path)
+        if not problems:
+            return str(path)
+        logger.warning("Skipping the incomplete checkpoint %s: %s.", path, "; ".join(problems))
+    return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import os
 from dataclasses import dataclass
 
 import torch
@@ -65,6 +67,21 @@ class InSubForPreTrainingOutput(ModelOutput):
     representation: torch.Tensor | None = None
 
 
+def _package_module(name: str):
+    """An insub-hf module the model code itself does not need (the Hub tools).
+
+    Imported by name, not by a relative import statement, so that the remote-code copy of this file stays free of
+    them: a class loaded from a repo with `trust_remote_code=True` runs without insub-hf, except for these tools.
+    """
+    try:
+        return importlib.import_module(f"insub_hf.{name}")
+    except ImportError as error:
+        raise ImportError(
+            f"insub_hf.{name} is part of the insub-hf package, which this environment lacks (the model was loaded "
+            "from a repo's remote code); `pip install insub-hf` to push or to save remote code."
+        ) from error
+
+
 class InSubPreTrainedModel(PreTrainedModel):
     config_class = InSubConfig
     base_model_prefix = "insub"
@@ -75,6 +92,74 @@ class InSubPreTrainedModel(PreTrainedModel):
         # Encoders that are PreTrainedModels initialise themselves; timm models are initialised when built.
         if isinstance(module, (BatchedHeads, WeightNormedLinear, DistanceProjections)):
             module.reset_parameters()
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        except OSError as error:
+            clearer = _package_module("hub").offline_load_error(str(pretrained_model_name_or_path), error)
+            if clearer is None:
+                raise
+            raise clearer from error
+
+    def save_pretrained(self, save_directory, *args, remote_code: bool | None = None, **kwargs) -> None:
+        """`PreTrainedModel.save_pretrained`, plus the model code as flat files with an `auto_map` when
+        `remote_code` (default: when the class was registered with `register_for_auto_class`), so that the folder
+        loads with `trust_remote_code=True` without insub-hf (see `remote_code.py`). `push_to_hub=True` goes
+        through `push_to_hub` (weights, remote code and the generated model card)."""
+        if kwargs.pop("push_to_hub", False):
+            repo_id = kwargs.pop("repo_id", None) or os.path.basename(os.path.normpath(save_directory))
+            self.save_pretrained(save_directory, *args, remote_code=remote_code is not False, **kwargs)
+            return self.push_to_hub(repo_id, token=kwargs.get("token"))
+        cls = type(self)
+        remote_code = cls._auto_class is not None if remote_code is None else remote_code
+        # transformers' own copy (`is_remote_code()` reads the class) handles flat packages only; the flat files are
+        # written below instead
+        registered, cls._auto_class = cls._auto_class, None
+        try:
+            super().save_pretrained(save_directory, *args, **kwargs)
+        finally:
+            cls._auto_class = registered
+        if remote_code:
+            _package_module("remote_code").write_remote_code(save_directory)
+
+    def push_to_hub(
+        self,
+        repo_id: str,
+        *,
+        commit_message: str | None = None,
+        commit_description: str | None = None,
+        private: bool | None = None,
+        token: bool | str | None = None,
+        revision: str | None = None,
+        create_pr: bool = False,
+        eval_results: list | None = None,
+        training_data: str | None = None,
+        datasets: list[str] | None = None,
+        tokenizer=None,
+        extra_files: dict | None = None,
+        tags: list[str] | None = None,
+        max_shard_size: int | str = "50GB",
+    ):
+        """Uploads the model to the Hub repo `repo_id` (created if needed) as one commit: safetensors weights,
+        config, remote code (loads with `trust_remote_code=True` without insub-hf) and a generated model card.
+
+        Args:
+            eval_results: `huggingface_hub.EvalResult`s for the card's model-index (`insub_hf.hub.harness_eval_results`,
+                `senteval_eval_results`).
+            training_data: what the model was pretrained on (card text); datasets: their Hub ids (card metadata).
+            tokenizer: saved beside the model (text models).
+            extra_files: `{path in repo: local file}`, e.g. evaluation results.
+            tags: extra card tags; max_shard_size: as in `save_pretrained`.
+        Raises before building or sending anything when HF_HUB_OFFLINE=1 is set or no token is available.
+        """
+        return _package_module("hub").push_model_to_hub(
+            self, repo_id, token=token, private=private, commit_message=commit_message,
+            commit_description=commit_description, revision=revision, create_pr=create_pr,
+            eval_results=eval_results, training_data=training_data, datasets=datasets, tokenizer=tokenizer,
+            extra_files=extra_files, tags=tags, max_shard_size=max_shard_size,
+        )
 
 
 class InSubModel(InSubPreTrainedModel):

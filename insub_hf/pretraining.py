@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback, set_seed
 
-from .checkpointing import save_pretrained_atomic
+from .checkpointing import last_complete_checkpoint, save_pretrained_atomic
 from .configuration_insub import InSubConfig
 from .evaluation.cost import count_parameters, training_memory_mb
 from .modeling_insub import InSubForPreTraining
@@ -69,8 +69,8 @@ def pretrain(
         dataloader_pin_memory=torch.cuda.is_available(),
     )
     trainer = InSubTrainer(model=model, args=args, train_dataset=train_dataset, callbacks=callbacks)
-    has_checkpoint = any(run_dir.glob("checkpoint-*"))
-    output = trainer.train(resume_from_checkpoint=True if resume and has_checkpoint else None)
+    checkpoint = last_complete_checkpoint(run_dir) if resume else None
+    output = trainer.train(resume_from_checkpoint=checkpoint)
     save_pretrained_atomic(model, run_dir / "model")
     batch = {k: v.to(model.device) for k, v in next(iter(trainer.get_train_dataloader())).items()}
     memory = training_memory_mb(model, lambda: model(**batch).loss.backward())

@@ -55,6 +55,17 @@ class TextArguments:
     transfer_sentences: int = field(default=3000, metadata={"help": "TWEETS: class-balanced sentences used."})
     folds: int = field(default=10, metadata={"help": "Cross-validation folds of the cv tasks."})
     seed: int = field(default=0, metadata={"help": "Seed."})
+    hub_model_id: str | None = field(
+        default=None, metadata={"help": "Push the InSub sentence model and its transfer results to this Hub repo."}
+    )
+    hub_token: str | None = field(default=None, metadata={"help": "Hub token (default: HF_TOKEN / `hf auth login`)."})
+    hub_private_repo: bool | None = field(default=None, metadata={"help": "Create the Hub repo as private."})
+
+    def __post_init__(self) -> None:
+        if self.hub_model_id is not None:  # fail before training, not after
+            from .hub import hub_token
+
+            self.hub_token = hub_token(self.hub_token, f"TextArguments.hub_model_id={self.hub_model_id!r}")
 
 
 def text_config(args: TextArguments, encoder_config, num_heads: int, diversity_weight: float) -> InSubConfig:
@@ -115,4 +126,24 @@ def run_text(args: TextArguments) -> dict:
             else:
                 print(f"{name:<24} {task:<6} {100 * r['accuracy']:8.2f}   {100 * r['ece']:6.2f}   {r['nll']:6.3f}")
     print(f"models: {out}/<name>/model (InSubSentenceEncoder.from_pretrained); numbers: {out}/results.json")
+    if args.hub_model_id is not None:
+        name = f"scd_insub_m{args.num_heads}"
+        push_text_model(args, models[name], tokenizer, results[name], out / "results.json")
     return results
+
+
+def push_text_model(args: TextArguments, model: InSubModel, tokenizer, per_task: dict, results_file: Path):
+    """Pushes the InSub sentence model (with its tokenizer) and its transfer numbers as model-index metrics; the
+    whole results.json goes under `evaluation/`. Returns the upload's `CommitInfo`."""
+    from .hub import senteval_eval_results
+
+    return model.push_to_hub(
+        args.hub_model_id, token=args.hub_token, private=args.hub_private_repo, tokenizer=tokenizer,
+        eval_results=senteval_eval_results(per_task),
+        training_data=(
+            f"SCD on the {args.corpus!r} sentence corpus ({args.epochs} epochs, batch {args.batch_size}), starting from "
+            f"{args.encoder}."
+        ),
+        extra_files={"evaluation/results.json": results_file},
+        commit_message="InSub sentence model and insub-hf text results",
+    )

@@ -11,6 +11,7 @@ import torch
 from transformers import PreTrainedModel, Trainer, TrainingArguments
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME
 
+from .checkpointing import checkpoint_problems, last_complete_checkpoint
 from .dino import DINOScheduleCallback
 from .distributed import check_same_across_processes, convert_sync_batchnorm
 
@@ -79,6 +80,24 @@ class InSubTrainer(Trainer):
             "train": defaultdict(list),
             "eval": defaultdict(list),
         }
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
+        """`Trainer.train`; `resume_from_checkpoint=True` takes the last *complete* checkpoint of `output_dir`
+        (a save interrupted half-way is skipped with a warning), and an explicit folder is checked first."""
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = last_complete_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                raise ValueError(
+                    f"resume_from_checkpoint=True: no complete checkpoint-* folder in {self.args.output_dir}."
+                )
+        elif resume_from_checkpoint:
+            problems = checkpoint_problems(resume_from_checkpoint)
+            if problems:
+                raise ValueError(
+                    f"resume_from_checkpoint={str(resume_from_checkpoint)!r} cannot be resumed from: "
+                    + "; ".join(problems) + "."
+                )
+        return super().train(resume_from_checkpoint, *args, **kwargs)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:
         """Restores the weights through `from_pretrained`, strictly.

@@ -108,3 +108,14 @@ def test_global_batch_size_sets_the_per_process_batch_in_one_process(tmp_path):
     assert (args.world_size, args.per_device_train_batch_size) == (1, 12)
     with pytest.raises(ValueError, match="global_batch_size=0 must be a positive multiple"):
         InSubTrainingArguments(output_dir=str(tmp_path), global_batch_size=0, use_cpu=True, report_to="none")
+
+
+@pytest.mark.parametrize("name, processes, machines", [("multi_gpu", 8, 1), ("multi_node", 16, 2)])
+def test_the_example_accelerate_configs_load(name, processes, machines):
+    from accelerate.commands.config.config_args import load_config_from_file
+    from accelerate.utils import DistributedType
+
+    config = load_config_from_file(str(Path(__file__).parents[1] / "examples" / "accelerate" / f"{name}.yaml"))
+    assert config.distributed_type == DistributedType.MULTI_GPU and not config.use_cpu
+    assert (config.num_processes, config.num_machines) == (processes, machines)
+    assert config.num_processes % config.num_machines == 0

@@ -102,3 +102,64 @@ def test_resumed_run_reproduces_the_uninterrupted_one(tmp_path):
         assert abs(loss - losses(whole)[step]) < 1e-6
     for name, value in full.state_dict().items():
         torch.testing.assert_close(resumed.state_dict()[name], value, rtol=0, atol=1e-6, msg=name)
+
+
+class _WritesAFile:
+    """A pickle payload that would create a file when unpickled without restrictions."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_resume_skips_a_half_written_checkpoint_and_never_unpickles_arbitrary_objects(tmp_path):
+    import pickle
+    import shutil
+    from pathlib import Path
+
+    from insub_hf.checkpointing import last_complete_checkpoint
+
+    import pytest
+    from transformers import TrainerCallback
+
+    class StopAt(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_training_stop = state.global_step == 2
+
+    config = tiny_config(num_heads=2)
+    dataset, _ = fixed_views(8)
+    kwargs = dict(max_steps=4, save_strategy="steps", save_steps=2, learning_rate=1e-3, optim="adamw_torch")
+    full = InSubForPreTraining(config)
+    init = {k: v.clone() for k, v in full.state_dict().items()}
+    InSubTrainer(model=full, args=args(tmp_path / "full", **kwargs), train_dataset=dataset).train()
+    first = InSubForPreTraining(config)
+    first.load_state_dict(init)
+    InSubTrainer(model=first, args=args(tmp_path / "cut", **kwargs), train_dataset=dataset, callbacks=[StopAt()]).train()
+
+    # a later save interrupted half-way: weights cut short, trainer_state.json never written
+    good, broken = tmp_path / "cut" / "checkpoint-2", tmp_path / "cut" / "checkpoint-3"
+    shutil.copytree(good, broken)
+    (broken / "trainer_state.json").unlink()
+    weights = (broken / "model.safetensors").read_bytes()
+    (broken / "model.safetensors").write_bytes(weights[: len(weights) // 2])
+
+    resumed = InSubForPreTraining(config)
+    trainer = InSubTrainer(model=resumed, args=args(tmp_path / "cut", **kwargs), train_dataset=dataset)
+    with pytest.raises(ValueError, match="checkpoint-3' cannot be resumed from: trainer_state.json"):
+        trainer.train(resume_from_checkpoint=str(broken))
+    trainer.train(resume_from_checkpoint=True)  # takes checkpoint-2
+    for name, value in full.state_dict().items():
+        torch.testing.assert_close(resumed.state_dict()[name], value, rtol=0, atol=1e-6, msg=name)
+
+    # an optimizer file carrying code: refused by the restricted (weights-only) loader, the code never runs
+    marker = tmp_path / "pwned"
+    shutil.rmtree(broken)
+    latest = Path(last_complete_checkpoint(tmp_path / "cut"))
+    assert latest.name == "checkpoint-4"
+    (latest / "optimizer.pt").write_bytes(pickle.dumps(_WritesAFile(str(marker))))
+    again = InSubTrainer(model=InSubForPreTraining(config), args=args(tmp_path / "cut", **kwargs), train_dataset=dataset)
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        again.train(resume_from_checkpoint=True)
+    assert not marker.exists()

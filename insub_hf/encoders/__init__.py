@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 
-from transformers import AutoConfig, AutoModel, PretrainedConfig
+from transformers import AutoModel, PretrainedConfig
 
 from .base import Encoder
 from .batch_ensemble import BatchEnsembleEncoder, BatchEnsembleLinear, convert_to_batch_ensemble
@@ -41,7 +41,11 @@ def _build_plain_encoder(config) -> Encoder:
         return TimmEncoder(config.timm_model_name, config.timm_kwargs)
     encoder_config: PretrainedConfig = config.encoder_config
     try:
-        model_class = AutoModel._model_mapping[type(encoder_config)]
+        # ours by name: a config loaded through remote code may be another copy of the class than the registered one
+        model_class = (
+            GenomicEncoderModel if encoder_config.model_type == GenomicEncoderConfig.model_type
+            else AutoModel._model_mapping[type(encoder_config)]
+        )
     except KeyError:
         raise ValueError(
             f"InSubConfig.encoder_config has model_type={encoder_config.model_type!r}, which AutoModel cannot build; "

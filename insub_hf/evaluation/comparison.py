@@ -55,6 +55,12 @@ class ComparisonArguments:
     diversity_weight: float = field(default=1.5, metadata={"help": "lambda of InSub."})
     dropout: float = field(default=0.1, metadata={"help": "Encoder dropout of the MC Dropout method."})
     logging_steps: int = field(default=4, metadata={"help": "Pretraining log interval (sigma-over-training plot)."})
+    hub_model_id: str | None = field(
+        default=None,
+        metadata={"help": "Push the first InSub model, its numbers (model-index) and the full tables to this Hub repo."},
+    )
+    hub_token: str | None = field(default=None, metadata={"help": "Hub token (default: HF_TOKEN / `hf auth login`)."})
+    hub_private_repo: bool | None = field(default=None, metadata={"help": "Create the Hub repo as private."})
 
     def __post_init__(self) -> None:
         for method in self.methods:
@@ -67,6 +73,15 @@ class ComparisonArguments:
                     f"num_heads value (BatchEnsemble gives each member an equal share), got M={m}."
                 )
         check_range("ComparisonArguments.dropout", self.dropout, low=0, high=1, high_inclusive=False)
+        if self.hub_model_id is not None and "insub" not in self.methods:
+            raise ValueError(
+                f"ComparisonArguments.hub_model_id={self.hub_model_id!r} pushes the InSub model; add 'insub' to "
+                f"methods (got {self.methods})."
+            )
+        if self.hub_model_id is not None:  # fail before hours of training, not after
+            from ..hub import hub_token
+
+            self.hub_token = hub_token(self.hub_token, f"ComparisonArguments.hub_model_id={self.hub_model_id!r}")
 
 
 def _per_class(value: int) -> int | None:
@@ -224,4 +239,28 @@ def run_comparison(
     write_plots(results, plot_arrays, out)
     print(markdown_report(results))
     print(f"[compare] wrote {out}/results.md, results.json and plots in {results['wall_seconds']:.0f} s")
+    if args.hub_model_id is not None:
+        push_comparison(args, results, cache, out)
     return results
+
+
+def push_comparison(args: ComparisonArguments, results: dict, cache: RunCache, out: Path):
+    """Pushes the first InSub row's model with its numbers as model-index metrics, and the full comparison
+    (results.md, results.json) under `evaluation/` in the repo. Returns the upload's `CommitInfo`."""
+    from ..hub import harness_eval_results
+
+    row = next(r for r in results["rows"] if r["method"] == "insub")
+    model, _ = cache.get(method_config(args, "insub", row["num_heads"]), row["seed"])
+    preset = IMAGE_DATASET_PRESETS[args.dataset]
+    hub_ids = [name for name, known in IMAGE_DATASET_PRESETS.items() if known is preset and "/" in name]
+    return model.push_to_hub(
+        args.hub_model_id, token=args.hub_token, private=args.hub_private_repo,
+        eval_results=harness_eval_results(row, args.dataset, (hub_ids or [args.dataset])[0]),
+        training_data=(
+            f"{results['data']['train']} training images of {args.dataset} (SimCLR augmentations), "
+            f"{args.pretrain_epochs} epochs, batch {args.pretrain_batch_size}, seed {row['seed']}."
+        ),
+        datasets=hub_ids or None,
+        extra_files={"evaluation/results.md": out / "results.md", "evaluation/results.json": out / "results.json"},
+        commit_message=f"{row['name']}: model and insub-hf compare results",
+    )

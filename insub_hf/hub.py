@@ -1,0 +1,310 @@
+"""The Hub: the folder a model repo holds (safetensors weights, config, remote code, generated model card, evaluation
+files), checked before anything is uploaded, and the upload itself through `huggingface_hub.HfApi`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData, get_token
+from huggingface_hub.constants import HF_HUB_CACHE, is_offline_mode
+
+TEMPLATE = Path(__file__).resolve().parent / "templates" / "modelcard_template.md"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+
+CITATION = """@inproceedings{vahidi2024insub,
+  title     = {Diversified Ensemble of Independent Sub-Networks for Robust Self-Supervised Representation Learning},
+  author    = {Vahidi, Amirhossein and Wimmer, Lisa and G{\\"u}nd{\\"u}z, H{\\"u}seyin Anil and Bischl, Bernd and
+               H{\\"u}llermeier, Eyke and Rezaei, Mina},
+  booktitle = {Proceedings of the AAAI Conference on Artificial Intelligence},
+  year      = {2024}
+}"""
+
+OBJECTIVE_NAMES = {
+    "simclr": "SimCLR (NT-Xent)", "dino": "DINO", "scd": "SCD (self-contrastive decorrelation)",
+    "genomenet": "Self-GenomeNet",
+}
+# What each model class is loaded with, and what the usage snippet calls.
+AUTO_CLASSES = {
+    "InSubModel": "AutoModel", "InSubForPreTraining": "AutoModel",
+    "InSubForSequenceClassification": "AutoModelForSequenceClassification",
+}
+PERCENT_METRICS = ("accuracy", "ece", "tace", "auroc")
+METRIC_NAMES = {"accuracy": "Accuracy", "ece": "ECE", "tace": "TACE", "nll": "NLL", "brier": "Brier"}
+
+
+# ----------------------------------------------------------------------------------------------- evaluation results
+def harness_eval_results(
+    numbers: dict, dataset_name: str, dataset_type: str, split: str = "test"
+) -> list[EvalResult]:
+    """model-index entries from one `MethodEvaluator.run()` result (a row of `insub-hf compare`'s results.json).
+
+    Accuracy, ECE, TACE, NLL and Brier of the linear probe on `split`, and the OOD AUROC (max softmax probability)
+    per OOD set. Values as the harness gives them (fractions; the card's table shows %).
+    """
+    task = dict(task_type="image-classification", task_name="Linear probe on the frozen encoder")
+    data = dict(dataset_type=dataset_type, dataset_name=dataset_name, dataset_split=split)
+    out = [
+        EvalResult(**task, **data, metric_type=key, metric_name=METRIC_NAMES[key],
+                   metric_value=float(numbers["test"][key]))
+        for key in ("accuracy", "ece", "tace", "nll", "brier") if key in numbers.get("test", {})
+    ]
+    for ood_set, scores in numbers.get("ood", {}).items():
+        out.append(EvalResult(
+            **task, **data, metric_type="auroc", metric_name=f"OOD AUROC vs {ood_set} (MSP)",
+            metric_value=float(scores["msp"]), metric_config=ood_set,
+        ))
+    return out
+
+
+def senteval_eval_results(per_task: dict[str, dict]) -> list[EvalResult]:
+    """model-index entries from the text job's results of one model (`{task: {accuracy, ece, nll} | {spearman}}`)."""
+    out = []
+    for name, numbers in per_task.items():
+        if "spearman" in numbers:
+            out.append(EvalResult(
+                task_type="sentence-similarity", dataset_type=name.lower(), dataset_name=f"SentEval {name}",
+                metric_type="spearmanr", metric_name="Spearman", metric_value=float(numbers["spearman"]),
+            ))
+            continue
+        for key in ("accuracy", "ece", "nll"):
+            if key in numbers:
+                out.append(EvalResult(
+                    task_type="text-classification", task_name="Logistic regression on frozen sentence embeddings",
+                    dataset_type=name.lower(), dataset_name=f"SentEval {name}", metric_type=key,
+                    metric_name=METRIC_NAMES[key], metric_value=float(numbers[key]),
+                    ))
+    return out
+
+
+def eval_table(results: list[EvalResult]) -> str:
+    """The card's markdown table of `results` (fractions of accuracy, ECE, TACE, AUROC shown in %)."""
+    lines = ["| Dataset | Split | Metric | Value |", "|---|---|---|---|"]
+    for r in results:
+        value = 100 * r.metric_value if r.metric_type in PERCENT_METRICS else r.metric_value
+        lines.append(f"| {r.dataset_name} | {r.dataset_split or '–'} | {r.metric_name or r.metric_type} | {value:.3f} |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------------- the card
+def describe_encoder(config) -> str:
+    """A short human description of the encoder an `InSubConfig` names."""
+    if config.timm_model_name:
+        return f"timm `{config.timm_model_name}`"
+    encoder = config.encoder_config
+    parts = [f"`{encoder.model_type}`"]
+    for key, label in (("hidden_size", "width"), ("num_hidden_layers", "layers"), ("image_size", "image size"),
+                       ("patch_size", "patch"), ("conv_filters", "filters"), ("lstm_hidden_size", "LSTM")):
+        if getattr(encoder, key, None) is not None:
+            parts.append(f"{label} {getattr(encoder, key)}")
+    return " ".join(parts[:1]) + (f" ({', '.join(parts[1:])})" if len(parts) > 1 else "")
+
+
+def _usage(config, main_input: str, auto_class: str, repo_id: str) -> dict[str, str]:
+    if main_input == "input_ids":
+        inputs = ("from transformers import AutoTokenizer\n\n"
+                  f"tokenizer = AutoTokenizer.from_pretrained(\"{repo_id}\")\n"
+                  "inputs = tokenizer([\"A sentence to embed.\"], padding=True, return_tensors=\"pt\")")
+        call = "(**inputs)"
+    elif main_input == "dna_one_hot":
+        inputs = "from insub_hf.data import one_hot_dna  # or any (B, L, 4) one-hot tensor, channels A, C, G, T\n\n" \
+                 "dna_one_hot = one_hot_dna(\"ACGT\" * 50)[None]"
+        call = "(dna_one_hot=dna_one_hot)"
+    else:
+        encoder = config.encoder_config
+        size = getattr(encoder, "image_size", 224) if encoder is not None else 224
+        channels = getattr(encoder, "num_channels", 3) if encoder is not None else 3
+        inputs = f"pixel_values = torch.randn(1, {channels}, {size}, {size})  # your normalised images"
+        call = "(pixel_values=pixel_values)"
+    if auto_class == "AutoModelForSequenceClassification":
+        outputs = "probabilities = out.logits.softmax(-1)"
+    else:
+        outputs = ("features = out.representation   # (B, d): what probes and k-NN read\n"
+                   "uncertainty = out.sigma.mean(-1)  # (B,): spread of the heads, higher = less certain")
+    return {"usage_inputs": inputs, "usage_call": call, "usage_outputs": outputs}
+
+
+def model_card(
+    model,
+    repo_id: str,
+    eval_results: list[EvalResult] | None = None,
+    training_data: str | None = None,
+    datasets: list[str] | None = None,
+    notes: str | None = None,
+    tags: list[str] | None = None,
+) -> ModelCard:
+    """The generated model card of `model` (an InSub model) for the repo `repo_id`.
+
+    Args:
+        eval_results: model-index metrics (see `harness_eval_results`, `senteval_eval_results`); also shown as a table.
+        training_data: a sentence on what the model was pretrained on.
+        datasets: Hub ids of the training data sets (card metadata).
+        notes: extra markdown under the evaluation table.
+        tags: extra metadata tags.
+    """
+    import transformers
+
+    from . import __version__
+
+    config = model.config
+    class_name = type(model).__name__
+    auto_class = AUTO_CLASSES.get(class_name, "AutoModel")
+    name = repo_id.split("/")[-1]
+    heads = "MLP " + "-".join(str(s) for s in [*config.head_hidden_sizes, config.head_output_size])
+    card_data = ModelCardData(
+        model_name=name, library_name="transformers", datasets=datasets, eval_results=eval_results or None,
+        tags=["insub-hf", "insub", "self-supervised-learning", "uncertainty", config.objective, *(tags or [])],
+        pipeline_tag="text-classification" if auto_class == "AutoModelForSequenceClassification" else
+        "feature-extraction",
+    )
+    main_input = getattr(model, "main_input_name", "pixel_values")
+    return ModelCard.from_template(
+        card_data, template_path=str(TEMPLATE), model_name=name, repo_id=repo_id, class_name=class_name,
+        auto_class=auto_class, encoder=describe_encoder(config), num_heads=config.num_heads, heads=heads,
+        objective=OBJECTIVE_NAMES[config.objective], alpha=config.diversity_alpha, weight=config.diversity_weight,
+        eps=config.diversity_eps, training_data=training_data or "Not recorded when this card was generated.",
+        eval_table=eval_table(eval_results) if eval_results else "", notes=notes, citation=CITATION,
+        insub_version=__version__, transformers_version=transformers.__version__,
+        **_usage(config, main_input, auto_class, repo_id),
+    )
+
+
+# ------------------------------------------------------------------------------------------- the folder, the upload
+def check_hub_folder(folder: str | Path) -> list[str]:
+    """Checks that `folder` is a complete, pickle-free InSub model repo; returns its files (relative, sorted).
+
+    Raises `ValueError` naming what is missing or not allowed: config.json with an `auto_map` whose modules are
+    present, safetensors weights (all shards of an index), a README.md model card, no pickle-based files.
+    """
+    folder = Path(folder)
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    problems = []
+    pickles = [f for f in files if f.endswith(PICKLE_SUFFIXES)]
+    if pickles:
+        problems.append(f"pickle-based files are not uploaded (safetensors only): {pickles}")
+    if "config.json" not in files:
+        problems.append("config.json is missing")
+    else:
+        auto_map = json.loads((folder / "config.json").read_text()).get("auto_map", {})
+        modules = sorted({target.split(".")[0] + ".py" for target in auto_map.values()})
+        if not auto_map or any(m not in files for m in modules):
+            problems.append(f"the remote code is incomplete (auto_map {auto_map}, module files {modules})")
+    if "model.safetensors.index.json" in files:
+        shards = set(json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"].values())
+        if not shards <= set(files):
+            problems.append(f"weight shards are missing: {sorted(shards - set(files))}")
+    elif "model.safetensors" not in files:
+        problems.append("the weights (model.safetensors) are missing")
+    if "README.md" not in files:
+        problems.append("the model card README.md is missing")
+    else:
+        ModelCard.load(folder / "README.md")  # raises when the metadata block does not parse
+    if problems:
+        raise ValueError(f"{folder} is not ready for the Hub: " + "; ".join(problems) + ".")
+    return files
+
+
+def save_for_hub(
+    model,
+    folder: str | Path,
+    repo_id: str,
+    eval_results: list[EvalResult] | None = None,
+    training_data: str | None = None,
+    datasets: list[str] | None = None,
+    notes: str | None = None,
+    tokenizer=None,
+    extra_files: dict[str, str | Path] | None = None,
+    tags: list[str] | None = None,
+    max_shard_size: int | str = "50GB",
+) -> list[str]:
+    """Writes what the repo `repo_id` will hold into `folder` and checks it (`check_hub_folder`).
+
+    Weights and config (`save_pretrained`), the flat remote code with its `auto_map`, the tokenizer if given, the
+    generated model card (README.md) and `extra_files` (`{path in repo: local file}`, e.g. evaluation results).
+    Returns the folder's files.
+    """
+    folder = Path(folder)
+    model.save_pretrained(folder, remote_code=True, max_shard_size=max_shard_size)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(folder)
+    for name, source in (extra_files or {}).items():
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+    model_card(model, repo_id, eval_results, training_data, datasets, notes, tags).save(folder / "README.md")
+    return check_hub_folder(folder)
+
+
+def hub_token(token: str | bool | None, action: str) -> str:
+    """The token to upload with; raises before anything is built or sent when offline or without one."""
+    if is_offline_mode():
+        raise RuntimeError(
+            f"{action}: HF_HUB_OFFLINE=1 is set, so nothing can be uploaded. Unset it to push, or write the repo's "
+            "folder locally with insub_hf.hub.save_for_hub(...) and upload it later."
+        )
+    resolved = token if isinstance(token, str) else get_token() if token in (None, True) else None
+    if not resolved:
+        raise ValueError(
+            f"{action}: no Hugging Face token. Pass token=..., set the HF_TOKEN environment variable or run "
+            "`hf auth login` (a token with write access); nothing was created or uploaded."
+        )
+    return resolved
+
+
+def push_model_to_hub(
+    model,
+    repo_id: str,
+    *,
+    token: str | bool | None = None,
+    private: bool | None = None,
+    commit_message: str | None = None,
+    commit_description: str | None = None,
+    revision: str | None = None,
+    create_pr: bool = False,
+    api: HfApi | None = None,
+    **folder_kwargs: Any,
+):
+    """Builds the repo folder in a temporary directory (`save_for_hub`), then creates the repo (if needed) and
+    uploads the folder as one commit. A failure before the commit leaves the repo as it was.
+
+    Returns the `CommitInfo` of the upload. `folder_kwargs` go to `save_for_hub`.
+    """
+    token = hub_token(token, f"push_to_hub({repo_id!r})")
+    with tempfile.TemporaryDirectory() as tmp:
+        save_for_hub(model, tmp, repo_id, **folder_kwargs)
+        api = api or HfApi(token=token)
+        repo = api.create_repo(repo_id, private=private, exist_ok=True, token=token)
+        return api.upload_folder(
+            repo_id=getattr(repo, "repo_id", repo_id), folder_path=tmp, token=token, revision=revision,
+            create_pr=create_pr, commit_message=commit_message or f"Upload {type(model).__name__} with insub-hf",
+            commit_description=commit_description,
+        )
+
+
+def offline_load_error(name: str, error: OSError) -> OSError | None:
+    """A clearer error for `from_pretrained(name)` failing under HF_HUB_OFFLINE=1 (None when it does not apply)."""
+    if not is_offline_mode() or os.path.isdir(name):
+        return None
+    return OSError(
+        f"from_pretrained({name!r}): HF_HUB_OFFLINE=1 is set and {name!r} is neither a local folder nor in the "
+        f"Hugging Face cache ({HF_HUB_CACHE}). Download it once with network access (`hf download {name}`), point "
+        f"HF_HUB_CACHE at a cache that holds it, or pass a local folder. ({error})"
+    )
+
+
+def final_push_target(training_args) -> tuple[str, str] | None:
+    """For training scripts: `(repo_id, token)` when `--push_to_hub` was given, else None.
+
+    Checks the token before training starts, and turns the Trainer's own per-checkpoint pushes off: the final model
+    goes up once, through `push_to_hub` with its generated card and remote code.
+    """
+    if not training_args.push_to_hub:
+        return None
+    repo_id = training_args.hub_model_id or Path(training_args.output_dir).name
+    token = hub_token(training_args.hub_token, f"--push_to_hub (repo {repo_id!r})")
+    training_args.push_to_hub = False
+    return repo_id, token

@@ -1,0 +1,248 @@
+"""The Hub, offline: the repo folder is built and checked for real, the card carries the harness's numbers, the remote
+code loads in a fresh process without insub-hf, and only the upload call meets a fake HfApi."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from huggingface_hub import ModelCard
+
+from insub_hf import InSubConfig, InSubForPreTraining, InSubForSequenceClassification, InSubModel
+from insub_hf.cli import main
+from insub_hf.hub import check_hub_folder, harness_eval_results, save_for_hub, senteval_eval_results
+
+from .conftest import tiny_config
+
+GENOMIC = dict(model_type="insub_genomic", conv_filters=8, kernel_size=12, stride=6, lstm_hidden_size=16)
+
+
+class FakeHfApi:
+    """Records what would be sent; keeps a copy of the uploaded folder (the real one is a temporary directory)."""
+
+    calls: list[tuple[str, dict]] = []
+    snapshot: Path | None = None
+
+    def __init__(self, token=None):
+        self.calls.append(("init", {"token": token}))
+
+    def create_repo(self, repo_id, **kwargs):
+        self.calls.append(("create_repo", {"repo_id": repo_id, **kwargs}))
+        return type("RepoUrl", (), {"repo_id": repo_id})()
+
+    def upload_folder(self, **kwargs):
+        self.calls.append(("upload_folder", kwargs))
+        shutil.copytree(kwargs["folder_path"], self.snapshot)
+        return f"https://huggingface.co/{kwargs['repo_id']}/commit/0"
+
+
+@pytest.fixture
+def fake_api(monkeypatch, tmp_path):
+    FakeHfApi.calls, FakeHfApi.snapshot = [], tmp_path / "uploaded"
+    monkeypatch.setattr("insub_hf.hub.HfApi", FakeHfApi)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    return FakeHfApi
+
+
+def card_metrics(readme: Path) -> dict[str, float]:
+    meta = yaml.safe_load(readme.read_text().split("---")[1])
+    (entry,) = meta["model-index"]
+    return {m["name"]: m["value"] for result in entry["results"] for m in result["metrics"]}
+
+
+def test_compare_pushes_the_insub_model_with_its_measured_numbers(tmp_path, fake_api):
+    out = tmp_path / "compare"
+    argv = [
+        "compare", "--output_dir", str(out), "--data_source", "bundled", "--train_per_class", "8",
+        "--test_per_class", "4", "--ood_images", "20", "--methods", "insub", "--num_heads", "2",
+        "--pretrain_epochs", "1", "--pretrain_batch_size", "20", "--hidden_size", "16", "--num_layers", "1",
+        "--head_hidden_size", "16", "--probe_epochs", "2", "--label_fractions", "0.5", "--corruptions", "contrast",
+        "--corruption_images", "4", "--hub_model_id", "someone/insub-fmnist", "--hub_token", "hf_test",
+    ]
+    assert main(argv) == 0
+    (_, init), (_, create), (_, upload) = fake_api.calls
+    assert init == {"token": "hf_test"}
+    assert create == {"repo_id": "someone/insub-fmnist", "private": None, "exist_ok": True, "token": "hf_test"}
+    assert upload["repo_id"] == "someone/insub-fmnist" and upload["commit_message"].startswith("InSub (M=2)")
+    folder = fake_api.snapshot
+    files = check_hub_folder(folder)
+    assert {"evaluation/results.md", "evaluation/results.json", "model.safetensors", "modeling_insub.py"} <= set(files)
+    (row,) = json.loads((out / "results.json").read_text())["rows"]
+    measured = card_metrics(folder / "README.md")
+    assert measured["Accuracy"] == pytest.approx(row["test"]["accuracy"])
+    assert measured["ECE"] == pytest.approx(row["test"]["ece"])
+    assert measured["NLL"] == pytest.approx(row["test"]["nll"])
+    assert measured["OOD AUROC vs mnist (MSP)"] == pytest.approx(row["ood"]["mnist"]["msp"])
+    card = (folder / "README.md").read_text()
+    assert f"| fashion_mnist | test | ECE | {100 * row['test']['ece']:.3f} |" in card
+    assert "**M = 2**" in card and "alpha = 0.08" in card and "SimCLR" in card and "@inproceedings{vahidi2024insub" in card
+    # the uploaded weights are the cached run's weights
+    cached = InSubForPreTraining.from_pretrained(next((out / "cache").iterdir()) / "model")
+    uploaded = InSubForPreTraining.from_pretrained(folder)
+    for key, value in cached.state_dict().items():
+        torch.testing.assert_close(uploaded.state_dict()[key], value, msg=key)
+
+
+def test_push_to_hub_of_every_model_class_sends_one_checked_folder(tmp_path, fake_api):
+    for i, model in enumerate([
+        InSubModel(tiny_config()), InSubForPreTraining(tiny_config(objective="dino")),
+        InSubForSequenceClassification(tiny_config(num_labels=3)),
+    ]):
+        fake_api.snapshot = tmp_path / f"uploaded{i}"
+        model.push_to_hub(f"someone/m{i}", token="hf_test", private=True, tags=["demo"])
+        files = check_hub_folder(fake_api.snapshot)
+        assert not any(f.endswith((".bin", ".pt", ".pkl")) for f in files)
+        card = ModelCard.load(fake_api.snapshot / "README.md")
+        assert "demo" in card.data.tags and "No evaluation results" in card.text
+        reloaded = type(model).from_pretrained(fake_api.snapshot)
+        for key, value in model.state_dict().items():
+            torch.testing.assert_close(reloaded.state_dict()[key], value, msg=key)
+    assert [c for c, _ in fake_api.calls].count("upload_folder") == 3
+    # save_pretrained(push_to_hub=True) goes the same way
+    fake_api.snapshot = tmp_path / "uploaded_save"
+    InSubModel(tiny_config()).save_pretrained(tmp_path / "local", push_to_hub=True, repo_id="someone/s", token="hf_t")
+    assert fake_api.calls[-1][1]["repo_id"] == "someone/s" and (tmp_path / "local" / "modeling_insub.py").exists()
+
+
+def test_pushing_without_a_token_creates_and_uploads_nothing(tmp_path, fake_api, monkeypatch):
+    monkeypatch.setattr("insub_hf.hub.get_token", lambda: None)
+    with pytest.raises(ValueError, match="no Hugging Face token.*HF_TOKEN.*nothing was created or uploaded"):
+        InSubModel(tiny_config()).push_to_hub("someone/x")
+    with pytest.raises(ValueError, match="no Hugging Face token"):
+        main(["compare", "--output_dir", str(tmp_path / "c"), "--methods", "insub", "--hub_model_id", "someone/x"])
+    assert fake_api.calls == [] and not (tmp_path / "c").exists()
+
+
+def test_the_card_of_text_results_and_a_bad_folder(tmp_path):
+    per_task = {"TWEETS": {"accuracy": 0.6567, "ece": 0.0416, "nll": 0.807}, "STSB": {"spearman": 0.71}}
+    results = senteval_eval_results(per_task)
+    assert [(r.dataset_name, r.metric_type, r.metric_value) for r in results] == [
+        ("SentEval TWEETS", "accuracy", 0.6567), ("SentEval TWEETS", "ece", 0.0416), ("SentEval TWEETS", "nll", 0.807),
+        ("SentEval STSB", "spearmanr", 0.71),
+    ]
+    numbers = {"test": {"accuracy": 0.5, "ece": 0.25, "tace": 0.2, "nll": 1.5, "brier": 0.6}, "ood": {"svhn": {"msp": 0.9}}}
+    folder = tmp_path / "repo"
+    save_for_hub(InSubModel(tiny_config()), folder, "someone/r", harness_eval_results(numbers, "CIFAR-10", "cifar10"))
+    assert card_metrics(folder / "README.md") == {
+        "Accuracy": 0.5, "ECE": 0.25, "TACE": 0.2, "NLL": 1.5, "Brier": 0.6, "OOD AUROC vs svhn (MSP)": 0.9,
+    }
+    torch.save({}, folder / "optimizer.pt")
+    (folder / "README.md").unlink()
+    with pytest.raises(ValueError, match=r"pickle-based files.*optimizer\.pt.*README\.md is missing"):
+        check_hub_folder(folder)
+
+
+REMOTE_CHECK = """
+import sys
+sys.modules["insub_hf"] = None  # as if insub-hf were not installed
+import torch
+from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification
+for name, auto, inputs in [
+    ("vit", AutoModel, {"pixel_values": torch.load("x_vit.pt")}),
+    ("genomic", AutoModel, {"dna_one_hot": torch.load("x_genomic.pt")}),
+    ("classifier", AutoModelForSequenceClassification, {"pixel_values": torch.load("x_vit.pt")}),
+]:
+    model = auto.from_pretrained(name, trust_remote_code=True).eval()
+    assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+    with torch.no_grad():
+        out = model(**inputs)
+    expected = torch.load(f"y_{name}.pt")
+    got = out.logits if name == "classifier" else out.mean_embedding
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
+assert not any(m == "insub_hf" or m.startswith("insub_hf.") for m in sys.modules if sys.modules[m] is not None)
+print("remote code OK")
+"""
+
+
+def test_remote_code_round_trip_in_a_fresh_process_without_the_package(tmp_path):
+    torch.manual_seed(0)
+    x_vit, x_dna = torch.randn(2, 3, 32, 32), torch.eye(4)[torch.randint(0, 4, (2, 60))]
+    models = {
+        "vit": (InSubForPreTraining(tiny_config()), x_vit),
+        "genomic": (InSubModel(InSubConfig(encoder_config=GENOMIC, num_heads=2, head_hidden_sizes=[8],
+                                           head_output_size=4, objective="genomenet")), x_dna),
+        "classifier": (InSubForSequenceClassification(tiny_config(num_labels=3)), x_vit),
+    }
+    for name, (model, x) in models.items():
+        model.eval().save_pretrained(tmp_path / name, remote_code=True)
+        with torch.no_grad():
+            if name == "classifier":
+                y = model(pixel_values=x).logits
+            else:
+                base = model.insub if name == "vit" else model
+                y = base(**{base.main_input_name: x}).mean_embedding
+        torch.save(x, tmp_path / f"x_{name}.pt")
+        torch.save(y, tmp_path / f"y_{name}.pt")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"))
+    result = subprocess.run([sys.executable, "-c", REMOTE_CHECK], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0 and "remote code OK" in result.stdout, result.stderr[-3000:]
+
+
+def test_register_for_auto_class_writes_the_remote_code_and_plain_saves_do_not(tmp_path):
+    model = InSubModel(tiny_config())
+    model.save_pretrained(tmp_path / "plain")
+    assert not (tmp_path / "plain" / "modeling_insub.py").exists()
+    assert "auto_map" not in json.loads((tmp_path / "plain" / "config.json").read_text())
+    InSubModel.register_for_auto_class("AutoModel")
+    try:
+        model.save_pretrained(tmp_path / "registered")
+    finally:
+        InSubModel._auto_class = None
+    auto_map = json.loads((tmp_path / "registered" / "config.json").read_text())["auto_map"]
+    assert auto_map["AutoModel"] == "modeling_insub.InSubModel"
+    source = (tmp_path / "registered" / "encoders.py").read_text()
+    assert "from .encoders_vision import" in source and "from .vision import" not in source
+
+
+OFFLINE_CHECK = """
+import insub_hf
+from insub_hf import InSubConfig, InSubModel
+model = InSubModel(InSubConfig(encoder_config=dict(model_type="vit", image_size=32, patch_size=8, hidden_size=16,
+    num_hidden_layers=1, num_attention_heads=2, intermediate_size=16), num_heads=2, head_hidden_sizes=[8]))
+for call in (lambda: model.push_to_hub("someone/x", token="hf_test"),
+             lambda: InSubModel.from_pretrained("someone/not-cached")):
+    try:
+        call()
+    except Exception as error:
+        print(type(error).__name__, error)
+"""
+
+
+def test_offline_mode_says_what_to_do():
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    result = subprocess.run([sys.executable, "-c", OFFLINE_CHECK], env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert "RuntimeError push_to_hub('someone/x'): HF_HUB_OFFLINE=1 is set, so nothing can be uploaded" in result.stdout
+    assert "OSError from_pretrained('someone/not-cached'): HF_HUB_OFFLINE=1 is set" in result.stdout
+    assert "hf download someone/not-cached" in result.stdout, result.stdout + result.stderr[-2000:]
+
+
+def test_a_checkpoint_naming_an_unknown_encoder_is_refused_by_name(tmp_path):
+    InSubModel(tiny_config()).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["encoder_config"]["model_type"] = "vit_from_the_future"
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="encoder_config.model_type='vit_from_the_future' is not an encoder"):
+        InSubModel.from_pretrained(tmp_path)
+
+
+def test_training_scripts_check_the_token_first_and_push_once_at_the_end(tmp_path, monkeypatch):
+    from insub_hf import InSubTrainingArguments
+    from insub_hf.hub import final_push_target
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr("insub_hf.hub.get_token", lambda: None)
+    common = dict(output_dir=str(tmp_path / "run_name"), use_cpu=True, report_to="none")
+    assert final_push_target(InSubTrainingArguments(**common)) is None
+    with pytest.raises(ValueError, match=r"--push_to_hub \(repo 'run_name'\): no Hugging Face token"):
+        final_push_target(InSubTrainingArguments(**common, push_to_hub=True))
+    args = InSubTrainingArguments(**common, push_to_hub=True, hub_model_id="someone/run", hub_token="hf_test")
+    assert final_push_target(args) == ("someone/run", "hf_test") and args.push_to_hub is False
