@@ -7,24 +7,22 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
 
-def save_pretrained_atomic(model, path: str | os.PathLike, **save_kwargs) -> Path:
-    """`model.save_pretrained(path)` written to a sibling temporary folder first, then swapped in.
-
-    If saving fails (disk full, interrupt, an exception in the model), `path` keeps whatever checkpoint it held
-    and the temporary folder is removed. Returns the final path.
-    """
+@contextmanager
+def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
+    """Yields a sibling temporary folder to write into; on success it replaces `path`, on any failure it is removed
+    and `path` keeps whatever it held."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
-        model.save_pretrained(tmp, **save_kwargs)
-        if not any(tmp.glob("*.safetensors")):
-            raise RuntimeError(f"save_pretrained wrote no safetensors file into {tmp}.")
+        yield tmp
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -33,7 +31,19 @@ def save_pretrained_atomic(model, path: str | os.PathLike, **save_kwargs) -> Pat
         path.rename(old)
     tmp.rename(path)
     shutil.rmtree(old, ignore_errors=True)
-    return path
+
+
+def save_pretrained_atomic(model, path: str | os.PathLike, **save_kwargs) -> Path:
+    """`model.save_pretrained(path)` written to a sibling temporary folder first, then swapped in.
+
+    If saving fails (disk full, interrupt, an exception in the model), `path` keeps whatever checkpoint it held
+    and the temporary folder is removed. Returns the final path.
+    """
+    with atomic_folder(path) as tmp:
+        model.save_pretrained(tmp, **save_kwargs)
+        if not any(tmp.glob("*.safetensors")):
+            raise RuntimeError(f"save_pretrained wrote no safetensors file into {tmp}.")
+    return Path(path)
 
 
 def checkpoint_problems(path: str | os.PathLike) -> list[str]:

@@ -11,6 +11,7 @@ COMMANDS = {
     "compare": "Baseline, SSL-Ensemble, MC Dropout, BatchEnsemble and InSub: calibration, OOD, corruptions, cost.",
     "text": "SCD pretraining (baseline and InSub) on a BERT-style encoder, then SentEval-style transfer.",
     "genomics": "Self-GenomeNet pretraining (baseline and InSub) on DNA, then calibrated sequence classification.",
+    "hub": "A saved model and its evaluation results -> a checked Hub repo folder with a generated card; --push.",
 }
 
 
@@ -43,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
 
         (args,) = HfArgumentParser(GenomicsArguments).parse_args_into_dataclasses(args=rest)
         run_genomics(args)
+    elif command == "hub":
+        from .hub_job import HubArguments, run_hub
+
+        (args,) = HfArgumentParser(HubArguments).parse_args_into_dataclasses(args=rest)
+        run_hub(args)
     return 0
 
 

@@ -24,7 +24,8 @@ def gather_batch(x: torch.Tensor) -> tuple[torch.Tensor, int]:
     Uses torch.distributed's autograd-aware `all_gather`, whose backward sums the gradients every process computes
     for a part. With DDP averaging the parameter gradients over W processes, a loss that is the mean over this
     process's anchors then has exactly the gradient of the mean over all W * n anchors (for a batch-level term that
-    every process computes in full, likewise). Every process must hold the same n.
+    every process computes in full, likewise). Every process must hold the same n, and all must call it together (a
+    collective): a loss computed on one process only, while the others wait elsewhere, would block.
 
     Returns:
         `(W * n, ...)` in rank order and the offset `rank * n` of this process's rows; `(x, 0)` in one process.

@@ -89,6 +89,20 @@ def test_compare_pushes_the_insub_model_with_its_measured_numbers(tmp_path, fake
     for key, value in cached.state_dict().items():
         torch.testing.assert_close(uploaded.state_dict()[key], value, msg=key)
 
+    # the same card from the saved checkpoint and results.json, built locally by `insub-hf hub`
+    model_dir = next((out / "cache").iterdir()) / "model"
+    local = tmp_path / "card_folder"
+    hub_argv = ["hub", "--model_dir", str(model_dir), "--repo_id", "someone/insub-fmnist", "--results",
+                str(out / "results.json"), "--folder", str(local)]
+    with pytest.raises(ValueError, match=r"row='InSub \(M=9\)' is not a row.*allowed: \['InSub \(M=2\)'\]"):
+        main([*hub_argv, "--row", "InSub (M=9)"])
+    assert not local.exists()
+    assert main([*hub_argv, "--row", "InSub (M=2)"]) == 0
+    assert card_metrics(local / "README.md") == measured
+    assert json.loads((local / "config.json").read_text())["architectures"] == ["InSubForPreTraining"]
+    with pytest.raises(ValueError, match="card_folder' exists"):
+        main([*hub_argv, "--row", "InSub (M=2)"])
+
 
 def test_push_to_hub_of_every_model_class_sends_one_checked_folder(tmp_path, fake_api):
     for i, model in enumerate([

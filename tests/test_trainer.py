@@ -1,7 +1,14 @@
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
 import torch
 from datasets import Dataset
+from transformers import TrainerCallback
 
 from insub_hf import InSubForPreTraining
+from insub_hf.checkpointing import last_complete_checkpoint
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
 
 from .conftest import tiny_config
@@ -71,25 +78,32 @@ def test_evaluation_loss_without_labels(tmp_path):
     assert metrics["eval_loss"] > 0 and {"eval_ssl_loss", "eval_diversity_loss", "eval_mean_sigma"} <= set(metrics)
 
 
-def test_resumed_run_reproduces_the_uninterrupted_one(tmp_path):
-    from transformers import TrainerCallback
+class StopAtStep2(TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        control.should_training_stop = state.global_step == 2
 
-    class StopAt(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            control.should_training_stop = state.global_step == 2
 
-    config = tiny_config(num_heads=3)
-    dataset, _ = fixed_views(8)
-    kwargs = dict(max_steps=4, save_strategy="steps", save_steps=2, learning_rate=1e-3, optim="adamw_torch",
-                  lr_scheduler_type="cosine", warmup_steps=1)
+def whole_and_cut_runs(tmp_path, config, dataset, **kwargs) -> InSubTrainer:
+    """Trains 4 steps under tmp_path/full, and the same start under tmp_path/cut stopped after step 2 (checkpoint-2).
+    Returns the trainer of the whole run."""
     full = InSubForPreTraining(config)
     init = {k: v.clone() for k, v in full.state_dict().items()}
     whole = InSubTrainer(model=full, args=args(tmp_path / "full", **kwargs), train_dataset=dataset)
     whole.train()
-
     first = InSubForPreTraining(config)
     first.load_state_dict(init)
-    InSubTrainer(model=first, args=args(tmp_path / "cut", **kwargs), train_dataset=dataset, callbacks=[StopAt()]).train()
+    InSubTrainer(model=first, args=args(tmp_path / "cut", **kwargs), train_dataset=dataset,
+                 callbacks=[StopAtStep2()]).train()
+    return whole
+
+
+def test_resumed_run_reproduces_the_uninterrupted_one(tmp_path):
+    config = tiny_config(num_heads=3)
+    dataset, _ = fixed_views(8)
+    kwargs = dict(max_steps=4, save_strategy="steps", save_steps=2, learning_rate=1e-3, optim="adamw_torch",
+                  lr_scheduler_type="cosine", warmup_steps=1)
+    whole = whole_and_cut_runs(tmp_path, config, dataset, **kwargs)
+    full = whole.model
     resumed = InSubForPreTraining(config)  # other random weights: everything must come from the checkpoint
     trainer = InSubTrainer(model=resumed, args=args(tmp_path / "cut", **kwargs), train_dataset=dataset)
     trainer.train(resume_from_checkpoint=str(tmp_path / "cut" / "checkpoint-2"))
@@ -115,28 +129,10 @@ class _WritesAFile:
 
 
 def test_resume_skips_a_half_written_checkpoint_and_never_unpickles_arbitrary_objects(tmp_path):
-    import pickle
-    import shutil
-    from pathlib import Path
-
-    from insub_hf.checkpointing import last_complete_checkpoint
-
-    import pytest
-    from transformers import TrainerCallback
-
-    class StopAt(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            control.should_training_stop = state.global_step == 2
-
     config = tiny_config(num_heads=2)
     dataset, _ = fixed_views(8)
     kwargs = dict(max_steps=4, save_strategy="steps", save_steps=2, learning_rate=1e-3, optim="adamw_torch")
-    full = InSubForPreTraining(config)
-    init = {k: v.clone() for k, v in full.state_dict().items()}
-    InSubTrainer(model=full, args=args(tmp_path / "full", **kwargs), train_dataset=dataset).train()
-    first = InSubForPreTraining(config)
-    first.load_state_dict(init)
-    InSubTrainer(model=first, args=args(tmp_path / "cut", **kwargs), train_dataset=dataset, callbacks=[StopAt()]).train()
+    full = whole_and_cut_runs(tmp_path, config, dataset, **kwargs).model
 
     # a later save interrupted half-way: weights cut short, trainer_state.json never written
     good, broken = tmp_path / "cut" / "checkpoint-2", tmp_path / "cut" / "checkpoint-3"

@@ -1,0 +1,80 @@
+"""`insub-hf hub`: a saved checkpoint and the evaluation results of a finished run -> the Hub repo's folder (checked,
+with the generated card) and, with `--push true`, the upload."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformers import AutoConfig, AutoModel, AutoModelForPreTraining, AutoModelForSequenceClassification
+
+from .checkpointing import atomic_folder
+from .hub import harness_eval_results, hub_token, push_model_to_hub, save_for_hub, senteval_eval_results
+
+
+AUTO_BY_ARCHITECTURE = {
+    "InSubForPreTraining": AutoModelForPreTraining, "InSubForSequenceClassification": AutoModelForSequenceClassification,
+}
+
+
+@dataclass
+class HubArguments:
+    model_dir: str = field(metadata={"help": "A saved InSub model (save_pretrained folder)."})
+    repo_id: str = field(metadata={"help": "The Hub repo, e.g. your-name/insub-vit-tiny-cifar10."})
+    results: str | None = field(
+        default=None, metadata={"help": "results.json of `insub-hf compare` or `insub-hf text` to put on the card."}
+    )
+    row: str | None = field(
+        default=None, metadata={"help": "Which model of the results: a compare row name ('InSub (M=5)') or a text "
+                                        "model name ('scd_insub_m3')."},
+    )
+    dataset: str | None = field(default=None, metadata={"help": "Data set name on the card (compare results)."})
+    training_data: str | None = field(default=None, metadata={"help": "A sentence on the pretraining data."})
+    folder: str | None = field(default=None, metadata={"help": "Build the repo folder here (default runs/hub/NAME)."})
+    push: bool = field(default=False, metadata={"help": "Upload the folder (needs a token)."})
+    token: str | None = field(default=None, metadata={"help": "Hub token (default: HF_TOKEN / `hf auth login`)."})
+    private: bool | None = field(default=None, metadata={"help": "Create the repo as private."})
+
+
+def eval_results_from_file(path: str | Path, row: str | None, dataset: str | None) -> tuple[list, str]:
+    """The model-index entries of one model in a compare or text results.json, and the file's kind."""
+    results = json.loads(Path(path).read_text())
+    if "rows" in results:  # insub-hf compare
+        names = [r["name"] for r in results["rows"]]
+        chosen = next((r for r in results["rows"] if r["name"] == row), None)
+        if chosen is None:
+            raise ValueError(f"HubArguments.row={row!r} is not a row of {path}; allowed: {names}.")
+        name = dataset or results["args"]["dataset"]
+        return harness_eval_results(chosen, name, name), "compare"
+    if "results" in results:  # insub-hf text
+        if row not in results["results"]:
+            raise ValueError(f"HubArguments.row={row!r} is not a model of {path}; allowed: {sorted(results['results'])}.")
+        return senteval_eval_results(results["results"][row]), "text"
+    raise ValueError(f"HubArguments.results={str(path)!r} is neither a compare nor a text results.json.")
+
+
+def run_hub(args: HubArguments):
+    """Builds (and checks) the folder; pushes it with `args.push`. Returns the folder's files or the CommitInfo."""
+    token = hub_token(args.token, f"insub-hf hub --push ({args.repo_id!r})") if args.push else None
+    eval_results = eval_results_from_file(args.results, args.row, args.dataset)[0] if args.results else None
+    folder = Path(args.folder or Path("runs/hub") / args.repo_id.split("/")[-1])
+    if not args.push and folder.exists():
+        raise ValueError(f"HubArguments.folder={str(folder)!r} exists; choose a new folder or remove it first.")
+    architectures = AutoConfig.from_pretrained(args.model_dir).architectures or []
+    auto = next((AUTO_BY_ARCHITECTURE[a] for a in architectures if a in AUTO_BY_ARCHITECTURE), AutoModel)
+    model = auto.from_pretrained(args.model_dir)
+    tokenizer = None
+    if (Path(args.model_dir) / "tokenizer_config.json").is_file():
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
+    kwargs = dict(eval_results=eval_results, training_data=args.training_data, tokenizer=tokenizer)
+    if args.push:
+        commit = push_model_to_hub(model, args.repo_id, token=token, private=args.private, **kwargs)
+        print(f"pushed {args.model_dir} to {args.repo_id}: {commit}")
+        return commit
+    with atomic_folder(folder) as tmp:  # only a complete, checked folder appears under its name
+        files = save_for_hub(model, tmp, args.repo_id, **kwargs)
+    print(f"{folder}: {len(files)} files, checked; the card is {folder / 'README.md'}. Upload with --push true.")
+    return files
