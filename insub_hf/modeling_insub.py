@@ -78,7 +78,7 @@ def _package_module(name: str):
     except ImportError as error:
         raise ImportError(
             f"insub_hf.{name} is part of the insub-hf package, which this environment lacks (the model was loaded "
-            "from a repo's remote code); `pip install insub-hf` to push or to save remote code."
+            "from a repo's remote code); install insub-hf to push or to save remote code."
         ) from error
 
 

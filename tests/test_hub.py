@@ -157,47 +157,68 @@ REMOTE_CHECK = """
 import sys
 sys.modules["insub_hf"] = None  # as if insub-hf were not installed
 import torch
-from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification
-for name, auto, inputs in [
-    ("vit", AutoModel, {"pixel_values": torch.load("x_vit.pt")}),
-    ("genomic", AutoModel, {"dna_one_hot": torch.load("x_genomic.pt")}),
-    ("classifier", AutoModelForSequenceClassification, {"pixel_values": torch.load("x_vit.pt")}),
-]:
+from transformers import AutoModel, AutoModelForSequenceClassification
+for name in ("vit", "genomic", "text", "classifier"):
+    auto = AutoModelForSequenceClassification if name == "classifier" else AutoModel
     model = auto.from_pretrained(name, trust_remote_code=True).eval()
     assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
     with torch.no_grad():
-        out = model(**inputs)
-    expected = torch.load(f"y_{name}.pt")
+        out = model(**torch.load(f"x_{name}.pt"))
     got = out.logits if name == "classifier" else out.mean_embedding
-    torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
+    torch.testing.assert_close(got, torch.load(f"y_{name}.pt"), rtol=0, atol=1e-6)
 assert not any(m == "insub_hf" or m.startswith("insub_hf.") for m in sys.modules if sys.modules[m] is not None)
 print("remote code OK")
 """
 
 
 def test_remote_code_round_trip_in_a_fresh_process_without_the_package(tmp_path):
+    from .test_text import tiny_bert_config
+
     torch.manual_seed(0)
-    x_vit, x_dna = torch.randn(2, 3, 32, 32), torch.eye(4)[torch.randint(0, 4, (2, 60))]
+    image = {"pixel_values": torch.randn(2, 3, 32, 32)}
     models = {
-        "vit": (InSubForPreTraining(tiny_config()), x_vit),
+        "vit": (InSubForPreTraining(tiny_config()), image),
         "genomic": (InSubModel(InSubConfig(encoder_config=GENOMIC, num_heads=2, head_hidden_sizes=[8],
-                                           head_output_size=4, objective="genomenet")), x_dna),
-        "classifier": (InSubForSequenceClassification(tiny_config(num_labels=3)), x_vit),
+                                           head_output_size=4, objective="genomenet")),
+                    {"dna_one_hot": torch.eye(4)[torch.randint(0, 4, (2, 60))]}),
+        "text": (InSubModel(tiny_bert_config()),
+                 {"input_ids": torch.randint(0, 30522, (2, 9)), "attention_mask": torch.ones(2, 9, dtype=torch.long)}),
+        "classifier": (InSubForSequenceClassification(tiny_config(num_labels=3)), image),
     }
-    for name, (model, x) in models.items():
+    for name, (model, inputs) in models.items():
         model.eval().save_pretrained(tmp_path / name, remote_code=True)
         with torch.no_grad():
             if name == "classifier":
-                y = model(pixel_values=x).logits
+                y = model(**inputs).logits
             else:
-                base = model.insub if name == "vit" else model
-                y = base(**{base.main_input_name: x}).mean_embedding
-        torch.save(x, tmp_path / f"x_{name}.pt")
+                y = (model.insub if name == "vit" else model)(**inputs).mean_embedding
+        torch.save(inputs, tmp_path / f"x_{name}.pt")
         torch.save(y, tmp_path / f"y_{name}.pt")
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"))
     result = subprocess.run([sys.executable, "-c", REMOTE_CHECK], cwd=tmp_path, env=env, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0 and "remote code OK" in result.stdout, result.stderr[-3000:]
+
+
+def test_the_text_job_pushes_the_sentence_model_with_its_tokenizer_and_transfer_results(tmp_path, fake_api):
+    from transformers import AutoTokenizer
+
+    from insub_hf.text_job import TextArguments, packaged_minilm_path, push_text_model
+
+    from .test_text import tiny_bert_config
+
+    per_task = {"TWEETS": {"accuracy": 0.61, "ece": 0.07, "nll": 0.9, "mean_uncertainty": 0.02}}
+    results_file = tmp_path / "results.json"
+    results_file.write_text(json.dumps({"results": {"scd_insub_m3": per_task}}))
+    args = TextArguments(hub_model_id="someone/insub-minilm", hub_token="hf_test")
+    tokenizer = AutoTokenizer.from_pretrained(packaged_minilm_path())
+    push_text_model(args, InSubModel(tiny_bert_config()), tokenizer, per_task, results_file)
+    files = check_hub_folder(fake_api.snapshot)
+    assert {"tokenizer_config.json", "evaluation/results.json", "encoders_text.py"} <= set(files)
+    assert card_metrics(fake_api.snapshot / "README.md") == {"Accuracy": 0.61, "ECE": 0.07, "NLL": 0.9}
+    card = (fake_api.snapshot / "README.md").read_text()
+    assert "AutoTokenizer.from_pretrained(\"someone/insub-minilm\")" in card and "SCD" in card
+    assert AutoTokenizer.from_pretrained(fake_api.snapshot)("a b c")["input_ids"] == tokenizer("a b c")["input_ids"]
 
 
 def test_register_for_auto_class_writes_the_remote_code_and_plain_saves_do_not(tmp_path):
