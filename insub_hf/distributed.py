@@ -18,23 +18,30 @@ def world() -> tuple[int, int]:
     return 0, 1
 
 
-def gather_batch(x: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """Concatenates `x` `(n, ...)` of every process along dim 0, with gradients flowing back to each process's part.
+def gather_batch(*tensors: torch.Tensor) -> tuple[list[torch.Tensor], int]:
+    """Concatenates each tensor `(n, ..., k_i)` of every process along dim 0, with gradients flowing back to each
+    process's part.
 
     Uses torch.distributed's autograd-aware `all_gather`, whose backward sums the gradients every process computes
     for a part. With DDP averaging the parameter gradients over W processes, a loss that is the mean over this
     process's anchors then has exactly the gradient of the mean over all W * n anchors (for a batch-level term that
     every process computes in full, likewise). Every process must hold the same n, and all must call it together (a
-    collective): a loss computed on one process only, while the others wait elsewhere, would block.
+    collective): a loss computed on one process only, while the others wait elsewhere, would block. The tensors
+    travel as one (joined along their last dim), so a call costs one size check and one gather.
 
     Returns:
-        `(W * n, ...)` in rank order and the offset `rank * n` of this process's rows; `(x, 0)` in one process.
+        The gathered tensors `(W * n, ..., k_i)` in rank order and the offset `rank * n` of this process's rows;
+        the tensors themselves and 0 in one process.
     """
     rank, size = world()
     if size == 1:
-        return x, 0
-    sizes = [torch.zeros(1, dtype=torch.long, device=x.device) for _ in range(size)]
-    dist.all_gather(sizes, torch.tensor([x.shape[0]], device=x.device))
+        return list(tensors), 0
+    n = tensors[0].shape[0]
+    if any(t.shape[:-1] != tensors[0].shape[:-1] for t in tensors):
+        shapes = [tuple(t.shape) for t in tensors]
+        raise ValueError(f"gather_batch: the tensors must agree in all but the last dim, got {shapes}.")
+    sizes = [torch.zeros(1, dtype=torch.long, device=tensors[0].device) for _ in range(size)]
+    dist.all_gather(sizes, torch.tensor([n], device=tensors[0].device))
     sizes = [int(s) for s in sizes]
     if len(set(sizes)) != 1:
         raise ValueError(
@@ -46,8 +53,9 @@ def gather_batch(x: torch.Tensor) -> tuple[torch.Tensor, int]:
     with warnings.catch_warnings():
         # torch points to a private successor (_functional_collectives); this public function is the stable one
         warnings.simplefilter("ignore", FutureWarning)
-        parts = all_gather(x)
-    return torch.cat(parts, dim=0), rank * x.shape[0]
+        parts = all_gather(torch.cat(tensors, dim=-1))
+    joined = torch.cat(parts, dim=0)
+    return list(joined.split([t.shape[-1] for t in tensors], dim=-1)), rank * n
 
 
 def check_same_across_processes(name: str, value: dict) -> None:

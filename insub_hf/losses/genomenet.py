@@ -46,9 +46,7 @@ def self_genomenet_loss(
             f"self_genomenet_loss: the encoder gives {t} positions, which leaves nothing to predict at {distances} "
             "distances; use longer sequences (or a smaller stride) or fewer distances."
         )
-    (all_context, offset), (all_context_rc, _) = (
-        (gather_batch(context), gather_batch(context_rc)) if gather else ((context, 0), (context_rc, 0))
-    )
+    (all_context, all_context_rc), offset = gather_batch(context, context_rc) if gather else ((context, context_rc), 0)
     n = all_context.shape[0]  # B over all processes
     targets = torch.arange(b, device=context.device) + offset
     losses = []

@@ -41,7 +41,7 @@ def nt_xent_loss(
     if normalize:
         z1, z2 = F.normalize(z1, dim=1), F.normalize(z2, dim=1)
     n = z1.shape[0]
-    (all1, offset), (all2, _) = (gather_batch(z1), gather_batch(z2)) if gather else ((z1, 0), (z2, 0))
+    (all1, all2), offset = gather_batch(z1, z2) if gather else ((z1, z2), 0)
     total = all1.shape[0]  # N
     candidates = torch.cat([all1, all2], dim=0)  # (2N, q), view-major
     logits = torch.cat([z1, z2], dim=0) @ candidates.t() / temperature  # (2n, 2N)

@@ -77,7 +77,7 @@ def scd_loss(
         The scalar loss (the decorrelation is a batch-level term, so there is no per-sample split).
     """
     if gather:
-        p1, p2 = gather_batch(p1)[0], gather_batch(p2)[0]
+        (p1, p2), _ = gather_batch(p1, p2)
     return alpha * self_contrast(h1, h2, temperature).mean() + beta * decorrelation(
         head_cross_correlation(p1, p2), off_diagonal_weight
     )
