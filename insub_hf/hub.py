@@ -34,6 +34,12 @@ AUTO_CLASSES = {
     "InSubForSequenceClassification": "AutoModelForSequenceClassification",
 }
 PERCENT_METRICS = ("accuracy", "ece", "tace", "auroc")
+# (encoder input, is a classifier) -> the Hub's pipeline tag
+PIPELINE_TAGS = {
+    ("pixel_values", False): "image-feature-extraction", ("pixel_values", True): "image-classification",
+    ("input_ids", False): "feature-extraction", ("input_ids", True): "text-classification",
+    ("dna_one_hot", False): "feature-extraction", ("dna_one_hot", True): "text-classification",
+}
 METRIC_NAMES = {"accuracy": "Accuracy", "ece": "ECE", "tace": "TACE", "nll": "NLL", "brier": "Brier"}
 
 
@@ -155,13 +161,12 @@ def model_card(
     auto_class = AUTO_CLASSES.get(class_name, "AutoModel")
     name = repo_id.split("/")[-1]
     heads = "MLP " + "-".join(str(s) for s in [*config.head_hidden_sizes, config.head_output_size])
+    main_input = getattr(model, "main_input_name", "pixel_values")
     card_data = ModelCardData(
         model_name=name, library_name="transformers", datasets=datasets, eval_results=eval_results or None,
         tags=["insub-hf", "insub", "self-supervised-learning", "uncertainty", config.objective, *(tags or [])],
-        pipeline_tag="text-classification" if auto_class == "AutoModelForSequenceClassification" else
-        "feature-extraction",
+        pipeline_tag=PIPELINE_TAGS[main_input, auto_class == "AutoModelForSequenceClassification"],
     )
-    main_input = getattr(model, "main_input_name", "pixel_values")
     return ModelCard.from_template(
         card_data, template_path=str(TEMPLATE), model_name=name, repo_id=repo_id, class_name=class_name,
         auto_class=auto_class, encoder=describe_encoder(config), num_heads=config.num_heads, heads=heads,

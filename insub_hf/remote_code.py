@@ -38,21 +38,15 @@ def flat_name(module: str) -> str:
     return "_".join(module.split(".")[1:])
 
 
-def _resolve(module: str, node: ast.ImportFrom) -> list[str]:
-    """The package modules a relative `from ... import ...` in `module` needs (a name may be a submodule)."""
+def _resolve(module: str, node: ast.ImportFrom) -> str:
+    """The package module a relative `from .x import ...` in `module` reads (`x`, resolved against the level)."""
     is_package = _source_file(module).name == "__init__.py"
     parts = module.split(".") if is_package else module.split(".")[:-1]
     base = parts[: len(parts) - (node.level - 1)]
-    target = ".".join(base + ([node.module] if node.module else []))
-    needed = [target] if node.module else []
-    for alias in node.names:
-        sub = f"{target}.{alias.name}"
-        if _source_file(sub).exists():
-            needed.append(sub)
-    return needed
+    return ".".join(base + ([node.module] if node.module else []))
 
 
-def _relative_imports(module: str) -> list[tuple[ast.ImportFrom, list[str]]]:
+def _relative_imports(module: str) -> list[tuple[ast.ImportFrom, str]]:
     tree = ast.parse(_source_file(module).read_text(encoding="utf-8"))
     return [(node, _resolve(module, node)) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level]
 
@@ -66,24 +60,22 @@ def required_modules() -> list[str]:
         if module in seen:
             continue
         seen.add(module)
-        for _, needed in _relative_imports(module):
-            todo.extend(needed)
+        todo.extend(target for _, target in _relative_imports(module))
     return sorted(seen)
 
 
 def flat_source(module: str) -> str:
     """The module's source with each relative import rewritten to `from .<flat name> import ...`."""
     lines = _source_file(module).read_text(encoding="utf-8").splitlines(keepends=True)
-    for node, needed in _relative_imports(module):
-        if node.module is None:  # `from . import x` -> `from . import <flat x>` under the old name
-            names = ", ".join(f"{flat_name(m)} as {m.rsplit('.', 1)[1]}" for m in needed)
-            replacement = f"from . import {names}"
-            head = re.compile(r"from\s+\.+\s+import\s+[\w\s,]+")
-        else:
-            replacement = f"from .{flat_name(needed[0])} import"
-            head = re.compile(r"from\s+\.+[\w.]*\s+import")
+    head = re.compile(r"from\s+\.+[\w.]*\s+import")
+    for node, target in _relative_imports(module):
+        if node.module is None:
+            raise RuntimeError(
+                f"remote code: `from . import ...` on line {node.lineno} of {module} has no flat equivalent; import "
+                "names from the module instead (`from .module import name`)."
+            )
         line = node.lineno - 1
-        lines[line], count = head.subn(replacement, lines[line], count=1)
+        lines[line], count = head.subn(f"from .{flat_name(target)} import", lines[line], count=1)
         if count != 1:
             raise RuntimeError(f"remote code: could not rewrite the import on line {node.lineno} of {module}.")
     return "".join(lines)
