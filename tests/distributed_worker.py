@@ -22,7 +22,7 @@ from conftest import tiny_config  # noqa: E402
 
 from insub_hf import InSubForPreTraining, InSubTrainer, InSubTrainingArguments  # noqa: E402
 from insub_hf.distributed import world  # noqa: E402
-from insub_hf.losses import scd_loss, self_genomenet_loss  # noqa: E402
+from insub_hf.losses import DINOLoss, scd_loss, self_genomenet_loss  # noqa: E402
 
 GLOBAL_BATCH = 8
 STEPS = 2
@@ -95,7 +95,8 @@ def trainer_steps(out: Path) -> None:
 
 
 def loss_gradients(out: Path, rank: int, size: int) -> None:
-    """SCD and Self-GenomeNet losses of this process's share; the gradient of each share's inputs."""
+    """SCD and Self-GenomeNet losses of this process's share and the gradient of each share's inputs; the DINO
+    centre after one update from this process's share."""
     generator = torch.Generator().manual_seed(2)
     h = torch.randn(2, GLOBAL_BATCH, 12, generator=generator)
     p = torch.randn(2, GLOBAL_BATCH, 3, 6, generator=generator)
@@ -115,6 +116,12 @@ def loss_gradients(out: Path, rank: int, size: int) -> None:
         results[f"{name}.loss"] = loss.detach().reshape(1)
         for i, x in enumerate(local):
             results[f"{name}.grad{i}"] = x.grad
+    # DINO: the teacher centre moves by the mean teacher output over every process's share
+    center = DINOLoss(out_dim=5, center_momentum=0.9)
+    teacher = torch.randn(2, GLOBAL_BATCH, 5, generator=generator)
+    center(torch.randn(3, GLOBAL_BATCH, 5, generator=generator)[:, share], teacher[:, share], 0.04)
+    center.update_center()
+    results["dino.center"] = center.center
     save_file(results, str(out / f"losses_rank{rank}.safetensors"))
 
 

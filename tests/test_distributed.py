@@ -57,10 +57,14 @@ def test_two_processes_match_one_process_step_for_step(equivalence):
 def test_batch_level_losses_gather_with_the_right_gradient_scale(equivalence):
     """SCD (cross-correlation over the batch) and Self-GenomeNet (negatives from the batch): DDP averages the
     processes' gradients, so the average of the per-process input gradients (W = 2) must equal the single-process
-    gradient of the global loss."""
+    gradient of the global loss. The DINO centre is all-reduced."""
     (single,), multi = _load(equivalence, "losses", "single"), _load(equivalence, "losses", "multi")
     for key, value in single.items():
-        if key.endswith(".loss"):
+        if key == "dino.center":  # all-reduced: every process holds the single-process centre
+            assert value.abs().sum() > 0
+            for rank in (0, 1):
+                torch.testing.assert_close(multi[rank][key], value, atol=1e-6, rtol=0)
+        elif key.endswith(".loss"):
             torch.testing.assert_close((multi[0][key] + multi[1][key]) / 2, value, atol=1e-5, rtol=0)
         elif value.shape[0] == 8:  # per-sample inputs: each process holds half
             torch.testing.assert_close(torch.cat([multi[0][key], multi[1][key]]) / 2, value, atol=1e-6, rtol=0)
