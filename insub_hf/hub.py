@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import asdict
 import shutil
 import tempfile
 from pathlib import Path
@@ -242,6 +243,11 @@ def save_for_hub(
         shutil.copyfile(source, target)
     model_card(model, repo_id, eval_results, training_data, datasets, notes, tags).save(folder / "README.md")
     return check_hub_folder(folder)
+
+
+def recorded_arguments(args) -> dict:
+    """A job's arguments as they go into its results.json (uploaded with the model): everything but the token."""
+    return {k: v for k, v in asdict(args).items() if k != "hub_token"}
 
 
 def hub_token(token: str | bool | None, action: str) -> str:

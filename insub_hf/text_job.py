@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +15,7 @@ from .configuration_insub import InSubConfig
 from .data import TextViews, balanced_indices, load_sentence_corpus, load_tweet_sentiment
 from .evaluation.senteval import evaluate_task, load_senteval_task
 from .modeling_insub import InSubModel
+from .hub import recorded_arguments
 from .pretrained_encoders import load_encoder_weights
 from .pretraining import pretrain
 from .sentence_embeddings import InSubSentenceEncoder
@@ -65,7 +66,7 @@ class TextArguments:
         if self.hub_model_id is not None:  # fail before training, not after
             from .hub import hub_token
 
-            self.hub_token = hub_token(self.hub_token, f"TextArguments.hub_model_id={self.hub_model_id!r}")
+            hub_token(self.hub_token, f"TextArguments.hub_model_id={self.hub_model_id!r}")
 
 
 def text_config(args: TextArguments, encoder_config, num_heads: int, diversity_weight: float) -> InSubConfig:
@@ -117,7 +118,7 @@ def run_text(args: TextArguments) -> dict:
                 encoder.encode(list(task_data["TWEETS"]["text"])).uncertainty.mean()
             )
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps({"args": asdict(args), "results": results}, indent=2))
+    (out / "results.json").write_text(json.dumps({"args": recorded_arguments(args), "results": results}, indent=2))
     print("\nmodel                    task     accuracy     ECE      NLL   (STS: Spearman x100)")
     for name, per_task in results.items():
         for task, r in per_task.items():

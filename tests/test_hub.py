@@ -74,6 +74,8 @@ def test_compare_pushes_the_insub_model_with_its_measured_numbers(tmp_path, fake
     folder = fake_api.snapshot
     files = check_hub_folder(folder)
     assert {"evaluation/results.md", "evaluation/results.json", "model.safetensors", "modeling_insub.py"} <= set(files)
+    for path in folder.rglob("*"):  # the token never travels with the results
+        assert not path.is_file() or b"hf_test" not in path.read_bytes(), path
     (row,) = json.loads((out / "results.json").read_text())["rows"]
     measured = card_metrics(folder / "README.md")
     assert measured["Accuracy"] == pytest.approx(row["test"]["accuracy"])

@@ -16,6 +16,7 @@ from ..configuration_insub import InSubConfig, small_vit_encoder
 from ..data import IMAGE_DATASET_PRESETS, ImageViews, balanced_indices, load_fashion_mnist, load_image_dataset
 from ..modeling_insub import InSubForPreTraining
 from ..pretraining import pretrain
+from ..hub import recorded_arguments
 from ..validation import check_choice, check_range
 from .harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
 from .ood_sets import load_mnist_images, noise_images
@@ -81,7 +82,7 @@ class ComparisonArguments:
         if self.hub_model_id is not None:  # fail before hours of training, not after
             from ..hub import hub_token
 
-            self.hub_token = hub_token(self.hub_token, f"ComparisonArguments.hub_model_id={self.hub_model_id!r}")
+            hub_token(self.hub_token, f"ComparisonArguments.hub_model_id={self.hub_model_id!r}")
 
 
 def _per_class(value: int) -> int | None:
@@ -226,7 +227,7 @@ def run_comparison(
                 rows.append({"name": name, "method": method, "num_heads": m, "seed": seed, **numbers})
                 plot_arrays.setdefault(name, arrays)
     results = {
-        "args": asdict(args), "probe_args": asdict(probe_args), "harness_args": asdict(harness_args),
+        "args": recorded_arguments(args), "probe_args": asdict(probe_args), "harness_args": asdict(harness_args),
         "data": {"train": len(data.train_images), "test": len(data.test_images),
                  "ood": {k: len(v) for k, v in data.ood_images.items()}, "num_classes": data.num_classes},
         "device": "cuda" if torch.cuda.is_available() else f"cpu ({torch.get_num_threads()} threads)",
