@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from transformers import HfArgumentParser
 
 from insub_hf import InSubConfig, InSubForPreTraining
-from insub_hf.checkpointing import save_pretrained_atomic
-from insub_hf.hub import final_push_target
+from insub_hf.hub import final_push_target, save_final_model
 from insub_hf.configuration_insub import DEFAULT_ENCODER
 from insub_hf.data import IMAGE_DATASET_PRESETS, ImageViews, load_image_dataset
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
@@ -60,15 +59,9 @@ def main() -> None:
     )
     trainer = InSubTrainer(model=InSubForPreTraining(config), args=training_args, train_dataset=train)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    if trainer.is_world_process_zero():
-        save_pretrained_atomic(trainer.model, f"{training_args.output_dir}/model")
-        if push is not None:
-            repo_id, token = push
-            trainer.model.push_to_hub(
-                repo_id, token=token, private=training_args.hub_private_repo,
-                training_data=f"{data_args.dataset} ({data_args.split} split, {len(train)} images), "
-                f"SimCLR augmentations.",
-            )
+    save_final_model(
+        trainer, push, f"{data_args.dataset} ({data_args.split} split, {len(train)} images), SimCLR augmentations."
+    )
 
 
 if __name__ == "__main__":

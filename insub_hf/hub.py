@@ -319,3 +319,18 @@ def final_push_target(training_args) -> tuple[str, str] | None:
     token = hub_token(training_args.hub_token, f"--push_to_hub (repo {repo_id!r})")
     training_args.push_to_hub = False
     return repo_id, token
+
+
+def save_final_model(trainer, push: tuple[str, str] | None, training_data: str) -> None:
+    """For training scripts, after `trainer.train()`: on the main process, saves `output_dir/model` atomically and,
+    with a `final_push_target`, pushes the model with its generated card."""
+    from .checkpointing import save_pretrained_atomic
+
+    if not trainer.is_world_process_zero():
+        return
+    save_pretrained_atomic(trainer.model, Path(trainer.args.output_dir) / "model")
+    if push is not None:
+        repo_id, token = push
+        trainer.model.push_to_hub(
+            repo_id, token=token, private=trainer.args.hub_private_repo, training_data=training_data
+        )

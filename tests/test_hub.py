@@ -271,9 +271,9 @@ def test_a_checkpoint_naming_an_unknown_encoder_is_refused_by_name(tmp_path):
         InSubModel.from_pretrained(tmp_path)
 
 
-def test_training_scripts_check_the_token_first_and_push_once_at_the_end(tmp_path, monkeypatch):
-    from insub_hf import InSubTrainingArguments
-    from insub_hf.hub import final_push_target
+def test_training_scripts_check_the_token_first_and_push_once_at_the_end(tmp_path, monkeypatch, fake_api):
+    from insub_hf import InSubTrainer, InSubTrainingArguments
+    from insub_hf.hub import final_push_target, save_final_model
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr("insub_hf.hub.get_token", lambda: None)
@@ -283,3 +283,8 @@ def test_training_scripts_check_the_token_first_and_push_once_at_the_end(tmp_pat
         final_push_target(InSubTrainingArguments(**common, push_to_hub=True))
     args = InSubTrainingArguments(**common, push_to_hub=True, hub_model_id="someone/run", hub_token="hf_test")
     assert final_push_target(args) == ("someone/run", "hf_test") and args.push_to_hub is False
+    trainer = InSubTrainer(model=InSubModel(tiny_config()), args=args)
+    save_final_model(trainer, ("someone/run", "hf_test"), "nothing, untrained")
+    assert (tmp_path / "run_name" / "model" / "model.safetensors").is_file()
+    assert fake_api.calls[-1][1]["repo_id"] == "someone/run"
+    assert "nothing, untrained" in (fake_api.snapshot / "README.md").read_text()
