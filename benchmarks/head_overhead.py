@@ -36,14 +36,15 @@ def timed(fn, min_run_time: float) -> float:
 
 
 def train_step_fn(model, optimizer, x1, x2, local=None):
-    """One optimiser step; with DINO also the centre and EMA teacher update the Trainer callback runs."""
+    """One optimiser step, then the objective's per-step update the Trainer callback runs (DINO: centre and EMA
+    teacher)."""
+    extra = {} if local is None else {"local_pixel_values": local}
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        model(pixel_values=x1, pixel_values_2=x2, local_pixel_values=local).loss.backward()
+        model(pixel_values=x1, pixel_values_2=x2, **extra).loss.backward()
         optimizer.step()
-        if model.teacher is not None:
-            model.dino_step_end(0, 100)
+        model.step_end(0, 100)
 
     return step
 

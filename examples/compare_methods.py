@@ -9,9 +9,7 @@ corruptions and cost; writes results.md, results.json and PNG plots to --output_
 
 from transformers import HfArgumentParser
 
-from insub_hf.evaluation import ComparisonArguments, HarnessArguments, ProbeArguments, run_comparison
+from insub_hf.jobs.compare import ARGUMENT_GROUPS, run_comparison
 
 if __name__ == "__main__":
-    parser = HfArgumentParser((ComparisonArguments, ProbeArguments, HarnessArguments))
-    comparison_args, probe_args, harness_args = parser.parse_args_into_dataclasses()
-    run_comparison(comparison_args, probe_args, harness_args)
+    run_comparison(*HfArgumentParser(ARGUMENT_GROUPS).parse_args_into_dataclasses())

@@ -24,7 +24,7 @@ from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.hub import final_push_target, save_final_model
 from insub_hf.configuration_insub import DEFAULT_ENCODER, VIT_SMALL_16
 from insub_hf.data import IMAGE_DATASET_PRESETS, MultiCropViews, load_image_dataset
-from insub_hf.pretrained_encoders import encoder_config_from_pretrained, load_encoder_weights
+from insub_hf.encoders import encoder_config_from_pretrained, load_encoder_weights
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
 
 

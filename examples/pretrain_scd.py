@@ -10,8 +10,8 @@
 
 from transformers import HfArgumentParser
 
-from insub_hf.text_job import TextArguments, run_text
+from insub_hf.jobs.arguments import HubArguments
+from insub_hf.jobs.text import TextArguments, run_text
 
 if __name__ == "__main__":
-    (arguments,) = HfArgumentParser(TextArguments).parse_args_into_dataclasses()
-    run_text(arguments)
+    run_text(*HfArgumentParser((TextArguments, HubArguments)).parse_args_into_dataclasses())

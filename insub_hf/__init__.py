@@ -1,42 +1,15 @@
-"""insub-hf: uncertainty-aware self-supervised models with an ensemble of independent sub-networks (InSub)."""
+"""insub-hf: uncertainty-aware self-supervised models with an ensemble of independent sub-networks (InSub).
+
+Importing the package registers the InSub classes with the Auto classes (config and models only); every other
+public name is imported when first used (PEP 562), so `import insub_hf` does not load the trainer, the data loaders,
+the evaluation harness or the Hub tools.
+"""
 
 from transformers import AutoConfig, AutoModel, AutoModelForPreTraining, AutoModelForSequenceClassification
 
-from .callbacks import KNNReportCallback
-from .checkpointing import save_pretrained_atomic
 from .configuration_insub import InSubConfig
-from .data import (
-    DNAViews,
-    ImageViews,
-    ImageWithLabel,
-    MultiCropViews,
-    TextViews,
-    dino_augmentation,
-    eval_image_transform,
-    load_fashion_mnist,
-    load_image_dataset,
-    simclr_augmentation,
-)
-from .encoders import (
-    Encoder,
-    GenomicEncoderConfig,
-    GenomicEncoderModel,
-    build_encoder,
-)
-from .dino import DINOScheduleCallback, cosine_momentum, ema_update_, teacher_temperature
-from .evaluation import extract_representations, knn_accuracy
-from .heads import BatchedHeads, WeightNormedLinear
-from .losses import DINOLoss, DiversityLoss, NTXentLoss, dino_loss, diversity_hinge, head_spread, nt_xent_loss
-from .modeling_insub import (
-    InSubForPreTraining,
-    InSubForPreTrainingOutput,
-    InSubForSequenceClassification,
-    InSubModel,
-    InSubModelOutput,
-    InSubPreTrainedModel,
-)
-from .pretrained_encoders import encoder_config_from_pretrained, load_encoder_weights
-from .trainer import InSubTrainer, InSubTrainingArguments
+from .lazy_exports import lazy_exports
+from .modeling_insub import InSubForPreTraining, InSubForSequenceClassification, InSubModel
 
 __version__ = "0.1.0"
 
@@ -46,48 +19,58 @@ AutoModel.register(InSubConfig, InSubModel, exist_ok=True)
 AutoModelForPreTraining.register(InSubConfig, InSubForPreTraining, exist_ok=True)
 AutoModelForSequenceClassification.register(InSubConfig, InSubForSequenceClassification, exist_ok=True)
 
-__all__ = [
-    "BatchedHeads",
-    "DINOLoss",
-    "DINOScheduleCallback",
-    "DNAViews",
-    "DiversityLoss",
-    "Encoder",
-    "GenomicEncoderConfig",
-    "GenomicEncoderModel",
-    "InSubConfig",
-    "InSubForPreTraining",
-    "InSubForPreTrainingOutput",
-    "InSubForSequenceClassification",
-    "InSubModel",
-    "InSubModelOutput",
-    "InSubPreTrainedModel",
-    "InSubTrainer",
-    "InSubTrainingArguments",
-    "ImageViews",
-    "ImageWithLabel",
-    "KNNReportCallback",
-    "MultiCropViews",
-    "NTXentLoss",
-    "TextViews",
-    "__version__",
-    "WeightNormedLinear",
-    "build_encoder",
-    "cosine_momentum",
-    "dino_augmentation",
-    "dino_loss",
-    "diversity_hinge",
-    "ema_update_",
-    "encoder_config_from_pretrained",
-    "eval_image_transform",
-    "extract_representations",
-    "head_spread",
-    "knn_accuracy",
-    "load_encoder_weights",
-    "load_fashion_mnist",
-    "load_image_dataset",
-    "nt_xent_loss",
-    "save_pretrained_atomic",
-    "simclr_augmentation",
-    "teacher_temperature",
-]
+_EXPORTS = {
+    # models
+    "InSubForPreTrainingOutput": ".modeling_insub",
+    "InSubModelOutput": ".modeling_insub",
+    "InSubPreTrainedModel": ".modeling_insub",
+    # encoders and heads
+    "Encoder": ".encoders",
+    "GenomicEncoderConfig": ".encoders",
+    "GenomicEncoderModel": ".encoders",
+    "build_encoder": ".encoders",
+    "encoder_config_from_pretrained": ".encoders",
+    "load_encoder_weights": ".encoders",
+    "BatchedHeads": ".heads",
+    "WeightNormedLinear": ".heads",
+    # losses and objectives
+    "DINOLoss": ".losses",
+    "DiversityLoss": ".losses",
+    "NTXentLoss": ".losses",
+    "dino_loss": ".losses",
+    "diversity_hinge": ".losses",
+    "head_spread": ".losses",
+    "nt_xent_loss": ".losses",
+    "OBJECTIVES": ".objectives",
+    "Objective": ".objectives",
+    "ObjectiveOutput": ".objectives",
+    "cosine_momentum": ".objectives",
+    "ema_update_": ".objectives",
+    "teacher_temperature": ".objectives",
+    # data
+    "DNAViews": ".data",
+    "ImageViews": ".data",
+    "ImageWithLabel": ".data",
+    "MultiCropViews": ".data",
+    "TextViews": ".data",
+    "dino_augmentation": ".data",
+    "eval_image_transform": ".data",
+    "load_fashion_mnist": ".data",
+    "load_image_dataset": ".data",
+    "simclr_augmentation": ".data",
+    # training
+    "InSubTrainer": ".trainer",
+    "InSubTrainingArguments": ".trainer",
+    "ObjectiveStepCallback": ".trainer",
+    "save_pretrained_atomic": ".checkpointing",
+    # evaluation and use
+    "extract_representations": ".evaluation",
+    "knn_accuracy": ".evaluation",
+    "InSubSentenceEncoder": ".sentence_embeddings",
+    "KNNReportCallback": ".jobs.callbacks",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+__all__ = sorted(
+    ["InSubConfig", "InSubForPreTraining", "InSubForSequenceClassification", "InSubModel", "__version__", *_EXPORTS]
+)

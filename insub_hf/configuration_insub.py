@@ -8,16 +8,16 @@ from transformers import AutoConfig, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-from .configuration_genomic import GenomicEncoderConfig
+from .encoders.configuration_genomic import GenomicEncoderConfig
+from .encoders.text import POOLINGS
+from .objectives import OBJECTIVES
 from .validation import check_choice, check_range
 
 # Registered here, next to the config that nests it, so that a checkpoint's config resolves wherever InSubConfig loads
 # (the installed package or a Hub repo's remote code).
 AutoConfig.register(GenomicEncoderConfig.model_type, GenomicEncoderConfig, exist_ok=True)
 
-OBJECTIVES = ("simclr", "dino", "scd", "genomenet")
 HEAD_NORMS = ("batchnorm", "none")
-POOLINGS = ("cls", "mean")
 
 # ViT-tiny at CIFAR scale (32x32 images, 4x4 patches -> 64 tokens), used when no encoder is given.
 DEFAULT_ENCODER = {
@@ -73,8 +73,8 @@ class InSubConfig(PretrainedConfig):
         diversity_alpha: alpha, the minimum per-dimension spread the hinge asks for.
         diversity_weight: lambda, the weight of the diversity loss (0 disables it).
         diversity_eps: eps added to the variance inside the square root.
-        objective: the self-supervised loss computed on the mean head embedding: `"simclr"`, `"dino"` (images),
-            `"scd"` (sentences) or `"genomenet"` (Self-GenomeNet, DNA).
+        objective: the self-supervised objective (`insub_hf.objectives`) on the mean head embedding: `"simclr"`,
+            `"dino"` (images), `"scd"` (sentences) or `"genomenet"` (Self-GenomeNet, DNA).
         temperature: NT-Xent temperature.
         normalize_heads: L2-normalise each head output before averaging (reference code).
         normalize_mean: L2-normalise the mean embedding inside the loss (the paper's cosine similarity).
@@ -165,7 +165,7 @@ class InSubConfig(PretrainedConfig):
         self._check_values()
 
     def _check_values(self) -> None:
-        check_choice("InSubConfig.objective", self.objective, OBJECTIVES)
+        check_choice("InSubConfig.objective", self.objective, tuple(OBJECTIVES))
         check_choice("InSubConfig.head_norm", self.head_norm, HEAD_NORMS)
         check_choice("InSubConfig.pooling", self.pooling, POOLINGS)
         check_range("InSubConfig.num_heads", self.num_heads, low=1, integer=True)

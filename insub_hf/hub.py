@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict
 import shutil
 import tempfile
 from pathlib import Path
@@ -13,6 +12,8 @@ from typing import Any
 
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData, get_token
 from huggingface_hub.constants import HF_HUB_CACHE, is_offline_mode
+
+from .objectives import OBJECTIVES
 
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "modelcard_template.md"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
@@ -25,10 +26,6 @@ CITATION = """@inproceedings{vahidi2024insub,
   year      = {2024}
 }"""
 
-OBJECTIVE_NAMES = {
-    "simclr": "SimCLR (NT-Xent)", "dino": "DINO", "scd": "SCD (self-contrastive decorrelation)",
-    "genomenet": "Self-GenomeNet",
-}
 # What each model class is loaded with, and what the usage snippet calls.
 AUTO_CLASSES = {
     "InSubModel": "AutoModel", "InSubForPreTraining": "AutoModel",
@@ -171,7 +168,7 @@ def model_card(
     return ModelCard.from_template(
         card_data, template_path=str(TEMPLATE), model_name=name, repo_id=repo_id, class_name=class_name,
         auto_class=auto_class, encoder=describe_encoder(config), num_heads=config.num_heads, heads=heads,
-        objective=OBJECTIVE_NAMES[config.objective], alpha=config.diversity_alpha, weight=config.diversity_weight,
+        objective=OBJECTIVES[config.objective].title, alpha=config.diversity_alpha, weight=config.diversity_weight,
         eps=config.diversity_eps, training_data=training_data or "Not recorded when this card was generated.",
         eval_table=eval_table(eval_results) if eval_results else "", notes=notes, citation=CITATION,
         insub_version=__version__, transformers_version=transformers.__version__,
@@ -243,11 +240,6 @@ def save_for_hub(
         shutil.copyfile(source, target)
     model_card(model, repo_id, eval_results, training_data, datasets, notes, tags).save(folder / "README.md")
     return check_hub_folder(folder)
-
-
-def recorded_arguments(args) -> dict:
-    """A job's arguments as they go into its results.json (uploaded with the model): everything but the token."""
-    return {k: v for k, v in asdict(args).items() if k != "hub_token"}
 
 
 def hub_token(token: str | bool | None, action: str) -> str:

@@ -14,19 +14,11 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.utils import ModelOutput
 
 from .configuration_insub import InSubConfig
-from .dino import cosine_momentum, ema_update_, teacher_temperature
-from .encoders import build_encoder, dropout_rate
+from .encoders import build_encoder
 from .heads import BatchedHeads, WeightNormedLinear
-from .data.dna_encoding import reverse_complement
-from .losses import (
-    DINOLoss,
-    DistanceProjections,
-    DiversityLoss,
-    head_spread,
-    nt_xent_loss,
-    scd_loss,
-    self_genomenet_loss,
-)
+from .losses.diversity import DiversityLoss, head_spread
+from .losses.genomenet import DistanceProjections
+from .objectives import OBJECTIVES
 
 
 @dataclass
@@ -93,15 +85,27 @@ class InSubPreTrainedModel(PreTrainedModel):
         if isinstance(module, (BatchedHeads, WeightNormedLinear, DistanceProjections)):
             module.reset_parameters()
 
+    # `{regex: replacement}` from checkpoint key names of earlier releases to today's (applied in turn on load)
+    _legacy_keys: dict[str, str] = {}
+
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        legacy = cls._legacy_keys if "key_mapping" not in kwargs else {}
         try:
-            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+            model = super().from_pretrained(pretrained_model_name_or_path, *args, key_mapping=legacy or None, **kwargs)
         except OSError as error:
             clearer = _package_module("hub").offline_load_error(str(pretrained_model_name_or_path), error)
             if clearer is None:
                 raise
             raise clearer from error
+        # transformers reverses the renamings a model was loaded with when it saves it: the legacy ones only read
+        # old checkpoints, so saves write today's names
+        conversions = getattr(model, "_weight_conversions", None)
+        if legacy and conversions:
+            model._weight_conversions = [
+                c for c in conversions if not set(getattr(c, "_original_source_patterns", ())) & set(legacy)
+            ] or None
+        return model
 
     def save_pretrained(self, save_directory, *args, remote_code: bool | None = None, **kwargs) -> None:
         """`PreTrainedModel.save_pretrained`, plus the model code as flat files with an `auto_map` when
@@ -163,7 +167,7 @@ class InSubPreTrainedModel(PreTrainedModel):
 
 
 class InSubModel(InSubPreTrainedModel):
-    """Encoder f and M independent heads g_1..g_M.
+    """Encoder f and M independent heads g_1..g_M; no training objective.
 
     Give the inputs of the encoder's modality: `pixel_values (B, C, H, W)`, or `input_ids / attention_mask
     (B, T)`, or `dna_one_hot (B, L, 4)`.
@@ -179,10 +183,6 @@ class InSubModel(InSubPreTrainedModel):
             config.head_output_size,
             config.num_heads,
             config.head_norm,
-        )
-        # DINO's weight-normalised last layer, shared by the heads and applied to their mean (see WeightNormedLinear)
-        self.prototypes = (
-            WeightNormedLinear(config.head_output_size, config.dino_out_dim) if config.objective == "dino" else None
         )
         self.post_init()
 
@@ -234,57 +234,59 @@ class InSubModel(InSubPreTrainedModel):
 
 
 class InSubForPreTraining(InSubPreTrainedModel):
-    """InSub self-supervised pretraining on two views of each sample.
+    """InSub self-supervised pretraining: the objective `config.objective` on two views of each sample, plus the
+    diversity hinge on the student's heads.
 
-    Views: `pixel_values` and `pixel_values_2` (images), `dna_one_hot` and `dna_one_hot_2` (DNA), or `input_ids`
-    with optional `input_ids_2` (text; without it the second view is the same tokens under another dropout mask).
-    Both views go through the encoder as one batch of 2B (with `objective="scd"`: two passes, one per dropout rate).
+    Views: the encoder's inputs (`pixel_values`, `input_ids` / `attention_mask` / `token_type_ids`, `dna_one_hot`)
+    and the same names with `_2` for the second view, which may be omitted where the encoder or the objective makes
+    it (text: the same tokens under another dropout mask; Self-GenomeNet: the reverse complement). Both views go
+    through the encoder as one batch of 2B unless the objective says otherwise. The objective's `extra_inputs` (DINO:
+    `local_pixel_values`) are passed on to it.
 
-    With `config.objective == "dino"` the two image views are DINO's global crops, `local_pixel_values`
-    `(B, N, C, h, w)` adds N local crops for the student, and the model holds the teacher (`self.teacher`, an EMA of
-    `self.insub` without gradients) and the teacher centre (`self.dino_loss.center`); `InSubTrainer` moves both
-    after every optimiser step (`DINOScheduleCallback`). Probes and the evaluation harness read the student.
+    Submodules: `insub`, the student `InSubModel` that probes and the evaluation harness read; `objective`, an
+    `Objective` with its own state (DINO's teacher and centre, Self-GenomeNet's projections), moved once per
+    optimiser step by `InSubTrainer` through `step_begin` / `step_end`.
     """
+
+    _legacy_keys = {k: v for objective in OBJECTIVES.values() for k, v in objective.legacy_keys.items()}
 
     def __init__(self, config: InSubConfig):
         super().__init__(config)
         self.insub = InSubModel(config)
         self.main_input_name = self.insub.main_input_name
         self.diversity = DiversityLoss(config.diversity_alpha, config.diversity_eps)
-        self.teacher = InSubModel(config) if config.objective == "dino" else None
-        if self.teacher is not None:
-            self.dino_loss = DINOLoss(config.dino_out_dim, config.dino_center_momentum, config.dino_student_temperature)
-            self.teacher_temperature = config.dino_warmup_teacher_temperature
-        if config.objective == "genomenet":
-            self.genomenet_projections = DistanceProjections(config.genomenet_distances, config.head_output_size)
+        self.objective = OBJECTIVES[config.objective](config, self.insub)
         self.post_init()
-        if self.teacher is not None:
-            self.teacher.load_state_dict(self.insub.state_dict())
-            self.teacher.requires_grad_(False)
+        self.sync_objective_with_student()
 
-    def dino_step_begin(self, step: int, total_steps: int) -> None:
-        """Sets the teacher temperature of optimiser step `step` (0-based) of `total_steps`."""
-        config = self.config
-        warmup = round(config.dino_warmup_teacher_temperature_fraction * total_steps)
-        self.teacher_temperature = teacher_temperature(
-            step, warmup, config.dino_warmup_teacher_temperature, config.dino_teacher_temperature
-        )
+    def sync_objective_with_student(self) -> None:
+        """Lets the objective re-copy what it derives from the student (after initialisation or loaded encoder
+        weights)."""
+        self.objective.sync_with_student(self.insub)
 
-    def dino_step_end(self, step: int, total_steps: int) -> None:
-        """After optimiser step `step`: moves the centre, then the teacher towards the student."""
-        config = self.config
-        self.dino_loss.update_center()
-        momentum = cosine_momentum(step, total_steps, config.dino_teacher_momentum, config.dino_final_teacher_momentum)
-        ema_update_(self.teacher, self.insub, momentum)
+    def step_begin(self, step: int, total_steps: int) -> None:
+        """Before optimiser step `step` (0-based) of `total_steps`: the objective's schedules."""
+        self.objective.step_begin(step, total_steps)
 
-    def _two_views(self, first: dict, second: dict) -> dict[str, torch.Tensor]:
-        """Concatenates the two views' encoder inputs along the batch: each `(B, ...)` -> `(2B, ...)`."""
-        main = self.insub.encoder.main_input_name
-        first = self.insub.encoder_inputs(**first)
+    def step_end(self, step: int, total_steps: int) -> None:
+        """After optimiser step `step`: the objective's per-step updates (e.g. an EMA teacher)."""
+        self.objective.step_end(self.insub, step, total_steps)
+
+    def _two_views(self, inputs: dict[str, torch.Tensor | None]) -> dict[str, torch.Tensor]:
+        """Joins the two views' encoder inputs along the batch: each `(B, ...)` -> `(2B, ...)`."""
+        encoder = self.insub.encoder
+        main = encoder.main_input_name
+        given = {k: v for k, v in inputs.items() if v is not None}
+        first = self.insub.encoder_inputs(**{k: v for k, v in given.items() if not k.endswith("_2")})
+        allowed = [*encoder.input_names, *(f"{k}_2" for k in encoder.input_names), *self.objective.extra_inputs]
+        unknown = sorted(set(given) - set(allowed))
+        if unknown:
+            raise ValueError(f"InSubForPreTraining does not read the inputs {unknown}; this model reads {allowed}.")
+        second = self.objective.second_view(first, {k: given.get(f"{k}_2") for k in encoder.input_names})
         if second.get(main) is None:
-            if main != "input_ids":
+            if not encoder.repeats_input_for_second_view:
                 raise ValueError(f"`{main}_2`, the second augmented view, is required for this encoder.")
-            second = first  # text: the second view differs only by its dropout mask
+            second = first  # the second view differs only by its dropout mask
         else:
             second = self.insub.encoder_inputs(**second)
         if set(first) != set(second) or first[main].shape != second[main].shape:
@@ -304,139 +306,35 @@ class InSubForPreTraining(InSubPreTrainedModel):
         self,
         pixel_values: torch.Tensor | None = None,
         pixel_values_2: torch.Tensor | None = None,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        input_ids_2: torch.Tensor | None = None,
-        attention_mask_2: torch.Tensor | None = None,
-        token_type_ids_2: torch.Tensor | None = None,
-        dna_one_hot: torch.Tensor | None = None,
-        dna_one_hot_2: torch.Tensor | None = None,
-        local_pixel_values: torch.Tensor | None = None,
         return_loss: bool = True,
         return_dict: bool | None = None,
+        **inputs: torch.Tensor | None,
     ) -> InSubForPreTrainingOutput | tuple:
-        if self.config.objective == "genomenet" and dna_one_hot is not None:
-            if dna_one_hot_2 is not None:
-                raise ValueError(
-                    "objective='genomenet' pairs each sequence with its own reverse complement, built here; pass only "
-                    "dna_one_hot (e.g. DNAViews(..., two_views=False))."
-                )
-            dna_one_hot_2 = reverse_complement(dna_one_hot)
-        inputs = self._two_views(
-            dict(pixel_values=pixel_values, input_ids=input_ids, attention_mask=attention_mask,
-                 token_type_ids=token_type_ids, dna_one_hot=dna_one_hot),
-            dict(pixel_values=pixel_values_2, input_ids=input_ids_2, attention_mask=attention_mask_2,
-                 token_type_ids=token_type_ids_2, dna_one_hot=dna_one_hot_2),
-        )
-        if self.teacher is not None:
-            ssl_loss, z, representation = self._dino(inputs, local_pixel_values)
-        elif self.config.objective == "scd":
-            ssl_loss, z, representation = self._scd(inputs)
-        elif self.config.objective == "genomenet":
-            ssl_loss, z, representation = self._genomenet(inputs)
-        else:
-            representation = self.insub.encoder(**inputs)  # (2B, d)
-            z = self.insub.embed_heads(representation)  # (2B, M, q)
-            z1, z2 = z.chunk(2, dim=0)
-            ssl_loss = nt_xent_loss(
-                z1.mean(dim=1), z2.mean(dim=1), self.config.temperature, self.config.normalize_mean
-            ).mean()
-        z1, z2 = z.chunk(2, dim=0)  # (B, M, q) each
+        extra = {k: inputs.pop(k) for k in self.objective.extra_inputs if k in inputs}
+        views = self._two_views(dict(pixel_values=pixel_values, pixel_values_2=pixel_values_2, **inputs))
+        out = self.objective(self.insub, views, **extra)
+        z1, z2 = out.head_embeddings.chunk(2, dim=0)  # (B, M, q) each
         diversity_loss = self.diversity(z1, z2).mean()
-        loss = ssl_loss + self.config.diversity_weight * diversity_loss
+        loss = out.ssl_loss + self.config.diversity_weight * diversity_loss
         with torch.no_grad():
-            mean_sigma = head_spread(z, self.config.diversity_eps).mean()
-        out = InSubForPreTrainingOutput(
+            mean_sigma = head_spread(out.head_embeddings, self.config.diversity_eps).mean()
+        result = InSubForPreTrainingOutput(
             loss=loss,
-            ssl_loss=ssl_loss.detach(),
+            ssl_loss=out.ssl_loss.detach(),
             diversity_loss=diversity_loss.detach(),
             mean_sigma=mean_sigma,
             head_embeddings=torch.stack([z1, z2]),
-            representation=torch.stack(representation.chunk(2, dim=0)),
+            representation=torch.stack(out.representation.chunk(2, dim=0)),
         )
-        return out if return_dict is not False else out.to_tuple()
-
-    def _genomenet(self, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Self-GenomeNet. inputs: `dna_one_hot` `(2B, L, 4)`, the sequences then their reverse complements.
-
-        The M heads embed every context position; their mean feeds the contrastive prediction. The diversity hinge
-        reads the heads on the pooled representation. Returns the loss, those head outputs `(2B, M, q)` and the
-        pooled representations `(2B, d)`.
-        """
-        if "dna_one_hot" not in inputs or not hasattr(self.insub.encoder, "model"):
-            raise ValueError("InSubConfig.objective='genomenet' needs the genomic encoder (dna_one_hot).")
-        hidden = self.insub.encoder.model(dna_one_hot=inputs["dna_one_hot"]).last_hidden_state  # (2B, T, H)
-        n, t, h = hidden.shape
-        per_position = self.insub.embed_heads(hidden.reshape(n * t, h)).view(n, t, self.config.num_heads, -1)
-        context, context_rc = per_position.mean(dim=2).chunk(2)  # (B, T, q) each
-        ssl_loss = self_genomenet_loss(context, context_rc, self.genomenet_projections.weight).mean()
-        representation = hidden.mean(dim=1)  # (2B, H), what the encoder adapter returns
-        return ssl_loss, self.insub.embed_heads(representation), representation
-
-    def _scd(self, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """SCD: the two views are separate encoder passes under dropout rates `scd_dropout` and `scd_dropout_2`.
-
-        Returns the loss, the head outputs `(2B, M, q)` and the sentence representations `(2B, d)`.
-        """
-        config, encoder = self.config, self.insub.encoder
-        first, second = ({k: v.chunk(2)[i] for k, v in inputs.items()} for i in range(2))
-        with dropout_rate(encoder, config.scd_dropout):
-            h1 = encoder(**first)
-        with dropout_rate(encoder, config.scd_dropout_2):
-            h2 = encoder(**second)
-        representation = torch.cat([h1, h2])  # (2B, d)
-        z = self.insub.embed_heads(representation)  # (2B, M, q)
-        p1, p2 = z.chunk(2)
-        loss = scd_loss(h1, h2, p1, p2, config.scd_temperature, config.scd_alpha, config.scd_beta, config.scd_lambda)
-        return loss, z, representation
-
-    def _dino(
-        self, inputs: dict[str, torch.Tensor], local_pixel_values: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """DINO on the mean head output. inputs: the two global crops `(2B, C, H, W)`; local crops `(B, N, C, h, w)`.
-
-        Each crop's DINO output is the shared weight-normalised layer applied to the mean of its M head embeddings
-        `(.., K)`. Returns the loss, the student head embeddings of the global crops `(2B, M, q)` (the diversity
-        hinge reads them) and their representations `(2B, d)`.
-        """
-        if "pixel_values" not in inputs:
-            raise ValueError(
-                f"InSubConfig.objective='dino' needs an image encoder (pixel_values); this encoder reads "
-                f"{sorted(inputs)}."
-            )
-        globals_ = inputs["pixel_values"]
-        representation = self.insub.encoder(**inputs)  # (2B, d)
-        z = self.insub.embed_heads(representation)  # (2B, M, q)
-        student = list(self.insub.prototypes(z.mean(dim=1)).chunk(2))  # 2 x (B, K)
-        if local_pixel_values is not None:
-            b = globals_.shape[0] // 2
-            if local_pixel_values.dim() != 5 or local_pixel_values.shape[0] != b:
-                raise ValueError(
-                    f"local_pixel_values must be (batch={b}, crops, channels, height, width), got "
-                    f"{tuple(local_pixel_values.shape)}."
-                )
-            if max(local_pixel_values.shape[-2:]) > min(globals_.shape[-2:]):
-                raise ValueError(
-                    f"local crops ({tuple(local_pixel_values.shape[-2:])}) are larger than the global crops "
-                    f"({tuple(globals_.shape[-2:])}); local crops must not exceed the global crop size."
-                )
-            n = local_pixel_values.shape[1]
-            local = local_pixel_values.transpose(0, 1).reshape(n * b, *local_pixel_values.shape[2:])  # view-major
-            z_local = self.insub.embed_heads(self.insub.encoder(pixel_values=local))  # (N*B, M, q)
-            student += list(self.insub.prototypes(z_local.mean(dim=1)).chunk(n))
-        with torch.no_grad():
-            teacher = self.teacher.prototypes(self.teacher.embed_heads(self.teacher.encoder(**inputs)).mean(dim=1))
-        ssl_loss = self.dino_loss(torch.stack(student), torch.stack(teacher.chunk(2)), self.teacher_temperature)
-        return ssl_loss.mean(), z, representation
+        return result if return_dict is not False else result.to_tuple()
 
 
 class InSubForSequenceClassification(InSubPreTrainedModel):
     """The pretrained encoder with a linear classifier, for fine-tuning (the heads are not used).
 
     `from_pretrained(pretraining_checkpoint, num_labels=C)` loads the encoder of an `InSubForPreTraining` or
-    `InSubModel` checkpoint and starts the classifier fresh. Inputs as `InSubModel`, plus optional `labels (B,)`.
-    Outputs: `loss` (cross-entropy, when labels are given) and `logits (B, C)`.
+    `InSubModel` checkpoint and starts the classifier fresh. Inputs as `InSubModel` (keywords), plus optional
+    `labels (B,)`. Outputs: `loss` (cross-entropy, when labels are given) and `logits (B, C)`.
     """
 
     def __init__(self, config: InSubConfig):
@@ -454,18 +352,11 @@ class InSubForSequenceClassification(InSubPreTrainedModel):
     def forward(
         self,
         pixel_values: torch.Tensor | None = None,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        dna_one_hot: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         return_dict: bool | None = None,
+        **inputs: torch.Tensor | None,
     ) -> SequenceClassifierOutput | tuple:
-        representation = self.insub.get_representation(
-            pixel_values=pixel_values, input_ids=input_ids, attention_mask=attention_mask,
-            token_type_ids=token_type_ids, dna_one_hot=dna_one_hot,
-        )
-        logits = self.classifier(representation)
+        logits = self.classifier(self.insub.get_representation(pixel_values=pixel_values, **inputs))
         loss = F.cross_entropy(logits, labels) if labels is not None else None
         out = SequenceClassifierOutput(loss=loss, logits=logits)
         return out if return_dict is not False else out.to_tuple()

@@ -49,7 +49,7 @@ class InSubSentenceEncoder:
             )
         self.model = model.eval()
         self.tokenizer = tokenizer
-        self.tokenize = SentenceTokenizer(tokenizer, max_length, model.encoder.model.config.vocab_size)
+        self.tokenize = SentenceTokenizer(tokenizer, max_length, model.encoder.vocab_size)
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, max_length: int = 32, **kwargs) -> InSubSentenceEncoder:

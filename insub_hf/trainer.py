@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 import os
 
 import torch
-from transformers import PreTrainedModel, Trainer, TrainingArguments
+from torch import nn
+from transformers import PreTrainedModel, Trainer, TrainerCallback, TrainingArguments
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME
 
 from .checkpointing import checkpoint_problems, last_complete_checkpoint
-from .dino import DINOScheduleCallback
 from .distributed import check_same_across_processes, convert_sync_batchnorm
 
 SIDE_METRICS = ("ssl_loss", "diversity_loss", "mean_sigma")
@@ -51,13 +51,39 @@ class InSubTrainingArguments(TrainingArguments):
             self.per_device_train_batch_size = self.global_batch_size // size
 
 
+class ObjectiveStepCallback(TrainerCallback):
+    """Calls the model's per-optimiser-step hooks (`step_begin`, `step_end`: the objective's schedules and EMA
+    updates, e.g. DINO's teacher temperature, centre and teacher).
+
+    `step_end` runs once per optimiser step, so gradient accumulation is covered. The hooks read the global step and
+    the planned number of steps, so a resumed run continues its schedules where the checkpoint left off; what they
+    move (a teacher, a centre) are model weights and buffers, saved and restored with every checkpoint.
+    """
+
+    @staticmethod
+    def _model(kwargs) -> nn.Module | None:
+        model = kwargs.get("model")
+        model = getattr(model, "module", model)
+        return model if hasattr(model, "step_begin") and hasattr(model, "step_end") else None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        model = self._model(kwargs)
+        if model is not None:
+            model.step_begin(state.global_step, state.max_steps)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        model = self._model(kwargs)
+        if model is not None:
+            model.step_end(state.global_step - 1, state.max_steps)
+
+
 class InSubTrainer(Trainer):
     """Trains `InSubForPreTraining` (or any model returning `loss` and the side metrics).
 
     `compute_loss` returns the batch-mean loss; `loss_is_scaled_for_ga = False` makes `training_step` divide it by
     the gradient accumulation steps, so an accumulated step follows the gradient of the mean over micro-batches.
     The side metrics `ssl_loss`, `diversity_loss` and `mean_sigma` are averaged over each logging interval.
-    A DINO model gets `DINOScheduleCallback` (teacher temperature, centre and EMA teacher per optimiser step).
+    `ObjectiveStepCallback` runs the model's per-step hooks (the objective's schedules, e.g. an EMA teacher).
 
     Several processes (`accelerate launch` / `torchrun`): the model config must be the same in all (checked here);
     the contrastive losses gather every process's embeddings with gradients, so a step equals one step on the
@@ -68,12 +94,13 @@ class InSubTrainer(Trainer):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        # the InSub forwards take `**inputs` (views), not loss kwargs: compute_loss passes no num_items_in_batch
+        self.model_accepts_loss_kwargs = False
         model = getattr(self.model, "module", self.model)
         config = getattr(model, "config", None)
         if config is not None:
             check_same_across_processes("The model config", config.to_diff_dict())
-        if getattr(config, "objective", None) == "dino":
-            self.add_callback(DINOScheduleCallback)
+        self.add_callback(ObjectiveStepCallback)
         if getattr(self.args, "sync_batchnorm", False):
             self.model = convert_sync_batchnorm(self.model)
         self._side_metrics: dict[str, dict[str, list[float]]] = {

@@ -8,7 +8,7 @@ from transformers import TrainerCallback
 
 from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.data import IMAGE_DATASET_PRESETS, MultiCropViews, dino_augmentation
-from insub_hf.dino import cosine_momentum, ema_update_, teacher_temperature
+from insub_hf.objectives.dino import cosine_momentum, ema_update_, teacher_temperature
 from insub_hf.evaluation import HarnessArguments, ImageEvaluationData, MethodEvaluator, ProbeArguments
 from insub_hf.losses import DINOLoss, dino_loss
 from insub_hf.trainer import InSubTrainer
@@ -137,11 +137,15 @@ def test_multicrop_views_give_two_global_and_n_local_crops_per_image():
 
 def test_teacher_starts_as_the_student_and_gets_no_gradient():
     model = InSubForPreTraining(dino_config(num_heads=5))
-    for (name, s), t in zip(model.insub.named_parameters(), model.teacher.parameters()):
+    dino = model.objective
+    student = [*model.insub.named_parameters(), *dino.prototypes.named_parameters()]
+    teacher = [*dino.teacher.parameters(), *dino.teacher_prototypes.parameters()]
+    assert len(student) == len(teacher)
+    for (name, s), t in zip(student, teacher):
         assert torch.equal(s, t) and not t.requires_grad, name
     model(**crops(4)).loss.backward()
-    assert all(p.grad is None for p in model.teacher.parameters())
-    assert all(p.grad is not None for p in model.insub.parameters())
+    assert all(p.grad is None for p in teacher)
+    assert all(p.grad is not None for _, p in student)
 
 
 @pytest.mark.parametrize("num_heads", [1, 5])
@@ -155,10 +159,10 @@ def test_trainer_steps_move_student_teacher_and_centre(tmp_path, num_heads):
     assert (logs[0]["diversity_loss"] > 0) == (num_heads > 1)
     changed = [k for k, v in model.insub.named_parameters() if not torch.equal(v, student0[k])]
     assert any(k.startswith("heads") for k in changed) and any(k.startswith("encoder") for k in changed)
-    teacher = dict(model.teacher.named_parameters())
+    teacher = dict(model.objective.teacher.named_parameters())
     assert any(not torch.equal(teacher[k], student0[k]) for k in changed)  # the EMA moved the teacher
-    assert model.dino_loss.center.abs().sum() > 0
-    assert model.teacher_temperature == pytest.approx(teacher_temperature(2, round(0.3 * 3)))
+    assert model.objective.loss.center.abs().sum() > 0
+    assert model.objective.teacher_temperature == pytest.approx(teacher_temperature(2, round(0.3 * 3)))
 
 
 def test_gradient_accumulation_equals_one_step_on_the_whole_batch(tmp_path):
@@ -198,7 +202,7 @@ def test_resume_restores_teacher_and_centre_bit_exactly(tmp_path):
     saved = InSubForPreTraining.from_pretrained(tmp_path / "cut" / "checkpoint-2")
     for name, value in first.state_dict().items():  # what was in memory at step 2 is what comes back
         assert torch.equal(saved.state_dict()[name], value), name
-    assert saved.dino_loss.center.abs().sum() > 0
+    assert saved.objective.loss.center.abs().sum() > 0
 
     resumed = InSubForPreTraining(config)
     InSubTrainer(model=resumed, args=args(tmp_path / "cut", **kwargs), train_dataset=data).train(
@@ -230,7 +234,7 @@ def test_harness_evaluates_a_dino_checkpoint_unchanged(tmp_path):
 def test_starting_from_a_saved_dino_vit_copies_it_into_student_and_teacher(tmp_path):
     from transformers import ViTConfig, ViTModel
 
-    from insub_hf.pretrained_encoders import encoder_config_from_pretrained, load_encoder_weights
+    from insub_hf.encoders import encoder_config_from_pretrained, load_encoder_weights
 
     backbone = ViTModel(ViTConfig(image_size=32, patch_size=4, hidden_size=32, num_hidden_layers=2,
                                   num_attention_heads=2, intermediate_size=64))  # with its pooler, as on the Hub
@@ -241,7 +245,7 @@ def test_starting_from_a_saved_dino_vit_copies_it_into_student_and_teacher(tmp_p
     reference = ViTModel.from_pretrained(tmp_path / "dino-vit").eval()
     x = torch.randn(2, 3, 32, 32)
     expected = reference(pixel_values=x).last_hidden_state[:, 0]
-    for network in (model.insub, model.teacher):
+    for network in (model.insub, model.objective.teacher):
         torch.testing.assert_close(network.eval().get_representation(pixel_values=x), expected)
 
     wider = InSubForPreTraining(dino_config(encoder_config=dict(config.encoder_config.to_dict(), hidden_size=64)))

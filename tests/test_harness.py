@@ -6,7 +6,7 @@ import torch
 from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.cli import main
 from insub_hf.evaluation import HarnessArguments, ImageEvaluationData, MethodEvaluator, ProbeArguments, metrics
-from insub_hf.evaluation.comparison import ComparisonArguments
+from insub_hf.jobs.compare import ComparisonArguments
 from insub_hf.evaluation.ood_sets import load_mnist_images, normalize_images
 
 VIT_28 = dict(model_type="vit", image_size=28, patch_size=7, num_channels=1, hidden_size=16, num_hidden_layers=1,

@@ -205,16 +205,20 @@ def test_remote_code_round_trip_in_a_fresh_process_without_the_package(tmp_path)
 def test_the_text_job_pushes_the_sentence_model_with_its_tokenizer_and_transfer_results(tmp_path, fake_api):
     from transformers import AutoTokenizer
 
-    from insub_hf.text_job import TextArguments, packaged_minilm_path, push_text_model
+    from insub_hf.jobs.arguments import HubArguments
+    from insub_hf.jobs.runner import Experiment, PretrainingSettings
+    from insub_hf.jobs.text import TextArguments, packaged_minilm_path, text_model_card
 
     from .test_text import tiny_bert_config
 
     per_task = {"TWEETS": {"accuracy": 0.61, "ece": 0.07, "nll": 0.9, "mean_uncertainty": 0.02}}
     results_file = tmp_path / "results.json"
     results_file.write_text(json.dumps({"results": {"scd_insub_m3": per_task}}))
-    args = TextArguments(hub_model_id="someone/insub-minilm", hub_token="hf_test")
+    hub = HubArguments(hub_model_id="someone/insub-minilm", hub_token="hf_test")
+    experiment = Experiment(tmp_path / "text", PretrainingSettings(1, 8, 1e-3), {}, hub)
     tokenizer = AutoTokenizer.from_pretrained(packaged_minilm_path())
-    push_text_model(args, InSubModel(tiny_bert_config()), tokenizer, per_task, results_file)
+    card = text_model_card(TextArguments(), tokenizer, per_task, results_file)
+    experiment.push(InSubModel(tiny_bert_config()), **card)
     files = check_hub_folder(fake_api.snapshot)
     assert {"tokenizer_config.json", "evaluation/results.json", "encoders_text.py"} <= set(files)
     assert card_metrics(fake_api.snapshot / "README.md") == {"Accuracy": 0.61, "ECE": 0.07, "NLL": 0.9}

@@ -21,7 +21,7 @@ from insub_hf.evaluation.senteval import (
 )
 from insub_hf.losses import decorrelation, head_cross_correlation, scd_loss, self_contrast
 from insub_hf.sentence_embeddings import InSubSentenceEncoder
-from insub_hf.text_job import packaged_minilm_path
+from insub_hf.jobs.text import packaged_minilm_path
 from insub_hf.trainer import InSubTrainer
 
 from .test_trainer import args
@@ -131,7 +131,7 @@ def test_save_load_round_trip_of_model_and_tokenizer(tmp_path, tokenizer):
 
 
 def test_real_minilm_transfer_on_a_tiny_real_subset_beats_chance(tokenizer):
-    from insub_hf.pretrained_encoders import encoder_config_from_pretrained, load_encoder_weights
+    from insub_hf.encoders import encoder_config_from_pretrained, load_encoder_weights
 
     model = InSubModel(tiny_bert_config(encoder_config=encoder_config_from_pretrained(MINILM), num_heads=1))
     load_encoder_weights(model, MINILM)

@@ -8,9 +8,10 @@ from transformers import AutoModel, PretrainedConfig
 
 from .base import Encoder
 from .batch_ensemble import BatchEnsembleEncoder, BatchEnsembleLinear, convert_to_batch_ensemble
-from ..configuration_genomic import GenomicEncoderConfig
+from .configuration_genomic import GenomicEncoderConfig
 from .modeling_genomic import GenomicEncoder, GenomicEncoderModel
-from .text import TransformersTextEncoder, dropout_rate, masked_mean
+from .pretrained import encoder_config_from_pretrained, load_encoder_weights
+from .text import POOLINGS, TransformersTextEncoder, dropout_rate, masked_mean
 from .vision import TimmEncoder, TransformersVisionEncoder
 
 AutoModel.register(GenomicEncoderConfig, GenomicEncoderModel, exist_ok=True)
@@ -79,11 +80,14 @@ __all__ = [
     "GenomicEncoder",
     "GenomicEncoderConfig",
     "GenomicEncoderModel",
+    "POOLINGS",
     "TimmEncoder",
     "TransformersTextEncoder",
     "TransformersVisionEncoder",
     "build_encoder",
     "convert_to_batch_ensemble",
     "dropout_rate",
+    "encoder_config_from_pretrained",
+    "load_encoder_weights",
     "masked_mean",
 ]

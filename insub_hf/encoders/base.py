@@ -1,4 +1,4 @@
-"""The one interface every encoder follows, so heads and losses never care which encoder it is."""
+"""The one interface every encoder follows, so heads, objectives and losses never care which encoder it is."""
 
 from __future__ import annotations
 
@@ -9,18 +9,67 @@ from torch import nn
 class Encoder(nn.Module):
     """Maps one modality's inputs to a representation `(B, d)`.
 
+    `forward(**inputs)` is `pool(forward_features(**inputs), **inputs)` for encoders with token-level features (text,
+    DNA); image encoders override `forward` and may have no token level. Nothing outside `encoders/` reaches into the
+    wrapped model (`self.model`): what objectives and tools need from it is here.
+
     Attributes:
         output_dim: d.
         main_input_name: the input key the encoder reads (`pixel_values`, `input_ids`, `dna_one_hot`).
         input_names: every input key it accepts (a view of a batch holds a subset of them).
+        repeats_input_for_second_view: two passes over the same input already differ (dropout on token ids), so a
+            pretraining batch may omit the second view.
+        vocab_size: the token vocabulary of a text encoder (None for other modalities).
     """
 
     output_dim: int
     main_input_name: str
     input_names: tuple[str, ...]
+    repeats_input_for_second_view: bool = False
+    vocab_size: int | None = None
 
-    def forward(self, **inputs: torch.Tensor) -> torch.Tensor:  # pragma: no cover - interface
-        raise NotImplementedError
+    def forward_features(self, **inputs: torch.Tensor) -> torch.Tensor:
+        """Token-level features `(B, T, d)` (per token, per DNA window)."""
+        raise ValueError(
+            f"{type(self).__name__} gives no token-level features; this needs an encoder with a sequence of them "
+            "(a BERT-style text model or the genomic encoder)."
+        )
+
+    def pool(self, features: torch.Tensor, **inputs: torch.Tensor) -> torch.Tensor:
+        """Token-level features `(B, T, d)` -> representation `(B, d)`; `inputs` give masks where needed."""
+        raise ValueError(f"{type(self).__name__} gives no token-level features to pool.")
+
+    def forward(self, **inputs: torch.Tensor) -> torch.Tensor:
+        return self.pool(self.forward_features(**inputs), **inputs)
+
+    def transformers_backbone(self) -> nn.Module:
+        """The wrapped transformers model, for loading pretrained backbone weights; raises for other encoders."""
+        model = getattr(self, "model", None)
+        if not isinstance(model, nn.Module) or not hasattr(model, "config"):
+            raise ValueError(
+                f"load_encoder_weights loads transformers backbones; this model's encoder is a {type(self).__name__} "
+                "(timm models load weights with timm; BatchEnsemble layers have no pretrained counterpart)."
+            )
+        return model
+
+    def load_backbone_state_dict(self, state: dict[str, torch.Tensor], source: str) -> None:
+        """Copies a pretrained transformers backbone's weights (`state`, read from `source`) into the wrapped model.
+
+        The backbone's extra weights that the encoder does not build (a pooler) are ignored; a backbone that lacks any
+        of the encoder's weights, or has other shapes, is refused with the names.
+        """
+        try:
+            result = self.transformers_backbone().load_state_dict(state, strict=False)
+        except RuntimeError as error:
+            raise ValueError(
+                f"the backbone at {source} does not fit InSubConfig.encoder_config (build the config with "
+                f"encoder_config_from_pretrained): {error}"
+            ) from None
+        if result.missing_keys:
+            raise ValueError(
+                f"the backbone at {source} lacks {len(result.missing_keys)} weights of the encoder, e.g. "
+                f"{result.missing_keys[:3]}; build InSubConfig.encoder_config with encoder_config_from_pretrained."
+            )
 
 
 def check_finite(name: str, tensor: torch.Tensor) -> None:

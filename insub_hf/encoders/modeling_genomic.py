@@ -8,7 +8,7 @@ from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 
 from .base import Encoder, check_finite, check_rank
-from ..configuration_genomic import GenomicEncoderConfig
+from .configuration_genomic import GenomicEncoderConfig
 
 
 class GenomicEncoderModel(PreTrainedModel):
@@ -52,7 +52,7 @@ class GenomicEncoderModel(PreTrainedModel):
 
 
 class GenomicEncoder(Encoder):
-    """Adapter: dna_one_hot `(B, L, 4)` -> pooled representation `(B, H)`."""
+    """Adapter: dna_one_hot `(B, L, 4)` -> window features `(B, T, H)` -> their mean, the representation `(B, H)`."""
 
     main_input_name = "dna_one_hot"
     input_names = ("dna_one_hot",)
@@ -62,5 +62,8 @@ class GenomicEncoder(Encoder):
         self.model = model
         self.output_dim = model.config.lstm_hidden_size
 
-    def forward(self, dna_one_hot: torch.Tensor) -> torch.Tensor:
-        return self.model(dna_one_hot=dna_one_hot).pooler_output
+    def forward_features(self, dna_one_hot: torch.Tensor) -> torch.Tensor:
+        return self.model(dna_one_hot=dna_one_hot).last_hidden_state
+
+    def pool(self, features: torch.Tensor, **inputs) -> torch.Tensor:
+        return features.mean(dim=1)  # the model's pooler_output

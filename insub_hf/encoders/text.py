@@ -8,9 +8,10 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from ..configuration_insub import POOLINGS
 from ..validation import check_choice
 from .base import Encoder, check_rank
+
+POOLINGS = ("cls", "mean")
 
 
 def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -39,11 +40,12 @@ def dropout_rate(module: nn.Module, p: float) -> Iterator[None]:
 class TransformersTextEncoder(Encoder):
     """A BERT-style `AutoModel`; the sentence vector is the CLS token state or the masked mean of the tokens.
 
-    Shapes: input_ids, attention_mask `(B, T)` -> `(B, hidden_size)`.
+    Shapes: input_ids, attention_mask `(B, T)` -> token features `(B, T, hidden_size)` -> `(B, hidden_size)`.
     """
 
     main_input_name = "input_ids"
     input_names = ("input_ids", "attention_mask", "token_type_ids")
+    repeats_input_for_second_view = True  # the same tokens under two dropout masks
 
     def __init__(self, model: nn.Module, pooling: str = "cls"):
         super().__init__()
@@ -51,15 +53,16 @@ class TransformersTextEncoder(Encoder):
         self.model = model
         self.pooling = pooling
         self.output_dim = model.config.hidden_size
+        self.vocab_size = model.config.vocab_size
 
-    def forward(
+    def forward_features(
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         check_rank("input_ids", input_ids, 2, "(batch, tokens)")
-        vocab = self.model.config.vocab_size
+        vocab = self.vocab_size
         if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= vocab):
             raise ValueError(
                 f"input_ids hold token ids in [{int(input_ids.min())}, {int(input_ids.max())}] but the encoder's "
@@ -68,7 +71,11 @@ class TransformersTextEncoder(Encoder):
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         kwargs = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
-        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
+
+    def pool(self, features: torch.Tensor, attention_mask: torch.Tensor | None = None, **inputs) -> torch.Tensor:
         if self.pooling == "cls":
-            return hidden[:, 0]
-        return masked_mean(hidden, attention_mask)
+            return features[:, 0]
+        if attention_mask is None:
+            attention_mask = torch.ones(features.shape[:2], dtype=torch.long, device=features.device)
+        return masked_mean(features, attention_mask)

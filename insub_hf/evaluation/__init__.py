@@ -1,50 +1,38 @@
-"""Evaluation of frozen representations: k-NN, probes, uncertainty metrics, OOD sets and corruptions."""
+"""Evaluation of frozen representations: k-NN, probes, uncertainty metrics, OOD sets and corruptions. It reads
+checkpoints and features; it imports nothing from training or the jobs.
 
-from . import metrics
-from .comparison import ComparisonArguments, run_comparison
-from .corruptions import CORRUPTIONS, corrupt
-from .cost import count_parameters, training_memory_mb
-from .evaluate_metrics import OODAUROC, CalibrationMetrics
-from .features import FeatureSet, extract_features, extract_representations, set_dropout
-from .harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
-from .knn import knn_accuracy, knn_predict
-from .ood_sets import load_mnist_images, noise_images
-from .probes import (
-    LinearProbe,
-    ProbeArguments,
-    balanced_label_subset,
-    fit_linear_probe,
-    fit_probes,
-    member_probabilities,
-    train_val_split,
-)
+Names are imported when first used (PEP 562)."""
 
-__all__ = [
-    "CORRUPTIONS",
-    "CalibrationMetrics",
-    "ComparisonArguments",
-    "FeatureSet",
-    "HarnessArguments",
-    "ImageEvaluationData",
-    "MethodEvaluator",
-    "OODAUROC",
-    "LinearProbe",
-    "ProbeArguments",
-    "balanced_label_subset",
-    "corrupt",
-    "count_parameters",
-    "extract_features",
-    "extract_representations",
-    "fit_linear_probe",
-    "fit_probes",
-    "knn_accuracy",
-    "knn_predict",
-    "load_mnist_images",
-    "metrics",
-    "noise_images",
-    "member_probabilities",
-    "run_comparison",
-    "set_dropout",
-    "train_val_split",
-    "training_memory_mb",
-]
+from __future__ import annotations
+
+from ..lazy_exports import lazy_exports
+
+_EXPORTS = {
+    "CORRUPTIONS": ".corruptions",
+    "corrupt": ".corruptions",
+    "count_parameters": ".cost",
+    "training_memory_mb": ".cost",
+    "CalibrationMetrics": ".evaluate_metrics",
+    "OODAUROC": ".evaluate_metrics",
+    "FeatureSet": ".features",
+    "extract_features": ".features",
+    "extract_representations": ".features",
+    "set_dropout": ".features",
+    "HarnessArguments": ".harness",
+    "ImageEvaluationData": ".harness",
+    "MethodEvaluator": ".harness",
+    "knn_accuracy": ".knn",
+    "knn_predict": ".knn",
+    "load_mnist_images": ".ood_sets",
+    "noise_images": ".ood_sets",
+    "LinearProbe": ".probes",
+    "ProbeArguments": ".probes",
+    "balanced_label_subset": ".probes",
+    "fit_linear_probe": ".probes",
+    "fit_probes": ".probes",
+    "member_probabilities": ".probes",
+    "train_val_split": ".probes",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+__all__ = sorted([*_EXPORTS, "metrics"])

@@ -6,7 +6,7 @@ from typing import Any
 
 from transformers import PretrainedConfig
 
-from .validation import check_range
+from ..validation import check_range
 
 
 class GenomicEncoderConfig(PretrainedConfig):

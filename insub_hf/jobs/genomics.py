@@ -3,22 +3,21 @@ sequence classification by a linear probe on the frozen encoder and by fine-tuni
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 from datasets import ClassLabel
 
-from .configuration_insub import InSubConfig
-from .data import DNAViews, bundled_upstream_path, load_fasta_dataset, load_labelled_sequences, load_splice_junctions
-from .data.dna_views import one_hot_dna
-from .evaluation.features import extract_features
-from .evaluation.harness import summarize
-from .evaluation.probes import ProbeArguments, fit_probes, member_probabilities
-from .modeling_insub import InSubForSequenceClassification, InSubModel
-from .pretraining import pretrain
-from .trainer import InSubTrainer, InSubTrainingArguments
+from ..configuration_insub import InSubConfig
+from ..data import DNAViews, bundled_upstream_path, load_fasta_dataset, load_labelled_sequences, load_splice_junctions
+from ..data.dna_views import one_hot_dna
+from ..evaluation.features import extract_features
+from ..evaluation.harness import summarize
+from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
+from ..modeling_insub import InSubForSequenceClassification, InSubModel
+from ..trainer import InSubTrainer, InSubTrainingArguments
+from .runner import Experiment, PretrainingSettings, Variant
 
 
 @dataclass
@@ -94,10 +93,12 @@ def run_genomics(args: GenomicsArguments) -> dict:
     print(f"pretraining: {len(corpus)} sequences from {fasta}, crops of {args.crop_length} nt; classification: "
           f"{len(train[1])} train / {len(test[1])} test, {num_classes} classes")
     views = corpus.with_transform(DNAViews(args.crop_length, two_views=False))
-    out, results = Path(args.output_dir), {}
+    experiment = Experiment(
+        args.output_dir, PretrainingSettings(args.epochs, args.batch_size, args.learning_rate), asdict(args)
+    )
+    out, results = experiment.output_dir, {}
     for name, m, weight in (("baseline", 1, 0.0), (f"insub_m{args.num_heads}", args.num_heads, args.diversity_weight)):
-        run = pretrain(genomics_config(args, m, weight), views, out / name, args.epochs, args.batch_size,
-                       args.learning_rate, seed=args.seed)
+        run = experiment.pretrain(Variant(name, genomics_config(args, m, weight), args.seed), views)
         encoder = run.model.insub
         features = extract_features(encoder, {"dna_one_hot": train[0]}).representations  # (N, 1, d)
         probes = fit_probes(features, train[1], num_classes, 1, ProbeArguments(probe_seed=args.seed))
@@ -109,13 +110,16 @@ def run_genomics(args: GenomicsArguments) -> dict:
             "linear_probe": summarize(probe_probs, test[1]),
             "finetune": summarize(finetuned.unsqueeze(1), test[1]),
         }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps({"args": asdict(args), "results": results}, indent=2))
-    print("\nmodel          protocol        accuracy     ECE     TACE      NLL")
+    lines = ["\nmodel          protocol        accuracy     ECE     TACE      NLL"]
     for name, r in results.items():
         for protocol in ("linear_probe", "finetune"):
             s = r[protocol]
-            print(f"{name:<14} {protocol:<14} {100 * s['accuracy']:8.2f}  {100 * s['ece']:6.2f}  "
-                  f"{100 * s['tace']:6.2f}   {s['nll']:6.3f}")
-    print(f"numbers: {out}/results.json")
+            lines.append(f"{name:<14} {protocol:<14} {100 * s['accuracy']:8.2f}  {100 * s['ece']:6.2f}  "
+                         f"{100 * s['tace']:6.2f}   {s['nll']:6.3f}")
+    lines.append(f"numbers: {out}/results.json")
+    experiment.finish({"results": results}, "\n".join(lines))
     return results
+
+
+ARGUMENT_GROUPS = (GenomicsArguments,)
+run = run_genomics

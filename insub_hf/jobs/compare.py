@@ -14,13 +14,14 @@ import torch
 
 from ..configuration_insub import InSubConfig, small_vit_encoder
 from ..data import IMAGE_DATASET_PRESETS, ImageViews, balanced_indices, load_fashion_mnist, load_image_dataset
+from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
+from ..evaluation.ood_sets import load_mnist_images, noise_images
+from ..evaluation.probes import ProbeArguments
+from ..hub import harness_eval_results
 from ..modeling_insub import InSubForPreTraining
-from ..pretraining import pretrain
-from ..hub import recorded_arguments
 from ..validation import check_choice, check_range
-from .harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
-from .ood_sets import load_mnist_images, noise_images
-from .probes import ProbeArguments
+from .arguments import HubArguments
+from .runner import Experiment, PretrainingSettings, Variant
 
 METHODS = ("baseline", "ssl_ensemble", "mc_dropout", "batch_ensemble", "insub", "finetune_insub")
 USES_M = ("ssl_ensemble", "batch_ensemble", "insub", "finetune_insub")
@@ -56,12 +57,6 @@ class ComparisonArguments:
     diversity_weight: float = field(default=1.5, metadata={"help": "lambda of InSub."})
     dropout: float = field(default=0.1, metadata={"help": "Encoder dropout of the MC Dropout method."})
     logging_steps: int = field(default=4, metadata={"help": "Pretraining log interval (sigma-over-training plot)."})
-    hub_model_id: str | None = field(
-        default=None,
-        metadata={"help": "Push the first InSub model, its numbers (model-index) and the full tables to this Hub repo."},
-    )
-    hub_token: str | None = field(default=None, metadata={"help": "Hub token (default: HF_TOKEN / `hf auth login`)."})
-    hub_private_repo: bool | None = field(default=None, metadata={"help": "Create the Hub repo as private."})
 
     def __post_init__(self) -> None:
         for method in self.methods:
@@ -74,15 +69,6 @@ class ComparisonArguments:
                     f"num_heads value (BatchEnsemble gives each member an equal share), got M={m}."
                 )
         check_range("ComparisonArguments.dropout", self.dropout, low=0, high=1, high_inclusive=False)
-        if self.hub_model_id is not None and "insub" not in self.methods:
-            raise ValueError(
-                f"ComparisonArguments.hub_model_id={self.hub_model_id!r} pushes the InSub model; add 'insub' to "
-                f"methods (got {self.methods})."
-            )
-        if self.hub_model_id is not None:  # fail before hours of training, not after
-            from ..hub import hub_token
-
-            hub_token(self.hub_token, f"ComparisonArguments.hub_model_id={self.hub_model_id!r}")
 
 
 def _per_class(value: int) -> int | None:
@@ -141,9 +127,8 @@ class RunCache:
     """Pretrained models under `output_dir/cache/<key>`, keyed by (method config, seed, data, training
     settings), so that a longer table reuses what was already trained."""
 
-    def __init__(self, args: ComparisonArguments, train_dataset):
-        self.args, self.train_dataset = args, train_dataset
-        self.root = Path(args.output_dir) / "cache"
+    def __init__(self, experiment: Experiment, args: ComparisonArguments, train_dataset):
+        self.experiment, self.args, self.train_dataset = experiment, args, train_dataset
 
     def key(self, config: InSubConfig, seed: int) -> str:
         a = self.args
@@ -156,22 +141,12 @@ class RunCache:
         return hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
     def get(self, config: InSubConfig, seed: int) -> tuple[InSubForPreTraining, dict]:
-        """(model, record) from the cache, pretraining and storing it first when absent."""
-        run_dir = self.root / self.key(config, seed)
-        record_path = run_dir / "record.json"
-        if record_path.exists() and (run_dir / "model" / "config.json").exists():
-            model = InSubForPreTraining.from_pretrained(run_dir / "model")
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-            return model.to(device), json.loads(record_path.read_text())
-        a = self.args
-        result = pretrain(
-            config, self.train_dataset, run_dir, a.pretrain_epochs, a.pretrain_batch_size, a.pretrain_learning_rate,
-            seed=seed, logging_steps=a.logging_steps, resume=True,
-        )
+        """(model, record) from the cache, pretraining and storing it first when absent; the record holds the cost
+        and the mean head spread over training."""
+        variant = Variant(f"cache/{self.key(config, seed)}", config, seed)
+        result = self.experiment.pretrain(variant, self.train_dataset, cached=True)
         sigma = [(h["step"], h["mean_sigma"]) for h in result.log_history if "mean_sigma" in h]
-        record = {"cost": result.cost, "sigma_over_training": sigma}
-        record_path.write_text(json.dumps(record, indent=2))
-        return result.model, record
+        return result.model, {"cost": result.cost, "sigma_over_training": sigma}
 
 
 def row_name(method: str, m: int | None, passes: int) -> str:
@@ -207,16 +182,27 @@ def evaluate_method(method, m, seed, cache, data, probe_args, harness_args) -> t
 
 
 def run_comparison(
-    args: ComparisonArguments, probe_args: ProbeArguments | None = None, harness_args: HarnessArguments | None = None
+    args: ComparisonArguments, probe_args: ProbeArguments | None = None, harness_args: HarnessArguments | None = None,
+    hub: HubArguments | None = None,
 ) -> dict:
-    """Runs every (method, M, seed), then writes `results.json`, `results.md` and the plots to `output_dir`."""
-    from .plots import write_plots
-    from .report import markdown_report
+    """Runs every (method, M, seed), then writes `results.json`, `results.md` and the plots to `output_dir`; with
+    `hub.hub_model_id`, pushes the first InSub model with its numbers and the full tables."""
+    from ..evaluation.plots import write_plots
+    from ..evaluation.report import markdown_report
 
+    if hub is not None and hub.hub_model_id is not None and "insub" not in args.methods:
+        raise ValueError(
+            f"HubArguments.hub_model_id={hub.hub_model_id!r} pushes the InSub model; add 'insub' to "
+            f"ComparisonArguments.methods (got {args.methods})."
+        )
     probe_args, harness_args = probe_args or ProbeArguments(), harness_args or HarnessArguments()
+    settings = PretrainingSettings(
+        args.pretrain_epochs, args.pretrain_batch_size, args.pretrain_learning_rate, logging_steps=args.logging_steps
+    )
+    experiment = Experiment(args.output_dir, settings, asdict(args), hub)  # checks the token before any training
     start = time.time()
     train_views, data = load_comparison_data(args)
-    cache = RunCache(args, train_views)
+    cache = RunCache(experiment, args, train_views)
     rows, plot_arrays = [], {}
     for seed in args.seeds:
         for method in args.methods:
@@ -227,35 +213,34 @@ def run_comparison(
                 rows.append({"name": name, "method": method, "num_heads": m, "seed": seed, **numbers})
                 plot_arrays.setdefault(name, arrays)
     results = {
-        "args": recorded_arguments(args), "probe_args": asdict(probe_args), "harness_args": asdict(harness_args),
+        "probe_args": asdict(probe_args), "harness_args": asdict(harness_args),
         "data": {"train": len(data.train_images), "test": len(data.test_images),
                  "ood": {k: len(v) for k, v in data.ood_images.items()}, "num_classes": data.num_classes},
         "device": "cuda" if torch.cuda.is_available() else f"cpu ({torch.get_num_threads()} threads)",
         "rows": rows, "wall_seconds": round(time.time() - start, 1),
     }
-    out = Path(args.output_dir)
+    report = markdown_report({"args": experiment.arguments, **results})
+    out = experiment.output_dir
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=2))
-    (out / "results.md").write_text(markdown_report(results))
+    (out / "results.md").write_text(report)
     write_plots(results, plot_arrays, out)
-    print(markdown_report(results))
-    print(f"[compare] wrote {out}/results.md, results.json and plots in {results['wall_seconds']:.0f} s")
-    if args.hub_model_id is not None:
-        push_comparison(args, results, cache, out)
-    return results
+    experiment.finish(
+        results, f"{report}\n[compare] wrote {out}/results.md, results.json and plots in {results['wall_seconds']:.0f} s"
+    )
+    if experiment.hub.hub_model_id:
+        push_comparison(experiment, args, results, cache, out)
+    return {"args": experiment.arguments, **results}
 
 
-def push_comparison(args: ComparisonArguments, results: dict, cache: RunCache, out: Path):
+def push_comparison(experiment: Experiment, args: ComparisonArguments, results: dict, cache: RunCache, out: Path):
     """Pushes the first InSub row's model with its numbers as model-index metrics, and the full comparison
     (results.md, results.json) under `evaluation/` in the repo. Returns the upload's `CommitInfo`."""
-    from ..hub import harness_eval_results
-
     row = next(r for r in results["rows"] if r["method"] == "insub")
     model, _ = cache.get(method_config(args, "insub", row["num_heads"]), row["seed"])
     preset = IMAGE_DATASET_PRESETS[args.dataset]
     hub_ids = [name for name, known in IMAGE_DATASET_PRESETS.items() if known is preset and "/" in name]
-    return model.push_to_hub(
-        args.hub_model_id, token=args.hub_token, private=args.hub_private_repo,
+    return experiment.push(
+        model,
         eval_results=harness_eval_results(row, args.dataset, (hub_ids or [args.dataset])[0]),
         training_data=(
             f"{results['data']['train']} training images of {args.dataset} (SimCLR augmentations), "
@@ -265,3 +250,7 @@ def push_comparison(args: ComparisonArguments, results: dict, cache: RunCache, o
         extra_files={"evaluation/results.md": out / "results.md", "evaluation/results.json": out / "results.json"},
         commit_message=f"{row['name']}: model and insub-hf compare results",
     )
+
+
+ARGUMENT_GROUPS = (ComparisonArguments, ProbeArguments, HarnessArguments, HubArguments)
+run = run_comparison

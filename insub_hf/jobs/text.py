@@ -4,21 +4,21 @@ transfer of the frozen sentence embeddings (the bundled tweets offline; MR ... M
 from __future__ import annotations
 
 import importlib.util
-import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 from transformers import AutoConfig, AutoTokenizer
 
-from .configuration_insub import InSubConfig
-from .data import TextViews, balanced_indices, load_sentence_corpus, load_tweet_sentiment
-from .evaluation.senteval import evaluate_task, load_senteval_task
-from .modeling_insub import InSubModel
-from .hub import recorded_arguments
-from .pretrained_encoders import load_encoder_weights
-from .pretraining import pretrain
-from .sentence_embeddings import InSubSentenceEncoder
+from ..configuration_insub import InSubConfig
+from ..data import TextViews, balanced_indices, load_sentence_corpus, load_tweet_sentiment
+from ..encoders import load_encoder_weights
+from ..evaluation.senteval import evaluate_task, load_senteval_task
+from ..hub import senteval_eval_results
+from ..modeling_insub import InSubModel
+from ..sentence_embeddings import InSubSentenceEncoder
+from .arguments import HubArguments
+from .runner import Experiment, PretrainingSettings, Variant
 
 
 def packaged_minilm_path() -> Path:
@@ -56,17 +56,6 @@ class TextArguments:
     transfer_sentences: int = field(default=3000, metadata={"help": "TWEETS: class-balanced sentences used."})
     folds: int = field(default=10, metadata={"help": "Cross-validation folds of the cv tasks."})
     seed: int = field(default=0, metadata={"help": "Seed."})
-    hub_model_id: str | None = field(
-        default=None, metadata={"help": "Push the InSub sentence model and its transfer results to this Hub repo."}
-    )
-    hub_token: str | None = field(default=None, metadata={"help": "Hub token (default: HF_TOKEN / `hf auth login`)."})
-    hub_private_repo: bool | None = field(default=None, metadata={"help": "Create the Hub repo as private."})
-
-    def __post_init__(self) -> None:
-        if self.hub_model_id is not None:  # fail before training, not after
-            from .hub import hub_token
-
-            hub_token(self.hub_token, f"TextArguments.hub_model_id={self.hub_model_id!r}")
 
 
 def text_config(args: TextArguments, encoder_config, num_heads: int, diversity_weight: float) -> InSubConfig:
@@ -83,9 +72,12 @@ def _tweets(args: TextArguments):
     return data.select(balanced_indices(np.asarray(data["label"]), args.transfer_sentences // 3, args.seed))
 
 
-def run_text(args: TextArguments) -> dict:
-    """Pretrained encoder as is, SCD baseline (M=1, lambda=0), SCD InSub (M, lambda): transfer table + JSON."""
+def run_text(args: TextArguments, hub: HubArguments | None = None) -> dict:
+    """Pretrained encoder as is, SCD baseline (M=1, lambda=0), SCD InSub (M, lambda): transfer table + JSON; with
+    `hub.hub_model_id`, the InSub sentence model and its numbers are pushed."""
     path = packaged_minilm_path() if args.encoder == "minilm" else args.encoder
+    settings = PretrainingSettings(args.epochs, args.batch_size, args.learning_rate, init_encoder_from=path)
+    experiment = Experiment(args.output_dir, settings, asdict(args), hub)
     tokenizer = AutoTokenizer.from_pretrained(path)
     encoder_config = AutoConfig.from_pretrained(path)
     corpus = load_sentence_corpus(args.corpus, args.text_column, max_sentences=args.max_sentences)
@@ -96,17 +88,13 @@ def run_text(args: TextArguments) -> dict:
     }
     print(f"corpus {args.corpus!r}: {len(corpus)} sentences; encoder {path}; tasks {args.tasks}")
 
-    out = Path(args.output_dir)
     untouched = InSubModel(text_config(args, encoder_config, 1, 0.0))
     load_encoder_weights(untouched, path)
     models = {"pretrained (no SCD)": untouched}
     for name, m, weight in (("scd_baseline", 1, 0.0), (f"scd_insub_m{args.num_heads}", args.num_heads,
                                                        args.diversity_weight)):
-        result = pretrain(
-            text_config(args, encoder_config, m, weight), train, out / name, args.epochs, args.batch_size,
-            args.learning_rate, seed=args.seed, init_encoder_from=path,
-        )
-        tokenizer.save_pretrained(out / name / "model")  # the model folder loads with InSubSentenceEncoder
+        result = experiment.pretrain(Variant(name, text_config(args, encoder_config, m, weight), args.seed), train)
+        tokenizer.save_pretrained(experiment.output_dir / name / "model")  # loads with InSubSentenceEncoder
         models[name] = result.model.insub
     results = {}
     for name, model in models.items():
@@ -117,29 +105,28 @@ def run_text(args: TextArguments) -> dict:
             results[name]["TWEETS"]["mean_uncertainty"] = float(
                 encoder.encode(list(task_data["TWEETS"]["text"])).uncertainty.mean()
             )
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps({"args": recorded_arguments(args), "results": results}, indent=2))
-    print("\nmodel                    task     accuracy     ECE      NLL   (STS: Spearman x100)")
+    lines = ["\nmodel                    task     accuracy     ECE      NLL   (STS: Spearman x100)"]
     for name, per_task in results.items():
         for task, r in per_task.items():
             if "spearman" in r:
-                print(f"{name:<24} {task:<6} {r['spearman']:8.2f}")
+                lines.append(f"{name:<24} {task:<6} {r['spearman']:8.2f}")
             else:
-                print(f"{name:<24} {task:<6} {100 * r['accuracy']:8.2f}   {100 * r['ece']:6.2f}   {r['nll']:6.3f}")
-    print(f"models: {out}/<name>/model (InSubSentenceEncoder.from_pretrained); numbers: {out}/results.json")
-    if args.hub_model_id is not None:
-        name = f"scd_insub_m{args.num_heads}"
-        push_text_model(args, models[name], tokenizer, results[name], out / "results.json")
+                lines.append(
+                    f"{name:<24} {task:<6} {100 * r['accuracy']:8.2f}   {100 * r['ece']:6.2f}   {r['nll']:6.3f}"
+                )
+    out = experiment.output_dir
+    lines.append(f"models: {out}/<name>/model (InSubSentenceEncoder.from_pretrained); numbers: {out}/results.json")
+    results_file = experiment.finish({"results": results}, "\n".join(lines))
+    name = f"scd_insub_m{args.num_heads}"
+    experiment.push(models[name], **text_model_card(args, tokenizer, results[name], results_file))
     return results
 
 
-def push_text_model(args: TextArguments, model: InSubModel, tokenizer, per_task: dict, results_file: Path):
-    """Pushes the InSub sentence model (with its tokenizer) and its transfer numbers as model-index metrics; the
-    whole results.json goes under `evaluation/`. Returns the upload's `CommitInfo`."""
-    from .hub import senteval_eval_results
-
-    return model.push_to_hub(
-        args.hub_model_id, token=args.hub_token, private=args.hub_private_repo, tokenizer=tokenizer,
+def text_model_card(args: TextArguments, tokenizer, per_task: dict, results_file: Path) -> dict:
+    """What the InSub sentence model is pushed with: its tokenizer, its transfer numbers as model-index metrics and
+    the whole results.json under `evaluation/`."""
+    return dict(
+        tokenizer=tokenizer,
         eval_results=senteval_eval_results(per_task),
         training_data=(
             f"SCD on the {args.corpus!r} sentence corpus ({args.epochs} epochs, batch {args.batch_size}), starting from "
@@ -148,3 +135,7 @@ def push_text_model(args: TextArguments, model: InSubModel, tokenizer, per_task:
         extra_files={"evaluation/results.json": results_file},
         commit_message="InSub sentence model and insub-hf text results",
     )
+
+
+ARGUMENT_GROUPS = (TextArguments, HubArguments)
+run = run_text

@@ -1,4 +1,4 @@
-"""One pretraining run through `InSubTrainer`, shared by the demo and the comparison harness."""
+"""One pretraining run through `InSubTrainer`, shared by every job (through `Experiment`)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback, set_seed
 
-from .checkpointing import last_complete_checkpoint, save_pretrained_atomic
-from .configuration_insub import InSubConfig
-from .evaluation.cost import count_parameters, training_memory_mb
-from .modeling_insub import InSubForPreTraining
-from .pretrained_encoders import load_encoder_weights
-from .trainer import InSubTrainer, InSubTrainingArguments
+from ..checkpointing import last_complete_checkpoint, save_pretrained_atomic
+from ..configuration_insub import InSubConfig
+from ..encoders import load_encoder_weights
+from ..evaluation.cost import count_parameters, training_memory_mb
+from ..modeling_insub import InSubForPreTraining
+from ..trainer import InSubTrainer, InSubTrainingArguments
 
 
 @dataclass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from transformers import TrainerCallback
 
-from .evaluation.features import extract_representations
-from .evaluation.knn import knn_accuracy
+from ..evaluation.features import extract_representations
+from ..evaluation.knn import knn_accuracy
 
 
 class KNNReportCallback(TrainerCallback):

@@ -3,15 +3,13 @@ baseline and of InSub, side by side."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
+from ..configuration_insub import InSubConfig, small_vit_encoder
+from ..data import IMAGE_DATASET_PRESETS, ImageViews, ImageWithLabel, MultiCropViews, load_fashion_mnist
+from ..validation import check_choice
 from .callbacks import KNNReportCallback
-from .configuration_insub import InSubConfig, small_vit_encoder
-from .data import IMAGE_DATASET_PRESETS, ImageViews, ImageWithLabel, MultiCropViews, load_fashion_mnist
-from .pretraining import pretrain
-from .validation import check_choice
+from .runner import Experiment, PretrainingSettings, Variant
 
 FASHION_MNIST = IMAGE_DATASET_PRESETS["fashion_mnist"]
 
@@ -54,23 +52,17 @@ def demo_config(args: DemoArguments, num_heads: int, diversity_weight: float) ->
     )
 
 
-def pretrain_one(name: str, config: InSubConfig, data, args: DemoArguments) -> dict:
-    """Pretrains one model, saves it to `output_dir/<name>/model`, returns its per-epoch history."""
+def demo_variant(name: str, config: InSubConfig, data, args: DemoArguments) -> tuple[Variant, object]:
+    """The variant (with its per-epoch k-NN report) and its two-view training set."""
     if config.objective == "dino":
         views = MultiCropViews(FASHION_MNIST.multicrop(), args.num_local_crops, FASHION_MNIST.image_column)
     else:
         views = ImageViews(FASHION_MNIST.augmentation(), FASHION_MNIST.image_column)
-    train_views = data["train"].with_transform(views)
     evaluate = ImageWithLabel(FASHION_MNIST.eval_transform(), FASHION_MNIST.image_column, FASHION_MNIST.label_column)
     report = KNNReportCallback(
         data["train"].with_transform(evaluate), data["test"].with_transform(evaluate), k=args.knn_k, name=name
     )
-    pretrain(
-        config, train_views, Path(args.output_dir) / name, args.epochs, args.batch_size, args.learning_rate,
-        seed=args.seed, callbacks=[report], resume=args.resume,
-    )
-    return {"name": name, "num_heads": config.num_heads, "diversity_weight": config.diversity_weight,
-            "history": report.history}
+    return Variant(name, config, args.seed, [report]), data["train"].with_transform(views)
 
 
 def run_demo(args: DemoArguments) -> list[dict]:
@@ -78,26 +70,37 @@ def run_demo(args: DemoArguments) -> list[dict]:
     objective), prints a summary."""
     check_choice("DemoArguments.objective", args.objective, ("simclr", "dino", "scd"))
     if args.objective == "scd":
-        from .text_job import TextArguments, run_text
+        from .text import TextArguments, run_text
 
         return run_text(TextArguments(output_dir=f"{args.output_dir}/text", seed=args.seed))
     data = load_fashion_mnist(args.data_source, args.train_per_class, args.test_per_class, seed=args.seed)
     print(f"Fashion-MNIST ({args.data_source}): {len(data['train'])} pretraining images, {len(data['test'])} held out")
     prefix = "" if args.objective == "simclr" else f"{args.objective}_"  # runs of each objective in their own folders
-    runs = [
-        pretrain_one(f"{prefix}baseline", demo_config(args, 1, 0.0), data, args),
-        pretrain_one(
-            f"{prefix}insub_m{args.num_heads}", demo_config(args, args.num_heads, args.diversity_weight), data, args
-        ),
-    ]
-    out = Path(args.output_dir)
-    (out / f"{prefix}results.json").write_text(json.dumps({"args": asdict(args), "runs": runs}, indent=2))
-    print("\nfinal epoch      ssl loss   div loss   mean sigma   k-NN acc")
+    experiment = Experiment(
+        args.output_dir, PretrainingSettings(args.epochs, args.batch_size, args.learning_rate, resume=args.resume),
+        asdict(args),
+    )
+    runs = []
+    for name, m, weight in ((f"{prefix}baseline", 1, 0.0), (f"{prefix}insub_m{args.num_heads}", args.num_heads,
+                                                             args.diversity_weight)):
+        variant, train_views = demo_variant(name, demo_config(args, m, weight), data, args)
+        experiment.pretrain(variant, train_views)
+        runs.append({"name": name, "num_heads": m, "diversity_weight": weight, "history": variant.callbacks[0].history})
+    lines = ["\nfinal epoch      ssl loss   div loss   mean sigma   k-NN acc"]
     for run in runs:
         last = run["history"][-1]
-        print(
+        lines.append(
             f"{run['name']:<16} {last['ssl_loss']:8.4f}   {last['diversity_loss']:8.4f}   {last['mean_sigma']:10.4f}"
             f"   {100 * last['knn_accuracy']:6.2f}%"
         )
-    print(f"checkpoints: {out}/<name>/model (load with InSubForPreTraining.from_pretrained); numbers: {out}/{prefix}results.json")
+    out = experiment.output_dir
+    lines.append(
+        f"checkpoints: {out}/<name>/model (load with InSubForPreTraining.from_pretrained); numbers: "
+        f"{out}/{prefix}results.json"
+    )
+    experiment.finish({"runs": runs}, "\n".join(lines), f"{prefix}results.json")
     return runs
+
+
+ARGUMENT_GROUPS = (DemoArguments,)
+run = run_demo

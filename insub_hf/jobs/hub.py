@@ -9,8 +9,9 @@ from pathlib import Path
 
 from transformers import AutoConfig, AutoModel, AutoModelForPreTraining, AutoModelForSequenceClassification
 
-from .checkpointing import atomic_folder
-from .hub import harness_eval_results, hub_token, push_model_to_hub, save_for_hub, senteval_eval_results
+from ..checkpointing import atomic_folder
+from ..hub import harness_eval_results, push_model_to_hub, save_for_hub, senteval_eval_results
+from .arguments import HubArguments
 
 
 AUTO_BY_ARCHITECTURE = {
@@ -19,9 +20,10 @@ AUTO_BY_ARCHITECTURE = {
 
 
 @dataclass
-class HubArguments:
+class HubCommandArguments:
+    """What `insub-hf hub` builds the repo folder from; the repo itself is `--hub_model_id` (or `--repo_id`)."""
+
     model_dir: str = field(metadata={"help": "A saved InSub model (save_pretrained folder)."})
-    repo_id: str = field(metadata={"help": "The Hub repo, e.g. your-name/insub-vit-tiny-cifar10."})
     results: str | None = field(
         default=None, metadata={"help": "results.json of `insub-hf compare` or `insub-hf text` to put on the card."}
     )
@@ -33,8 +35,6 @@ class HubArguments:
     training_data: str | None = field(default=None, metadata={"help": "A sentence on the pretraining data."})
     folder: str | None = field(default=None, metadata={"help": "Build the repo folder here (default runs/hub/NAME)."})
     push: bool = field(default=False, metadata={"help": "Upload the folder (needs a token)."})
-    token: str | None = field(default=None, metadata={"help": "Hub token (default: HF_TOKEN / `hf auth login`)."})
-    private: bool | None = field(default=None, metadata={"help": "Create the repo as private."})
 
 
 def eval_results_from_file(path: str | Path, row: str | None, dataset: str | None) -> tuple[list, str]:
@@ -44,23 +44,28 @@ def eval_results_from_file(path: str | Path, row: str | None, dataset: str | Non
         names = [r["name"] for r in results["rows"]]
         chosen = next((r for r in results["rows"] if r["name"] == row), None)
         if chosen is None:
-            raise ValueError(f"HubArguments.row={row!r} is not a row of {path}; allowed: {names}.")
+            raise ValueError(f"HubCommandArguments.row={row!r} is not a row of {path}; allowed: {names}.")
         name = dataset or results["args"]["dataset"]
         return harness_eval_results(chosen, name, name), "compare"
     if "results" in results:  # insub-hf text
         if row not in results["results"]:
-            raise ValueError(f"HubArguments.row={row!r} is not a model of {path}; allowed: {sorted(results['results'])}.")
+            raise ValueError(
+                f"HubCommandArguments.row={row!r} is not a model of {path}; allowed: {sorted(results['results'])}."
+            )
         return senteval_eval_results(results["results"][row]), "text"
-    raise ValueError(f"HubArguments.results={str(path)!r} is neither a compare nor a text results.json.")
+    raise ValueError(f"HubCommandArguments.results={str(path)!r} is neither a compare nor a text results.json.")
 
 
-def run_hub(args: HubArguments):
+def run_hub(args: HubCommandArguments, hub: HubArguments):
     """Builds (and checks) the folder; pushes it with `args.push`. Returns the folder's files or the CommitInfo."""
-    token = hub_token(args.token, f"insub-hf hub --push ({args.repo_id!r})") if args.push else None
+    repo_id = hub.hub_model_id
+    if not repo_id:
+        raise ValueError("insub-hf hub needs the repo: --hub_model_id (or --repo_id), e.g. your-name/insub-vit-tiny.")
+    token = hub.token(f"insub-hf hub --push ({repo_id!r})") if args.push else None
     eval_results = eval_results_from_file(args.results, args.row, args.dataset)[0] if args.results else None
-    folder = Path(args.folder or Path("runs/hub") / args.repo_id.split("/")[-1])
+    folder = Path(args.folder or Path("runs/hub") / repo_id.split("/")[-1])
     if not args.push and folder.exists():
-        raise ValueError(f"HubArguments.folder={str(folder)!r} exists; choose a new folder or remove it first.")
+        raise ValueError(f"HubCommandArguments.folder={str(folder)!r} exists; choose a new folder or remove it first.")
     architectures = AutoConfig.from_pretrained(args.model_dir).architectures or []
     auto = next((AUTO_BY_ARCHITECTURE[a] for a in architectures if a in AUTO_BY_ARCHITECTURE), AutoModel)
     model = auto.from_pretrained(args.model_dir)
@@ -71,10 +76,14 @@ def run_hub(args: HubArguments):
         tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
     kwargs = dict(eval_results=eval_results, training_data=args.training_data, tokenizer=tokenizer)
     if args.push:
-        commit = push_model_to_hub(model, args.repo_id, token=token, private=args.private, **kwargs)
-        print(f"pushed {args.model_dir} to {args.repo_id}: {commit}")
+        commit = push_model_to_hub(model, repo_id, token=token, private=hub.hub_private_repo, **kwargs)
+        print(f"pushed {args.model_dir} to {repo_id}: {commit}")
         return commit
     with atomic_folder(folder) as tmp:  # only a complete, checked folder appears under its name
-        files = save_for_hub(model, tmp, args.repo_id, **kwargs)
+        files = save_for_hub(model, tmp, repo_id, **kwargs)
     print(f"{folder}: {len(files)} files, checked; the card is {folder / 'README.md'}. Upload with --push true.")
     return files
+
+
+ARGUMENT_GROUPS = (HubCommandArguments, HubArguments)
+run = run_hub

@@ -1,0 +1,111 @@
+"""The experiment runner every job uses: pretrain named model variants through `InSubTrainer` (each in its own run
+folder, resumable or cached), then write results.json, print the table and push when asked."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import TrainerCallback
+
+from ..configuration_insub import InSubConfig
+from ..modeling_insub import InSubForPreTraining
+from .arguments import HubArguments
+from .pretraining import PretrainingResult, pretrain
+
+
+@dataclass
+class Variant:
+    """One model to pretrain.
+
+    Attributes:
+        name: its run folder under the experiment's output folder (checkpoints, then the model in `name/model`).
+        config: the architecture.
+        seed: initialisation, data order and augmentation.
+        callbacks: Trainer callbacks of this run (e.g. a per-epoch report).
+    """
+
+    name: str
+    config: InSubConfig
+    seed: int = 0
+    callbacks: list[TrainerCallback] = field(default_factory=list)
+
+
+@dataclass
+class PretrainingSettings:
+    """What every variant of an experiment is trained with (AdamW, 5% warm-up, cosine decay; see `pretrain`)."""
+
+    epochs: float
+    batch_size: int
+    learning_rate: float
+    logging_steps: int | None = None
+    resume: bool = False
+    init_encoder_from: str | Path | None = None
+
+
+class Experiment:
+    """Pretrains variants into `output_dir/<variant name>` and finishes with results.json, a printed table and an
+    optional push.
+
+    Args:
+        output_dir: the experiment's folder.
+        settings: shared training settings.
+        arguments: the job's arguments as recorded in results.json.
+        hub: where to push; with `hub_model_id` set, the token is checked here, before any training.
+    """
+
+    def __init__(self, output_dir: str | Path, settings: PretrainingSettings, arguments: dict,
+                 hub: HubArguments | None = None):
+        self.output_dir = Path(output_dir)
+        self.settings = settings
+        self.hub = hub or HubArguments()
+        self.arguments = {**arguments, **(self.hub.recorded() if hub is not None else {})}
+        self.token = self.hub.token(f"hub_model_id={self.hub.hub_model_id!r}") if self.hub.hub_model_id else None
+
+    def pretrain(self, variant: Variant, train_dataset, cached: bool = False) -> PretrainingResult:
+        """Pretrains `variant` on two-view rows; with `cached`, a finished run of the same name is loaded instead
+        (its model and `record.json`: cost and training log)."""
+        run_dir = self.output_dir / variant.name
+        record_path = run_dir / "record.json"
+        if cached and record_path.exists() and (run_dir / "model" / "config.json").exists():
+            record = json.loads(record_path.read_text())
+            model = InSubForPreTraining.from_pretrained(run_dir / "model")
+            model = model.to("cuda" if torch.cuda.is_available() else "cpu")
+            return PretrainingResult(model, record.get("log_history", []), record["cost"])
+        s = self.settings
+        result = pretrain(
+            variant.config, train_dataset, run_dir, s.epochs, s.batch_size, s.learning_rate, seed=variant.seed,
+            logging_steps=s.logging_steps, callbacks=variant.callbacks, resume=s.resume or cached,
+            init_encoder_from=s.init_encoder_from,
+        )
+        if cached:
+            write_json(record_path, {"cost": result.cost, "log_history": result.log_history})
+        return result
+
+    def finish(self, results: dict, table: str, filename: str = "results.json") -> Path:
+        """Writes `{"args": ..., **results}` to `output_dir/filename` (whole or not at all), prints `table`."""
+        path = self.output_dir / filename
+        write_json(path, {"args": self.arguments, **results})
+        print(table)
+        return path
+
+    def push(self, model, **card):
+        """Pushes `model` with its card (`push_to_hub` keyword arguments) when `hub_model_id` was given; returns the
+        upload's `CommitInfo`, or None."""
+        if not self.hub.hub_model_id:
+            return None
+        return model.push_to_hub(
+            self.hub.hub_model_id, token=self.token, private=self.hub.hub_private_repo, **card
+        )
+
+
+def write_json(path: str | Path, data: dict) -> None:
+    """Writes `data` as indented JSON through a temporary sibling file, so `path` is never left half-written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)

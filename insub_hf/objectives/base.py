@@ -1,0 +1,78 @@
+"""The interface every self-supervised objective follows: the student's views in, the ssl loss out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+
+@dataclass
+class ObjectiveOutput:
+    """What an objective computes for B samples, two views each (view-major: rows `0..B-1` are view 1).
+
+    Attributes:
+        ssl_loss: scalar, the self-supervised loss on the mean head embedding (batch mean).
+        head_embeddings: `(2B, M, q)` the student's head embeddings the diversity hinge reads.
+        representation: `(2B, d)` the student encoder's representations.
+    """
+
+    ssl_loss: torch.Tensor
+    head_embeddings: torch.Tensor
+    representation: torch.Tensor
+
+
+class Objective(nn.Module):
+    """A self-supervised objective on top of the student (encoder + M heads, an `InSubModel`).
+
+    An objective owns its own state (DINO's teacher and centre, Self-GenomeNet's distance projections) as submodules
+    and buffers, so they are saved with the model under `objective.*`. The student is passed in at every call, never
+    held, so its weights stay in one place. A new objective is one new module: a subclass with `name`, `title` and
+    `forward`, listed in `objectives/__init__.py`.
+
+    Class attributes:
+        name: the `InSubConfig.objective` value that selects it.
+        title: a human name (model cards).
+        extra_inputs: batch keys beyond the two views that `forward` takes (DINO: `local_pixel_values`).
+        legacy_keys: `{regex: replacement}` from checkpoint key names of earlier releases to today's names.
+
+    Args:
+        config: the `InSubConfig` (the objective reads its own fields).
+        student: the `InSubModel` it trains (to size or copy its state; not kept).
+    """
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    extra_inputs: ClassVar[tuple[str, ...]] = ()
+    legacy_keys: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, config, student: nn.Module):
+        super().__init__()
+
+    def second_view(
+        self, first: dict[str, torch.Tensor | None], second: dict[str, torch.Tensor | None]
+    ) -> dict[str, torch.Tensor | None]:
+        """The second view's inputs, given both views as the batch brings them (values may be None). Default: the
+        batch's second view; an objective that builds it from the first (Self-GenomeNet) returns that instead."""
+        return second
+
+    def forward(self, student: nn.Module, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
+        """Args:
+            student: the `InSubModel`.
+            views: the encoder's inputs of both views joined along the batch, each `(2B, ...)`.
+            extra: the batch's `extra_inputs`.
+        """
+        raise NotImplementedError
+
+    def sync_with_student(self, student: nn.Module) -> None:
+        """Re-derives what the objective copies from the student (DINO's teacher), after initialisation or after
+        encoder weights were loaded. Default: nothing."""
+
+    def step_begin(self, step: int, total_steps: int) -> None:
+        """Before optimiser step `step` (0-based) of `total_steps` (schedules). Default: nothing."""
+
+    def step_end(self, student: nn.Module, step: int, total_steps: int) -> None:
+        """After optimiser step `step`, once per step whatever the gradient accumulation (EMA updates). Default:
+        nothing."""

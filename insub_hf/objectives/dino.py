@@ -1,0 +1,138 @@
+"""DINO: the student matches an EMA teacher's centred, sharpened outputs; the teacher, its centre and the schedules
+live here."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+from torch import nn
+
+from ..heads import WeightNormedLinear
+from ..losses.dino import DINOLoss
+from ..validation import check_range
+from .base import Objective, ObjectiveOutput
+
+
+def cosine_momentum(step: int, total_steps: int, base: float = 0.996, final: float = 1.0) -> float:
+    """Teacher momentum at optimiser step `step` of `total_steps`: `final - (final - base) (cos(pi s / S) + 1) / 2`,
+    so `base` at step 0 and `final` at the last step."""
+    check_range("teacher momentum", base, low=0.0, high=1.0)
+    check_range("final teacher momentum", final, low=0.0, high=1.0)
+    progress = min(max(step, 0) / max(total_steps, 1), 1.0)
+    return final - (final - base) * (math.cos(math.pi * progress) + 1) / 2
+
+
+def teacher_temperature(step: int, warmup_steps: int, start: float = 0.04, end: float = 0.07) -> float:
+    """Teacher temperature: linear warm-up from `start` to `end` over `warmup_steps` optimiser steps, then `end`."""
+    if warmup_steps <= 0 or step >= warmup_steps:
+        return end
+    return start + (end - start) * max(step, 0) / warmup_steps
+
+
+@torch.no_grad()
+def ema_update_(teacher: nn.Module, student: nn.Module, momentum: float) -> None:
+    """`teacher <- momentum * teacher + (1 - momentum) * student`, parameter by parameter, in place.
+
+    Buffers (BatchNorm statistics) are not averaged: each network keeps its own, as in DINO.
+    """
+    teacher_params = list(teacher.parameters())
+    student_params = list(student.parameters())
+    if len(teacher_params) != len(student_params):
+        raise ValueError(
+            f"ema_update_: the teacher has {len(teacher_params)} parameter tensors, the student {len(student_params)}; "
+            "they must share the architecture."
+        )
+    for t, s in zip(teacher_params, student_params):
+        if t.shape != s.shape:
+            raise ValueError(f"ema_update_: teacher parameter {tuple(t.shape)} vs student {tuple(s.shape)}.")
+        t.mul_(momentum).add_(s.detach(), alpha=1 - momentum)
+
+
+class DINOObjective(Objective):
+    """DINO on the mean head output.
+
+    Each crop's output is `prototypes`, DINO's weight-normalised last layer shared by the heads, applied to the mean
+    of its M head embeddings. The teacher (`teacher` + `teacher_prototypes`) is an EMA of the student without
+    gradients; `loss` holds the teacher centre. The two views are the global crops; `local_pixel_values`
+    `(B, N, C, h, w)` adds N local crops for the student. Schedules per optimiser step (`step_begin`, `step_end`,
+    called by `InSubTrainer`): the teacher temperature warms up, then the centre and the teacher move, so a resumed
+    run continues them from the global step.
+
+    References:
+        Caron et al., "Emerging Properties in Self-Supervised Vision Transformers", ICCV 2021.
+    """
+
+    name = "dino"
+    title = "DINO"
+    extra_inputs = ("local_pixel_values",)
+    # applied in turn: the prototype layers before the rest of the teacher
+    legacy_keys = {
+        r"^insub\.prototypes\.": "objective.prototypes.",
+        r"^teacher\.prototypes\.": "objective.teacher_prototypes.",
+        r"^teacher\.": "objective.teacher.",
+        r"^dino_loss\.": "objective.loss.",
+    }
+
+    def __init__(self, config, student: nn.Module):
+        super().__init__(config, student)
+        self.prototypes = WeightNormedLinear(config.head_output_size, config.dino_out_dim)
+        self.teacher = copy.deepcopy(student).requires_grad_(False)
+        self.teacher_prototypes = copy.deepcopy(self.prototypes).requires_grad_(False)
+        self.loss = DINOLoss(config.dino_out_dim, config.dino_center_momentum, config.dino_student_temperature)
+        self.teacher_temperature = config.dino_warmup_teacher_temperature
+        self.warmup_fraction = config.dino_warmup_teacher_temperature_fraction
+        self.temperatures = (config.dino_warmup_teacher_temperature, config.dino_teacher_temperature)
+        self.momenta = (config.dino_teacher_momentum, config.dino_final_teacher_momentum)
+
+    @torch.no_grad()
+    def sync_with_student(self, student: nn.Module) -> None:
+        self.teacher.load_state_dict(student.state_dict())
+        self.teacher_prototypes.load_state_dict(self.prototypes.state_dict())
+
+    def step_begin(self, step: int, total_steps: int) -> None:
+        self.teacher_temperature = teacher_temperature(step, round(self.warmup_fraction * total_steps), *self.temperatures)
+
+    def step_end(self, student: nn.Module, step: int, total_steps: int) -> None:
+        self.loss.update_center()
+        momentum = cosine_momentum(step, total_steps, *self.momenta)
+        ema_update_(self.teacher, student, momentum)
+        ema_update_(self.teacher_prototypes, self.prototypes, momentum)
+
+    def forward(
+        self, student: nn.Module, views: dict[str, torch.Tensor], local_pixel_values: torch.Tensor | None = None
+    ) -> ObjectiveOutput:
+        """views: the two global crops `pixel_values` `(2B, C, H, W)`; local crops `(B, N, C, h, w)`."""
+        if "pixel_values" not in views:
+            raise ValueError(
+                f"InSubConfig.objective='dino' needs an image encoder (pixel_values); this encoder reads "
+                f"{sorted(views)}."
+            )
+        globals_ = views["pixel_values"]
+        representation = student.encoder(**views)  # (2B, d)
+        z = student.embed_heads(representation)  # (2B, M, q)
+        outputs = list(self.prototypes(z.mean(dim=1)).chunk(2))  # 2 x (B, K)
+        if local_pixel_values is not None:
+            outputs += self._local_outputs(student, local_pixel_values, globals_)
+        with torch.no_grad():
+            teacher = self.teacher_prototypes(self.teacher.embed_heads(self.teacher.encoder(**views)).mean(dim=1))
+        loss = self.loss(torch.stack(outputs), torch.stack(teacher.chunk(2)), self.teacher_temperature)
+        return ObjectiveOutput(loss.mean(), z, representation)
+
+    def _local_outputs(self, student: nn.Module, local: torch.Tensor, globals_: torch.Tensor) -> list[torch.Tensor]:
+        """The student's outputs of the N local crops `(B, N, C, h, w)`: N x `(B, K)`."""
+        b = globals_.shape[0] // 2
+        if local.dim() != 5 or local.shape[0] != b:
+            raise ValueError(
+                f"local_pixel_values must be (batch={b}, crops, channels, height, width), got {tuple(local.shape)}."
+            )
+        if max(local.shape[-2:]) > min(globals_.shape[-2:]):
+            raise ValueError(
+                f"local crops ({tuple(local.shape[-2:])}) are larger than the global crops "
+                f"({tuple(globals_.shape[-2:])}); local crops must not exceed the global crop size."
+            )
+        n = local.shape[1]
+        crops = local.transpose(0, 1).reshape(n * b, *local.shape[2:])  # view-major
+        z_local = student.embed_heads(student.encoder(pixel_values=crops))  # (N*B, M, q)
+        return list(self.prototypes(z_local.mean(dim=1)).chunk(n))
