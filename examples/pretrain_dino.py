@@ -23,18 +23,13 @@ from transformers import HfArgumentParser
 from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.hub import final_push_target, save_final_model
 from insub_hf.configuration_insub import DEFAULT_ENCODER, VIT_SMALL_16
-from insub_hf.data import IMAGE_DATASET_PRESETS, MultiCropViews, load_image_dataset
+from insub_hf.data import ImageDataArguments, MultiCropViews
 from insub_hf.encoders import encoder_config_from_pretrained, load_encoder_weights
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
 
 
 @dataclass
-class DataArguments:
-    dataset: str = field(default="imagefolder", metadata={"help": "load_dataset name, 'imagefolder' or a path."})
-    data_dir: str | None = field(default=None, metadata={"help": "Folder of class sub-folders for 'imagefolder'."})
-    preset: str | None = field(default=None, metadata={"help": "Layout/statistics: imagenet, cifar10, ..."})
-    split: str = field(default="train", metadata={"help": "Split to pretrain on."})
-    max_samples: int | None = field(default=None, metadata={"help": "Use only the first N images."})
+class CropArguments:
     num_local_crops: int = field(default=6, metadata={"help": "N local crops per image (DINO ViT-S: 10)."})
     local_crop_size: int | None = field(default=None, metadata={"help": "Default 96/224 of the image size."})
 
@@ -74,16 +69,12 @@ def build_config(model_args: ModelArguments, image_size: int, num_channels: int)
 
 
 def main() -> None:
-    data_args, model_args, training_args = HfArgumentParser(
-        (DataArguments, ModelArguments, InSubTrainingArguments)
+    data_args, crops, model_args, training_args = HfArgumentParser(
+        (ImageDataArguments, CropArguments, ModelArguments, InSubTrainingArguments)
     ).parse_args_into_dataclasses()
     push = final_push_target(training_args)  # checks the token now, pushes once at the end
-    preset = IMAGE_DATASET_PRESETS[data_args.preset or data_args.dataset]
-    extra = {"data_dir": data_args.data_dir} if data_args.data_dir else {}
-    train = load_image_dataset(data_args.dataset, split=data_args.split, preset=data_args.preset, **extra)
-    if data_args.max_samples:
-        train = train.select(range(min(data_args.max_samples, len(train))))
-    views = MultiCropViews(preset.multicrop(data_args.local_crop_size), data_args.num_local_crops, preset.image_column)
+    train, preset = data_args.load()
+    views = MultiCropViews(preset.multicrop(crops.local_crop_size), crops.num_local_crops, preset.image_column)
     train = train.with_transform(views)
 
     model = InSubForPreTraining(build_config(model_args, preset.image_size, preset.num_channels))

@@ -17,16 +17,8 @@ from transformers import HfArgumentParser
 from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.hub import final_push_target, save_final_model
 from insub_hf.configuration_insub import DEFAULT_ENCODER
-from insub_hf.data import IMAGE_DATASET_PRESETS, ImageViews, load_image_dataset
+from insub_hf.data import ImageDataArguments, ImageViews
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
-
-
-@dataclass
-class DataArguments:
-    dataset: str = field(default="uoft-cs/cifar10", metadata={"help": "load_dataset name or local path."})
-    preset: str | None = field(default=None, metadata={"help": "Layout of a local copy: cifar10, cifar100, svhn."})
-    split: str = field(default="train", metadata={"help": "Split to pretrain on."})
-    max_samples: int | None = field(default=None, metadata={"help": "Use only the first N images."})
 
 
 @dataclass
@@ -39,13 +31,10 @@ class ModelArguments:
 
 def main() -> None:
     data_args, model_args, training_args = HfArgumentParser(
-        (DataArguments, ModelArguments, InSubTrainingArguments)
+        (ImageDataArguments, ModelArguments, InSubTrainingArguments)
     ).parse_args_into_dataclasses()
     push = final_push_target(training_args)  # checks the token now, pushes once at the end
-    preset = IMAGE_DATASET_PRESETS[data_args.preset or data_args.dataset]
-    train = load_image_dataset(data_args.dataset, split=data_args.split, preset=data_args.preset)
-    if data_args.max_samples:
-        train = train.select(range(min(data_args.max_samples, len(train))))
+    train, preset = data_args.load()
     train = train.with_transform(ImageViews(preset.augmentation(), preset.image_column))
 
     encoder = None

@@ -152,7 +152,7 @@ def model_card(
     """
     import transformers
 
-    from . import __version__
+    from .version import __version__
 
     config = model.config
     class_name = type(model).__name__

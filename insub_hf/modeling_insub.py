@@ -100,9 +100,10 @@ class InSubPreTrainedModel(PreTrainedModel):
             raise clearer from error
         # transformers reverses the renamings a model was loaded with when it saves it: the legacy ones only read
         # old checkpoints, so saves write today's names
-        conversions = getattr(model, "_weight_conversions", None)
+        loaded = model[0] if isinstance(model, tuple) else model  # (model, loading info) with output_loading_info
+        conversions = getattr(loaded, "_weight_conversions", None)
         if legacy and conversions:
-            model._weight_conversions = [
+            loaded._weight_conversions = [
                 c for c in conversions if not set(getattr(c, "_original_source_patterns", ())) & set(legacy)
             ] or None
         return model

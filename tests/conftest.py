@@ -16,6 +16,19 @@ def tiny_config(**overrides) -> InSubConfig:
     return InSubConfig(**kwargs)
 
 
+def compare_argv(output_dir, **options) -> list[str]:
+    """`insub-hf compare` arguments on the bundled data at a tiny budget (1 epoch of a 1-layer ViT of width 16, 2 heads);
+    `options` add or override flags (lists for multi-value flags)."""
+    options = dict(
+        output_dir=output_dir, data_source="bundled", num_heads=2, pretrain_epochs=1, pretrain_batch_size=20,
+        hidden_size=16, num_layers=1, head_hidden_size=16, **options,
+    )
+    argv = ["compare"]
+    for name, value in options.items():
+        argv += [f"--{name}", *map(str, value if isinstance(value, list) else [value])]
+    return argv
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

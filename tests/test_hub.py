@@ -19,7 +19,7 @@ from insub_hf import InSubConfig, InSubForPreTraining, InSubForSequenceClassific
 from insub_hf.cli import main
 from insub_hf.hub import check_hub_folder, harness_eval_results, save_for_hub, senteval_eval_results
 
-from .conftest import tiny_config
+from .conftest import compare_argv, tiny_config
 
 GENOMIC = dict(model_type="insub_genomic", conv_filters=8, kernel_size=12, stride=6, lstm_hidden_size=16)
 
@@ -59,13 +59,10 @@ def card_metrics(readme: Path) -> dict[str, float]:
 
 def test_compare_pushes_the_insub_model_with_its_measured_numbers(tmp_path, fake_api):
     out = tmp_path / "compare"
-    argv = [
-        "compare", "--output_dir", str(out), "--data_source", "bundled", "--train_per_class", "8",
-        "--test_per_class", "4", "--ood_images", "20", "--methods", "insub", "--num_heads", "2",
-        "--pretrain_epochs", "1", "--pretrain_batch_size", "20", "--hidden_size", "16", "--num_layers", "1",
-        "--head_hidden_size", "16", "--probe_epochs", "2", "--label_fractions", "0.5", "--corruptions", "contrast",
-        "--corruption_images", "4", "--hub_model_id", "someone/insub-fmnist", "--hub_token", "hf_test",
-    ]
+    argv = compare_argv(
+        out, train_per_class=8, test_per_class=4, ood_images=20, methods="insub", probe_epochs=2, label_fractions=0.5,
+        corruptions="contrast", corruption_images=4, hub_model_id="someone/insub-fmnist", hub_token="hf_test",
+    )
     assert main(argv) == 0
     (_, init), (_, create), (_, upload) = fake_api.calls
     assert init == {"token": "hf_test"}
@@ -174,7 +171,7 @@ print("remote code OK")
 
 
 def test_remote_code_round_trip_in_a_fresh_process_without_the_package(tmp_path):
-    from .test_text import tiny_bert_config
+    from .objectives.test_scd import tiny_bert_config
 
     torch.manual_seed(0)
     image = {"pixel_values": torch.randn(2, 3, 32, 32)}
@@ -209,7 +206,7 @@ def test_the_text_job_pushes_the_sentence_model_with_its_tokenizer_and_transfer_
     from insub_hf.jobs.runner import Experiment, PretrainingSettings
     from insub_hf.jobs.text import TextArguments, packaged_minilm_path, text_model_card
 
-    from .test_text import tiny_bert_config
+    from .objectives.test_scd import tiny_bert_config
 
     per_task = {"TWEETS": {"accuracy": 0.61, "ece": 0.07, "nll": 0.9, "mean_uncertainty": 0.02}}
     results_file = tmp_path / "results.json"

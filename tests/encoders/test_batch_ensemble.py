@@ -4,7 +4,7 @@ import torch
 from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.encoders import BatchEnsembleEncoder, BatchEnsembleLinear, convert_to_batch_ensemble
 
-from .conftest import tiny_config
+from ..conftest import tiny_config
 
 
 def test_linear_layer_equals_a_per_member_computation():

@@ -37,7 +37,7 @@ def test_extract_representations_reads_the_frozen_encoder_and_restores_the_mode(
 
     from insub_hf import InSubForPreTraining, extract_representations
 
-    from .conftest import tiny_config
+    from ..conftest import tiny_config
 
     model = InSubForPreTraining(tiny_config()).train()
     x = torch.randn(5, 3, 32, 32)

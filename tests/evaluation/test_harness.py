@@ -9,6 +9,8 @@ from insub_hf.evaluation import HarnessArguments, ImageEvaluationData, MethodEva
 from insub_hf.jobs.compare import ComparisonArguments
 from insub_hf.evaluation.ood_sets import load_mnist_images, normalize_images
 
+from ..conftest import compare_argv
+
 VIT_28 = dict(model_type="vit", image_size=28, patch_size=7, num_channels=1, hidden_size=16, num_hidden_layers=1,
               num_attention_heads=2, intermediate_size=32)
 MEAN, STD = (0.5,), (0.25,)
@@ -91,13 +93,10 @@ def test_bad_evaluation_data_is_refused():
 @pytest.mark.slow
 def test_compare_command_writes_table_json_plots_and_reuses_cached_runs(tmp_path, capsys):
     out = tmp_path / "compare"
-    argv = [
-        "compare", "--output_dir", str(out), "--data_source", "bundled", "--train_per_class", "12",
-        "--test_per_class", "6", "--ood_images", "30", "--num_heads", "2", "--pretrain_epochs", "1",
-        "--pretrain_batch_size", "20", "--hidden_size", "16", "--num_layers", "1", "--head_hidden_size", "16",
-        "--logging_steps", "1", "--probe_epochs", "3", "--mc_dropout_passes", "2", "--corruption_images", "8",
-        "--corruptions", "gaussian_noise", "contrast",
-    ]
+    argv = compare_argv(
+        out, train_per_class=12, test_per_class=6, ood_images=30, logging_steps=1, probe_epochs=3,
+        mc_dropout_passes=2, corruption_images=8, corruptions=["gaussian_noise", "contrast"],
+    )
     assert main(argv) == 0
     results = json.loads((out / "results.json").read_text())
     names = [row["name"] for row in results["rows"]]

@@ -24,7 +24,7 @@ from insub_hf.sentence_embeddings import InSubSentenceEncoder
 from insub_hf.jobs.text import packaged_minilm_path
 from insub_hf.trainer import InSubTrainer
 
-from .test_trainer import args
+from ..test_trainer import args
 
 MINILM = packaged_minilm_path()
 

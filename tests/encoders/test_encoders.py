@@ -5,7 +5,7 @@ from transformers import AutoConfig, AutoModel, BertConfig, ResNetConfig
 from insub_hf import GenomicEncoderConfig, GenomicEncoderModel, InSubConfig, build_encoder
 from insub_hf.encoders import masked_mean
 
-from .conftest import TINY_VIT
+from ..conftest import TINY_VIT
 
 
 def test_vit_at_cifar_scale_gives_the_cls_token():

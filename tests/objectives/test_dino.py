@@ -13,8 +13,8 @@ from insub_hf.evaluation import HarnessArguments, ImageEvaluationData, MethodEva
 from insub_hf.losses import DINOLoss, dino_loss
 from insub_hf.trainer import InSubTrainer
 
-from .conftest import tiny_config
-from .test_trainer import args
+from ..conftest import tiny_config
+from ..test_trainer import args
 
 
 def dino_config(**overrides):

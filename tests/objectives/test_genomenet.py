@@ -22,7 +22,7 @@ from insub_hf.evaluation.probes import ProbeArguments, fit_probes, member_probab
 from insub_hf.losses import self_genomenet_loss
 from insub_hf.trainer import InSubTrainer
 
-from .test_trainer import args
+from ..test_trainer import args
 
 
 def genomic_config(**overrides):

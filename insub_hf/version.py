@@ -1,0 +1,3 @@
+"""The package version (read statically by setup.cfg)."""
+
+__version__ = "0.1.0"

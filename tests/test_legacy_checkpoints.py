@@ -1,0 +1,73 @@
+"""Checkpoints saved before the objectives moved into `objective.*` (commit 171e067) still load, exactly.
+
+`fixtures/legacy` holds a tiny DINO and a tiny Self-GenomeNet checkpoint written by that code (teacher and centre
+moved away from the student first, so a teacher that fails to load shows), the inputs, and the outputs that code
+computed on them in eval mode.
+"""
+
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+from transformers import AutoModel
+
+from insub_hf import InSubForPreTraining, InSubModel
+
+LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy"
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    return load_file(LEGACY / "inputs_and_outputs.safetensors")
+
+
+def old_keys(folder: str | Path) -> set[str]:
+    with safe_open(LEGACY / folder / "model.safetensors", framework="pt") as f:
+        return set(f.keys())
+
+
+def test_an_old_dino_checkpoint_loads_every_weight_into_its_new_place(recorded, tmp_path):
+    keys = old_keys("dino")
+    assert {"teacher.prototypes.weight", "insub.prototypes.weight", "dino_loss.center"} <= keys  # the old layout
+    model, info = InSubForPreTraining.from_pretrained(LEGACY / "dino", output_loading_info=True)
+    assert not info["missing_keys"], info
+    assert not info["unexpected_keys"], info
+    dino = model.objective
+    with safe_open(LEGACY / "dino" / "model.safetensors", framework="pt") as f:
+        assert torch.equal(dino.loss.center, f.get_tensor("dino_loss.center"))
+        assert torch.equal(dino.prototypes.weight, f.get_tensor("insub.prototypes.weight"))
+        assert torch.equal(dino.teacher_prototypes.weight, f.get_tensor("teacher.prototypes.weight"))
+        assert torch.equal(dino.teacher.heads.weights[0], f.get_tensor("teacher.heads.weights.0"))
+    assert not torch.equal(dino.teacher.heads.weights[0], model.insub.heads.weights[0])  # not re-copied from the student
+    model.eval()
+    with torch.no_grad():
+        out = model(recorded["pixel_values"], recorded["pixel_values_2"],
+                    local_pixel_values=recorded["local_pixel_values"])
+    assert torch.equal(out.loss, recorded["dino_loss"])
+    assert torch.equal(out.head_embeddings, recorded["dino_head_embeddings"])
+
+    model.save_pretrained(tmp_path / "resaved")  # today's names, not the legacy ones
+    resaved = old_keys(tmp_path / "resaved")
+    assert {"objective.teacher_prototypes.weight", "objective.prototypes.weight", "objective.loss.center"} <= resaved
+    assert not any(k.startswith(("teacher.", "dino_loss.")) or k == "insub.prototypes.weight" for k in resaved)
+    again = InSubForPreTraining.from_pretrained(tmp_path / "resaved")
+    for key, value in model.state_dict().items():
+        assert torch.equal(again.state_dict()[key], value), key
+
+    base = AutoModel.from_pretrained(LEGACY / "dino")  # the bare model: encoder and heads, no objective
+    assert isinstance(base, InSubModel) and not hasattr(base, "prototypes")
+    assert torch.equal(base.heads.weights[0], model.insub.heads.weights[0])
+
+
+def test_an_old_genomenet_checkpoint_loads_its_projections(recorded):
+    assert "genomenet_projections.weight" in old_keys("genomenet")
+    model, info = InSubForPreTraining.from_pretrained(LEGACY / "genomenet", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    with safe_open(LEGACY / "genomenet" / "model.safetensors", framework="pt") as f:
+        assert torch.equal(model.objective.projections.weight, f.get_tensor("genomenet_projections.weight"))
+    with torch.no_grad():
+        out = model.eval()(dna_one_hot=recorded["dna_one_hot"])
+    assert torch.equal(out.loss, recorded["genomenet_loss"])
+    assert torch.equal(out.head_embeddings, recorded["genomenet_head_embeddings"])
