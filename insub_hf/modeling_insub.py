@@ -1,4 +1,5 @@
-"""InSub models: a shared encoder, M independent heads, and the pretraining loss on top."""
+"""InSub models: a shared encoder and M independent heads (InSubModel); pretraining adds the objective and the diversity
+hinge on top (InSubForPreTraining); fine-tuning a linear classifier (InSubForSequenceClassification)."""
 
 from __future__ import annotations
 
