@@ -46,7 +46,8 @@ def _resolve(module: str, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def _relative_imports(module: str) -> list[tuple[ast.ImportFrom, str]]:
+def relative_imports(module: str) -> list[tuple[ast.ImportFrom, str]]:
+    """Every relative import in `module` (module level or inside functions), with the package module it reads."""
     tree = ast.parse(_source_file(module).read_text(encoding="utf-8"))
     return [(node, _resolve(module, node)) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level]
 
@@ -60,7 +61,7 @@ def required_modules() -> list[str]:
         if module in seen:
             continue
         seen.add(module)
-        todo.extend(target for _, target in _relative_imports(module))
+        todo.extend(target for _, target in relative_imports(module))
     return sorted(seen)
 
 
@@ -68,7 +69,7 @@ def flat_source(module: str) -> str:
     """The module's source with each relative import rewritten to `from .<flat name> import ...`."""
     lines = _source_file(module).read_text(encoding="utf-8").splitlines(keepends=True)
     head = re.compile(r"from\s+\.+[\w.]*\s+import")
-    for node, target in _relative_imports(module):
+    for node, target in relative_imports(module):
         if node.module is None:
             raise RuntimeError(
                 f"remote code: `from . import ...` on line {node.lineno} of {module} has no flat equivalent; import "

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from insub_hf.remote_code import relative_imports
+
 PACKAGE = Path(__file__).resolve().parents[1] / "insub_hf"
 
 LAYERS = [  # (rank, module prefixes)
@@ -48,22 +50,18 @@ def modules() -> dict[str, Path]:
 
 def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """Every package module `name` imports, anywhere in the file (module level or inside functions), including the
-    Hub tools the model code imports by name (`_package_module("hub")`)."""
-    is_package = path.name == "__init__.py"
-    base = name.split(".") if is_package else name.split(".")[:-1]
+    Hub tools the model code imports by name (`_package_module("hub")`). Names are relative to the package."""
     found = set()
+    for node, target in relative_imports(f"insub_hf.{name}"):
+        target = target.removeprefix("insub_hf").removeprefix(".")
+        for alias in node.names:  # `from . import metrics` imports the submodule
+            sub = f"{target}.{alias.name}" if target else alias.name
+            found.add(sub if sub in known else target)
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            parts = (base + [""])[: len(base) - (node.level - 1)] if node.level > 1 else list(base)
-            parts = [p for p in parts if p]
-            target = ".".join(parts + ([node.module] if node.module else []))
-            for alias in node.names:  # `from . import metrics` imports the submodule
-                sub = f"{target}.{alias.name}" if target else alias.name
-                found.add(sub if sub in known else target)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             found |= {n.split(".", 1)[1] if "." in n else "" for n in names if n.split(".")[0] == "insub_hf"}
-    found |= {f"{m}" for m in re.findall(r'_package_module\("(\w+)"\)', path.read_text())}
+    found |= set(re.findall(r'_package_module\("(\w+)"\)', path.read_text()))
     return {m for m in found if m != name}
 
 

@@ -219,7 +219,8 @@ def run_comparison(
         "device": "cuda" if torch.cuda.is_available() else f"cpu ({torch.get_num_threads()} threads)",
         "rows": rows, "wall_seconds": round(time.time() - start, 1),
     }
-    report = markdown_report({"args": experiment.arguments, **results})
+    recorded = {"args": experiment.arguments, **results}  # what results.json holds
+    report = markdown_report(recorded)
     out = experiment.output_dir
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.md").write_text(report)
@@ -229,7 +230,7 @@ def run_comparison(
     )
     if experiment.hub.hub_model_id:
         push_comparison(experiment, args, results, cache, out)
-    return {"args": experiment.arguments, **results}
+    return recorded
 
 
 def push_comparison(experiment: Experiment, args: ComparisonArguments, results: dict, cache: RunCache, out: Path):
