@@ -22,7 +22,7 @@ from transformers import HfArgumentParser
 
 from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.hub import final_push_target, save_final_model
-from insub_hf.configuration_insub import DEFAULT_ENCODER, VIT_SMALL_16
+from insub_hf.configuration_insub import named_encoder
 from insub_hf.data import ImageDataArguments, MultiCropViews
 from insub_hf.encoders import encoder_config_from_pretrained, load_encoder_weights
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
@@ -37,8 +37,10 @@ class CropArguments:
 @dataclass
 class ModelArguments:
     encoder: str = field(
-        default="vit_tiny_32", metadata={"help": "vit_small_16 (ViT-S/16), vit_tiny_32, or timm:<model name>."}
+        default="vit_tiny_32",
+        metadata={"help": "A short name (vit_small_16, vit_tiny_32, resnet18_cifar, ...: NAMED_ENCODERS) or timm:<name>."},
     )
+    width: float = field(default=1.0, metadata={"help": "Width multiplier of the resnet*_cifar encoders."})
     encoder_name_or_path: str | None = field(
         default=None, metadata={"help": "Start from these transformers-format weights (e.g. a dino-vits16 copy)."}
     )
@@ -58,8 +60,7 @@ def build_config(model_args: ModelArguments, image_size: int, num_channels: int)
         timm_name = model_args.encoder.removeprefix("timm:")
         timm_kwargs = {"img_size": image_size, "in_chans": num_channels}
     else:
-        base = {"vit_small_16": VIT_SMALL_16, "vit_tiny_32": DEFAULT_ENCODER}[model_args.encoder]
-        encoder = dict(base, image_size=image_size, num_channels=num_channels)
+        encoder = named_encoder(model_args.encoder, image_size, num_channels, model_args.width)
     return InSubConfig(
         encoder_config=encoder, timm_model_name=timm_name, timm_kwargs=timm_kwargs, objective="dino",
         num_heads=model_args.num_heads, head_hidden_sizes=[model_args.head_hidden_size],

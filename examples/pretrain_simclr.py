@@ -1,8 +1,9 @@
 """SimCLR pretraining with InSub heads on any image data set `load_dataset` can read.
 
-    # CIFAR-10 from the Hub, ViT-tiny/32px, M=5 (use `accelerate launch` for several GPUs)
-    python examples/pretrain_simclr.py --dataset uoft-cs/cifar10 --output_dir runs/cifar10_insub \
-        --num_heads 5 --per_device_train_batch_size 256 --num_train_epochs 800 --learning_rate 1e-3
+    # CIFAR-10 from the Hub, the paper's CIFAR ResNet-18, M=5 (use `accelerate launch` for several GPUs)
+    python examples/pretrain_simclr.py --dataset uoft-cs/cifar10 --encoder resnet18_cifar --width 1 \
+        --output_dir runs/cifar10_insub --num_heads 5 --per_device_train_batch_size 256 --num_train_epochs 800 \
+        --learning_rate 1e-3
 
     # a local copy (a folder of parquet files or an `imagefolder` tree) in the same format
     python examples/pretrain_simclr.py --dataset ./my_cifar10 --preset cifar10 --output_dir runs/local
@@ -16,8 +17,8 @@ from transformers import HfArgumentParser
 
 from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.hub import final_push_target, save_final_model
-from insub_hf.configuration_insub import DEFAULT_ENCODER
 from insub_hf.data import ImageDataArguments, ImageViews
+from insub_hf.jobs.arguments import ImageEncoderArguments
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
 
 
@@ -26,12 +27,12 @@ class ModelArguments:
     num_heads: int = field(default=5, metadata={"help": "M, independent projection heads."})
     diversity_alpha: float = field(default=0.08, metadata={"help": "alpha of the diversity hinge."})
     diversity_weight: float = field(default=1.5, metadata={"help": "lambda; 0 with num_heads=1 is the baseline."})
-    timm_model_name: str | None = field(default=None, metadata={"help": "A timm encoder instead of ViT-tiny/32."})
+    timm_model_name: str | None = field(default=None, metadata={"help": "A timm encoder instead of --encoder."})
 
 
 def main() -> None:
-    data_args, model_args, training_args = HfArgumentParser(
-        (ImageDataArguments, ModelArguments, InSubTrainingArguments)
+    data_args, encoder_args, model_args, training_args = HfArgumentParser(
+        (ImageDataArguments, ImageEncoderArguments, ModelArguments, InSubTrainingArguments)
     ).parse_args_into_dataclasses()
     push = final_push_target(training_args)  # checks the token now, pushes once at the end
     train, preset = data_args.load()
@@ -39,7 +40,7 @@ def main() -> None:
 
     encoder = None
     if model_args.timm_model_name is None:
-        encoder = dict(DEFAULT_ENCODER, image_size=preset.image_size, num_channels=preset.num_channels)
+        encoder = encoder_args.encoder_config(preset.image_size, preset.num_channels)
     timm_kwargs = {"in_chans": preset.num_channels} if encoder is None else None
     config = InSubConfig(
         encoder_config=encoder, timm_model_name=model_args.timm_model_name, timm_kwargs=timm_kwargs,

@@ -7,7 +7,7 @@ the evaluation harness or the Hub tools.
 
 from transformers import AutoConfig, AutoModel, AutoModelForPreTraining, AutoModelForSequenceClassification
 
-from .configuration_insub import InSubConfig
+from .configuration_insub import NAMED_ENCODERS, InSubConfig, named_encoder
 from .lazy_exports import lazy_exports
 from .modeling_insub import InSubForPreTraining, InSubForSequenceClassification, InSubModel
 from .version import __version__
@@ -21,15 +21,15 @@ AutoModelForSequenceClassification.register(InSubConfig, InSubForSequenceClassif
 _EXPORTS = {
     ".modeling_insub": ("InSubForPreTrainingOutput", "InSubModelOutput", "InSubPreTrainedModel"),
     ".encoders": (
-        "Encoder", "GenomicEncoderConfig", "GenomicEncoderModel", "build_encoder", "encoder_config_from_pretrained",
+        "CifarResNetConfig", "CifarResNetModel", "Encoder", "GenomicEncoderConfig", "GenomicEncoderModel", "build_encoder", "encoder_config_from_pretrained",
         "load_encoder_weights",
     ),
     ".heads": ("BatchedHeads", "WeightNormedLinear"),
     ".losses": ("DINOLoss", "DiversityLoss", "NTXentLoss", "dino_loss", "diversity_hinge", "head_spread", "nt_xent_loss"),
     ".objectives": ("OBJECTIVES", "Objective", "ObjectiveOutput", "cosine_momentum", "ema_update_", "teacher_temperature"),
     ".data": (
-        "DNAViews", "ImageViews", "ImageWithLabel", "MultiCropViews", "TextViews", "dino_augmentation",
-        "eval_image_transform", "load_fashion_mnist", "load_image_dataset", "simclr_augmentation",
+        "BatchTwoViews", "DNAViews", "ImageViews", "ImageWithLabel", "MultiCropViews", "TextViews", "dino_augmentation",
+        "eval_image_transform", "image_tensor_dataset", "load_fashion_mnist", "load_image_dataset", "simclr_augmentation",
     ),
     ".trainer": ("InSubTrainer", "InSubTrainingArguments", "ObjectiveStepCallback"),
     ".checkpointing": ("save_pretrained_atomic",),
@@ -40,6 +40,7 @@ _EXPORTS = {
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = sorted([
-    "InSubConfig", "InSubForPreTraining", "InSubForSequenceClassification", "InSubModel", "__version__",
+    "InSubConfig", "InSubForPreTraining", "InSubForSequenceClassification", "InSubModel", "NAMED_ENCODERS",
+    "__version__", "named_encoder",
     *(name for names in _EXPORTS.values() for name in names),
 ])

@@ -9,6 +9,7 @@ from transformers.configuration_utils import SubConfigSpec
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from .encoders.configuration_genomic import GenomicEncoderConfig
+from .encoders.configuration_resnet_cifar import RESNET_LAYOUTS, CifarResNetConfig
 from .encoders.text import POOLINGS
 from .objectives import OBJECTIVES
 from .validation import check_choice, check_range
@@ -16,6 +17,7 @@ from .validation import check_choice, check_range
 # Registered here, next to the config that nests it, so that a checkpoint's config resolves wherever InSubConfig loads
 # (the installed package or a Hub repo's remote code).
 AutoConfig.register(GenomicEncoderConfig.model_type, GenomicEncoderConfig, exist_ok=True)
+AutoConfig.register(CifarResNetConfig.model_type, CifarResNetConfig, exist_ok=True)
 
 HEAD_NORMS = ("batchnorm", "none")
 
@@ -53,6 +55,38 @@ def small_vit_encoder(
     )
 
 
+# Short names of the image encoders every job and example offers (`--encoder NAME --width W`).
+NAMED_ENCODERS = (
+    *(f"resnet{depth}_cifar" for depth in RESNET_LAYOUTS), "vit_tiny_32", "vit_small_16", "vit_mini",
+)
+
+
+def named_encoder(name: str, image_size: int = 32, num_channels: int = 3, width: float = 1.0) -> dict[str, Any]:
+    """The encoder config (a dict for `InSubConfig.encoder_config`) of a short name.
+
+    Args:
+        name: `resnet18_cifar`, `resnet34_cifar`, `resnet50_cifar` (CIFAR-stem ResNets, `CifarResNetConfig`),
+            `vit_tiny_32` (ViT-tiny, 4x4 patches), `vit_small_16` (ViT-S/16) or `vit_mini` (width 128, depth 4,
+            4x4 patches: a CPU-sized ViT).
+        image_size, num_channels: the images it reads.
+        width: the ResNets' `width_multiplier` (ViTs take 1 only).
+    """
+    check_choice("encoder", name, NAMED_ENCODERS)
+    check_range("width", width, low=0.0, low_inclusive=False)
+    if name.endswith("_cifar"):
+        depth = int(name.removeprefix("resnet").removesuffix("_cifar"))
+        return dict(
+            model_type=CifarResNetConfig.model_type, depth=depth, width_multiplier=width, num_channels=num_channels,
+            image_size=image_size,
+        )
+    if width != 1.0:
+        raise ValueError(f"width={width} applies to the resnet*_cifar encoders; encoder={name!r} takes width 1.")
+    if name == "vit_mini":
+        return small_vit_encoder(image_size, num_channels, hidden_size=128, num_layers=4)
+    base = DEFAULT_ENCODER if name == "vit_tiny_32" else VIT_SMALL_16
+    return dict(base, image_size=image_size, num_channels=num_channels)
+
+
 class InSubConfig(PretrainedConfig):
     r"""Architecture of an InSub model (Vahidi et al., AAAI 2024).
 
@@ -62,7 +96,8 @@ class InSubConfig(PretrainedConfig):
     32x32 images is used.
 
     Args:
-        encoder_config: nested encoder config (a `PretrainedConfig` or its dict with `model_type`).
+        encoder_config: nested encoder config (a `PretrainedConfig` or its dict with `model_type`), or a short name
+            of `NAMED_ENCODERS` (e.g. `"resnet18_cifar"`; 3-channel 32x32 images, width 1: see `named_encoder`).
         timm_model_name: a timm model name, built with `num_classes=0` (random init; weights load separately).
         timm_kwargs: extra keyword arguments for `timm.create_model`.
         pooling: how a token sequence becomes one vector for text encoders: `"cls"` or `"mean"` (masked).
@@ -140,6 +175,8 @@ class InSubConfig(PretrainedConfig):
                 "InSubConfig: set only one of `encoder_config` and `timm_model_name`, got both "
                 f"(timm_model_name={self.timm_model_name!r})."
             )
+        if isinstance(self.encoder_config, str):
+            self.encoder_config = named_encoder(self.encoder_config)
         if isinstance(self.encoder_config, dict) and "model_type" not in self.encoder_config:
             raise ValueError(
                 "InSubConfig.encoder_config: a dict needs a `model_type` (e.g. 'vit', 'resnet', 'bert', "

@@ -50,6 +50,8 @@ class InSubForPreTrainingOutput(ModelOutput):
         mean_sigma: scalar, sigma averaged over samples, dims and views (a diagnostic, no gradient).
         head_embeddings: `(2, B, M, q)` head embeddings of view 1 and view 2.
         representation: `(2, B, d)` encoder outputs of both views.
+        hinge_active: scalar, the share of (sample, dim, view) spreads below alpha, where the hinge pushes (0 with
+            one head; a diagnostic, no gradient).
     """
 
     loss: torch.Tensor | None = None
@@ -58,6 +60,7 @@ class InSubForPreTrainingOutput(ModelOutput):
     mean_sigma: torch.Tensor | None = None
     head_embeddings: torch.Tensor | None = None
     representation: torch.Tensor | None = None
+    hinge_active: torch.Tensor | None = None
 
 
 def _package_module(name: str):
@@ -319,7 +322,11 @@ class InSubForPreTraining(InSubPreTrainedModel):
         diversity_loss = self.diversity(z1, z2).mean()
         loss = out.ssl_loss + self.config.diversity_weight * diversity_loss
         with torch.no_grad():
-            mean_sigma = head_spread(out.head_embeddings, self.config.diversity_eps).mean()
+            sigma = head_spread(out.head_embeddings, self.config.diversity_eps)
+            mean_sigma = sigma.mean()
+            hinge_active = (sigma < self.config.diversity_alpha).float().mean() if self.config.num_heads > 1 else (
+                sigma.new_zeros(())
+            )
         result = InSubForPreTrainingOutput(
             loss=loss,
             ssl_loss=out.ssl_loss.detach(),
@@ -327,6 +334,7 @@ class InSubForPreTraining(InSubPreTrainedModel):
             mean_sigma=mean_sigma,
             head_embeddings=torch.stack([z1, z2]),
             representation=torch.stack(out.representation.chunk(2, dim=0)),
+            hinge_active=hinge_active,
         )
         return result if return_dict is not False else result.to_tuple()
 

@@ -15,7 +15,7 @@ from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME
 from .checkpointing import checkpoint_problems, last_complete_checkpoint
 from .distributed import check_same_across_processes, convert_sync_batchnorm
 
-SIDE_METRICS = ("ssl_loss", "diversity_loss", "mean_sigma")
+SIDE_METRICS = ("ssl_loss", "diversity_loss", "mean_sigma", "hinge_active")
 
 
 @dataclass
@@ -82,8 +82,13 @@ class InSubTrainer(Trainer):
 
     `compute_loss` returns the batch-mean loss; `loss_is_scaled_for_ga = False` makes `training_step` divide it by
     the gradient accumulation steps, so an accumulated step follows the gradient of the mean over micro-batches.
-    The side metrics `ssl_loss`, `diversity_loss` and `mean_sigma` are averaged over each logging interval.
+    The side metrics `ssl_loss`, `diversity_loss`, `mean_sigma` and `hinge_active` are averaged over each logging
+    interval.
     `ObjectiveStepCallback` runs the model's per-step hooks (the objective's schedules, e.g. an EMA teacher).
+
+    With `batch_views` (e.g. `BatchTwoViews`), training batches carry plain images (`pixel_values` in [0, 1]) and
+    the two augmented views are made here, on the model's device, for the whole batch at once; the random
+    parameters come from torch's generator, which the Trainer seeds and restores on resume.
 
     Several processes (`accelerate launch` / `torchrun`): the model config must be the same in all (checked here);
     the contrastive losses gather every process's embeddings with gradients, so a step equals one step on the
@@ -92,8 +97,9 @@ class InSubTrainer(Trainer):
 
     loss_is_scaled_for_ga = False
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, batch_views: nn.Module | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.batch_views = batch_views.to(self.args.device) if batch_views is not None else None
         # the InSub forwards take `**inputs` (views), not loss kwargs: compute_loss passes no num_items_in_batch
         self.model_accepts_loss_kwargs = False
         model = getattr(self.model, "module", self.model)
@@ -151,6 +157,14 @@ class InSubTrainer(Trainer):
         return_outputs: bool = False,
         num_items_in_batch: torch.Tensor | int | None = None,
     ):
+        if self.batch_views is not None and model.training:
+            if "pixel_values_2" in inputs:
+                raise ValueError(
+                    "InSubTrainer(batch_views=...) makes both views from `pixel_values`; the batch already holds "
+                    "`pixel_values_2` (a per-sample view transform): use one of the two."
+                )
+            inputs = dict(inputs)
+            inputs["pixel_values"], inputs["pixel_values_2"] = self.batch_views(inputs["pixel_values"])
         outputs = model(**inputs)
         mode = "train" if model.training else "eval"
         for name in SIDE_METRICS:

@@ -15,7 +15,7 @@ import torch
 import yaml
 from huggingface_hub import ModelCard
 
-from insub_hf import InSubConfig, InSubForPreTraining, InSubForSequenceClassification, InSubModel
+from insub_hf import InSubConfig, InSubForPreTraining, InSubForSequenceClassification, InSubModel, named_encoder
 from insub_hf.cli import main
 from insub_hf.hub import check_hub_folder, harness_eval_results, save_for_hub, senteval_eval_results
 
@@ -157,7 +157,7 @@ import sys
 sys.modules["insub_hf"] = None  # as if insub-hf were not installed
 import torch
 from transformers import AutoModel, AutoModelForSequenceClassification
-for name in ("vit", "genomic", "text", "classifier"):
+for name in ("vit", "resnet", "genomic", "text", "classifier"):
     auto = AutoModelForSequenceClassification if name == "classifier" else AutoModel
     model = auto.from_pretrained(name, trust_remote_code=True).eval()
     assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
@@ -177,6 +177,8 @@ def test_remote_code_round_trip_in_a_fresh_process_without_the_package(tmp_path)
     image = {"pixel_values": torch.randn(2, 3, 32, 32)}
     models = {
         "vit": (InSubForPreTraining(tiny_config()), image),
+        "resnet": (InSubModel(InSubConfig(encoder_config=named_encoder("resnet18_cifar", width=0.0625), num_heads=2,
+                                          head_hidden_sizes=[8], head_output_size=4)), image),
         "genomic": (InSubModel(InSubConfig(encoder_config=GENOMIC, num_heads=2, head_hidden_sizes=[8],
                                            head_output_size=4, objective="genomenet")),
                     {"dna_one_hot": torch.eye(4)[torch.randint(0, 4, (2, 60))]}),

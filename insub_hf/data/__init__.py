@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..lazy_exports import lazy_exports
 
 _EXPORTS = {
+    ".batch_views": ("BatchTwoViews", "image_tensor_dataset"),
     ".columns": ("check_dataset",),
     ".dna_io": (
         "SPLICE_LABELS", "bundled_upstream_path", "fasta_windows", "load_fasta_dataset", "load_labelled_sequences",
@@ -15,7 +16,7 @@ _EXPORTS = {
     ".dna_views": ("DNAViews", "one_hot_dna", "random_crop", "reverse_complement"),
     ".image_datasets": (
         "FASHION_MNIST_CLASSES", "IMAGE_DATASET_PRESETS", "ImageDatasetPreset", "balanced_indices",
-        "load_fashion_mnist", "load_image_dataset", "ImageDataArguments",
+        "load_fashion_mnist", "load_image_dataset", "ImageDataArguments", "resolve_fashion_mnist_source",
     ),
     ".image_views": (
         "IMAGE_STATS", "ImageViews", "ImageWithLabel", "MultiCropViews", "default_local_crop_size",

@@ -159,7 +159,8 @@ def _read_idx(path: Path, offset: int) -> np.ndarray:
     return np.frombuffer(gzip.open(path).read(), np.uint8, offset=offset)
 
 
-def _fashion_mnist_arrays(source: str) -> dict[str, np.ndarray]:
+def resolve_fashion_mnist_source(source: str) -> str:
+    """`"debian"` or `"bundled"`: what `source` (`auto`, `bundled`, `debian`) reads on this machine."""
     check_choice("source", source, FASHION_MNIST_SOURCES)
     debian_present = (DEBIAN_FASHION_MNIST / "train-images-idx3-ubyte.gz").exists()
     if source == "debian" and not debian_present:
@@ -167,7 +168,11 @@ def _fashion_mnist_arrays(source: str) -> dict[str, np.ndarray]:
             f"source='debian' needs Debian's dataset-fashion-mnist package ({DEBIAN_FASHION_MNIST}); "
             "install it with `apt-get install dataset-fashion-mnist` or use source='bundled'."
         )
-    if source == "debian" or (source == "auto" and debian_present):
+    return "debian" if source == "debian" or (source == "auto" and debian_present) else "bundled"
+
+
+def _fashion_mnist_arrays(source: str) -> dict[str, np.ndarray]:
+    if resolve_fashion_mnist_source(source) == "debian":
         arrays = {}
         for split, prefix in (("train", "train"), ("test", "t10k")):
             arrays[f"{split}_images"] = _read_idx(DEBIAN_FASHION_MNIST / f"{prefix}-images-idx3-ubyte.gz", 16)

@@ -7,14 +7,20 @@ import inspect
 from transformers import AutoModel, PretrainedConfig
 
 from .base import Encoder
-from .batch_ensemble import BatchEnsembleEncoder, BatchEnsembleLinear, convert_to_batch_ensemble
+from .batch_ensemble import BatchEnsembleConv2d, BatchEnsembleEncoder, BatchEnsembleLinear, convert_to_batch_ensemble
 from .configuration_genomic import GenomicEncoderConfig
+from .configuration_resnet_cifar import CifarResNetConfig
 from .modeling_genomic import GenomicEncoder, GenomicEncoderModel
+from .modeling_resnet_cifar import CifarResNetModel
 from .pretrained import encoder_config_from_pretrained, load_encoder_weights
 from .text import POOLINGS, TransformersTextEncoder, dropout_rate, masked_mean
 from .vision import TimmEncoder, TransformersVisionEncoder
 
 AutoModel.register(GenomicEncoderConfig, GenomicEncoderModel, exist_ok=True)
+AutoModel.register(CifarResNetConfig, CifarResNetModel, exist_ok=True)
+
+# the package's own encoder models, by model_type
+OWN_MODELS = {GenomicEncoderConfig.model_type: GenomicEncoderModel, CifarResNetConfig.model_type: CifarResNetModel}
 
 MODALITY_INPUTS = ("pixel_values", "input_ids", "dna_one_hot")
 
@@ -43,15 +49,12 @@ def _build_plain_encoder(config) -> Encoder:
     encoder_config: PretrainedConfig = config.encoder_config
     try:
         # ours by name: a config loaded through remote code may be another copy of the class than the registered one
-        model_class = (
-            GenomicEncoderModel if encoder_config.model_type == GenomicEncoderConfig.model_type
-            else AutoModel._model_mapping[type(encoder_config)]
-        )
+        model_class = OWN_MODELS.get(encoder_config.model_type) or AutoModel._model_mapping[type(encoder_config)]
     except KeyError:
         raise ValueError(
             f"InSubConfig.encoder_config has model_type={encoder_config.model_type!r}, which AutoModel cannot build; "
-            "use a transformers vision model (e.g. 'vit', 'resnet'), a BERT-style text model (e.g. 'bert') or "
-            f"'{GenomicEncoderConfig.model_type}'."
+            "use a transformers vision model (e.g. 'vit', 'resnet'), a BERT-style text model (e.g. 'bert'), "
+            f"'{CifarResNetConfig.model_type}' or '{GenomicEncoderConfig.model_type}'."
         ) from None
     main_input = getattr(model_class, "main_input_name", None)
     if main_input not in MODALITY_INPUTS:
@@ -74,8 +77,11 @@ def _build_plain_encoder(config) -> Encoder:
 
 
 __all__ = [
+    "BatchEnsembleConv2d",
     "BatchEnsembleEncoder",
     "BatchEnsembleLinear",
+    "CifarResNetConfig",
+    "CifarResNetModel",
     "Encoder",
     "GenomicEncoder",
     "GenomicEncoderConfig",

@@ -1,7 +1,8 @@
 """BatchEnsemble (Wen et al. 2020): rank-1 fast weights that turn one encoder into M members sharing its weights.
 
 Every `nn.Linear` of the wrapped encoder becomes a `BatchEnsembleLinear`: member m computes
-`((x * r_m) W^T) * s_m + b_m` with the shared W and its own vectors r_m (in), s_m (out) and bias b_m.
+`((x * r_m) W^T) * s_m + b_m` with the shared W and its own vectors r_m (in), s_m (out) and bias b_m; every
+`nn.Conv2d` likewise becomes a `BatchEnsembleConv2d` (r_m, s_m per channel), so CNN encoders are covered too.
 Row i of a batch goes through member `i % M`. In training each sample therefore sees one member (no extra
 compute; with a per-view batch divisible by M both views of a sample use the same member); at evaluation
 every input is repeated M times so that each member sees it, giving member representations `(B, M, d)`.
@@ -15,7 +16,27 @@ from torch import nn
 from .base import Encoder
 
 
-class BatchEnsembleLinear(nn.Module):
+class _RankOneMembers(nn.Module):
+    """The shared weight of `layer` plus M members' rank-1 factors r_m (in), s_m (out) and biases b_m."""
+
+    def __init__(self, layer: nn.Linear | nn.Conv2d, ensemble_size: int, num_in: int, num_out: int):
+        super().__init__()
+        self.ensemble_size = ensemble_size
+        self.weight = nn.Parameter(layer.weight.detach().clone())  # shared
+        bias = layer.bias.detach() if layer.bias is not None else torch.zeros(num_out)
+        self.bias = nn.Parameter(bias.clone().repeat(ensemble_size, 1))  # (M, out)
+        # Random-sign initialisation of the fast weights (Wen et al. 2020) makes the members differ from step 0.
+        signs = lambda n: torch.randint(0, 2, (ensemble_size, n)).float() * 2 - 1  # noqa: E731
+        self.fast_in = nn.Parameter(signs(num_in))  # r: (M, in)
+        self.fast_out = nn.Parameter(signs(num_out))  # s: (M, out)
+
+    def factors(self, x: torch.Tensor, expand: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+        """(r, s, b) of each row's member (row i: member `i % M`), viewed as `expand`."""
+        member = torch.arange(x.shape[0], device=x.device) % self.ensemble_size  # (N,)
+        return tuple(p[member].view(expand) for p in (self.fast_in, self.fast_out, self.bias))
+
+
+class BatchEnsembleLinear(_RankOneMembers):
     """A Linear layer shared by M members with per-member rank-1 factors and biases.
 
     Shapes: x `(N, ..., in)` -> `(N, ..., out)`; row i uses member `i % M`.
@@ -26,31 +47,40 @@ class BatchEnsembleLinear(nn.Module):
     """
 
     def __init__(self, linear: nn.Linear, ensemble_size: int):
-        super().__init__()
-        self.ensemble_size = ensemble_size
-        self.weight = nn.Parameter(linear.weight.detach().clone())  # (out, in), shared
-        bias = linear.bias.detach() if linear.bias is not None else torch.zeros(linear.out_features)
-        self.bias = nn.Parameter(bias.clone().repeat(ensemble_size, 1))  # (M, out)
-        # Random-sign initialisation of the fast weights (Wen et al. 2020) makes the members differ from step 0.
-        signs = lambda n: torch.randint(0, 2, (ensemble_size, n)).float() * 2 - 1  # noqa: E731
-        self.fast_in = nn.Parameter(signs(linear.in_features))  # r: (M, in)
-        self.fast_out = nn.Parameter(signs(linear.out_features))  # s: (M, out)
+        super().__init__(linear, ensemble_size, linear.in_features, linear.out_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        member = torch.arange(x.shape[0], device=x.device) % self.ensemble_size  # (N,)
-        expand = (x.shape[0],) + (1,) * (x.dim() - 2) + (-1,)  # (N, 1, ..., 1, features)
-        r = self.fast_in[member].view(expand)
-        s = self.fast_out[member].view(expand)
-        b = self.bias[member].view(expand)
+        r, s, b = self.factors(x, (x.shape[0],) + (1,) * (x.dim() - 2) + (-1,))  # (N, 1, ..., 1, features)
         return nn.functional.linear(x * r, self.weight) * s + b
 
 
+class BatchEnsembleConv2d(_RankOneMembers):
+    """A Conv2d shared by M members: member m computes `conv(x * r_m, W) * s_m + b_m`, r_m and s_m per channel.
+
+    Shapes: x `(N, C_in, H, W)` -> `(N, C_out, H', W')`; row i uses member `i % M`.
+    """
+
+    def __init__(self, conv: nn.Conv2d, ensemble_size: int):
+        super().__init__(conv, ensemble_size, conv.in_channels, conv.out_channels)
+        self.conv = dict(stride=conv.stride, padding=conv.padding, dilation=conv.dilation, groups=conv.groups)
+        if conv.padding_mode != "zeros":
+            raise ValueError(f"BatchEnsembleConv2d supports zero padding only, got padding_mode={conv.padding_mode!r}.")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        r, s, b = self.factors(x, (x.shape[0], -1, 1, 1))
+        return nn.functional.conv2d(x * r, self.weight, **self.conv) * s + b
+
+
 def convert_to_batch_ensemble(module: nn.Module, ensemble_size: int) -> int:
-    """Replaces every `nn.Linear` inside `module` by a `BatchEnsembleLinear` in place; returns how many."""
+    """Replaces every `nn.Linear` and `nn.Conv2d` inside `module` by its BatchEnsemble layer in place; returns
+    how many."""
     count = 0
     for name, child in module.named_children():
         if isinstance(child, nn.Linear):
             setattr(module, name, BatchEnsembleLinear(child, ensemble_size))
+            count += 1
+        elif isinstance(child, nn.Conv2d):
+            setattr(module, name, BatchEnsembleConv2d(child, ensemble_size))
             count += 1
         else:
             count += convert_to_batch_ensemble(child, ensemble_size)
@@ -73,8 +103,8 @@ class BatchEnsembleEncoder(Encoder):
         self.input_names = encoder.input_names
         if convert_to_batch_ensemble(encoder, ensemble_size) == 0:
             raise ValueError(
-                f"InSubConfig.batch_ensemble_size={ensemble_size} needs an encoder with nn.Linear layers "
-                f"(e.g. a ViT); {type(encoder).__name__} has none."
+                f"InSubConfig.batch_ensemble_size={ensemble_size} needs an encoder with nn.Linear or nn.Conv2d "
+                f"layers (a ViT, a ResNet); {type(encoder).__name__} has none."
             )
 
     def forward_members(self, **inputs: torch.Tensor) -> torch.Tensor:

@@ -60,14 +60,20 @@ def metrics_vs_m(rows: list[dict], path: Path) -> None:
 
 
 def sigma_over_training(arrays: dict[str, dict], path: Path) -> None:
+    """Mean head spread over pretraining and, where logged, the share of spreads below alpha (hinge active)."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    for name, a in arrays.items():
-        if a.get("sigma_over_training"):
-            steps, sigma = zip(*a["sigma_over_training"])
-            ax.plot(steps, sigma, label=name)
-    ax.set(xlabel="step", ylabel="mean sigma across heads", title="head spread during pretraining")
-    ax.legend(fontsize=7)
+    keys = [("sigma_over_training", "mean sigma across heads", "head spread during pretraining")]
+    if any(a.get("hinge_active_over_training") for a in arrays.values()):
+        keys.append(("hinge_active_over_training", "share of sigma < alpha", "where the diversity hinge acts"))
+    fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.2), squeeze=False)
+    for ax, (key, ylabel, title) in zip(axes[0], keys):
+        for name, a in arrays.items():
+            if a.get(key):
+                steps, values = zip(*a[key])
+                ax.plot(steps, values, label=name)
+        ax.set(xlabel="step", ylabel=ylabel, title=title)
+        if ax.has_data():
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -123,3 +129,22 @@ def write_plots(results: dict, arrays: dict[str, dict], out: Path) -> list[Path]
     ood_histograms(arrays, paths[3])
     corruption_curves(results["rows"], paths[4])
     return paths
+
+
+def certainty_strip(images, scores, path: Path, count: int = 10, title: str = "") -> None:
+    """Two rows of images `(N, C, H, W)` in [0, 1]: the `count` with the highest score (most certain, top) and the
+    `count` with the lowest (bottom), each captioned with its score."""
+    plt = _pyplot()
+    order = np.argsort(np.asarray(scores))
+    picks = [order[::-1][:count], order[:count]]
+    fig, axes = plt.subplots(2, count, figsize=(1.2 * count, 2.9), squeeze=False)
+    for row, indices in enumerate(picks):
+        for ax, i in zip(axes[row], indices):
+            image = np.asarray(images[i]).transpose(1, 2, 0)
+            ax.imshow(image.squeeze(-1) if image.shape[-1] == 1 else image, cmap="gray", vmin=0, vmax=1)
+            ax.set_title(f"{float(scores[i]):.2f}", fontsize=7)
+            ax.axis("off")
+    fig.suptitle(title, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -32,6 +32,79 @@ def _cell(rows: list[dict], path: tuple[str, ...], scale: float = 1.0, digits: i
     return f"{np.mean(values):.{digits}f} ± {np.std(values, ddof=1):.{digits}f}"
 
 
+# (label, path in a row, scale, digits, lower is better) of every metric the paired differences cover
+PAIRED_METRICS = (
+    ("Acc", ("test", "accuracy"), 100, 2, False),
+    ("ECE", ("test", "ece"), 100, 2, True),
+    ("TACE", ("test", "tace"), 100, 2, True),
+    ("NLL", ("test", "nll"), 1, 3, True),
+    ("Brier", ("test", "brier"), 1, 3, True),
+)
+
+
+def _ood_metrics(rows: list[dict]) -> tuple:
+    sets = sorted({name for row in rows for name in row.get("ood", {})})
+    return tuple((f"AUROC {s}", ("ood", s, "msp"), 100, 2, False) for s in sets)
+
+
+def paired_differences(rows: list[dict], reference: str = "baseline") -> dict[str, dict[str, dict]]:
+    """Per-seed paired differences `method - reference` (same seed) for every metric of `PAIRED_METRICS` and the OOD
+    AUROC by max probability.
+
+    Returns:
+        row name -> metric label -> `{"per_seed": {seed: difference}, "mean", "std" (ddof 1; None for one seed),
+        "better_on": seeds where the method is better, "seeds": how many}` in the table's units (%, NLL as is).
+        Rows whose seed has no reference row are skipped.
+    """
+    references = {row["seed"]: row for row in rows if row["method"] == reference}
+    out: dict[str, dict[str, dict]] = {}
+    for name, group in _by_name([r for r in rows if r["method"] != reference]).items():
+        for label, path, scale, _, lower_better in PAIRED_METRICS + _ood_metrics(rows):
+            per_seed = {}
+            for row in group:
+                ref = references.get(row["seed"])
+                mine, theirs = _get(row, path), _get(ref, path) if ref else None
+                if mine is not None and theirs is not None:
+                    per_seed[row["seed"]] = scale * (mine - theirs)
+            if not per_seed:
+                continue
+            values = list(per_seed.values())
+            better = [seed for seed, d in per_seed.items() if (d < 0 if lower_better else d > 0)]
+            out.setdefault(name, {})[label] = {
+                "per_seed": per_seed, "mean": float(np.mean(values)),
+                "std": float(np.std(values, ddof=1)) if len(values) > 1 else None,
+                "better_on": better, "seeds": len(values),
+            }
+    return out
+
+
+def _verdict(cell: dict) -> str:
+    if len(cell["better_on"]) == cell["seeds"]:
+        return "better on all seeds"
+    if not cell["better_on"]:
+        return "worse on all seeds"
+    return f"better on {len(cell['better_on'])}/{cell['seeds']}"
+
+
+def paired_table(differences: dict[str, dict[str, dict]], rows: list[dict]) -> str:
+    """Markdown: one line per method, one cell per metric: `mean (d_seed0, d_seed1, ...)`, then the verdict."""
+    digits = {label: d for label, _, _, d, _ in PAIRED_METRICS + _ood_metrics(rows)}
+    labels = [label for label in digits if any(label in cells for cells in differences.values())]
+    lines = []
+    for name, cells in differences.items():
+        line = [name]
+        for label in labels:
+            cell = cells.get(label)
+            if cell is None:
+                line.append("–")
+                continue
+            d = digits[label]
+            seeds = ", ".join(f"{v:+.{d}f}" for v in cell["per_seed"].values())
+            line.append(f"{cell['mean']:+.{d}f} ({seeds}): {_verdict(cell)}")
+        lines.append(line)
+    return _table(["Method - Baseline", *labels], lines)
+
+
 def _table(header: list[str], lines: list[list[str]]) -> str:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(line) + " |" for line in lines]
@@ -68,6 +141,16 @@ def markdown_report(results: dict) -> str:
             ],
         ),
     ]
+    parts += ["", "Training (mean over seeds; first member of an ensemble): final ssl loss, how much it still fell over the last "
+              "fifth of the steps, and the share of head spreads below alpha (where the diversity hinge acts):", "",
+              _table(["Method", "ssl loss", "late drop (%)", "hinge active (%)"],
+                     [[name, _cell(rows, ("training", "ssl_loss_final"), digits=3),
+                       _cell(rows, ("training", "ssl_loss_late_drop"), 100, 1),
+                       _cell(rows, ("training", "hinge_active_mean"), 100, 1)] for name, rows in groups.items()])]
+    differences = results.get("paired_differences")
+    if differences:
+        parts += ["", "Paired differences to the baseline of the same seed (mean, then per seed; ECE, TACE, NLL, "
+                  "Brier: lower is better):", "", paired_table(differences, results["rows"])]
     scores = [("msp", "MSP"), ("neg_entropy", "entropy"), ("neg_mutual_information", "MI"),
               ("neg_head_sigma", "head sigma (label-free)")]
     parts += ["", "OOD AUROC (%) by score:", "", _table(

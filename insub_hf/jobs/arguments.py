@@ -1,10 +1,13 @@
-"""The argument group every job that can push shares (parsed beside the job's own with HfArgumentParser)."""
+"""Argument groups the jobs share: where to push (parsed beside the job's own with HfArgumentParser) and which image
+encoder to build."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..configuration_insub import NAMED_ENCODERS, named_encoder
 from ..hub import hub_token
+from ..validation import check_choice, check_range
 
 
 @dataclass
@@ -28,3 +31,22 @@ class HubArguments:
     def recorded(self) -> dict:
         """What goes into a results.json (which is uploaded with the model): everything but the token."""
         return {k: v for k, v in asdict(self).items() if k != "hub_token"}
+
+
+@dataclass
+class ImageEncoderArguments:
+    """Which image encoder a job or example builds, by short name (`named_encoder`)."""
+
+    encoder: str = field(
+        default="resnet18_cifar",
+        metadata={"help": f"One of {NAMED_ENCODERS} (CIFAR-stem ResNets: 3x3 stride-1 stem, no max-pool)."},
+    )
+    width: float = field(default=0.125, metadata={"help": "Width multiplier of the resnet*_cifar encoders."})
+
+    def __post_init__(self) -> None:
+        check_choice("ImageEncoderArguments.encoder", self.encoder, NAMED_ENCODERS)
+        check_range("ImageEncoderArguments.width", self.width, low=0.0, low_inclusive=False)
+
+    def encoder_config(self, image_size: int, num_channels: int) -> dict:
+        """The encoder config dict for images of this geometry."""
+        return named_encoder(self.encoder, image_size, num_channels, self.width)

@@ -1,8 +1,12 @@
-"""Trainer callbacks: the per-epoch report of the demo (losses, head spread, k-NN accuracy)."""
+"""Trainer callbacks of the jobs: the demo's per-epoch report (losses, head spread, k-NN accuracy) and quiet
+progress (bars on the terminal, log dicts in a file)."""
 
 from __future__ import annotations
 
-from transformers import TrainerCallback
+import json
+from pathlib import Path
+
+from transformers import ProgressCallback, TrainerCallback
 
 from ..evaluation.features import extract_representations
 from ..evaluation.knn import knn_accuracy
@@ -46,3 +50,21 @@ class KNNReportCallback(TrainerCallback):
             f"sigma {row['mean_sigma']:.4f} | k-NN acc {100 * row['knn_accuracy']:.2f}%",
             flush=True,
         )
+
+
+class LogFileProgressCallback(ProgressCallback):
+    """The Trainer's progress bars, with the per-step log dicts appended to a JSON-lines file instead of printed.
+
+    Args:
+        path: the log file (created with its folder; appended to on resume).
+    """
+
+    def __init__(self, path: str | Path):
+        super().__init__()
+        self.path = Path(path)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and logs:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as f:
+                f.write(json.dumps({"step": state.global_step, **logs}) + "\n")

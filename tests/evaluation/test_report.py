@@ -1,0 +1,47 @@
+import pytest
+
+from insub_hf.evaluation.report import paired_differences, paired_table
+
+
+def _row(method, seed, accuracy, ece, nll, auroc):
+    name = {"baseline": "Baseline", "insub": "InSub (M=5)"}[method]
+    return {"name": name, "method": method, "seed": seed,
+            "test": {"accuracy": accuracy, "ece": ece, "tace": ece, "nll": nll, "brier": nll / 4},
+            "ood": {"mnist": {"msp": auroc}}}
+
+
+ROWS = [
+    _row("baseline", 0, 0.86, 0.050, 0.40, 0.70), _row("insub", 0, 0.87, 0.040, 0.41, 0.72),
+    _row("baseline", 1, 0.85, 0.060, 0.42, 0.71), _row("insub", 1, 0.86, 0.030, 0.43, 0.69),
+    _row("baseline", 2, 0.84, 0.055, 0.41, 0.73), _row("insub", 2, 0.83, 0.045, 0.40, 0.74),
+]
+
+
+def test_paired_differences_against_a_hand_computation():
+    cells = paired_differences(ROWS)["InSub (M=5)"]
+    acc = cells["Acc"]  # in points: +1, +1, -1
+    assert acc["per_seed"] == pytest.approx({0: 1.0, 1: 1.0, 2: -1.0})
+    assert acc["mean"] == pytest.approx(1 / 3)
+    assert acc["std"] == pytest.approx(((2 * (2 / 3) ** 2 + (4 / 3) ** 2) / 2) ** 0.5)  # ddof 1
+    assert acc["better_on"] == [0, 1] and acc["seeds"] == 3
+    ece = cells["ECE"]  # lower is better: -1.0, -3.0, -1.0 points
+    assert ece["per_seed"] == pytest.approx({0: -1.0, 1: -3.0, 2: -1.0})
+    assert ece["better_on"] == [0, 1, 2]
+    nll = cells["NLL"]  # +0.01, +0.01, -0.01
+    assert nll["per_seed"] == pytest.approx({0: 0.01, 1: 0.01, 2: -0.01}) and nll["better_on"] == [2]
+    assert cells["AUROC mnist"]["per_seed"] == pytest.approx({0: 2.0, 1: -2.0, 2: 1.0})
+    assert "Baseline" not in paired_differences(ROWS)
+
+
+def test_paired_table_states_the_signs_per_seed():
+    table = paired_table(paired_differences(ROWS), ROWS)
+    assert "| Method - Baseline | Acc | ECE | TACE | NLL | Brier | AUROC mnist |" in table
+    assert "+0.33 (+1.00, +1.00, -1.00): better on 2/3" in table
+    assert "-1.67 (-1.00, -3.00, -1.00): better on all seeds" in table
+    assert "better on 1/3" in table
+
+
+def test_rows_without_a_baseline_of_their_seed_are_skipped():
+    rows = [ROWS[0], ROWS[1], _row("insub", 7, 0.9, 0.01, 0.3, 0.9)]
+    acc = paired_differences(rows)["InSub (M=5)"]["Acc"]
+    assert acc["per_seed"] == pytest.approx({0: 1.0}) and acc["std"] is None

@@ -1,0 +1,41 @@
+import pytest
+
+from insub_hf.jobs.compare import ComparisonArguments, convergence_warnings, method_config, training_record
+
+
+def test_training_record_measures_the_late_ssl_loss_drop_and_hinge_activity():
+    # 10 logged steps: the last fifth (2 entries) against the fifth before it
+    logs = [{"step": s, "ssl_loss": 10.0 - s, "mean_sigma": 0.1, "hinge_active": s / 10} for s in range(1, 11)]
+    logs.append({"step": 10, "train_runtime": 5.0})  # the Trainer's final summary has no ssl_loss
+    record = training_record(logs, {"parameters": 1})
+    before, late = (3.0 + 2.0) / 2, (1.0 + 0.0) / 2  # steps 7-8 and 9-10
+    assert record["ssl_loss_late_drop"] == pytest.approx((before - late) / before)
+    assert record["ssl_loss_final"] == 0.0
+    assert record["hinge_active_over_training"][-1] == (10, 1.0) and len(record["sigma_over_training"]) == 10
+
+
+def test_convergence_warnings_name_the_run_and_the_fix():
+    rows = [
+        {"name": "Baseline", "method": "baseline", "seed": 1, "test": {"accuracy": 0.80},
+         "training": {"ssl_loss_late_drop": 0.01}},
+        {"name": "InSub (M=5)", "method": "insub", "seed": 1, "test": {"accuracy": 0.70},
+         "training": {"ssl_loss_late_drop": 0.08}},
+    ]
+    warnings = convergence_warnings(rows, 60000, "fashion_mnist")
+    assert len(warnings) == 2
+    assert warnings[0].startswith("Baseline (seed 1): linear probe 80.0% < 85%")
+    assert "InSub (M=5) (seed 1): the ssl loss still fell 8.0%" in warnings[1] and "--pretrain_epochs" in warnings[1]
+    assert convergence_warnings(rows[:1], 5000, "fashion_mnist") == []  # the 85% plateau is for the full set
+
+
+def test_methods_share_the_named_encoder_and_differ_only_where_the_method_does():
+    args = ComparisonArguments(encoder="resnet18_cifar", width=0.0625, dropout=0.2)
+    baseline, insub = method_config(args, "baseline", None), method_config(args, "insub", 5)
+    dropout, batch = method_config(args, "mc_dropout", None), method_config(args, "batch_ensemble", 5)
+    assert baseline.encoder_config.to_dict() == insub.encoder_config.to_dict() == batch.encoder_config.to_dict()
+    assert baseline.encoder_config.model_type == "insub_cifar_resnet" and baseline.encoder_config.width_multiplier == 0.0625
+    assert dropout.encoder_config.hidden_dropout_prob == 0.2 and baseline.encoder_config.hidden_dropout_prob == 0.0
+    assert (baseline.num_heads, insub.num_heads, batch.batch_ensemble_size) == (1, 5, 5)
+    assert baseline.diversity_weight == 0.0 and insub.diversity_weight == args.diversity_weight
+    with pytest.raises(ValueError, match="ImageEncoderArguments.encoder must be one of"):
+        ComparisonArguments(encoder="resnet101")
