@@ -20,6 +20,7 @@ import torch
 
 from insub_hf import InSubForPreTraining
 from insub_hf.data import IMAGE_DATASET_PRESETS, BatchTwoViews
+from insub_hf.evaluation.cost import device_description
 from insub_hf.evaluation.features import extract_features
 from insub_hf.jobs.compare import ComparisonArguments, method_config
 
@@ -78,7 +79,7 @@ def main() -> None:
         extract_features(model, batch, 500, passes)
         extraction[method] = (time.perf_counter() - start) / 500
     total_steps = int(options.train_images // options.batch_size * options.epochs)
-    print(f"device: cpu ({torch.get_num_threads()} threads); ResNet-18 CIFAR width {options.width}, batch "
+    print(f"device: {device_description()}; ResNet-18 CIFAR width {options.width}, batch "
           f"{options.batch_size}, {total_steps} steps per model; median of {options.rounds} rounds x {options.steps} steps")
     print(f"{'method':<16} {'s/step':>7} {'vs baseline':>11} {'members':>7} {'pretrain min/seed':>17} {'extract min/seed':>16}")
     base = sorted(times["baseline"])[len(times["baseline"]) // 2]

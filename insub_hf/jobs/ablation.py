@@ -13,10 +13,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
-from ..evaluation.ood_sets import noise_images
+from ..evaluation.cost import device_description
+from ..evaluation.ood_sets import noise_ood_sets
 from ..evaluation.probes import ProbeArguments, train_val_split
 from ..validation import check_range
 from .compare import ComparisonArguments, RunCache, load_comparison_data, method_config
@@ -55,7 +55,7 @@ def validation_data(evaluation: ImageEvaluationData, fraction: float, seed: int 
     keep, held_out = train_val_split(len(evaluation.train_images), fraction, seed)
     images, labels = evaluation.train_images, evaluation.train_labels
     shape = tuple(images.shape[1:])
-    ood = {kind: noise_images(kind, len(held_out), shape, seed=10 + i) for i, kind in enumerate(("uniform", "gaussian"))}
+    ood = noise_ood_sets(len(held_out), shape, seed=10)
     return ImageEvaluationData(
         images[keep], labels[keep], images[held_out], labels[held_out], ood, evaluation.mean, evaluation.std,
         evaluation.num_classes,
@@ -86,12 +86,11 @@ def run_ablation(args: AblationArguments, probe_args: ProbeArguments | None = No
             config = method_config(setting, "insub" if m > 1 else "baseline", m)
             model, record = cache.get(config, seed)
             numbers, _ = MethodEvaluator([model], validation, probe_args, harness).run()
-            active = [v for _, v in record["hinge_active_over_training"]]
             sigma = [v for _, v in record["sigma_over_training"]]
             row = {
                 "alpha": alpha if m > 1 else None, "num_heads": m, "seed": seed, "validation": numbers["test"],
                 "ood": {k: v["msp"] for k, v in numbers["ood"].items()},
-                "hinge_active_mean": float(np.mean(active)) if active and m > 1 else None,
+                "hinge_active_mean": record["hinge_active_mean"] if m > 1 else None,
                 "final_sigma": sigma[-1] if sigma and m > 1 else None,
                 "ssl_loss_final": record["ssl_loss_final"],
             }
@@ -119,7 +118,7 @@ def run_ablation(args: AblationArguments, probe_args: ProbeArguments | None = No
     (out / "ablation.md").write_text(table + "\n")
     results = {
         "best_alpha": best, "rows": rows, "data": loaded.description,
-        "device": "cuda" if torch.cuda.is_available() else f"cpu ({torch.get_num_threads()} threads)",
+        "device": device_description(),
         "wall_seconds": round(time.time() - start, 1),
     }
     write_json(out / "ablation.json", {"args": asdict(args), **results})

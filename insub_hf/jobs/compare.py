@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from ..configuration_insub import InSubConfig
 from ..data import (
@@ -29,7 +28,8 @@ from ..data import (
     resolve_fashion_mnist_source,
 )
 from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
-from ..evaluation.ood_sets import load_mnist_images, noise_images
+from ..evaluation.cost import device_description
+from ..evaluation.ood_sets import load_mnist_images, noise_ood_sets
 from ..evaluation.probes import ProbeArguments
 from ..evaluation.report import paired_differences
 from ..hub import harness_eval_results
@@ -137,10 +137,7 @@ def load_comparison_data(args: ComparisonArguments) -> ComparisonData:
     train_images, train_labels = preset.to_tensors(data["train"])
     test_images, test_labels = preset.to_tensors(data["test"])
     shape = tuple(test_images.shape[1:])
-    ood = {
-        "uniform": noise_images("uniform", args.ood_images, shape, seed=1),
-        "gaussian": noise_images("gaussian", args.ood_images, shape, seed=2),
-    }
+    ood = noise_ood_sets(args.ood_images, shape, seed=1)
     if args.ood_dataset == "mnist":
         ood["mnist"] = load_mnist_images(min(args.ood_images, 5000), seed=3)
     elif args.ood_dataset != "none":
@@ -203,7 +200,8 @@ class RunCache:
 
 
 def training_record(log_history: list[dict], cost: dict) -> dict:
-    """What a comparison keeps of a run's log: cost, sigma and hinge activity over training, the late ssl-loss drop."""
+    """What a comparison keeps of a run's log: cost, sigma and hinge activity over training (and the mean activity),
+    the final ssl loss and its late drop."""
     logs = [h for h in log_history if "ssl_loss" in h]
     fifth = max(1, len(logs) // 5)
     late, before = logs[-fifth:], logs[-2 * fifth:-fifth]
@@ -211,10 +209,12 @@ def training_record(log_history: list[dict], cost: dict) -> dict:
     if before:
         previous = float(np.mean([h["ssl_loss"] for h in before]))
         drop = (previous - float(np.mean([h["ssl_loss"] for h in late]))) / abs(previous)
+    active = [(h["step"], h["hinge_active"]) for h in logs if "hinge_active" in h]
     return {
         "cost": cost,
         "sigma_over_training": [(h["step"], h["mean_sigma"]) for h in logs if "mean_sigma" in h],
-        "hinge_active_over_training": [(h["step"], h["hinge_active"]) for h in logs if "hinge_active" in h],
+        "hinge_active_over_training": active,
+        "hinge_active_mean": float(np.mean([value for _, value in active])) if active else None,
         "ssl_loss_final": logs[-1]["ssl_loss"] if logs else None,
         "ssl_loss_late_drop": drop,
     }
@@ -245,10 +245,8 @@ def evaluate_method(method, m, seed, cache, data, probe_args, harness_args) -> t
     evaluation_seconds = time.time() - start
     costs = [record["cost"] for _, record in runs]
     numbers["training"] = {
-        key: runs[0][1][key] for key in ("ssl_loss_final", "ssl_loss_late_drop")
+        key: runs[0][1][key] for key in ("ssl_loss_final", "ssl_loss_late_drop", "hinge_active_mean")
     }
-    active = [value for _, value in runs[0][1]["hinge_active_over_training"]]
-    numbers["training"]["hinge_active_mean"] = float(np.mean(active)) if active else None
     numbers["cost"] = {
         "parameters": sum(c["parameters"] for c in costs),
         "seconds_per_step": sum(c["seconds_per_step"] for c in costs),
@@ -327,7 +325,7 @@ def run_comparison(
         "probe_args": asdict(probe_args), "harness_args": asdict(harness_args),
         "data": {"source": loaded.description, "train": len(data.train_images), "test": len(data.test_images),
                  "ood": {k: len(v) for k, v in data.ood_images.items()}, "num_classes": data.num_classes},
-        "device": "cuda" if torch.cuda.is_available() else f"cpu ({torch.get_num_threads()} threads)",
+        "device": device_description(),
         "rows": rows, "paired_differences": paired_differences(rows), "warnings": warnings,
         "wall_seconds": round(time.time() - start, 1),
     }

@@ -18,7 +18,7 @@ from ..data import (
     resolve_fashion_mnist_source,
 )
 from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
-from ..evaluation.ood_sets import load_mnist_images, noise_images
+from ..evaluation.ood_sets import load_mnist_images, noise_ood_sets
 from ..evaluation.probes import ProbeArguments
 from ..validation import check_choice
 from .arguments import ImageEncoderArguments
@@ -85,8 +85,7 @@ def demo_evaluation_data(data, args: DemoArguments) -> tuple[ImageEvaluationData
         ood["mnist"] = load_mnist_images(min(args.ood_images, 5000), seed=3)
     except ImportError as error:
         note = f"MNIST digits skipped: {error}"
-    ood["uniform"] = noise_images("uniform", args.ood_images, shape, seed=1)
-    ood["gaussian"] = noise_images("gaussian", args.ood_images, shape, seed=2)
+    ood.update(noise_ood_sets(args.ood_images, shape, seed=1))
     evaluation = ImageEvaluationData(
         train_images, train_labels, test_images, test_labels, ood, *FASHION_MNIST.normalization(), 10
     )

@@ -84,14 +84,9 @@ def pretrain(
     save_pretrained_atomic(model, run_dir / "model")
     batch = {k: v.to(model.device) for k, v in next(iter(trainer.get_train_dataloader())).items()}
     if batch_views is not None:
-        batch["pixel_values"], batch["pixel_values_2"] = trainer.batch_views(batch["pixel_values"])
-    # the measuring step must leave the trained model as saved: BatchNorm running statistics are restored
-    buffers = {name: buffer.clone() for name, buffer in model.named_buffers()}
-    memory = training_memory_mb(model, lambda: model(**batch).loss.backward())
+        batch = trainer.make_views(batch)
+    memory = training_memory_mb(model, lambda: model(**batch).loss.backward())  # restores BatchNorm statistics
     model.zero_grad(set_to_none=True)
-    with torch.no_grad():
-        for name, buffer in model.named_buffers():
-            buffer.copy_(buffers[name])
     steps = max(1, output.global_step)
     cost = {
         "parameters": count_parameters(model),

@@ -183,3 +183,15 @@ def test_training_memory_counts_parameters_gradients_state_and_saved_tensors():
         # saved for backward: the input (n x 10) of the matmul and the output (n x 5) of square(); float32
         expected = (4 * 55 + n * 10 + n * 5) * 4
         assert training_memory_mb(layer, lambda: layer(x).square().sum().backward()) * 2**20 == expected
+
+
+def test_training_memory_leaves_the_batchnorm_statistics_as_they_were():
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3)).train()
+    before = {name: buffer.clone() for name, buffer in net.named_buffers()}
+    x = torch.randn(16, 4) * 5 + 2
+    net(x)  # a train-mode forward does move them ...
+    assert not torch.equal(net[1].running_mean, before["1.running_mean"])
+    moved = {name: buffer.clone() for name, buffer in net.named_buffers()}
+    training_memory_mb(net, lambda: net(x).sum().backward())  # ... the measuring step must not
+    for name, buffer in net.named_buffers():
+        assert torch.equal(buffer, moved[name]), name
