@@ -158,6 +158,11 @@ def main() -> None:
         errors(out, world()[0])
     else:
         raise SystemExit(f"unknown scenario {scenario!r}")
+    # leave together and shut the gloo group down, so that no process exits with its threads still running
+    # (which aborted a rank now and then: "terminate called without an active exception")
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
