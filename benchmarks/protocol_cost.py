@@ -1,12 +1,14 @@
 """What the comparison protocol (`insub-hf compare`) costs per method and per seed, measured side by side in one run.
 
-For every method it times a pretraining step of the protocol's model (views made per batch with kornia, AdamW),
+For every method it times a pretraining step of the protocol's model (views made per batch with kornia, AdamW, weights
+in channels_last as InSubTrainer keeps them),
 in interleaved rounds so that every method sees the same machine load, and the feature extraction of the harness;
 then it prints seconds per step, the ratio to the baseline, and the projected wall time per seed: pretraining
 (steps x members x s/step) plus extraction of the train, test and OOD images. With `--results` it also prints the
 wall times a real `insub-hf compare` run recorded per (method, seed) in its results.json.
 
-    python benchmarks/protocol_cost.py [--width 0.125] [--batch_size 240] [--rounds 3] [--results runs/compare/results.json]
+    python benchmarks/protocol_cost.py [--encoder resnet10_cifar] [--width 0.25] [--batch_size 240] [--rounds 3] \
+        [--results runs/compare/results.json]
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 import torch
 
 from insub_hf import InSubForPreTraining
-from insub_hf.data import IMAGE_DATASET_PRESETS, BatchTwoViews
+from insub_hf.data import IMAGE_DATASET_PRESETS
 from insub_hf.evaluation.cost import device_description
 from insub_hf.evaluation.features import extract_features
 from insub_hf.jobs.compare import ComparisonArguments, method_config
@@ -27,8 +29,8 @@ from insub_hf.jobs.compare import ComparisonArguments, method_config
 MEMBERS = {"baseline": 1, "ssl_ensemble": 5, "mc_dropout": 1, "batch_ensemble": 1, "insub": 1}
 
 
-def step_fn(model, views, images):
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+def step_fn(model, views, images, learning_rate):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
 
     def step():
         first, second = views(images)
@@ -42,6 +44,7 @@ def step_fn(model, views, images):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--encoder", default=ComparisonArguments.encoder)
     parser.add_argument("--width", type=float, default=ComparisonArguments.width)
     parser.add_argument("--batch_size", type=int, default=ComparisonArguments.pretrain_batch_size)
     parser.add_argument("--epochs", type=float, default=ComparisonArguments.pretrain_epochs)
@@ -52,16 +55,17 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=None, help="A compare run's results.json to summarise.")
     options = parser.parse_args()
 
-    args = ComparisonArguments(width=options.width, pretrain_batch_size=options.batch_size)
+    args = ComparisonArguments(encoder=options.encoder, width=options.width, pretrain_batch_size=options.batch_size)
     preset = IMAGE_DATASET_PRESETS[args.dataset]
-    views = BatchTwoViews(preset.image_size, *preset.normalization(), num_channels=preset.num_channels)
+    views = args.make_batch_views(preset)
     images = torch.rand(options.batch_size, preset.num_channels, preset.image_size, preset.image_size)
     torch.manual_seed(0)
     models = {
-        method: InSubForPreTraining(method_config(args, "baseline" if method == "ssl_ensemble" else method, 5)).train()
+        method: InSubForPreTraining(method_config(args, "baseline" if method == "ssl_ensemble" else method, 5))
+        .train().to(memory_format=torch.channels_last)
         for method in MEMBERS
     }
-    steps = {method: step_fn(model, views, images) for method, model in models.items()}
+    steps = {method: step_fn(model, views, images, args.pretrain_learning_rate) for method, model in models.items()}
     for step in steps.values():
         step()  # warm-up
     times = {method: [] for method in MEMBERS}
@@ -79,7 +83,7 @@ def main() -> None:
         extract_features(model, batch, 500, passes)
         extraction[method] = (time.perf_counter() - start) / 500
     total_steps = int(options.train_images // options.batch_size * options.epochs)
-    print(f"device: {device_description()}; ResNet-18 CIFAR width {options.width}, batch "
+    print(f"device: {device_description()}; {options.encoder} width {options.width}, batch "
           f"{options.batch_size}, {total_steps} steps per model; median of {options.rounds} rounds x {options.steps} steps")
     print(f"{'method':<16} {'s/step':>7} {'vs baseline':>11} {'members':>7} {'pretrain min/seed':>17} {'extract min/seed':>16}")
     base = sorted(times["baseline"])[len(times["baseline"]) // 2]

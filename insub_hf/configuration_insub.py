@@ -65,7 +65,8 @@ def named_encoder(name: str, image_size: int = 32, num_channels: int = 3, width:
     """The encoder config (a dict for `InSubConfig.encoder_config`) of a short name.
 
     Args:
-        name: `resnet18_cifar`, `resnet34_cifar`, `resnet50_cifar` (CIFAR-stem ResNets, `CifarResNetConfig`),
+        name: `resnet10_cifar`, `resnet18_cifar`, `resnet34_cifar`, `resnet50_cifar` (CIFAR-stem ResNets,
+            `CifarResNetConfig`),
             `vit_tiny_32` (ViT-tiny, 4x4 patches), `vit_small_16` (ViT-S/16) or `vit_mini` (width 128, depth 4,
             4x4 patches: a CPU-sized ViT).
         image_size, num_channels: the images it reads.

@@ -7,7 +7,7 @@ import torch
 from datasets import Dataset
 from transformers import TrainerCallback
 
-from insub_hf import InSubForPreTraining
+from insub_hf import InSubConfig, InSubForPreTraining, named_encoder
 from insub_hf.checkpointing import last_complete_checkpoint
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
 
@@ -68,6 +68,35 @@ def test_gradient_accumulation_follows_the_mean_of_micro_batch_gradients(tmp_pat
         torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5, msg=name)
     logged = [row["loss"] for row in trainer.state.log_history if "loss" in row][0]
     assert abs(logged - sum(losses)) < 1e-3  # the logged loss is the mean over the accumulated micro-batches
+
+
+def test_channels_last_trains_a_conv_encoder_like_the_default_layout_and_saves_plain_weights(tmp_path):
+    config = InSubConfig(
+        encoder_config=named_encoder("resnet10_cifar", 32, 3, width=0.0625), num_heads=2, head_hidden_sizes=[8],
+        head_output_size=4,
+    )
+    dataset, _ = fixed_views(8)
+    models = {}
+    for layout in (False, True):
+        torch.manual_seed(0)
+        model = InSubForPreTraining(config)
+        trainer = InSubTrainer(
+            model=model, args=args(tmp_path / str(layout), max_steps=2, channels_last=layout), train_dataset=dataset
+        )
+        trainer.train()
+        models[layout] = model
+    first_conv = {
+        layout: next(m for m in model.modules() if isinstance(m, torch.nn.Conv2d)).weight
+        for layout, model in models.items()
+    }
+    assert first_conv[True].is_contiguous(memory_format=torch.channels_last) and not first_conv[True].is_contiguous()
+    assert first_conv[False].is_contiguous()
+    for (name, p), q in zip(models[True].named_parameters(), models[False].parameters()):
+        torch.testing.assert_close(p, q, atol=1e-4, rtol=1e-4, msg=name)
+    models[True].save_pretrained(tmp_path / "saved")
+    loaded = InSubForPreTraining.from_pretrained(tmp_path / "saved")
+    for name, tensor in models[True].state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
 
 
 def test_evaluation_loss_without_labels(tmp_path):

@@ -9,7 +9,9 @@ from transformers import PretrainedConfig
 from ..validation import check_choice, check_range
 
 # depth -> (block, blocks per stage); the widths of the four stages are 64, 128, 256, 512 times width_multiplier.
-RESNET_LAYOUTS = {18: ("basic", (2, 2, 2, 2)), 34: ("basic", (3, 4, 6, 3)), 50: ("bottleneck", (3, 4, 6, 3))}
+RESNET_LAYOUTS = {
+    10: ("basic", (1, 1, 1, 1)), 18: ("basic", (2, 2, 2, 2)), 34: ("basic", (3, 4, 6, 3)), 50: ("bottleneck", (3, 4, 6, 3)),
+}
 BASE_WIDTHS = (64, 128, 256, 512)
 EXPANSION = {"basic": 1, "bottleneck": 4}
 
@@ -22,7 +24,7 @@ class CifarResNetConfig(PretrainedConfig):
     8x8 before the first block; SimCLR is known to lose about ten points of CIFAR-10 accuracy with it.
 
     Args:
-        depth: 18 or 34 (basic blocks) or 50 (bottleneck blocks).
+        depth: 10, 18 or 34 (basic blocks) or 50 (bottleneck blocks).
         width_multiplier: scales every stage's width (64, 128, 256, 512 at 1.0; at least one channel each).
         num_channels: 1 (grey) or 3 (RGB) input channels.
         hidden_dropout_prob: dropout after each stage (0: none; MC Dropout samples it at test time).

@@ -57,7 +57,7 @@ BLOCKS = {"basic": CifarBasicBlock, "bottleneck": CifarBottleneckBlock}
 
 
 class CifarResNetModel(PreTrainedModel):
-    """ResNet-18/34/50 with the CIFAR stem (3x3 stride-1 convolution, no max-pool) and no classifier.
+    """ResNet-10/18/34/50 with the CIFAR stem (3x3 stride-1 convolution, no max-pool) and no classifier.
 
     Shapes: pixel_values `(B, C, H, W)` -> last_hidden_state `(B, d, H/8, W/8)` (rounded up), pooler_output
     `(B, d, 1, 1)` (global average), with `d = config.hidden_size`; `hidden_states` (when asked): the stem's and

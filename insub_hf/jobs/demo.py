@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass, field
 from ..configuration_insub import InSubConfig
 from ..data import (
     IMAGE_DATASET_PRESETS,
-    BatchTwoViews,
     ImageWithLabel,
     MultiCropViews,
     image_tensor_dataset,
@@ -21,7 +20,7 @@ from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEv
 from ..evaluation.ood_sets import load_mnist_images, noise_ood_sets
 from ..evaluation.probes import ProbeArguments
 from ..validation import check_choice
-from .arguments import ImageEncoderArguments
+from .arguments import ImageRecipeArguments
 from .callbacks import KNNReportCallback
 from .runner import Experiment, PretrainingSettings, Variant
 
@@ -29,7 +28,7 @@ FASHION_MNIST = IMAGE_DATASET_PRESETS["fashion_mnist"]
 
 
 @dataclass
-class DemoArguments(ImageEncoderArguments):
+class DemoArguments(ImageRecipeArguments):
     output_dir: str = field(default="runs/demo", metadata={"help": "Where checkpoints, results and plots go."})
     data_source: str = field(
         default="bundled", metadata={"help": "Fashion-MNIST source: bundled (5,000 / 1,000 images), debian, auto."}
@@ -39,7 +38,7 @@ class DemoArguments(ImageEncoderArguments):
     ood_images: int = field(default=1000, metadata={"help": "Images per OOD set (MNIST digits, uniform, Gaussian noise)."})
     epochs: float = field(default=8, metadata={"help": "Pretraining epochs per model."})
     batch_size: int = field(default=240, metadata={"help": "Samples per step (two views each)."})
-    learning_rate: float = field(default=1e-3, metadata={"help": "AdamW learning rate."})
+    learning_rate: float = field(default=3e-3, metadata={"help": "AdamW learning rate."})
     num_heads: int = field(default=5, metadata={"help": "M of the InSub model (the baseline has M=1)."})
     diversity_alpha: float = field(default=0.08, metadata={"help": "alpha of the diversity hinge."})
     diversity_weight: float = field(default=1.5, metadata={"help": "lambda of the InSub model (baseline: 0)."})
@@ -60,7 +59,7 @@ def demo_config(args: DemoArguments, num_heads: int, diversity_weight: float) ->
     return InSubConfig(
         encoder_config=args.encoder_config(FASHION_MNIST.image_size, FASHION_MNIST.num_channels),
         num_heads=num_heads, head_hidden_sizes=[args.head_hidden_size], head_output_size=128,
-        diversity_alpha=args.diversity_alpha, diversity_weight=diversity_weight, temperature=0.5,
+        diversity_alpha=args.diversity_alpha, diversity_weight=diversity_weight, temperature=args.temperature,
         objective=args.objective, dino_out_dim=args.dino_out_dim,
     )
 
@@ -70,7 +69,7 @@ def demo_training_set(data, evaluation: ImageEvaluationData, args: DemoArguments
     if args.objective == "dino":
         views = MultiCropViews(FASHION_MNIST.multicrop(), args.num_local_crops, FASHION_MNIST.image_column)
         return data["train"].with_transform(views), None
-    views = BatchTwoViews(FASHION_MNIST.image_size, *FASHION_MNIST.normalization(), FASHION_MNIST.num_channels)
+    views = args.make_batch_views(FASHION_MNIST)
     return image_tensor_dataset(evaluation.train_images), views
 
 

@@ -32,6 +32,26 @@ def test_resnet18_width_1_has_the_parameters_of_torchvision_resnet18_with_the_ci
     assert count(model) == expected == 11_168_832
 
 
+def test_resnet10_is_resnet18_with_one_basic_block_per_stage():
+    model = CifarResNetModel(CifarResNetConfig(depth=10, num_channels=1, width_multiplier=0.25))
+    reference = torchvision.models.ResNet(torchvision.models.resnet.BasicBlock, [1, 1, 1, 1], width_per_group=64)
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    # at width 0.25 with 1 channel, by hand: stem 3x3x1x16, then one basic block per stage
+    widths = [16, 32, 64, 128]
+    stem = 3 * 3 * 1 * 16 + 2 * 16
+    blocks, previous = 0, 16
+    for i, w in enumerate(widths):
+        blocks += 3 * 3 * previous * w + 3 * 3 * w * w + 4 * w  # two convs, two BatchNorms
+        if i > 0:
+            blocks += previous * w + 2 * w  # 1x1 stride-2 shortcut and its BatchNorm
+        previous = w
+    assert count(model) == stem + blocks
+    assert len(model.stages) == 4 and all(len(stage) == 1 for stage in model.stages)
+    # at width 1 with 3 channels: torchvision's ResNet-10 layout without its classifier, with the CIFAR stem conv
+    full = count(CifarResNetModel(CifarResNetConfig(depth=10)))
+    assert full == count(reference) - count(reference.fc) - 7 * 7 * 3 * 64 + 3 * 3 * 3 * 64
+
+
 def test_save_load_round_trip_through_auto_classes(tmp_path):
     model = AutoModel.from_config(AutoConfig.for_model("insub_cifar_resnet", depth=18, width_multiplier=0.125,
                                                        num_channels=1))

@@ -1,5 +1,8 @@
+import kornia.augmentation as K
 import pytest
+import torch
 
+from insub_hf.data import IMAGE_DATASET_PRESETS
 from insub_hf.jobs.compare import ComparisonArguments, convergence_warnings, method_config, training_record
 
 
@@ -39,3 +42,18 @@ def test_methods_share_the_named_encoder_and_differ_only_where_the_method_does()
     assert baseline.diversity_weight == 0.0 and insub.diversity_weight == args.diversity_weight
     with pytest.raises(ValueError, match="ImageEncoderArguments.encoder must be one of"):
         ComparisonArguments(encoder="resnet101")
+
+
+def test_recipe_settings_reach_the_config_and_the_views_and_are_checked():
+    args = ComparisonArguments(temperature=0.3, min_crop_scale=0.6)
+    assert (args.encoder, args.width) == ("resnet10_cifar", 0.25)  # the CPU protocol chosen on validation
+    assert method_config(args, "insub", 5).temperature == method_config(args, "baseline", None).temperature == 0.3
+    views = args.make_batch_views(IMAGE_DATASET_PRESETS["fashion_mnist"])
+    crop = next(m for m in views.augment.children() if isinstance(m, K.RandomResizedCrop))
+    boxes = crop.forward_parameters(torch.Size((500, 1, 28, 28)))["src"]  # (B, 4 corners, xy)
+    area = (boxes[:, :, 0].amax(1) - boxes[:, :, 0].amin(1) + 1) * (boxes[:, :, 1].amax(1) - boxes[:, :, 1].amin(1) + 1)
+    assert area.min() >= 0.6 * 28 * 28 * 0.95 and area.min() < 0.7 * 28 * 28  # scale (0.6, 1); pixel rounding
+    with pytest.raises(ValueError, match="ImageRecipeArguments.temperature"):
+        ComparisonArguments(temperature=0.0)
+    with pytest.raises(ValueError, match="ImageRecipeArguments.min_crop_scale"):
+        ComparisonArguments(min_crop_scale=1.5)
