@@ -40,7 +40,7 @@ class DemoArguments(ImageRecipeArguments):
     batch_size: int = field(default=240, metadata={"help": "Samples per step (two views each)."})
     learning_rate: float = field(default=3e-3, metadata={"help": "AdamW learning rate."})
     num_heads: int = field(default=5, metadata={"help": "M of the InSub model (the baseline has M=1)."})
-    diversity_alpha: float = field(default=0.08, metadata={"help": "alpha of the diversity hinge."})
+    diversity_alpha: float = field(default=0.12, metadata={"help": "alpha of the diversity hinge (see compare)."})
     diversity_weight: float = field(default=1.5, metadata={"help": "lambda of the InSub model (baseline: 0)."})
     head_hidden_size: int = field(default=512, metadata={"help": "Hidden width of each projection head."})
     knn_k: int = field(default=20, metadata={"help": "Neighbours of the per-epoch k-NN accuracy."})
