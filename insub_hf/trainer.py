@@ -40,8 +40,9 @@ class InSubTrainingArguments(TrainingArguments):
     channels_last: bool = field(
         default=True,
         metadata={
-            "help": "Keep a convolutional encoder's weights in channels_last memory format (NHWC), which oneDNN on "
-            "CPU and cuDNN on GPU run faster; no effect on encoders without Conv2d."
+            "help": "Train a convolutional encoder with its weights in channels_last memory format (NHWC), which "
+            "oneDNN on CPU and cuDNN on GPU run faster; back to the default layout when train() returns. No effect "
+            "on encoders without Conv2d."
         },
     )
 
@@ -116,8 +117,6 @@ class InSubTrainer(Trainer):
         self.add_callback(ObjectiveStepCallback)
         if getattr(self.args, "sync_batchnorm", False):
             self.model = convert_sync_batchnorm(self.model)
-        if getattr(self.args, "channels_last", False) and any(isinstance(m, nn.Conv2d) for m in self.model.modules()):
-            self.model.to(memory_format=torch.channels_last)
         self._side_metrics: dict[str, dict[str, list[float]]] = {
             "train": defaultdict(list),
             "eval": defaultdict(list),
@@ -139,7 +138,16 @@ class InSubTrainer(Trainer):
                     f"resume_from_checkpoint={str(resume_from_checkpoint)!r} cannot be resumed from: "
                     + "; ".join(problems) + "."
                 )
-        return super().train(resume_from_checkpoint, *args, **kwargs)
+        channels_last = getattr(self.args, "channels_last", False) and any(
+            isinstance(m, nn.Conv2d) for m in self.model.modules()
+        )
+        if channels_last:
+            self.model.to(memory_format=torch.channels_last)
+        try:
+            return super().train(resume_from_checkpoint, *args, **kwargs)
+        finally:
+            if channels_last:  # the trained model then computes exactly what its saved and reloaded copy does
+                self.model.to(memory_format=torch.contiguous_format)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:
         """Restores the weights through `from_pretrained`, strictly.

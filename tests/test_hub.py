@@ -81,7 +81,10 @@ def test_compare_pushes_the_insub_model_with_its_measured_numbers(tmp_path, fake
     assert measured["OOD AUROC vs mnist (MSP)"] == pytest.approx(row["ood"]["mnist"]["msp"])
     card = (folder / "README.md").read_text()
     assert f"| fashion_mnist | test | ECE | {100 * row['test']['ece']:.3f} |" in card
-    assert "**M = 2**" in card and "alpha = 0.08" in card and "SimCLR" in card and "@inproceedings{vahidi2024insub" in card
+    alpha = json.loads((out / "results.json").read_text())["args"]["diversity_alpha"]
+    assert alpha == 0.12  # compare's default, chosen by the ablation
+    assert "**M = 2**" in card and f"alpha = {alpha}" in card and "SimCLR" in card
+    assert "@inproceedings{vahidi2024insub" in card
     # the uploaded weights are the cached run's weights
     cached = InSubForPreTraining.from_pretrained(next((out / "cache").iterdir()) / "model")
     uploaded = InSubForPreTraining.from_pretrained(folder)

@@ -76,21 +76,26 @@ def test_channels_last_trains_a_conv_encoder_like_the_default_layout_and_saves_p
         head_output_size=4,
     )
     dataset, _ = fixed_views(8)
-    models = {}
+    models, layouts = {}, []
+
+    class RecordLayout(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            weight = next(m for m in model.modules() if isinstance(m, torch.nn.Conv2d)).weight
+            layouts.append((args.channels_last, weight.is_contiguous(memory_format=torch.channels_last),
+                            weight.is_contiguous()))
+
     for layout in (False, True):
         torch.manual_seed(0)
         model = InSubForPreTraining(config)
         trainer = InSubTrainer(
-            model=model, args=args(tmp_path / str(layout), max_steps=2, channels_last=layout), train_dataset=dataset
+            model=model, args=args(tmp_path / str(layout), max_steps=2, channels_last=layout), train_dataset=dataset,
+            callbacks=[RecordLayout()],
         )
         trainer.train()
         models[layout] = model
-    first_conv = {
-        layout: next(m for m in model.modules() if isinstance(m, torch.nn.Conv2d)).weight
-        for layout, model in models.items()
-    }
-    assert first_conv[True].is_contiguous(memory_format=torch.channels_last) and not first_conv[True].is_contiguous()
-    assert first_conv[False].is_contiguous()
+    # during training: NHWC weights with channels_last, plain ones without; after train(): plain again
+    assert layouts == [(False, False, True)] * 2 + [(True, True, False)] * 2
+    assert all(p.is_contiguous() for p in models[True].parameters())
     for (name, p), q in zip(models[True].named_parameters(), models[False].parameters()):
         torch.testing.assert_close(p, q, atol=1e-4, rtol=1e-4, msg=name)
     models[True].save_pretrained(tmp_path / "saved")
