@@ -1,5 +1,5 @@
-"""Argument groups the jobs share: where to push (parsed beside the job's own with HfArgumentParser) and which image
-encoder to build."""
+"""Argument groups the jobs share: where to push (parsed beside the job's own with HfArgumentParser), which image
+encoder to build, and the image jobs' SimCLR recipe."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from ..configuration_insub import NAMED_ENCODERS, named_encoder
 from ..data.batch_views import BatchTwoViews
 from ..hub import hub_token
 from ..validation import check_choice, check_range
+
+ENCODER_HELP = f"One of {NAMED_ENCODERS} (CIFAR-stem ResNets: 3x3 stride-1 stem, no max-pool)."
+WIDTH_HELP = "Width multiplier of the resnet*_cifar encoders."
 
 
 @dataclass
@@ -38,11 +41,8 @@ class HubArguments:
 class ImageEncoderArguments:
     """Which image encoder a job or example builds, by short name (`named_encoder`)."""
 
-    encoder: str = field(
-        default="resnet18_cifar",
-        metadata={"help": f"One of {NAMED_ENCODERS} (CIFAR-stem ResNets: 3x3 stride-1 stem, no max-pool)."},
-    )
-    width: float = field(default=0.125, metadata={"help": "Width multiplier of the resnet*_cifar encoders."})
+    encoder: str = field(default="resnet18_cifar", metadata={"help": ENCODER_HELP})
+    width: float = field(default=0.125, metadata={"help": WIDTH_HELP})
 
     def __post_init__(self) -> None:
         check_choice("ImageEncoderArguments.encoder", self.encoder, NAMED_ENCODERS)
@@ -59,11 +59,8 @@ class ImageRecipeArguments(ImageEncoderArguments):
     a validation split of Fashion-MNIST's training images (README, "Evidence"): a CIFAR-stem ResNet-10 at width 0.25
     (128-d features) converges in minutes on 2 cores."""
 
-    encoder: str = field(
-        default="resnet10_cifar",
-        metadata={"help": f"One of {NAMED_ENCODERS} (CIFAR-stem ResNets: 3x3 stride-1 stem, no max-pool)."},
-    )
-    width: float = field(default=0.25, metadata={"help": "Width multiplier of the resnet*_cifar encoders."})
+    encoder: str = field(default="resnet10_cifar", metadata={"help": ENCODER_HELP})
+    width: float = field(default=0.25, metadata={"help": WIDTH_HELP})
     temperature: float = field(default=0.2, metadata={"help": "NT-Xent temperature."})
     min_crop_scale: float = field(
         default=0.5, metadata={"help": "Smallest crop area (share of the image) of the two views' RandomResizedCrop."}
