@@ -13,6 +13,7 @@ from transformers import PreTrainedModel, Trainer, TrainerCallback, TrainingArgu
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME
 
 from .checkpointing import checkpoint_problems, last_complete_checkpoint
+from .data.seeding import SeededSamples, mix_seed, seeded_draws
 from .distributed import check_same_across_processes, convert_sync_batchnorm
 
 SIDE_METRICS = ("ssl_loss", "diversity_loss", "mean_sigma", "hinge_active")
@@ -85,6 +86,17 @@ class ObjectiveStepCallback(TrainerCallback):
             model.step_end(state.global_step - 1, state.max_steps)
 
 
+class SeededEpochCallback(TrainerCallback):
+    """Tells a `SeededSamples` training set which epoch begins (a resumed run's first one included)."""
+
+    def __init__(self, samples: SeededSamples):
+        self.samples = samples
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        # state.epoch is the float progress (1.5 = half-way through epoch 1), restored from a checkpoint on resume
+        self.samples.set_epoch(int(state.epoch + 1e-9))
+
+
 class InSubTrainer(Trainer):
     """Trains `InSubForPreTraining` (or any model returning `loss` and the side metrics).
 
@@ -95,8 +107,12 @@ class InSubTrainer(Trainer):
     `ObjectiveStepCallback` runs the model's per-step hooks (the objective's schedules, e.g. an EMA teacher).
 
     With `batch_views` (e.g. `BatchTwoViews`), training batches carry plain images (`pixel_values` in [0, 1]) and
-    the two augmented views are made here, on the model's device, for the whole batch at once; the random
-    parameters come from torch's generator, which the Trainer seeds and restores on resume.
+    the two augmented views are made here, on the model's device, for the whole batch at once.
+
+    Random views are a function of where they are drawn, not of the generator's history, so a run resumed from any
+    checkpoint (mid-epoch included) draws exactly the views of the uninterrupted run: per-sample view transforms read
+    row i of epoch e with the generator seeded from (data seed, e, i) (`SeededSamples`, which wraps the training
+    set), `batch_views` draws from (data seed, step, micro-batch, process).
 
     Several processes (`accelerate launch` / `torchrun`): the model config must be the same in all (checked here);
     the contrastive losses gather every process's embeddings with gradients, so a step equals one step on the
@@ -106,8 +122,25 @@ class InSubTrainer(Trainer):
     loss_is_scaled_for_ga = False
 
     def __init__(self, *args, batch_views: nn.Module | None = None, **kwargs):
+        training_args = kwargs.get("args", args[1] if len(args) > 1 else None)
+        if training_args is not None and training_args.data_seed is None:
+            # the documented default (data order from `seed`), made explicit: otherwise the sampler reads
+            # torch.initial_seed() when the loader is built, which any manual_seed call before train() changes
+            training_args.data_seed = training_args.seed
         super().__init__(*args, **kwargs)
         self.batch_views = batch_views.to(self.args.device) if batch_views is not None else None
+        self._view_seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+        self._micro_batch = (-1, 0)  # (global step, micro-batch within it) of the last views made per batch
+        self._seeded_samples = None
+        if self.batch_views is None and self.train_dataset is not None and _is_map_style(self.train_dataset):
+            if self.args.dataloader_persistent_workers and self.args.dataloader_num_workers > 0:
+                raise ValueError(
+                    "InSubTrainingArguments.dataloader_persistent_workers=True: persistent data loader workers keep "
+                    "the epoch of the per-sample views they started with; set it to False (or make the views per "
+                    "batch with batch_views)."
+                )
+            self._seeded_samples = SeededSamples(self.train_dataset, self._view_seed)
+            self.add_callback(SeededEpochCallback(self._seeded_samples))
         # the InSub forwards take `**inputs` (views), not loss kwargs: compute_loss passes no num_items_in_batch
         self.model_accepts_loss_kwargs = False
         model = getattr(self.model, "module", self.model)
@@ -121,6 +154,16 @@ class InSubTrainer(Trainer):
             "train": defaultdict(list),
             "eval": defaultdict(list),
         }
+
+    def get_train_dataloader(self):
+        """The Trainer's loader over the training set, read through `SeededSamples` (per-sample views)."""
+        if self._seeded_samples is None:
+            return super().get_train_dataloader()
+        plain, self.train_dataset = self.train_dataset, self._seeded_samples
+        try:
+            return super().get_train_dataloader()
+        finally:
+            self.train_dataset = plain
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
         """`Trainer.train`; `resume_from_checkpoint=True` takes the last *complete* checkpoint of `output_dir`
@@ -194,7 +237,12 @@ class InSubTrainer(Trainer):
                 "`pixel_values_2` (a per-sample view transform): use one of the two."
             )
         inputs = dict(inputs)
-        inputs["pixel_values"], inputs["pixel_values_2"] = self.batch_views(inputs["pixel_values"])
+        step = self.state.global_step
+        micro = self._micro_batch[1] + 1 if self._micro_batch[0] == step else 0
+        self._micro_batch = (step, micro)
+        images = inputs["pixel_values"]
+        with seeded_draws(mix_seed(self._view_seed, step, micro, self.args.process_index), images.device):
+            inputs["pixel_values"], inputs["pixel_values_2"] = self.batch_views(images)
         return inputs
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
@@ -206,3 +254,9 @@ class InSubTrainer(Trainer):
                     logs[prefix + name] = round(sum(values) / len(values), 6)
             self._side_metrics[mode].clear()
         super().log(logs, start_time)
+
+
+def _is_map_style(dataset) -> bool:
+    return not isinstance(dataset, torch.utils.data.IterableDataset) and hasattr(dataset, "__getitem__") and hasattr(
+        dataset, "__len__"
+    )

@@ -193,3 +193,89 @@ def test_resume_skips_a_half_written_checkpoint_and_never_unpickles_arbitrary_ob
     with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
         again.train(resume_from_checkpoint=True)
     assert not marker.exists()
+
+
+def random_view_runs(tmp_path, views: str):
+    """A 2-epoch run (16 images, batch 4: 4 steps per epoch, random order) with random SimCLR views made per sample
+    (`ImageViews`) or per batch (`BatchTwoViews`), whole and resumed from mid-epoch checkpoints; returns (whole
+    trainer, resumed trainer, resumed model)."""
+    from PIL import Image
+
+    from insub_hf.data import BatchTwoViews, ImageViews, image_tensor_dataset, simclr_augmentation
+
+    g = torch.Generator().manual_seed(0)
+    images = torch.rand(16, 3, 32, 32, generator=g)
+    mean, std = (0.5,) * 3, (0.25,) * 3
+    if views == "per_sample":
+        rows = Dataset.from_dict({"image": [Image.fromarray((255 * im.permute(1, 2, 0)).byte().numpy()) for im in images]})
+        dataset, batch_views = rows.with_transform(ImageViews(simclr_augmentation(32, mean, std))), None
+    else:
+        dataset, batch_views = image_tensor_dataset(images), BatchTwoViews(32, mean, std)
+    config = InSubConfig(
+        encoder_config=named_encoder("resnet10_cifar", 32, 3, width=0.0625), num_heads=3, head_hidden_sizes=[16],
+        head_output_size=8,
+    )
+    kwargs = dict(num_train_epochs=2, save_strategy="steps", save_steps=3, learning_rate=1e-2, optim="adamw_torch",
+                  lr_scheduler_type="cosine", train_sampling_strategy="random")
+    torch.manual_seed(0)
+    model = InSubForPreTraining(config)
+    init = {k: v.clone() for k, v in model.state_dict().items()}
+    whole = InSubTrainer(model=model, args=args(tmp_path / "full", **kwargs), train_dataset=dataset,
+                         batch_views=batch_views)
+    whole.train()
+    assert whole.state.global_step == 8
+    assert (tmp_path / "full" / "checkpoint-3").is_dir() and (tmp_path / "full" / "checkpoint-6").is_dir()
+    resumed = InSubForPreTraining(config)
+    resumed.load_state_dict(init)
+    for checkpoint in ("checkpoint-3", "checkpoint-6"):  # mid-epoch 1, mid-epoch 2
+        fresh = InSubForPreTraining(config)
+        trainer = InSubTrainer(model=fresh, args=args(tmp_path / "resumed", **kwargs), train_dataset=dataset,
+                               batch_views=batch_views)
+        shutil.copytree(tmp_path / "full" / checkpoint, tmp_path / "resumed" / checkpoint, dirs_exist_ok=True)
+        torch.manual_seed(123)  # the global generator's position must not matter
+        trainer.train(resume_from_checkpoint=str(tmp_path / "resumed" / checkpoint))
+        yield checkpoint, whole, trainer, fresh
+
+
+@pytest.mark.parametrize("views", ["per_sample", "batched"])
+def test_resume_mid_epoch_with_random_augmentation_reproduces_the_uninterrupted_run(tmp_path, views):
+    def losses(t):
+        return {row["step"]: row["loss"] for row in t.state.log_history if "loss" in row}
+
+    for checkpoint, whole, trainer, model in random_view_runs(tmp_path, views):
+        resumed_from = int(checkpoint.split("-")[1])
+        after = {s: v for s, v in losses(trainer).items() if s > resumed_from}
+        assert sorted(after) == list(range(resumed_from + 1, 9)), checkpoint
+        for step, loss in after.items():
+            assert loss == pytest.approx(losses(whole)[step], abs=1e-6), (checkpoint, step)
+        for name, value in whole.model.state_dict().items():
+            torch.testing.assert_close(model.state_dict()[name], value, rtol=0, atol=1e-6, msg=f"{checkpoint} {name}")
+
+
+def test_views_are_random_but_not_the_global_generators(tmp_path):
+    """The seeded views differ between samples, epochs and steps, and leave torch's global generator untouched."""
+    from insub_hf.data.seeding import SeededSamples, mix_seed, seeded_draws
+
+    assert len({mix_seed(0, e, i) for e in range(3) for i in range(100)}) == 300
+    dataset = [None] * 4
+
+    class Draw:
+        def __getitem__(self, i):
+            return torch.rand(()).item()
+
+        def __len__(self):
+            return 4
+
+    samples = SeededSamples(Draw(), seed=0)
+    state = torch.random.get_rng_state()
+    first = samples.__getitems__([0, 1, 2, 3])
+    assert len(set(first)) == 4 and samples.__getitems__([0, 1, 2, 3]) == first  # a function of (seed, epoch, index)
+    samples.set_epoch(1)
+    assert all(a != b for a, b in zip(samples.__getitems__([0, 1, 2, 3]), first))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    with seeded_draws(5):
+        a = torch.rand(3)
+    with seeded_draws(5):
+        assert torch.equal(torch.rand(3), a)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    del dataset
