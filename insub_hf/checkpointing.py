@@ -19,6 +19,10 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
     """Yields a sibling temporary folder to write into; on success it replaces `path`, on any failure it is removed
     and `path` keeps whatever it held."""
     path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(
+            f"{str(path)!r} is an existing file, not a folder: a model folder would replace it; choose another path."
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:

@@ -33,3 +33,12 @@ def test_atomic_save_replaces_a_checkpoint_only_when_the_new_one_is_complete(tmp
     save_pretrained_atomic(other, target)
     assert (target / "model.safetensors").read_bytes() != saved
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_atomic_save_refuses_a_path_that_is_a_file_and_leaves_it_alone(tmp_path):
+    target = tmp_path / "model"
+    target.write_bytes(b"a file the user keeps")
+    with pytest.raises(NotADirectoryError, match=f"{str(target)!r} is an existing file, not a folder"):
+        save_pretrained_atomic(InSubForPreTraining(tiny_config()), target)
+    assert target.read_bytes() == b"a file the user keeps"
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]  # no temporary folder left

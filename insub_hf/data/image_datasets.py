@@ -14,7 +14,7 @@ from datasets import ClassLabel, Dataset, DatasetDict, Features, Image, load_dat
 from PIL import Image as PILImage
 from torch.utils.data import DataLoader
 
-from ..validation import check_choice
+from ..validation import CheckedArguments, check_choice, checked
 from .columns import check_dataset
 from .image_views import (
     IMAGE_STATS,
@@ -133,7 +133,7 @@ def load_image_dataset(
 
 
 @dataclass
-class ImageDataArguments:
+class ImageDataArguments(CheckedArguments):
     """Which images a pretraining script reads (an argument group for HfArgumentParser)."""
 
     dataset: str = field(default="uoft-cs/cifar10", metadata={"help": "load_dataset name, 'imagefolder' or a path."})
@@ -142,7 +142,7 @@ class ImageDataArguments:
         default=None, metadata={"help": "Layout and statistics of a local copy: cifar10, cifar100, svhn, imagenet, ..."}
     )
     split: str = field(default="train", metadata={"help": "Split to pretrain on."})
-    max_samples: int | None = field(default=None, metadata={"help": "Use only the first N images."})
+    max_samples: int | None = checked(None, "Use only the first N images.", low=1, integer=True, optional=True)
 
     def load(self) -> tuple[Dataset, ImageDatasetPreset]:
         """The split, and the preset that describes it (columns, size, statistics, augmentations)."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..validation import check_choice, check_range
+from ..validation import CheckedArguments, check_choice, check_range, checked
 from . import metrics
 from .corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from .features import extract_features
@@ -52,26 +52,19 @@ class ImageEvaluationData:
 
 
 @dataclass
-class HarnessArguments:
+class HarnessArguments(CheckedArguments):
     """What the harness evaluates beyond the clean test set."""
 
-    mc_dropout_passes: int = field(default=5, metadata={"help": "T stochastic passes of the MC Dropout method."})
-    corruption_images: int = field(default=100, metadata={"help": "Test images per corruption and severity."})
-    corruptions: list[str] = field(
-        default_factory=lambda: sorted(CORRUPTIONS), metadata={"help": "Corruption types to evaluate."}
+    mc_dropout_passes: int = checked(5, "T stochastic passes of the MC Dropout method.", low=1, integer=True)
+    corruption_images: int = checked(100, "Test images per corruption and severity.", low=1, integer=True)
+    corruptions: list[str] = checked(
+        default_factory=lambda: sorted(CORRUPTIONS), help="Corruption types to evaluate.", choices=sorted(CORRUPTIONS)
     )
-    label_fractions: list[float] = field(
-        default_factory=lambda: [0.01, 0.1], metadata={"help": "Semi-supervised label fractions."}
+    label_fractions: list[float] = checked(
+        default_factory=lambda: [0.01, 0.1], help="Semi-supervised label fractions.", low=0, high=1,
+        low_inclusive=False,
     )
-    eval_batch_size: int = field(default=500, metadata={"help": "Inputs per forward pass at evaluation."})
-
-    def __post_init__(self) -> None:
-        check_range("HarnessArguments.mc_dropout_passes", self.mc_dropout_passes, low=1, integer=True)
-        check_range("HarnessArguments.corruption_images", self.corruption_images, low=1, integer=True)
-        for name in self.corruptions:
-            check_choice("HarnessArguments.corruptions", name, sorted(CORRUPTIONS))
-        for fraction in self.label_fractions:
-            check_range("HarnessArguments.label_fractions", fraction, low=0, high=1, low_inclusive=False)
+    eval_batch_size: int = checked(500, "Inputs per forward pass at evaluation.", low=1, integer=True)
 
 
 def summarize(member_probs: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:

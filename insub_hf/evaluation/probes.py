@@ -5,39 +5,31 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from ..validation import check_choice, check_range
+from ..validation import CheckedArguments, check_range, checked
 
 OPTIMIZERS = ("sgd", "adamw")
 
 
 @dataclass
-class ProbeArguments:
+class ProbeArguments(CheckedArguments):
     """How a probe is trained (on precomputed features, without augmentation)."""
 
-    probe_optimizer: str = field(default="sgd", metadata={"help": "sgd (momentum) or adamw."})
-    probe_learning_rate: float = field(default=0.1, metadata={"help": "Peak learning rate (cosine to 0)."})
-    probe_momentum: float = field(default=0.9, metadata={"help": "SGD momentum."})
-    probe_weight_decay: float = field(default=1e-4, metadata={"help": "Weight decay."})
-    probe_epochs: int = field(default=100, metadata={"help": "Passes over the probe's training split."})
-    probe_batch_size: int = field(default=256, metadata={"help": "Probe mini-batch size."})
-    probe_val_fraction: float = field(
-        default=0.1, metadata={"help": "Seeded validation split; the epoch with the lowest validation NLL is kept."}
+    probe_optimizer: str = checked("sgd", "sgd (momentum) or adamw.", choices=OPTIMIZERS)
+    probe_learning_rate: float = checked(0.1, "Peak learning rate (cosine to 0).", low=0, low_inclusive=False)
+    probe_momentum: float = checked(0.9, "SGD momentum.", low=0, high=1)
+    probe_weight_decay: float = checked(1e-4, "Weight decay.", low=0)
+    probe_epochs: int = checked(100, "Passes over the probe's training split.", low=1, integer=True)
+    probe_batch_size: int = checked(256, "Probe mini-batch size.", low=1, integer=True)
+    probe_val_fraction: float = checked(
+        0.1, "Seeded validation split; the epoch with the lowest validation NLL is kept.", low=0, high=1,
+        high_inclusive=False,
     )
-    probe_seed: int = field(default=0, metadata={"help": "Seed of the split, initialisation and batch order."})
-
-    def __post_init__(self) -> None:
-        check_choice("ProbeArguments.probe_optimizer", self.probe_optimizer, OPTIMIZERS)
-        check_range("ProbeArguments.probe_learning_rate", self.probe_learning_rate, low=0, low_inclusive=False)
-        check_range("ProbeArguments.probe_epochs", self.probe_epochs, low=1, integer=True)
-        check_range("ProbeArguments.probe_batch_size", self.probe_batch_size, low=1, integer=True)
-        check_range(
-            "ProbeArguments.probe_val_fraction", self.probe_val_fraction, low=0, high=1, high_inclusive=False
-        )
+    probe_seed: int = checked(0, "Seed of the split, initialisation and batch order.", low=0, integer=True)
 
 
 class LinearProbe(nn.Module):

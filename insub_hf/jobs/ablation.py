@@ -18,9 +18,9 @@ from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEv
 from ..evaluation.cost import device_description
 from ..evaluation.ood_sets import noise_ood_sets
 from ..evaluation.probes import ProbeArguments, train_val_split
-from ..validation import check_range
+from ..validation import checked
 from .compare import ComparisonArguments, RunCache, load_comparison_data, method_config
-from .runner import Experiment, PretrainingSettings, write_json
+from .runner import Experiment, PretrainingSettings, check_output_dir, write_json
 
 
 @dataclass
@@ -31,22 +31,16 @@ class AblationArguments(ComparisonArguments):
     cache_dir: str | None = field(
         default=None, metadata={"help": "Share pretrained runs with a comparison: its output_dir (default: own)."}
     )
-    alphas: list[float] = field(default_factory=lambda: [0.08, 0.12, 0.16, 0.24], metadata={"help": "alpha grid at M=5."})
-    ablation_heads: list[int] = field(
-        default_factory=lambda: [1, 3, 5, 10], metadata={"help": "M grid at the best alpha (M=1: the baseline)."}
+    alphas: list[float] = checked(
+        default_factory=lambda: [0.08, 0.12, 0.16, 0.24], help="alpha grid at M=5.", low=0.0, low_inclusive=False
     )
-    validation_fraction: float = field(default=0.1, metadata={"help": "Training images held out for scoring."})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for alpha in self.alphas:
-            check_range("AblationArguments.alphas", alpha, low=0.0, low_inclusive=False)
-        for m in self.ablation_heads:
-            check_range("AblationArguments.ablation_heads", m, low=1, integer=True)
-        check_range(
-            "AblationArguments.validation_fraction", self.validation_fraction, low=0, high=1, low_inclusive=False,
-            high_inclusive=False,
-        )
+    ablation_heads: list[int] = checked(
+        default_factory=lambda: [1, 3, 5, 10], help="M grid at the best alpha (M=1: the baseline).", low=1,
+        integer=True,
+    )
+    validation_fraction: float = checked(
+        0.1, "Training images held out for scoring.", low=0, high=1, low_inclusive=False, high_inclusive=False
+    )
 
 
 def validation_data(evaluation: ImageEvaluationData, fraction: float, seed: int = 0) -> ImageEvaluationData:
@@ -73,7 +67,9 @@ def run_ablation(args: AblationArguments, probe_args: ProbeArguments | None = No
         args.pretrain_epochs, args.pretrain_batch_size, args.pretrain_learning_rate, logging_steps=args.logging_steps
     )
     start = time.time()
-    experiment = Experiment(args.cache_dir or args.output_dir, settings, asdict(args))
+    check_output_dir(args.output_dir, args.overwrite_output_dir)
+    # the run cache only gains runs (finished ones are loaded, never retrained), also in a comparison's folder
+    experiment = Experiment(args.cache_dir or args.output_dir, settings, asdict(args), overwrite=True)
     loaded = load_comparison_data(args)
     print(f"[ablation] data: {loaded.description}; scored on {args.validation_fraction:.0%} of the training images")
     validation = validation_data(loaded.evaluation, args.validation_fraction)

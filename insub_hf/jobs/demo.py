@@ -19,8 +19,8 @@ from ..data import (
 from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
 from ..evaluation.ood_sets import load_mnist_images, noise_ood_sets
 from ..evaluation.probes import ProbeArguments
-from ..validation import check_choice
-from .arguments import ImageRecipeArguments
+from ..validation import checked
+from .arguments import OVERWRITE_HELP, ImageRecipeArguments
 from .callbacks import KNNReportCallback
 from .runner import Experiment, PretrainingSettings, Variant
 
@@ -30,28 +30,30 @@ FASHION_MNIST = IMAGE_DATASET_PRESETS["fashion_mnist"]
 @dataclass
 class DemoArguments(ImageRecipeArguments):
     output_dir: str = field(default="runs/demo", metadata={"help": "Where checkpoints, results and plots go."})
-    data_source: str = field(
-        default="bundled", metadata={"help": "Fashion-MNIST source: bundled (5,000 / 1,000 images), debian, auto."}
+    data_source: str = checked(
+        "bundled", "Fashion-MNIST source: bundled (5,000 / 1,000 images), debian, auto.",
+        choices=("bundled", "debian", "auto"),
     )
-    train_per_class: int = field(default=500, metadata={"help": "Pretraining and probe images per class (10 classes)."})
-    test_per_class: int = field(default=100, metadata={"help": "Test images per class."})
-    ood_images: int = field(default=1000, metadata={"help": "Images per OOD set (MNIST digits, uniform, Gaussian noise)."})
-    epochs: float = field(default=8, metadata={"help": "Pretraining epochs per model."})
-    batch_size: int = field(default=240, metadata={"help": "Samples per step (two views each)."})
-    learning_rate: float = field(default=3e-3, metadata={"help": "AdamW learning rate."})
-    num_heads: int = field(default=5, metadata={"help": "M of the InSub model (the baseline has M=1)."})
-    diversity_alpha: float = field(default=0.12, metadata={"help": "alpha of the diversity hinge (see compare)."})
-    diversity_weight: float = field(default=1.5, metadata={"help": "lambda of the InSub model (baseline: 0)."})
-    head_hidden_size: int = field(default=512, metadata={"help": "Hidden width of each projection head."})
-    knn_k: int = field(default=20, metadata={"help": "Neighbours of the per-epoch k-NN accuracy."})
-    objective: str = field(
-        default="simclr",
-        metadata={"help": "simclr, dino (EMA teacher, multi-crop), or scd (text: `insub-hf text` with its defaults)."},
+    train_per_class: int = checked(500, "Pretraining and probe images per class (10 classes).", low=1, integer=True)
+    test_per_class: int = checked(100, "Test images per class.", low=1, integer=True)
+    ood_images: int = checked(1000, "Images per OOD set (MNIST digits, uniform, Gaussian noise).", low=1, integer=True)
+    epochs: float = checked(8, "Pretraining epochs per model.", low=0, low_inclusive=False)
+    batch_size: int = checked(240, "Samples per step (two views each).", low=2, integer=True)
+    learning_rate: float = checked(3e-3, "AdamW learning rate.", low=0, low_inclusive=False)
+    num_heads: int = checked(5, "M of the InSub model (the baseline has M=1).", low=2, integer=True)
+    diversity_alpha: float = checked(0.12, "alpha of the diversity hinge (see compare).", low=0)
+    diversity_weight: float = checked(1.5, "lambda of the InSub model (baseline: 0).", low=0)
+    head_hidden_size: int = checked(512, "Hidden width of each projection head.", low=1, integer=True)
+    knn_k: int = checked(20, "Neighbours of the per-epoch k-NN accuracy.", low=1, integer=True)
+    objective: str = checked(
+        "simclr", "simclr, dino (EMA teacher, multi-crop), or scd (text: `insub-hf text` with its defaults).",
+        choices=("simclr", "dino", "scd"),
     )
-    num_local_crops: int = field(default=4, metadata={"help": "DINO: local crops per image (12x12 for 28x28)."})
-    dino_out_dim: int = field(default=256, metadata={"help": "DINO: output size K of each head's last layer."})
-    seed: int = field(default=0, metadata={"help": "Seed of data subset, initialisation and augmentation."})
+    num_local_crops: int = checked(4, "DINO: local crops per image (12x12 for 28x28).", low=0, integer=True)
+    dino_out_dim: int = checked(256, "DINO: output size K of each head's last layer.", low=1, integer=True)
+    seed: int = checked(0, "Seed of data subset, initialisation and augmentation.", low=0, integer=True)
     resume: bool = field(default=False, metadata={"help": "Continue from the last checkpoint in output_dir."})
+    overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
 
 
 def demo_config(args: DemoArguments, num_heads: int, diversity_weight: float) -> InSubConfig:
@@ -97,11 +99,16 @@ def run_demo(args: DemoArguments) -> dict:
     prints one line per epoch and the table."""
     from ..evaluation.plots import certainty_strip, ood_histograms, reliability_diagrams
 
-    check_choice("DemoArguments.objective", args.objective, ("simclr", "dino", "scd"))
     if args.objective == "scd":
         from .text import TextArguments, run_text
 
-        return run_text(TextArguments(output_dir=f"{args.output_dir}/text", seed=args.seed))
+        return run_text(TextArguments(
+            output_dir=f"{args.output_dir}/text", seed=args.seed, overwrite_output_dir=args.overwrite_output_dir
+        ))
+    experiment = Experiment(  # refuses an output_dir holding a finished run before any work
+        args.output_dir, PretrainingSettings(args.epochs, args.batch_size, args.learning_rate, resume=args.resume),
+        asdict(args), overwrite=args.overwrite_output_dir,
+    )
     source = resolve_fashion_mnist_source(args.data_source)
     data = load_fashion_mnist(source, args.train_per_class, args.test_per_class, seed=args.seed)
     evaluation, note = demo_evaluation_data(data, args)
@@ -109,10 +116,6 @@ def run_demo(args: DemoArguments) -> dict:
     print(f"Fashion-MNIST ({source}): {len(data['train'])} pretraining images, {len(data['test'])} test images; "
           f"encoder {args.encoder} (width {args.width:g})" + (f"\n{note}" if note else ""), flush=True)
     prefix = "" if args.objective == "simclr" else f"{args.objective}_"  # runs of each objective in their own folders
-    experiment = Experiment(
-        args.output_dir, PretrainingSettings(args.epochs, args.batch_size, args.learning_rate, resume=args.resume),
-        asdict(args),
-    )
     knn_rows = ImageWithLabel(FASHION_MNIST.eval_transform(), FASHION_MNIST.image_column, FASHION_MNIST.label_column)
     harness = HarnessArguments(corruptions=[], label_fractions=[])
     runs, arrays = [], {}

@@ -17,11 +17,13 @@ from ..evaluation.harness import summarize
 from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from ..modeling_insub import InSubForSequenceClassification, InSubModel
 from ..trainer import InSubTrainer, InSubTrainingArguments
+from ..validation import CheckedArguments, checked
+from .arguments import OVERWRITE_HELP
 from .runner import Experiment, PretrainingSettings, Variant
 
 
 @dataclass
-class GenomicsArguments:
+class GenomicsArguments(CheckedArguments):
     output_dir: str = field(default="runs/genomics", metadata={"help": "Where checkpoints and results go."})
     pretrain_fasta: str | None = field(
         default=None, metadata={"help": "Unlabelled FASTA(.gz); default: the bundled Drosophila upstream regions."}
@@ -29,19 +31,23 @@ class GenomicsArguments:
     labelled: str | None = field(
         default=None, metadata={"help": "Labelled CSV (sequence,label) or FASTA (>name|label); default: splice."}
     )
-    crop_length: int = field(default=150, metadata={"help": "Pretraining crop in nt (paper: 150 or 1000)."})
-    epochs: float = field(default=4, metadata={"help": "Pretraining epochs per model."})
-    batch_size: int = field(default=64, metadata={"help": "Sequences per step (each with its reverse complement)."})
-    learning_rate: float = field(default=1e-3, metadata={"help": "AdamW learning rate (paper: Adam 1e-4)."})
-    num_heads: int = field(default=5, metadata={"help": "M of the InSub model; the baseline has 1."})
-    diversity_alpha: float = field(default=0.08, metadata={"help": "alpha."})
-    diversity_weight: float = field(default=1.5, metadata={"help": "lambda of the InSub model."})
-    head_output_size: int = field(default=64, metadata={"help": "Each head: one Linear to this size (paper: 256)."})
-    conv_filters: int = field(default=64, metadata={"help": "Conv1D filters (paper: 1024)."})
-    lstm_hidden_size: int = field(default=64, metadata={"help": "LSTM size (paper: 512)."})
-    test_fraction: float = field(default=0.2, metadata={"help": "Held-out share of the labelled set (stratified)."})
-    finetune_epochs: float = field(default=3, metadata={"help": "Fine-tuning epochs (encoder + linear classifier)."})
-    seed: int = field(default=0, metadata={"help": "Seed."})
+    crop_length: int = checked(150, "Pretraining crop in nt (paper: 150 or 1000).", low=1, integer=True)
+    epochs: float = checked(4, "Pretraining epochs per model.", low=0, low_inclusive=False)
+    batch_size: int = checked(64, "Sequences per step (each with its reverse complement).", low=2, integer=True)
+    learning_rate: float = checked(1e-3, "AdamW learning rate (paper: Adam 1e-4).", low=0, low_inclusive=False)
+    num_heads: int = checked(5, "M of the InSub model; the baseline has 1.", low=2, integer=True)
+    diversity_alpha: float = checked(0.08, "alpha.", low=0)
+    diversity_weight: float = checked(1.5, "lambda of the InSub model.", low=0)
+    head_output_size: int = checked(64, "Each head: one Linear to this size (paper: 256).", low=1, integer=True)
+    conv_filters: int = checked(64, "Conv1D filters (paper: 1024).", low=1, integer=True)
+    lstm_hidden_size: int = checked(64, "LSTM size (paper: 512).", low=1, integer=True)
+    test_fraction: float = checked(
+        0.2, "Held-out share of the labelled set (stratified).", low=0, high=1, low_inclusive=False,
+        high_inclusive=False,
+    )
+    finetune_epochs: float = checked(3, "Fine-tuning epochs (encoder + linear classifier).", low=0, low_inclusive=False)
+    seed: int = checked(0, "Seed.", low=0, integer=True)
+    overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
 
 
 def genomics_config(args: GenomicsArguments, num_heads: int, diversity_weight: float) -> InSubConfig:
@@ -94,7 +100,8 @@ def run_genomics(args: GenomicsArguments) -> dict:
           f"{len(train[1])} train / {len(test[1])} test, {num_classes} classes")
     views = corpus.with_transform(DNAViews(args.crop_length, two_views=False))
     experiment = Experiment(
-        args.output_dir, PretrainingSettings(args.epochs, args.batch_size, args.learning_rate), asdict(args)
+        args.output_dir, PretrainingSettings(args.epochs, args.batch_size, args.learning_rate), asdict(args),
+        overwrite=args.overwrite_output_dir,
     )
     out, results = experiment.output_dir, {}
     for name, m, weight in (("baseline", 1, 0.0), (f"insub_m{args.num_heads}", args.num_heads, args.diversity_weight)):

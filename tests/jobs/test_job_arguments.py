@@ -1,0 +1,91 @@
+"""Every job refuses a bad argument before any work, naming the field, and never overwrites a finished run."""
+
+import dataclasses
+import hashlib
+import importlib
+import typing
+from pathlib import Path
+
+import pytest
+
+from insub_hf import cli
+from insub_hf.evaluation.harness import HarnessArguments
+from insub_hf.evaluation.probes import ProbeArguments
+from insub_hf.validation import field_rule
+
+NUMERIC = (int, float)
+
+
+def argument_groups():
+    groups = {ProbeArguments, HarnessArguments}
+    for module, _ in cli.COMMANDS.values():
+        groups.update(importlib.import_module(f"insub_hf.jobs.{module}").ARGUMENT_GROUPS)
+    return sorted(groups, key=lambda g: g.__name__)
+
+
+def _is_numeric(annotation) -> bool:
+    if annotation in NUMERIC:
+        return True
+    return any(_is_numeric(a) for a in typing.get_args(annotation) if a is not type(None))
+
+
+@pytest.mark.parametrize("group", argument_groups(), ids=lambda g: g.__name__)
+def test_every_numeric_field_of_every_job_argument_group_is_checked(group):
+    hints = typing.get_type_hints(group)
+    unchecked = [
+        f.name for f in dataclasses.fields(group) if _is_numeric(hints[f.name]) and field_rule(f) is None
+    ]
+    assert not unchecked, f"{group.__name__}: numeric fields without a check: {unchecked}"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["demo", "--epochs", "-1"], "DemoArguments.epochs must be a number > 0, got -1"),
+        (["demo", "--num_heads", "0"], "DemoArguments.num_heads must be an integer >= 2, got 0"),
+        (["demo", "--batch_size", "0"], "DemoArguments.batch_size must be an integer >= 2, got 0"),
+        (["demo", "--data_source", "web"], "DemoArguments.data_source must be one of ['bundled', 'debian', 'auto']"),
+        (["compare", "--seeds", "0", "-3"], "ComparisonArguments.seeds must be an integer >= 0, got -3"),
+        (["compare", "--probe_epochs", "0"], "ProbeArguments.probe_epochs must be an integer >= 1, got 0"),
+        (["compare", "--corruptions", "fog", "smog"], "HarnessArguments.corruptions must be one of"),
+        (["ablation", "--alphas", "0.1", "0"], "AblationArguments.alphas must be a number > 0.0, got 0.0"),
+        (["genomics", "--test_fraction", "1.5"], "GenomicsArguments.test_fraction must be a number > 0 and < 1"),
+        (["text", "--folds", "1"], "TextArguments.folds must be an integer >= 2, got 1"),
+        (["text", "--max_sentences", "0"], "TextArguments.max_sentences must be an integer >= 1, got 0"),
+    ],
+)
+def test_a_bad_argument_is_refused_before_any_work_naming_the_field(tmp_path, argv, message):
+    out = tmp_path / "out"
+    with pytest.raises(ValueError) as error:
+        cli.main([*argv, "--output_dir", str(out)])
+    assert message in str(error.value)
+    assert not out.exists()  # nothing was written
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*") if p.is_file()
+    }
+
+
+@pytest.mark.parametrize("job", ["demo", "compare", "ablation", "genomics", "text"])
+def test_a_finished_run_is_never_overwritten_without_overwrite_output_dir(tmp_path, job):
+    out = tmp_path / "run"
+    (out / "baseline" / "model").mkdir(parents=True)
+    (out / "baseline" / "model" / "config.json").write_text('{"model_type": "insub"}')
+    (out / "baseline" / "model" / "model.safetensors").write_bytes(b"trained weights")
+    (out / ("ablation.json" if job == "ablation" else "results.json")).write_text('{"runs": []}')
+    before = snapshot(out)
+    with pytest.raises(FileExistsError) as error:
+        cli.main([job, "--output_dir", str(out)])
+    assert f"output_dir={str(out)!r} holds a finished run" in str(error.value)
+    assert "--overwrite_output_dir" in str(error.value)
+    assert snapshot(out) == before
+
+
+def test_an_output_dir_that_is_a_file_is_refused(tmp_path):
+    target = tmp_path / "results"
+    target.write_text("keep me")
+    with pytest.raises(NotADirectoryError, match=f"output_dir={str(target)!r} is a file"):
+        cli.main(["demo", "--output_dir", str(target)])
+    assert target.read_text() == "keep me"
