@@ -4,16 +4,19 @@ hinge on top (InSubForPreTraining); fine-tuning a linear classifier (InSubForSeq
 from __future__ import annotations
 
 import importlib
+import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import SequenceClassifierOutput
-from transformers.utils import ModelOutput
+from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, ModelOutput, cached_file
 
+from .checksums import add_checksums, verify_checksums
 from .configuration_insub import InSubConfig
 from .encoders import build_encoder
 from .heads import BatchedHeads, WeightNormedLinear
@@ -78,6 +81,30 @@ def _package_module(name: str):
         ) from error
 
 
+def _looks_like_a_path(name: str) -> bool:
+    """A name that can only be a local path: absolute, relative with ./ ../ ~, or with more than one '/'."""
+    return name.startswith(("/", "./", "../", "~")) or "\\" in name or name.count("/") > 1
+
+
+def _cached_weight_files(repo_id: str, kwargs: dict) -> list[str]:
+    """The safetensors files of a Hub repo in the local cache (what `from_pretrained` just read)."""
+    found = []
+    for filename in (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME):
+        path = cached_file(
+            repo_id, filename, subfolder=kwargs.get("subfolder") or "", revision=kwargs.get("revision"),
+            cache_dir=kwargs.get("cache_dir"), _raise_exceptions_for_missing_entries=False,
+            _raise_exceptions_for_connection_errors=False, local_files_only=True,
+        )
+        if path is None:
+            continue
+        if filename == SAFE_WEIGHTS_INDEX_NAME:
+            shards = sorted(set(json.loads(Path(path).read_text())["weight_map"].values()))
+            found += [str(Path(path).parent / shard) for shard in shards]
+        else:
+            found.append(path)
+    return found
+
+
 class InSubPreTrainedModel(PreTrainedModel):
     config_class = InSubConfig
     base_model_prefix = "insub"
@@ -94,14 +121,29 @@ class InSubPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """`PreTrainedModel.from_pretrained`, after checking the weights against the checksums their files carry
+        (`checksums.py`; a changed, truncated or garbage file is refused, naming it) and refusing a local path that
+        does not exist (rather than trying it as a Hub repo id)."""
         legacy = cls._legacy_keys if "key_mapping" not in kwargs else {}
+        name = str(pretrained_model_name_or_path)
+        local = Path(name).expanduser()
+        if local.is_dir():
+            verify_checksums(local / kwargs["subfolder"] if kwargs.get("subfolder") else local)
+        elif _looks_like_a_path(name):
+            raise FileNotFoundError(
+                f"from_pretrained({name!r}): no such local folder (and {name!r} is not a Hub repo id of the form "
+                "'namespace/name')."
+            )
         try:
             model = super().from_pretrained(pretrained_model_name_or_path, *args, key_mapping=legacy or None, **kwargs)
         except OSError as error:
-            clearer = _package_module("hub").offline_load_error(str(pretrained_model_name_or_path), error)
+            clearer = _package_module("hub").offline_load_error(name, error)
             if clearer is None:
                 raise
             raise clearer from error
+        if not local.is_dir():  # a Hub repo: its files are in the local cache now
+            for file in _cached_weight_files(name, kwargs):
+                verify_checksums(file)
         # transformers reverses the renamings a model was loaded with when it saves it: the legacy ones only read
         # old checkpoints, so saves write today's names
         loaded = model[0] if isinstance(model, tuple) else model  # (model, loading info) with output_loading_info
@@ -130,6 +172,7 @@ class InSubPreTrainedModel(PreTrainedModel):
             super().save_pretrained(save_directory, *args, **kwargs)
         finally:
             cls._auto_class = registered
+        add_checksums(save_directory)
         if remote_code:
             _package_module("remote_code").write_remote_code(save_directory)
 

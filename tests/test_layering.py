@@ -20,7 +20,7 @@ from insub_hf.remote_code import relative_imports
 PACKAGE = Path(__file__).resolve().parents[1] / "insub_hf"
 
 LAYERS = [  # (rank, module prefixes)
-    (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "heads", "losses", "encoders", "data"]),
+    (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "heads", "losses", "encoders", "data"]),
     (1, ["objectives"]),
     (2, ["configuration_insub", "hub", "remote_code"]),
     (3, ["modeling_insub", "sentence_embeddings"]),

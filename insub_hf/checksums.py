@@ -1,0 +1,70 @@
+"""A checksum of every tensor in a safetensors file's metadata, written on save and verified on load.
+
+safetensors itself checks the header, not the data: bytes overwritten inside a file load as whatever they now
+encode (NaN weights, silently). Files saved without checksums (earlier releases, other tools) still load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
+
+METADATA_KEY = "insub_hf_sha256"
+
+
+def tensor_checksum(tensor: torch.Tensor) -> str:
+    """SHA-256 (hex) of a tensor's bytes as stored (row-major, its own dtype)."""
+    data = tensor.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
+    return hashlib.sha256(data.tobytes()).hexdigest()
+
+
+def _read(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """(tensors, metadata) of a safetensors file; an unreadable one raises ValueError naming it."""
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            metadata = dict(handle.metadata() or {})
+            return {name: handle.get_tensor(name) for name in handle.keys()}, metadata
+    except (SafetensorError, OSError, RuntimeError, ValueError) as error:
+        raise ValueError(
+            f"{path} is not a readable safetensors file (truncated, overwritten or not safetensors at all): {error}"
+        ) from None
+
+
+def add_checksums(folder: str | Path) -> list[Path]:
+    """Rewrites every `*.safetensors` file in `folder` with a checksum of each tensor in its metadata (the
+    tensors and the other metadata unchanged); returns the files."""
+    files = sorted(Path(folder).glob("*.safetensors"))
+    for path in files:
+        tensors, metadata = _read(path)
+        metadata[METADATA_KEY] = json.dumps({name: tensor_checksum(t) for name, t in tensors.items()}, sort_keys=True)
+        save_file(tensors, str(path), metadata=metadata)
+    return files
+
+
+def verify_checksums(path: str | Path) -> int:
+    """Reads a safetensors file (or every one in a folder) and compares each tensor with the checksum in its
+    metadata. Raises ValueError naming the file and the first tensor that differs, or the file when it cannot be
+    read. Returns how many tensors were checked (0 for files saved without checksums)."""
+    path = Path(path)
+    files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
+    checked = 0
+    for file in files:
+        tensors, metadata = _read(file)
+        if METADATA_KEY not in metadata:
+            continue
+        expected = json.loads(metadata[METADATA_KEY])
+        for name in sorted(expected):
+            if name not in tensors:
+                raise ValueError(f"{file}: the tensor {name!r} listed in its checksums is missing; the file is damaged.")
+            if tensor_checksum(tensors[name]) != expected[name]:
+                raise ValueError(
+                    f"{file}: the tensor {name!r} does not match its checksum; the file was changed or damaged after "
+                    "it was saved (restore it from a good copy)."
+                )
+            checked += 1
+    return checked

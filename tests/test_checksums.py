@@ -1,0 +1,83 @@
+"""Weights carry a checksum of every tensor; a changed, truncated or garbage file is refused, naming it."""
+
+import hashlib
+import json
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+from insub_hf import InSubForPreTraining
+from insub_hf.checksums import METADATA_KEY, tensor_checksum, verify_checksums
+
+from .conftest import tiny_config
+
+
+@pytest.fixture
+def saved(tmp_path):
+    torch.manual_seed(0)
+    model = InSubForPreTraining(tiny_config(num_heads=2))
+    model.save_pretrained(tmp_path / "model")
+    return model, tmp_path / "model"
+
+
+def test_every_tensor_has_its_checksum_and_the_model_loads_bit_exactly(saved):
+    model, folder = saved
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
+        sums = json.loads(f.metadata()[METADATA_KEY])
+        assert f.metadata()["format"] == "pt"  # the metadata transformers writes is kept
+        assert set(sums) == set(f.keys())
+        weight = f.get_tensor(sorted(f.keys())[0])
+    assert sums[sorted(sums)[0]] == hashlib.sha256(weight.numpy().tobytes()).hexdigest()  # independent hash
+    assert verify_checksums(folder) == len(sums)
+    loaded = InSubForPreTraining.from_pretrained(folder)
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
+
+
+def test_bytes_changed_inside_the_weights_are_refused_naming_file_and_tensor(saved):
+    _, folder = saved
+    path = folder / "model.safetensors"
+    data = bytearray(path.read_bytes())
+    header = 8 + int.from_bytes(data[:8], "little")
+    with safe_open(str(path), framework="pt") as f:
+        offsets = json.loads(bytes(data[8:header]))
+    name = max((k for k in offsets if k != "__metadata__"), key=lambda k: offsets[k]["data_offsets"][0])
+    start = header + offsets[name]["data_offsets"][0]
+    data[start:start + 4] = b"\xff\xff\xff\xff"  # a NaN where a float32 weight was
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=f"{path}: the tensor '{name}' does not match its checksum"):
+        InSubForPreTraining.from_pretrained(folder)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_a_truncated_or_garbage_weights_file_is_refused_naming_it(saved, damage):
+    _, folder = saved
+    path = folder / "model.safetensors"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] if damage == "truncated" else b"not a safetensors file at all" * 10)
+    with pytest.raises(ValueError, match=f"{path} is not a readable safetensors file"):
+        InSubForPreTraining.from_pretrained(folder)
+
+
+def test_weights_saved_without_checksums_still_load(saved):
+    model, folder = saved
+    path = folder / "model.safetensors"
+    save_file(load_file(str(path)), str(path), metadata={"format": "pt"})  # as an earlier release wrote it
+    assert verify_checksums(folder) == 0
+    loaded = InSubForPreTraining.from_pretrained(folder)
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
+
+
+def test_tensor_checksum_reads_the_stored_bytes():
+    t = torch.arange(6, dtype=torch.bfloat16).reshape(2, 3)
+    assert tensor_checksum(t) == hashlib.sha256(t.view(torch.int16).numpy().tobytes()).hexdigest()
+    assert tensor_checksum(t.t()) != tensor_checksum(t)  # another layout of the values is another tensor
+
+
+def test_a_missing_local_folder_is_named_as_such(tmp_path):
+    missing = tmp_path / "runs" / "demo" / "model"
+    with pytest.raises(FileNotFoundError, match=f"from_pretrained\\('{missing}'\\): no such local folder"):
+        InSubForPreTraining.from_pretrained(str(missing))
