@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import warnings
 from typing import Any
 
 from transformers import AutoConfig, PretrainedConfig
@@ -86,6 +88,37 @@ def named_encoder(name: str, image_size: int = 32, num_channels: int = 3, width:
         return small_vit_encoder(image_size, num_channels, hidden_size=128, num_layers=4)
     base = DEFAULT_ENCODER if name == "vit_tiny_32" else VIT_SMALL_16
     return dict(base, image_size=image_size, num_channels=num_channels)
+
+
+def _check_attention_heads(encoder_config) -> None:
+    """A transformer encoder's hidden_size must split evenly over its attention heads."""
+    get = encoder_config.get if isinstance(encoder_config, dict) else lambda k: getattr(encoder_config, k, None)
+    hidden, heads = get("hidden_size"), get("num_attention_heads")
+    if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 and hidden % heads:
+        raise ValueError(
+            f"InSubConfig.encoder_config: hidden_size={hidden} must be a multiple of num_attention_heads={heads} "
+            f"(each head gets hidden_size / num_attention_heads dimensions); e.g. hidden_size={hidden // heads * heads or heads}."
+        )
+
+
+# Keywords transformers passes to or keeps in any config besides its fields (bookkeeping, model options)
+_BOOKKEEPING_KEYS = {
+    "model_type", "transformers_version", "auto_map", "architectures", "torch_dtype", "dtype", "name_or_path",
+    "num_labels", "output_attentions", "output_hidden_states", "use_cache", "attn_implementation",
+    "experts_implementation", "rope_scaling", "rope_theta", "per_layer_config", "tie_word_embeddings",
+}
+
+
+def _warn_unknown_keys(kwargs: dict[str, Any]) -> None:
+    """transformers keeps an unknown keyword as an attribute nobody reads: a misspelt field would silently do
+    nothing, so name the closest field."""
+    known = set(InSubConfig.__dataclass_fields__) | set(PretrainedConfig.__dataclass_fields__)
+    for key in sorted(set(kwargs) - known - _BOOKKEEPING_KEYS):
+        if key.startswith("_"):
+            continue
+        close = difflib.get_close_matches(key, sorted(InSubConfig.__dataclass_fields__), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        warnings.warn(f"InSubConfig got {key}={kwargs[key]!r}, which is not one of its fields{hint}", stacklevel=4)
 
 
 class InSubConfig(PretrainedConfig):
@@ -196,6 +229,12 @@ class InSubConfig(PretrainedConfig):
             self.encoder_config = dict(DEFAULT_ENCODER)
         if self.head_hidden_sizes is None:
             self.head_hidden_sizes = [2048]
+        if not isinstance(self.head_hidden_sizes, (list, tuple)):
+            raise ValueError(
+                "InSubConfig.head_hidden_sizes must be a list of hidden widths (e.g. [2048]; [] for one Linear layer), "
+                f"got {self.head_hidden_sizes!r}."
+            )
+        _warn_unknown_keys(kwargs)
         self.timm_kwargs = dict(self.timm_kwargs or {})
         if self.objective == "dino" and self.timm_model_name and "vit" in self.timm_model_name:
             self.timm_kwargs.setdefault("dynamic_img_size", True)  # local crops are smaller than global ones
@@ -203,6 +242,9 @@ class InSubConfig(PretrainedConfig):
         self._check_values()
 
     def _check_values(self) -> None:
+        for name in ("normalize_heads", "normalize_mean"):
+            check_choice(f"InSubConfig.{name}", getattr(self, name), (True, False))
+        _check_attention_heads(self.encoder_config)
         check_choice("InSubConfig.objective", self.objective, tuple(OBJECTIVES))
         check_choice("InSubConfig.head_norm", self.head_norm, HEAD_NORMS)
         check_choice("InSubConfig.pooling", self.pooling, POOLINGS)

@@ -7,6 +7,9 @@ import math
 import torch
 from torch import nn
 
+# A size check before allocating: beyond this, a typo (num_heads=10**7) meets the allocator instead of a message.
+MAX_HEAD_PARAMETERS = 2**31
+
 
 class BatchedHeads(nn.Module):
     """M independent MLP heads `Linear -> [BN] -> ReLU -> ... -> Linear`, evaluated together.
@@ -35,6 +38,13 @@ class BatchedHeads(nn.Module):
         super().__init__()
         self.num_heads = num_heads
         sizes = [in_dim, *hidden_sizes, out_dim]
+        parameters = num_heads * sum((fan_in + 1) * fan_out for fan_in, fan_out in zip(sizes[:-1], sizes[1:]))
+        if parameters > MAX_HEAD_PARAMETERS:
+            raise ValueError(
+                f"InSubConfig.num_heads={num_heads} heads of sizes {sizes} would hold {parameters:,} parameters "
+                f"(more than {MAX_HEAD_PARAMETERS:,}, {4 * MAX_HEAD_PARAMETERS / 2**30:.0f} GiB in float32); lower "
+                "num_heads, head_hidden_sizes or head_output_size."
+            )
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
         self.norms = nn.ModuleList()

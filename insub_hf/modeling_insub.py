@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
+from transformers.utils import logging
 from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, ModelOutput, cached_file
 
@@ -23,6 +24,8 @@ from .heads import BatchedHeads, WeightNormedLinear
 from .losses.diversity import DiversityLoss, head_spread
 from .losses.genomenet import DistanceProjections
 from .objectives import OBJECTIVES
+
+logger = logging.get_logger(__name__)
 
 
 @dataclass
@@ -81,6 +84,36 @@ def _package_module(name: str):
         ) from error
 
 
+def check_labels(labels: torch.Tensor, batch_size: int, num_labels: int) -> None:
+    """Class labels `(B,)`: integers in [0, num_labels) or -100 (ignored), not all ignored."""
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(f"labels must be integer class indices, got dtype {labels.dtype}.")
+    if labels.shape != (batch_size,):
+        raise ValueError(f"labels must have shape (batch,) = ({batch_size},), got {tuple(labels.shape)}.")
+    kept = labels[labels != -100]
+    if kept.numel() == 0:
+        raise ValueError("labels are all -100 (ignored) in this batch: its loss would be NaN; give at least one label.")
+    bad = kept[(kept < 0) | (kept >= num_labels)]
+    if bad.numel():
+        raise ValueError(
+            f"labels must lie in [0, num_labels={num_labels}) or be -100 (ignored), got {bad[0].item()}; set "
+            "num_labels in the config to the number of classes."
+        )
+
+
+def _non_finite_loss_message(loss: torch.Tensor, views: dict[str, torch.Tensor], extra: dict) -> str:
+    """Names the inputs, with their largest magnitude, when the loss is NaN or inf."""
+    sizes = ", ".join(
+        f"{name} max |x| = {value.detach().abs().max().item():.3g}"
+        for name, value in {**views, **extra}.items()
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel()
+    )
+    return (
+        f"The pretraining loss is {loss.item()} for finite inputs ({sizes or 'no float inputs'}): inputs far outside "
+        "the normalised range overflow the encoder. Normalise the inputs (e.g. Normalize(mean, std) of the data set)."
+    )
+
+
 def _looks_like_a_path(name: str) -> bool:
     """A name that can only be a local path: absolute, relative with ./ ../ ~, or with more than one '/'."""
     return name.startswith(("/", "./", "../", "~")) or "\\" in name or name.count("/") > 1
@@ -134,25 +167,34 @@ class InSubPreTrainedModel(PreTrainedModel):
                 f"from_pretrained({name!r}): no such local folder (and {name!r} is not a Hub repo id of the form "
                 "'namespace/name')."
             )
+        wants_info = kwargs.pop("output_loading_info", False)
         try:
-            model = super().from_pretrained(pretrained_model_name_or_path, *args, key_mapping=legacy or None, **kwargs)
+            model, info = super().from_pretrained(
+                pretrained_model_name_or_path, *args, key_mapping=legacy or None, output_loading_info=True, **kwargs
+            )
         except OSError as error:
             clearer = _package_module("hub").offline_load_error(name, error)
             if clearer is None:
                 raise
             raise clearer from error
+        objective_missing = sorted(k for k in info.get("missing_keys", ()) if k.startswith("objective."))
+        if objective_missing:  # e.g. a config edited from simclr to dino: the teacher would start random
+            raise ValueError(
+                f"from_pretrained({name!r}): the checkpoint lacks {len(objective_missing)} weights of its config's "
+                f"objective {model.config.objective!r} (e.g. {objective_missing[:2]}); it was saved with another "
+                "objective. Load it with the config it was saved with, or as InSubModel (encoder and heads only)."
+            )
         if not local.is_dir():  # a Hub repo: its files are in the local cache now
             for file in _cached_weight_files(name, kwargs):
                 verify_checksums(file)
         # transformers reverses the renamings a model was loaded with when it saves it: the legacy ones only read
         # old checkpoints, so saves write today's names
-        loaded = model[0] if isinstance(model, tuple) else model  # (model, loading info) with output_loading_info
-        conversions = getattr(loaded, "_weight_conversions", None)
+        conversions = getattr(model, "_weight_conversions", None)
         if legacy and conversions:
-            loaded._weight_conversions = [
+            model._weight_conversions = [
                 c for c in conversions if not set(getattr(c, "_original_source_patterns", ())) & set(legacy)
             ] or None
-        return model
+        return (model, info) if wants_info else model
 
     def save_pretrained(self, save_directory, *args, remote_code: bool | None = None, **kwargs) -> None:
         """`PreTrainedModel.save_pretrained`, plus the model code as flat files with an `auto_map` when
@@ -364,6 +406,13 @@ class InSubForPreTraining(InSubPreTrainedModel):
         z1, z2 = out.head_embeddings.chunk(2, dim=0)  # (B, M, q) each
         diversity_loss = self.diversity(z1, z2).mean()
         loss = out.ssl_loss + self.config.diversity_weight * diversity_loss
+        if not torch.isfinite(loss):
+            raise FloatingPointError(_non_finite_loss_message(loss, views, extra))
+        if views[self.insub.encoder.main_input_name].shape[0] == 2:
+            logger.warning_once(
+                "InSubForPreTraining got a batch of one sample: a contrastive loss has no negatives then (SimCLR's "
+                "is exactly 0); train with batches of several samples."
+            )
         with torch.no_grad():
             sigma = head_spread(out.head_embeddings, self.config.diversity_eps)
             mean_sigma = sigma.mean()
@@ -410,6 +459,9 @@ class InSubForSequenceClassification(InSubPreTrainedModel):
         **inputs: torch.Tensor | None,
     ) -> SequenceClassifierOutput | tuple:
         logits = self.classifier(self.insub.get_representation(pixel_values=pixel_values, **inputs))
-        loss = F.cross_entropy(logits, labels) if labels is not None else None
+        loss = None
+        if labels is not None:
+            check_labels(labels, logits.shape[0], self.config.num_labels)
+            loss = F.cross_entropy(logits, labels)
         out = SequenceClassifierOutput(loss=loss, logits=logits)
         return out if return_dict is not False else out.to_tuple()

@@ -132,6 +132,8 @@ class InSubTrainer(Trainer):
         self._view_seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
         self._micro_batch = (-1, 0)  # (global step, micro-batch within it) of the last views made per batch
         self._seeded_samples = None
+        if self.train_dataset is not None and _is_map_style(self.train_dataset):
+            self._check_training_rows(getattr(getattr(self.model, "module", self.model), "main_input_name", None))
         if self.batch_views is None and self.train_dataset is not None and _is_map_style(self.train_dataset):
             if self.args.dataloader_persistent_workers and self.args.dataloader_num_workers > 0:
                 raise ValueError(
@@ -154,6 +156,26 @@ class InSubTrainer(Trainer):
             "train": defaultdict(list),
             "eval": defaultdict(list),
         }
+
+    def _check_training_rows(self, main_input: str | None) -> None:
+        """A training set with no rows, or whose rows lack the model's input (a data set without its view
+        transform), is refused here with what it holds, not deep inside the collator."""
+        if len(self.train_dataset) == 0:
+            raise ValueError("InSubTrainer: train_dataset is empty (0 rows); it needs at least one batch of samples.")
+        if main_input is None:
+            return
+        with seeded_draws(0):  # a look at row 0 that leaves the run's random streams alone
+            row = self.train_dataset[0]
+        if isinstance(row, dict) and main_input not in row:
+            hint = (
+                "a batch of plain images in `pixel_values` (batch_views makes the views)" if self.batch_views is not None
+                else "the views: set the data set's view transform (e.g. dataset.with_transform(ImageViews(...)), "
+                "DNAViews, TextViews) or pass batch_views"
+            )
+            raise ValueError(
+                f"InSubTrainer: the training rows hold {sorted(row)} but the model reads `{main_input}`; give it "
+                f"{hint}."
+            )
 
     def get_train_dataloader(self):
         """The Trainer's loader over the training set, read through `SeededSamples` (per-sample views)."""

@@ -15,7 +15,7 @@ def test_defaults_follow_the_paper():
 
 @pytest.mark.parametrize(
     "encoder",
-    [ResNetConfig(hidden_sizes=[8, 16], depths=[1, 1], embedding_size=8), BertConfig(hidden_size=32),
+    [ResNetConfig(hidden_sizes=[8, 16], depths=[1, 1], embedding_size=8), BertConfig(hidden_size=32, num_attention_heads=4),
      GenomicEncoderConfig(conv_filters=8)],
 )
 def test_nested_encoder_config_round_trips_through_json(tmp_path, encoder):

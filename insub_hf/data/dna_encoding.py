@@ -24,6 +24,10 @@ def one_hot_dna(sequence: str, unknown: str = "zero", name: str = "sequence") ->
         `(L, 4)` float tensor, channels A, C, G, T.
     """
     check_choice("unknown", unknown, UNKNOWN_POLICIES)
+    if not isinstance(sequence, str):
+        raise ValueError(f"{name}: a DNA record must be a string of bases, got {sequence!r} ({type(sequence).__name__}).")
+    if not sequence:
+        raise ValueError(f"{name}: the DNA record is empty.")
     out = torch.zeros(len(sequence), 4)
     for position, base in enumerate(sequence.upper()):
         if base in _INDEX:

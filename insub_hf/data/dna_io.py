@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 from datasets import ClassLabel, Dataset
+from datasets.exceptions import DatasetGenerationError
 
 from .columns import check_dataset
 
@@ -85,7 +86,15 @@ def load_fasta_dataset(path: str | Path, label_from_header: bool = False, skip_e
                 row["label"] = name.rsplit("|", 1)[1]
             yield row
 
-    return Dataset.from_generator(rows, gen_kwargs={}, cache_dir=None, keep_in_memory=False)
+    if not any(True for _ in read_fasta(path, skip_empty=True)):
+        raise ValueError(f"{path}: no FASTA records (an empty file, or no line starting with '>').")
+    try:
+        return Dataset.from_generator(rows, gen_kwargs={}, cache_dir=None, keep_in_memory=False)
+    except DatasetGenerationError as error:  # datasets wraps the generator's own message; give it back
+        cause = error.__cause__
+        if isinstance(cause, ValueError):
+            raise ValueError(str(cause)) from None
+        raise
 
 
 def load_labelled_sequences(path: str | Path, sequence_column: str = "sequence", label_column: str = "label") -> Dataset:
@@ -98,6 +107,8 @@ def load_labelled_sequences(path: str | Path, sequence_column: str = "sequence",
         data = load_fasta_dataset(path, label_from_header=True)
     check_dataset(data, sequence_column, "sequence_column", name=str(path))
     check_dataset(data, label_column, "label_column", name=str(path))
+    if "name" not in data.column_names:  # what an error names: the record as the file has it, not a split's row
+        data = data.add_column("name", [f"{Path(path).name} row {i + 1}" for i in range(len(data))])
     if sequence_column != "sequence":
         data = data.rename_column(sequence_column, "sequence")
     if label_column != "label":

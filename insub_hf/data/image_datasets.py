@@ -97,6 +97,13 @@ DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 FASHION_MNIST_SOURCES = ("auto", "bundled", "debian")
 
 
+# How `load_image_dataset` reads a single local file, by suffix
+FILE_BUILDERS = {
+    ".csv": "csv", ".csv.gz": "csv", ".json": "json", ".jsonl": "json", ".json.gz": "json", ".parquet": "parquet",
+    ".arrow": "arrow",
+}
+
+
 def load_image_dataset(
     name_or_path: str,
     split: str | None = None,
@@ -123,6 +130,17 @@ def load_image_dataset(
     image_column = image_column or (known.image_column if known else "image")
     if known and known.config_name and "name" not in load_kwargs and not Path(name_or_path).exists():
         load_kwargs["name"] = known.config_name
+    path = Path(name_or_path)
+    if path.is_file():  # load_dataset reads a single file through the builder of its format
+        suffix = "".join(path.suffixes[-2:]) if path.suffix == ".gz" else path.suffix
+        builder = FILE_BUILDERS.get(suffix.lower())
+        if builder is None:
+            raise ValueError(
+                f"load_image_dataset({name_or_path!r}): a single file must be one of {sorted(FILE_BUILDERS)}; "
+                "for image files, pass their folder (with 'imagefolder')."
+            )
+        load_kwargs.setdefault("data_files", str(path))
+        name_or_path = builder
     loaded = load_dataset(name_or_path, split=split, **load_kwargs)
     for split_name, part in (loaded.items() if isinstance(loaded, DatasetDict) else [(split, loaded)]):
         check_dataset(part, image_column, "image_column", name=f"{name_or_path} [{split_name or 'split'}]")

@@ -13,6 +13,11 @@ from .base import Encoder, check_finite, check_rank
 
 def _check_pixels(pixel_values: torch.Tensor, num_channels: int) -> None:
     check_rank("pixel_values", pixel_values, 4, "(batch, channels, height, width)")
+    if not pixel_values.is_floating_point():
+        raise ValueError(
+            f"pixel_values has dtype {pixel_values.dtype}; the encoder reads float images, normalised as in training "
+            "(e.g. an image processor's output, or uint8 / 255 then Normalize(mean, std))."
+        )
     if pixel_values.shape[1] != num_channels:
         raise ValueError(
             f"pixel_values has {pixel_values.shape[1]} channels but the encoder expects num_channels={num_channels}; "
@@ -40,13 +45,22 @@ class TransformersVisionEncoder(Encoder):
         self.image_size = getattr(config, "image_size", None)
         self.interpolates = "interpolate_pos_encoding" in inspect.signature(model.forward).parameters
 
-    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+    def forward(self, pixel_values: torch.Tensor, interpolate_pos_encoding: bool = False) -> torch.Tensor:
+        """`interpolate_pos_encoding`: accept images of another size than the config's `image_size` (DINO's local
+        crops): a ViT resizes its position embeddings, a CNN pools whatever size it gets. Without it, another size is
+        refused."""
         _check_pixels(pixel_values, self.num_channels)
         kwargs = {}
-        if self.interpolates and self.image_size is not None and tuple(pixel_values.shape[-2:]) != (
-            self.image_size, self.image_size,
-        ):
-            kwargs["interpolate_pos_encoding"] = True  # e.g. DINO's local crops: position embeddings resized
+        size = self.image_size
+        if size is not None and tuple(pixel_values.shape[-2:]) != (size, size):
+            if not interpolate_pos_encoding:
+                raise ValueError(
+                    f"pixel_values are {tuple(pixel_values.shape[-2:])} images but the encoder's config has "
+                    f"image_size={size}: resize them to {size}x{size} (the image processor or eval transform does), "
+                    "or pass interpolate_pos_encoding=True where other sizes are meant (multi-crop)."
+                )
+            if self.interpolates:
+                kwargs["interpolate_pos_encoding"] = True
         out = self.model(pixel_values=pixel_values, **kwargs)
         hidden = out.last_hidden_state
         if hidden.dim() == 3:  # (B, tokens, d): CLS token, after the final LayerNorm
@@ -80,6 +94,8 @@ class TimmEncoder(Encoder):
         self.num_channels = kwargs.get("in_chans", 3)
         self.output_dim = self.model.num_features
 
-    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+    def forward(self, pixel_values: torch.Tensor, interpolate_pos_encoding: bool = False) -> torch.Tensor:
+        """timm decides about other image sizes itself (a ViT built with `dynamic_img_size` accepts them, as
+        `InSubConfig` sets for DINO); `interpolate_pos_encoding` is accepted for the common interface."""
         _check_pixels(pixel_values, self.num_channels)
         return self.model(pixel_values)

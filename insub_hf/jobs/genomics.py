@@ -62,8 +62,10 @@ def genomics_config(args: GenomicsArguments, num_heads: int, diversity_weight: f
 
 
 def encode_labelled(data) -> tuple[torch.Tensor, torch.Tensor]:
-    """One-hot `(N, L, 4)` (all sequences must share L) and labels `(N,)`; errors name the row."""
-    encoded = [one_hot_dna(s, name=f"sequence[{i}]") for i, s in enumerate(data["sequence"])]
+    """One-hot `(N, L, 4)` (all sequences must share L) and labels `(N,)`; errors name the record (its `name`
+    column: FASTA header or file row), else the row."""
+    names = data["name"] if "name" in data.column_names else [f"sequence[{i}]" for i in range(len(data))]
+    encoded = [one_hot_dna(s, name=name) for s, name in zip(data["sequence"], names)]
     lengths = {x.shape[0] for x in encoded}
     if len(lengths) != 1:
         raise ValueError(f"labelled sequences must share one length to be batched, got lengths {sorted(lengths)[:5]}.")

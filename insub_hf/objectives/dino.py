@@ -134,5 +134,6 @@ class DINOObjective(Objective):
             )
         n = local.shape[1]
         crops = local.transpose(0, 1).reshape(n * b, *local.shape[2:])  # view-major
-        z_local = student.embed_heads(student.encoder(pixel_values=crops))  # (N*B, M, q)
+        # the local crops are smaller than the encoder's image_size on purpose
+        z_local = student.embed_heads(student.encoder(pixel_values=crops, interpolate_pos_encoding=True))  # (N*B, M, q)
         return list(self.prototypes(z_local.mean(dim=1)).chunk(n))

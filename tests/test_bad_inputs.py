@@ -1,0 +1,163 @@
+"""Bad values and inputs, by class: each is refused (or warned about) with a message naming the field, input or file,
+and nothing on disk changes where a model existed."""
+
+import hashlib
+import json
+import warnings
+
+import pytest
+import torch
+from datasets import Dataset
+from transformers.testing_utils import CaptureLogger
+
+from insub_hf import InSubConfig, InSubForPreTraining, InSubForSequenceClassification, InSubModel
+from insub_hf import modeling_insub
+from insub_hf.data import load_fasta_dataset, load_image_dataset, load_labelled_sequences, one_hot_dna
+from insub_hf.jobs.genomics import encode_labelled
+from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
+
+from .conftest import TINY_VIT, tiny_config
+
+
+# --- silently accepted config values ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(normalize_heads="no"), "InSubConfig.normalize_heads must be one of [True, False], got 'no'"),
+        (dict(normalize_mean=None), "InSubConfig.normalize_mean must be one of [True, False], got None"),
+        (dict(head_hidden_sizes=64), "InSubConfig.head_hidden_sizes must be a list of hidden widths"),
+        (dict(encoder_config=dict(TINY_VIT, hidden_size=30, num_attention_heads=4)),
+         "hidden_size=30 must be a multiple of num_attention_heads=4"),
+    ],
+)
+def test_a_bad_config_value_is_refused_naming_the_field(kwargs, message):
+    with pytest.raises(ValueError) as error:
+        InSubConfig(**kwargs)
+    assert message in str(error.value)
+
+
+def test_a_misspelt_config_keyword_warns_with_the_closest_field_and_a_saved_config_loads_quietly(tmp_path):
+    with pytest.warns(UserWarning, match="InSubConfig got num_head=3, which is not one of its fields; did you mean 'num_heads'"):
+        InSubConfig(num_head=3)
+    InSubConfig(num_heads=2, num_labels=4).save_pretrained(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert InSubConfig.from_pretrained(tmp_path).num_labels == 4
+
+
+def test_a_head_count_too_large_to_allocate_is_refused_by_size():
+    with pytest.raises(ValueError, match=r"InSubConfig.num_heads=10000000 heads of sizes \[32, 48, 16\] would hold"):
+        InSubModel(tiny_config(num_heads=10**7, head_hidden_sizes=[48], head_output_size=16))
+
+
+# --- inputs the model would misread ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return InSubForPreTraining(tiny_config(num_heads=2)).eval()
+
+
+def test_images_of_another_size_are_refused_unless_asked_for(model):
+    with pytest.raises(ValueError, match=r"pixel_values are \(28, 28\) images but the encoder's config has image_size=32"):
+        model(torch.randn(2, 3, 28, 28), torch.randn(2, 3, 28, 28))
+    encoder = model.insub.encoder
+    assert encoder(pixel_values=torch.randn(2, 3, 16, 16), interpolate_pos_encoding=True).shape == (2, 32)
+
+
+def test_integer_pixels_are_refused(model):
+    pixels = torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8)
+    with pytest.raises(ValueError, match="pixel_values has dtype torch.uint8; the encoder reads float images"):
+        model(pixels, pixels)
+
+
+def test_finite_but_huge_inputs_giving_a_nan_loss_are_named(model):
+    huge = torch.full((4, 3, 32, 32), 3e38)
+    huge[:, :, ::2] = -3e38
+    with pytest.raises(FloatingPointError, match=r"The pretraining loss is nan for finite inputs \(pixel_values max \|x\| = 3e\+38\)"):
+        model(huge, huge)
+
+
+def test_a_batch_of_one_warns_once_that_the_contrastive_loss_has_no_negatives(model):
+    modeling_insub.logger.warning_once.cache_clear()
+    with CaptureLogger(modeling_insub.logger) as captured:
+        out = model(torch.randn(1, 3, 32, 32), torch.randn(1, 3, 32, 32))
+        model(torch.randn(1, 3, 32, 32), torch.randn(1, 3, 32, 32))
+    assert out.ssl_loss.item() == 0.0
+    assert captured.out.count("got a batch of one sample") == 1
+
+
+@pytest.mark.parametrize(
+    "labels, message",
+    [
+        (torch.tensor([0.0, 1.0, 2.0]), "labels must be integer class indices, got dtype torch.float32"),
+        (torch.tensor([0, 1]), r"labels must have shape \(batch,\) = \(3,\), got \(2,\)"),
+        (torch.tensor([0, 1, 7]), r"labels must lie in \[0, num_labels=3\) or be -100 \(ignored\), got 7"),
+        (torch.tensor([-100, -100, -100]), "labels are all -100"),
+    ],
+)
+def test_bad_labels_are_named(labels, message):
+    classifier = InSubForSequenceClassification(tiny_config(num_labels=3))
+    with pytest.raises(ValueError, match=message):
+        classifier(torch.randn(3, 3, 32, 32), labels=labels)
+
+
+# --- data the trainer or a loader would choke on -----------------------------------------------------------------------
+def trainer_for(dataset, tmp_path, **kwargs):
+    args = InSubTrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=2, use_cpu=True, report_to=[])
+    return InSubTrainer(model=InSubForPreTraining(tiny_config(num_heads=2)), args=args, train_dataset=dataset, **kwargs)
+
+
+def test_an_empty_training_set_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"InSubTrainer: train_dataset is empty \(0 rows\)"):
+        trainer_for(Dataset.from_dict({"pixel_values": []}), tmp_path)
+
+
+def test_a_training_set_without_its_view_transform_is_refused_with_its_columns(tmp_path):
+    rows = Dataset.from_dict({"image": [[0.0]] * 4, "label": [0, 1, 0, 1]})
+    with pytest.raises(ValueError, match=r"the training rows hold \['image', 'label'\] but the model reads `pixel_values`"):
+        trainer_for(rows, tmp_path)
+
+
+@pytest.mark.parametrize("record, message", [(None, "a DNA record must be a string of bases, got None"),
+                                             ("", "the DNA record is empty")])
+def test_a_missing_dna_record_is_named(record, message):
+    with pytest.raises(ValueError, match=f"chr2L:5: {message}"):
+        one_hot_dna(record, name="chr2L:5")
+
+
+def test_fasta_faults_name_the_file_and_record(tmp_path):
+    empty = tmp_path / "empty.fa"
+    empty.write_text("")
+    with pytest.raises(ValueError, match=f"{empty}: no FASTA records"):
+        load_fasta_dataset(empty)
+    unlabelled = tmp_path / "unlabelled.fa"
+    unlabelled.write_text(">a|ei\nACGT\n>b\nACGT\n")
+    with pytest.raises(ValueError, match=f"{unlabelled}: header 'b' has no '\\|label' suffix"):
+        load_labelled_sequences(unlabelled)
+    labelled = tmp_path / "labelled.fa"
+    labelled.write_text("".join(f">seq{i}|{'ab'[i % 2]}\nACGT\n" for i in range(9)) + ">bad7|a\nACXT\n")
+    data = load_labelled_sequences(labelled).train_test_split(test_size=0.5, seed=0)
+    with pytest.raises(ValueError, match=r"bad7\|a: character 'X' at position 2"):
+        for part in data.values():
+            encode_labelled(part)
+
+
+def test_a_single_data_file_loads_through_its_format(tmp_path):
+    table = tmp_path / "x.csv"
+    table.write_text("path,label\na.png,0\n")
+    with pytest.raises(ValueError, match=r"has no column 'image' \(image_column\); its columns are \['path', 'label'\]"):
+        load_image_dataset(str(table), split="train")
+    other = tmp_path / "x.txt"
+    other.write_text("hello")
+    with pytest.raises(ValueError, match="a single file must be one of"):
+        load_image_dataset(str(other), split="train")
+
+
+def test_a_checkpoint_loaded_with_another_objective_is_refused_and_left_alone(tmp_path):
+    InSubForPreTraining(tiny_config(num_heads=2)).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "objective": "dino"}))
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in tmp_path.iterdir()}
+    with pytest.raises(ValueError, match="lacks .* weights of its config's objective 'dino'"):
+        InSubForPreTraining.from_pretrained(tmp_path)
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in tmp_path.iterdir()} == before
