@@ -74,4 +74,4 @@ def test_genomic_encoder_shapes_and_auto_registration(tmp_path):
 
 def test_encoder_of_an_unsupported_modality_is_refused():
     with pytest.raises(ValueError, match="reads 'input_features'; allowed encoders read one of"):
-        build_encoder(InSubConfig(encoder_config=dict(model_type="whisper", d_model=8)))
+        build_encoder(InSubConfig(encoder_config=dict(model_type="whisper", d_model=8, encoder_attention_heads=2, decoder_attention_heads=2)))

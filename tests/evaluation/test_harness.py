@@ -117,7 +117,9 @@ def test_compare_command_writes_table_json_plots_and_reuses_cached_runs(tmp_path
     assert len(runs) == 5
     stamps = {run: (run / "model" / "model.safetensors").stat().st_mtime_ns for run in runs}
     capsys.readouterr()
-    assert main(argv) == 0
+    with pytest.raises(FileExistsError, match="holds a finished run"):  # the results are kept ...
+        main(argv)
+    assert main([*argv, "--overwrite_output_dir"]) == 0  # ... unless asked; finished runs are still reused
     assert "{'loss'" not in capsys.readouterr().out  # nothing was pretrained again
     assert {run: (run / "model" / "model.safetensors").stat().st_mtime_ns for run in runs} == stamps
     assert json.loads((out / "results.json").read_text())["rows"][4]["test"] == insub["test"]

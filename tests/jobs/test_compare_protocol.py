@@ -40,7 +40,7 @@ def test_methods_share_the_named_encoder_and_differ_only_where_the_method_does()
     assert dropout.encoder_config.hidden_dropout_prob == 0.2 and baseline.encoder_config.hidden_dropout_prob == 0.0
     assert (baseline.num_heads, insub.num_heads, batch.batch_ensemble_size) == (1, 5, 5)
     assert baseline.diversity_weight == 0.0 and insub.diversity_weight == args.diversity_weight
-    with pytest.raises(ValueError, match="ImageEncoderArguments.encoder must be one of"):
+    with pytest.raises(ValueError, match="ComparisonArguments.encoder must be one of"):
         ComparisonArguments(encoder="resnet101")
 
 
@@ -53,7 +53,7 @@ def test_recipe_settings_reach_the_config_and_the_views_and_are_checked():
     boxes = crop.forward_parameters(torch.Size((500, 1, 28, 28)))["src"]  # (B, 4 corners, xy)
     area = (boxes[:, :, 0].amax(1) - boxes[:, :, 0].amin(1) + 1) * (boxes[:, :, 1].amax(1) - boxes[:, :, 1].amin(1) + 1)
     assert area.min() >= 0.6 * 28 * 28 * 0.95 and area.min() < 0.7 * 28 * 28  # scale (0.6, 1); pixel rounding
-    with pytest.raises(ValueError, match="ImageRecipeArguments.temperature"):
+    with pytest.raises(ValueError, match="ComparisonArguments.temperature"):
         ComparisonArguments(temperature=0.0)
-    with pytest.raises(ValueError, match="ImageRecipeArguments.min_crop_scale"):
+    with pytest.raises(ValueError, match="ComparisonArguments.min_crop_scale"):
         ComparisonArguments(min_crop_scale=1.5)
