@@ -22,6 +22,7 @@ _EXPORTS = {
         "IMAGE_STATS", "ImageViews", "ImageWithLabel", "MultiCropViews", "default_local_crop_size",
         "dino_augmentation", "eval_image_transform", "simclr_augmentation", "unit_image_transform",
     ),
+    ".seeding": ("SeededSamples", "mix_seed", "seeded_draws"),
     ".text_corpus": ("TWEET_LABELS", "load_sentence_corpus", "load_tweet_sentiment"),
     ".text_views": ("SentenceTokenizer", "TextViews", "check_tokenizer"),
 }
