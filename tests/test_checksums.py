@@ -81,3 +81,21 @@ def test_a_missing_local_folder_is_named_as_such(tmp_path):
     missing = tmp_path / "runs" / "demo" / "model"
     with pytest.raises(FileNotFoundError, match=f"from_pretrained\\('{missing}'\\): no such local folder"):
         InSubForPreTraining.from_pretrained(str(missing))
+
+
+def test_resuming_from_a_checkpoint_whose_weights_changed_is_refused(tmp_path):
+    from insub_hf.trainer import InSubTrainer
+
+    from .test_trainer import args, fixed_views
+
+    dataset, _ = fixed_views(8)
+    config = tiny_config(num_heads=2)
+    InSubTrainer(model=InSubForPreTraining(config), args=args(tmp_path, max_steps=2, save_strategy="steps", save_steps=2),
+                 train_dataset=dataset).train()
+    weights = tmp_path / "checkpoint-2" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-8:] = b"\x00\x00\xc0\x7f" * 2  # two NaNs over the last weight's last values
+    weights.write_bytes(bytes(data))
+    trainer = InSubTrainer(model=InSubForPreTraining(config), args=args(tmp_path, max_steps=4), train_dataset=dataset)
+    with pytest.raises(ValueError, match=f"{weights}: the tensor '.*' does not match its checksum"):
+        trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
