@@ -14,6 +14,7 @@ _EXPORTS = {
     ".features": ("FeatureSet", "extract_features", "extract_representations", "set_dropout"),
     ".harness": ("HarnessArguments", "ImageEvaluationData", "MethodEvaluator"),
     ".knn": ("knn_accuracy", "knn_predict"),
+    ".ood_detector": ("InSubOODDetector", "kth_neighbour_distance"),
     ".ood_sets": ("load_mnist_images", "noise_images"),
     ".probes": (
         "LinearProbe", "ProbeArguments", "balanced_label_subset", "fit_linear_probe", "fit_probes",

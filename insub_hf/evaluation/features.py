@@ -23,11 +23,13 @@ class FeatureSet:
         head_sigma: `(N,)` the heads' per-dimension spread sigma averaged over dimensions (0 when M = 1);
             a label-free uncertainty score that needs no probe.
         labels: `(N,)` or None when the inputs carry no labels.
+        head_embeddings: `(N, M, q)` the heads' (normalised as the config says) embeddings, when asked for.
     """
 
     representations: torch.Tensor
     head_sigma: torch.Tensor
     labels: torch.Tensor | None = None
+    head_embeddings: torch.Tensor | None = None
 
 
 def set_dropout(module: nn.Module, enabled: bool) -> None:
@@ -57,7 +59,7 @@ def _batches(inputs, batch_size: int, input_names: tuple[str, ...]) -> Iterator[
 
 @torch.no_grad()
 def extract_features(
-    model, inputs, batch_size: int = 256, mc_dropout_passes: int = 0, seed: int = 0
+    model, inputs, batch_size: int = 256, mc_dropout_passes: int = 0, seed: int = 0, keep_heads: bool = False
 ) -> FeatureSet:
     """Runs the frozen encoder (and the heads, for their spread) over a data set.
 
@@ -67,6 +69,7 @@ def extract_features(
             rows hold the encoder's inputs (and optionally `labels`).
         mc_dropout_passes: T > 0 samples T dropout masks per input (MC Dropout); 0 runs deterministically.
         seed: seed of the dropout masks (the global RNG state is restored afterwards).
+        keep_heads: also return the head embeddings (`FeatureSet.head_embeddings`).
 
     Returns:
         A `FeatureSet` on the CPU; S = T with MC dropout, M with a BatchEnsemble encoder, else 1.
@@ -76,7 +79,7 @@ def extract_features(
     base.eval()
     device = next(base.parameters()).device
     encoder = base.encoder
-    reps, sigmas, labels = [], [], []
+    reps, sigmas, labels, heads = [], [], [], []
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed)
         for batch, batch_labels in _batches(inputs, batch_size, encoder.input_names):
@@ -91,11 +94,16 @@ def extract_features(
                 samples = encoder(**batch)[:, None]  # (b, 1, d)
             z = base.embed_heads(samples.mean(dim=1))  # (b, M_heads, q)
             sigmas.append(head_spread(z, base.config.diversity_eps).mean(dim=1).cpu())
+            if keep_heads:
+                heads.append(z.cpu())
             reps.append(samples.cpu())
             if batch_labels is not None:
                 labels.append(torch.as_tensor(batch_labels))
     base.train(was_training)
-    return FeatureSet(torch.cat(reps), torch.cat(sigmas), torch.cat(labels) if labels else None)
+    return FeatureSet(
+        torch.cat(reps), torch.cat(sigmas), torch.cat(labels) if labels else None,
+        torch.cat(heads) if keep_heads else None,
+    )
 
 
 def extract_representations(model, dataset, batch_size: int = 256) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,84 @@
+"""The label-free OOD detector: distances against brute force, torch and faiss agree, direction, save/load, AUROC."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+
+from insub_hf import InSubModel, InSubOODDetector
+from insub_hf.evaluation.ood_detector import kth_neighbour_distance
+
+from ..conftest import tiny_config
+
+
+def brute_force(queries, bank, k):
+    q = queries.numpy() / np.linalg.norm(queries.numpy(), axis=1, keepdims=True)
+    b = bank.numpy() / np.linalg.norm(bank.numpy(), axis=1, keepdims=True)
+    distances = np.linalg.norm(q[:, None, :] - b[None, :, :], axis=-1)  # (Q, N)
+    return np.sort(distances, axis=1)[:, k - 1]
+
+
+@pytest.mark.parametrize("k", [1, 5, 40])
+def test_kth_neighbour_distance_matches_brute_force(k):
+    g = torch.Generator().manual_seed(0)
+    queries, bank = torch.randn(30, 16, generator=g), torch.randn(40, 16, generator=g)
+    expected = brute_force(queries, bank, k)
+    np.testing.assert_allclose(kth_neighbour_distance(queries, bank, k, chunk_size=7).numpy(), expected, atol=1e-5)
+
+
+def test_faiss_and_torch_agree():
+    pytest.importorskip("faiss")
+    g = torch.Generator().manual_seed(1)
+    queries, bank = torch.randn(50, 32, generator=g), torch.randn(500, 32, generator=g)
+    torch.testing.assert_close(
+        kth_neighbour_distance(queries, bank, 10, backend="faiss"), kth_neighbour_distance(queries, bank, 10),
+        atol=1e-5, rtol=0,
+    )
+
+
+def test_points_far_from_the_bank_score_higher_and_a_separated_toy_set_has_auroc_one():
+    g = torch.Generator().manual_seed(2)
+    centre = torch.zeros(8)
+    centre[0] = 1.0
+    bank = centre + 0.1 * torch.randn(200, 8, generator=g)  # a tight cone around e_0
+    near = centre + 0.1 * torch.randn(50, 8, generator=g)
+    far = -centre + 0.1 * torch.randn(50, 8, generator=g)  # the opposite direction
+    detector = InSubOODDetector(bank, bank[:, None, :].repeat(1, 2, 1), k=5, backend="torch")
+    scores = detector.score_features(torch.cat([near, far]), torch.cat([near, far])[:, None].repeat(1, 2, 1),
+                                     torch.zeros(100))
+    assert scores["knn"][50:].min() > scores["knn"][:50].max()
+    labels = np.r_[np.zeros(50), np.ones(50)]  # OOD positive: higher score = more likely OOD
+    assert roc_auc_score(labels, scores["knn"].numpy()) == 1.0
+    assert roc_auc_score(labels, scores["knn_heads"].numpy()) == 1.0
+
+
+def test_fit_score_and_save_load_round_trip(tmp_path):
+    torch.manual_seed(0)
+    model = InSubModel(tiny_config(num_heads=3)).eval()
+    train = {"pixel_values": torch.randn(20, 3, 32, 32)}
+    test = {"pixel_values": torch.randn(6, 3, 32, 32)}
+    detector = InSubOODDetector.fit(model, train, k=3, backend="torch")
+    assert detector.representation_bank.shape == (20, 32) and detector.head_banks.shape == (20, 3, 16)
+    scores = detector.score(model, test)
+    assert set(scores) == {"knn", "knn_heads", "knn_heads_spread", "low_head_spread"}
+    assert all(v.shape == (6,) for v in scores.values())
+    with torch.no_grad():
+        out = model(pixel_values=test["pixel_values"])
+    np.testing.assert_allclose(
+        scores["knn"].numpy(), brute_force(out.representation, detector.representation_bank, 3), atol=1e-5
+    )
+    torch.testing.assert_close(scores["low_head_spread"], -out.sigma.mean(dim=1))
+    detector.save_pretrained(tmp_path)
+    loaded = InSubOODDetector.from_pretrained(tmp_path)
+    assert torch.equal(loaded.representation_bank, detector.representation_bank)
+    assert torch.equal(loaded.head_banks, detector.head_banks) and loaded.k == 3
+    for name, value in loaded.score(model, test).items():
+        assert torch.equal(value, scores[name]), name
+
+
+def test_bad_detector_settings_are_named():
+    bank = torch.randn(4, 8)
+    with pytest.raises(ValueError, match=r"InSubOODDetector.k must be an integer >= 1 and <= 4, got 5"):
+        InSubOODDetector(bank, bank[:, None], k=5)
+    with pytest.raises(ValueError, match=r"InSubOODDetector.backend must be one of \['torch', 'faiss', 'auto'\]"):
+        InSubOODDetector(bank, bank[:, None], k=1, backend="annoy")
