@@ -15,6 +15,7 @@ from ..validation import CheckedArguments, check_choice, check_range, checked
 from . import metrics
 from .corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from .features import extract_features
+from .ood_detector import DEFAULT_K, InSubOODDetector
 from .ood_sets import check_same_geometry, normalize_images
 from .probes import ProbeArguments, balanced_label_subset, check_probe_labels, fit_probes, member_probabilities
 
@@ -65,6 +66,9 @@ class HarnessArguments(CheckedArguments):
         low_inclusive=False,
     )
     eval_batch_size: int = checked(500, "Inputs per forward pass at evaluation.", low=1, integer=True)
+    knn_k: int = checked(
+        DEFAULT_K, "k of the label-free nearest-neighbour OOD scores (Sun et al. 2022: 50).", low=1, integer=True
+    )
 
 
 def summarize(member_probs: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
@@ -82,15 +86,27 @@ def summarize(member_probs: torch.Tensor, labels: torch.Tensor) -> dict[str, flo
     return out
 
 
-def ood_scores(member_probs: torch.Tensor, head_sigma: torch.Tensor | None) -> dict[str, torch.Tensor]:
+# Label-free scores of `InSubOODDetector` (higher = OOD) under the harness's names (higher = in-distribution)
+LABEL_FREE = {"knn": "neg_knn", "knn_heads": "neg_knn_heads", "knn_heads_spread": "neg_knn_heads_spread",
+              "low_head_spread": "head_sigma"}
+
+
+def ood_scores(
+    member_probs: torch.Tensor, head_sigma: torch.Tensor | None, label_free: dict[str, torch.Tensor] | None = None
+) -> dict[str, torch.Tensor]:
     """Per-input scores, each oriented so that higher means in-distribution: max probability, negative
-    entropy, negative mutual information (K > 1) and the negative label-free head spread (M > 1)."""
+    entropy, negative mutual information (K > 1); label-free, with no probe: the head spread sigma (M > 1; low spread
+    = OOD, see `ood_detector`) and, given `label_free` (`InSubOODDetector` scores), the negative k-th neighbour
+    distances (representation for every model; per head, and their spread over heads, for M > 1)."""
     probs = member_probs.mean(dim=1)
     scores = {"msp": metrics.max_probability(probs), "neg_entropy": -metrics.predictive_entropy(probs)}
     if member_probs.shape[1] > 1:
         scores["neg_mutual_information"] = -metrics.mutual_information(member_probs)
     if head_sigma is not None:
-        scores["neg_head_sigma"] = -head_sigma.double()
+        scores["head_sigma"] = head_sigma.double()
+    for key, value in (label_free or {}).items():
+        if key != "low_head_spread" and (key == "knn" or head_sigma is not None):
+            scores[LABEL_FREE[key]] = -value.double()
     return scores
 
 
@@ -113,34 +129,51 @@ class MethodEvaluator:
         self.num_probes = num_probes
         self.passes = harness_args.mc_dropout_passes if mc_dropout else 0
         self.has_heads = any(getattr(m, "config", None) is not None and m.config.num_heads > 1 for m in models)
-        self._train = [self._features(m, data.inputs(data.train_images, data.train_labels), 0) for m in models]
+        self._train = [
+            self._features(m, data.inputs(data.train_images, data.train_labels), 0, keep_heads=True) for m in models
+        ]
         self._probes = [
             fit_probes(f.representations, f.labels, data.num_classes, num_probes, probe_args) for f in self._train
         ]
+        # label-free: one nearest-neighbour detector per model on its unlabelled training features
+        self._detectors = [
+            InSubOODDetector(f.representations.mean(dim=1), f.head_embeddings, min(harness_args.knn_k, len(f.labels)))
+            for f in self._train
+        ]
+        for f in self._train:
+            f.head_embeddings = None  # the detectors keep them
 
-    def _features(self, model, inputs, passes: int):
-        return extract_features(model, inputs, self.harness_args.eval_batch_size, passes)
+    def _features(self, model, inputs, passes: int, keep_heads: bool = False):
+        return extract_features(model, inputs, self.harness_args.eval_batch_size, passes, keep_heads=keep_heads)
 
-    def predict(self, images: torch.Tensor, probes: list | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Member probabilities `(N, K, C)` and mean head spread `(N,)` (None without multi-head models)."""
-        probs, sigmas = [], []
+    def predict(
+        self, images: torch.Tensor, probes: list | None = None, label_free: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, torch.Tensor] | None]:
+        """Member probabilities `(N, K, C)`, mean head spread `(N,)` (None without multi-head models) and, with
+        `label_free`, the `InSubOODDetector` scores averaged over the models (else None)."""
+        probs, sigmas, free = [], [], []
         for i, model in enumerate(self.models):
-            features = self._features(model, self.data.inputs(images), self.passes)
+            features = self._features(model, self.data.inputs(images), self.passes, keep_heads=label_free)
             probs.append(member_probabilities((probes or self._probes)[i], features.representations))
             sigmas.append(features.head_sigma)
+            if label_free:
+                free.append(self._detectors[i].score_features(
+                    features.representations.mean(dim=1), features.head_embeddings, features.head_sigma
+                ))
         sigma = torch.stack(sigmas).mean(dim=0) if self.has_heads else None
-        return torch.cat(probs, dim=1), sigma
+        scores = {k: torch.stack([f[k] for f in free]).mean(dim=0) for k in free[0]} if free else None
+        return torch.cat(probs, dim=1), sigma, scores
 
     def run(self) -> tuple[dict, dict]:
         """Returns (numbers for the JSON/table, arrays for the plots)."""
         data = self.data
-        test_probs, test_sigma = self.predict(data.test_images)
+        test_probs, test_sigma, test_free = self.predict(data.test_images, label_free=True)
         results = {"members": test_probs.shape[1], "test": summarize(test_probs, data.test_labels)}
         bins = metrics.reliability_bins(test_probs.mean(dim=1), data.test_labels)
-        arrays = {"reliability": bins, "scores": {"in": ood_scores(test_probs, test_sigma)}}
+        arrays = {"reliability": bins, "scores": {"in": ood_scores(test_probs, test_sigma, test_free)}}
         results["ood"] = {}
         for name, images in data.ood_images.items():
-            scores = ood_scores(*self.predict(images))
+            scores = ood_scores(*self.predict(images, label_free=True))
             arrays["scores"][name] = scores
             results["ood"][name] = {
                 key: metrics.ood_auroc(arrays["scores"]["in"][key], value) for key, value in scores.items()
@@ -166,7 +199,7 @@ class MethodEvaluator:
                            self.probe_args)
                 for f in self._train
             ]
-            test_probs, _ = self.predict(self.data.test_images, probes)
+            test_probs, _, _ = self.predict(self.data.test_images, probes)
             out[f"{100 * fraction:g}%"] = summarize(test_probs, self.data.test_labels)
         return out
 
@@ -179,7 +212,7 @@ class MethodEvaluator:
         for name in self.harness_args.corruptions:
             out[name] = {}
             for severity in SEVERITIES:
-                probs, _ = self.predict(corrupt(images, name, severity, seed=severity))
+                probs, _, _ = self.predict(corrupt(images, name, severity, seed=severity))
                 mean = probs.mean(dim=1)
                 out[name][str(severity)] = {
                     "accuracy": metrics.accuracy(mean, labels),

@@ -83,7 +83,7 @@ def ood_histograms(arrays: dict[str, dict], path: Path) -> None:
     """Histograms of every score (higher = in-distribution) for the test set and each OOD set, per method."""
     plt = _pyplot()
     names = list(arrays)
-    keys = ["msp", "neg_head_sigma"]
+    keys = ["msp", "neg_knn", "head_sigma"]
     fig, axes = plt.subplots(len(names), len(keys), figsize=(4.5 * len(keys), 2.4 * len(names)), squeeze=False)
     for i, name in enumerate(names):
         for j, key in enumerate(keys):

@@ -50,7 +50,9 @@ def test_results_follow_the_members_and_match_a_direct_computation(data):
     assert results["test"]["nll"] == pytest.approx(metrics.nll(probs, data.test_labels), abs=1e-6)
     msp_auroc = metrics.ood_auroc(probs.max(1).values, arrays["scores"]["uniform"]["msp"])
     assert results["ood"]["uniform"]["msp"] == pytest.approx(msp_auroc, abs=1e-6)
-    assert set(results["ood"]["uniform"]) == {"msp", "neg_entropy", "neg_head_sigma"}
+    assert set(results["ood"]["uniform"]) == {
+        "msp", "neg_entropy", "head_sigma", "neg_knn", "neg_knn_heads", "neg_knn_heads_spread",
+    }
     assert set(results["semi_supervised"]) == {"1%", "10%"}
     assert set(results["corruptions"]) == {"fog", "pixelate"} and set(results["corruptions"]["fog"]) == set("12345")
     mean_s3 = (results["corruptions"]["fog"]["3"]["ece"] + results["corruptions"]["pixelate"]["3"]["ece"]) / 2
@@ -123,3 +125,18 @@ def test_compare_command_writes_table_json_plots_and_reuses_cached_runs(tmp_path
     assert "{'loss'" not in capsys.readouterr().out  # nothing was pretrained again
     assert {run: (run / "model" / "model.safetensors").stat().st_mtime_ns for run in runs} == stamps
     assert json.loads((out / "results.json").read_text())["rows"][4]["test"] == insub["test"]
+
+
+def test_label_free_scores_are_the_detectors_fitted_on_the_unlabelled_training_images(data):
+    from insub_hf import InSubOODDetector
+
+    torch.manual_seed(0)
+    model = tiny_model()
+    results, arrays = MethodEvaluator([model], data, ProbeArguments(probe_epochs=2), fast(knn_k=7)).run()
+    detector = InSubOODDetector.fit(model, data.inputs(data.train_images), k=7, backend="torch")
+    test, ood = detector.score(model, data.inputs(data.test_images)), detector.score(model, data.inputs(data.ood_images["uniform"]))
+    for harness_key, key, sign in (("neg_knn", "knn", -1), ("neg_knn_heads", "knn_heads", -1),
+                                   ("head_sigma", "low_head_spread", -1)):
+        torch.testing.assert_close(arrays["scores"]["in"][harness_key], sign * test[key].double(), atol=1e-6, rtol=0)
+        auroc = metrics.ood_auroc(sign * test[key], sign * ood[key])
+        assert results["ood"]["uniform"][harness_key] == pytest.approx(auroc, abs=1e-9), harness_key
