@@ -140,15 +140,19 @@ def run_demo(args: DemoArguments) -> dict:
 
 
 def demo_table(runs: list[dict], out, prefix: str) -> str:
-    """The printed summary: linear probe accuracy, ECE, NLL and OOD AUROC by max probability per model."""
+    """The printed summary: linear probe accuracy, ECE, NLL, and per OOD set the AUROC of the probe's max probability
+    and of the label-free k-NN distance (no probe, no labels; `InSubOODDetector`) per model."""
     sets = list(runs[0]["ood"])
-    lines = ["", f"{'model':<16} {'probe acc':>9} {'ECE':>6} {'NLL':>6} " + " ".join(f"{'AUROC ' + s:>14}" for s in sets)]
+    lines = [
+        "", f"{'model':<16} {'probe acc':>9} {'ECE':>6} {'NLL':>6} " + " ".join(f"{s + ' MSP / k-NN':>20}" for s in sets)
+    ]
     for run in runs:
         t = run["test"]
         lines.append(
             f"{run['name']:<16} {100 * t['accuracy']:8.2f}% {100 * t['ece']:5.2f}% {t['nll']:6.3f} "
-            + " ".join(f"{100 * run['ood'][s]['msp']:13.2f}%" for s in sets)
+            + " ".join(f"{100 * run['ood'][s]['msp']:12.1f} / {100 * run['ood'][s]['neg_knn']:5.1f}" for s in sets)
         )
+    lines.append("AUROC (%): OOD sets against the test images; MSP needs the probe, k-NN (label-free) does not.")
     lines.append(
         f"wrote {out}/{prefix}results.json, {prefix}reliability.png, {prefix}uncertainty.png, "
         f"{prefix}certainty_strip.png; checkpoints in {out}/<name>/model (InSubForPreTraining.from_pretrained)"
