@@ -15,6 +15,8 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 METADATA_KEY = "insub_hf_sha256"
+# A model's weight files in a folder (`model.safetensors` or its shards), not other safetensors files beside them
+WEIGHT_FILES = "model*.safetensors"
 
 
 def tensor_checksum(tensor: torch.Tensor) -> str:
@@ -36,9 +38,9 @@ def _read(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
 
 
 def add_checksums(folder: str | Path) -> list[Path]:
-    """Rewrites every `*.safetensors` file in `folder` with a checksum of each tensor in its metadata (the
-    tensors and the other metadata unchanged); returns the files."""
-    files = sorted(Path(folder).glob("*.safetensors"))
+    """Rewrites the model weight files in `folder` (`WEIGHT_FILES`) with a checksum of each tensor in their metadata
+    (the tensors and the other metadata unchanged); returns the files."""
+    files = sorted(Path(folder).glob(WEIGHT_FILES))
     for path in files:
         tensors, metadata = _read(path)
         metadata[METADATA_KEY] = json.dumps({name: tensor_checksum(t) for name, t in tensors.items()}, sort_keys=True)
@@ -47,11 +49,11 @@ def add_checksums(folder: str | Path) -> list[Path]:
 
 
 def verify_checksums(path: str | Path) -> int:
-    """Reads a safetensors file (or every one in a folder) and compares each tensor with the checksum in its
+    """Reads a safetensors file (or a folder's model weight files) and compares each tensor with the checksum in its
     metadata. Raises ValueError naming the file and the first tensor that differs, or the file when it cannot be
     read. Returns how many tensors were checked (0 for files saved without checksums)."""
     path = Path(path)
-    files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
+    files = sorted(path.glob(WEIGHT_FILES)) if path.is_dir() else [path]
     checked = 0
     for file in files:
         tensors, metadata = _read(file)

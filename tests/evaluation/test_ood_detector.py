@@ -68,7 +68,10 @@ def test_fit_score_and_save_load_round_trip(tmp_path):
         scores["knn"].numpy(), brute_force(out.representation, detector.representation_bank, 3), atol=1e-5
     )
     torch.testing.assert_close(scores["low_head_spread"], -out.sigma.mean(dim=1))
-    detector.save_pretrained(tmp_path)
+    model.save_pretrained(tmp_path)
+    detector.save_pretrained(tmp_path)  # beside the model's own files
+    reloaded = InSubModel.from_pretrained(tmp_path)  # the bank file is not taken for weights (nor checksummed)
+    assert all(torch.equal(reloaded.state_dict()[k], v) for k, v in model.state_dict().items())
     loaded = InSubOODDetector.from_pretrained(tmp_path)
     assert torch.equal(loaded.representation_bank, detector.representation_bank)
     assert torch.equal(loaded.head_banks, detector.head_banks) and loaded.k == 3
