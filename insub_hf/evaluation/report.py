@@ -176,4 +176,9 @@ def markdown_report(results: dict) -> str:
             [[name, *[_cell(rows, ("corruption_mean", s, key), 100) for s in severities for key in ("accuracy", "ece")]]
              for name, rows in groups.items()],
         )]
+        parts += ["", "Corrupted vs clean test images, AUROC (%) per severity: probe MSP / label-free k-NN:", "", _table(
+            ["Method", *[f"s{s} {m}" for s in severities for m in ("MSP", "k-NN")]],
+            [[name, *[_cell(rows, ("corruption_mean", s, key), 100) for s in severities for key in ("auroc", "auroc_knn")]]
+             for name, rows in groups.items()],
+        )]
     return "\n".join(parts) + "\n"

@@ -29,7 +29,7 @@ from ..data import (
 )
 from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
 from ..evaluation.cost import device_description
-from ..evaluation.ood_sets import load_mnist_images, noise_ood_sets
+from ..evaluation.ood_sets import load_mnist_images, load_sklearn_digits, noise_ood_sets
 from ..evaluation.probes import ProbeArguments
 from ..evaluation.report import paired_differences
 from ..hub import harness_eval_results
@@ -150,6 +150,8 @@ def load_comparison_data(args: ComparisonArguments) -> ComparisonData:
     ood = noise_ood_sets(args.ood_images, shape, seed=1)
     if args.ood_dataset == "mnist":
         ood["mnist"] = load_mnist_images(min(args.ood_images, 5000), seed=3)
+        # held out: chosen after the scores' directions were fixed, to check them on unseen OOD images
+        ood["digits8x8"] = load_sklearn_digits(min(args.ood_images, 1797), shape, seed=4)
     elif args.ood_dataset != "none":
         ood_preset = IMAGE_DATASET_PRESETS[args.ood_dataset]
         ood_data = load_image_dataset(args.ood_dataset, split="test", preset=args.ood_dataset)

@@ -57,6 +57,7 @@ def test_results_follow_the_members_and_match_a_direct_computation(data):
     assert set(results["corruptions"]) == {"fog", "pixelate"} and set(results["corruptions"]["fog"]) == set("12345")
     mean_s3 = (results["corruptions"]["fog"]["3"]["ece"] + results["corruptions"]["pixelate"]["3"]["ece"]) / 2
     assert results["corruption_mean"]["3"]["ece"] == pytest.approx(mean_s3)
+    assert 0 <= results["corruption_mean"]["3"]["auroc_knn"] <= 1  # label-free: corrupted vs clean by k-NN
 
 
 @pytest.mark.parametrize(
@@ -105,7 +106,7 @@ def test_compare_command_writes_table_json_plots_and_reuses_cached_runs(tmp_path
     assert names == ["Baseline", "SSL-Ensemble (M=2)", "MC Dropout (T=2)", "BatchEnsemble (M=2)", "InSub (M=2)",
                      "Finetune-InSub (M=2)"]
     assert [row["members"] for row in results["rows"]] == [1, 2, 2, 2, 1, 2]
-    assert set(results["data"]["ood"]) == {"uniform", "gaussian", "mnist"}
+    assert set(results["data"]["ood"]) == {"uniform", "gaussian", "mnist", "digits8x8"}
     ensemble, insub = results["rows"][1], results["rows"][4]
     assert ensemble["cost"]["pretrained_models"] == 2
     assert ensemble["cost"]["parameters"] == 2 * results["rows"][0]["cost"]["parameters"]
@@ -140,3 +141,19 @@ def test_label_free_scores_are_the_detectors_fitted_on_the_unlabelled_training_i
         torch.testing.assert_close(arrays["scores"]["in"][harness_key], sign * test[key].double(), atol=1e-6, rtol=0)
         auroc = metrics.ood_auroc(sign * test[key], sign * ood[key])
         assert results["ood"]["uniform"][harness_key] == pytest.approx(auroc, abs=1e-9), harness_key
+
+
+def test_sklearn_digits_are_an_ood_set_of_the_target_geometry():
+    from sklearn.datasets import load_digits
+
+    from insub_hf.evaluation.ood_sets import load_sklearn_digits
+
+    images = load_sklearn_digits(50, (3, 28, 28), seed=0)
+    assert images.shape == (50, 3, 28, 28) and images.min() >= 0 and images.max() <= 1
+    assert torch.equal(images[:, 0], images[:, 2])  # grey repeated over the channels
+    small = torch.nn.functional.avg_pool2d(images[:, :1], 7, divisor_override=None)  # back to 4x4 blocks
+    assert small.std() > 0.1  # real strokes, not a blank image
+    again = load_sklearn_digits(50, (3, 28, 28), seed=0)
+    assert torch.equal(images, again) and len(load_digits().images) == 1797
+    with pytest.raises(ValueError, match="count must be an integer >= 1 and <= 1797"):
+        load_sklearn_digits(2000, (1, 28, 28))
