@@ -132,20 +132,20 @@ class InSubTrainer(Trainer):
         self._view_seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
         self._micro_batch = (-1, 0)  # (global step, micro-batch within it) of the last views made per batch
         self._seeded_samples = None
+        model = getattr(self.model, "module", self.model)
         if self.train_dataset is not None and _is_map_style(self.train_dataset):
-            self._check_training_rows(getattr(getattr(self.model, "module", self.model), "main_input_name", None))
-        if self.batch_views is None and self.train_dataset is not None and _is_map_style(self.train_dataset):
-            if self.args.dataloader_persistent_workers and self.args.dataloader_num_workers > 0:
-                raise ValueError(
-                    "InSubTrainingArguments.dataloader_persistent_workers=True: persistent data loader workers keep "
-                    "the epoch of the per-sample views they started with; set it to False (or make the views per "
-                    "batch with batch_views)."
-                )
-            self._seeded_samples = SeededSamples(self.train_dataset, self._view_seed)
-            self.add_callback(SeededEpochCallback(self._seeded_samples))
+            self._check_training_rows(getattr(model, "main_input_name", None))
+            if self.batch_views is None:
+                if self.args.dataloader_persistent_workers and self.args.dataloader_num_workers > 0:
+                    raise ValueError(
+                        "InSubTrainingArguments.dataloader_persistent_workers=True: persistent data loader workers "
+                        "keep the epoch of the per-sample views they started with; set it to False (or make the "
+                        "views per batch with batch_views)."
+                    )
+                self._seeded_samples = SeededSamples(self.train_dataset, self._view_seed)
+                self.add_callback(SeededEpochCallback(self._seeded_samples))
         # the InSub forwards take `**inputs` (views), not loss kwargs: compute_loss passes no num_items_in_batch
         self.model_accepts_loss_kwargs = False
-        model = getattr(self.model, "module", self.model)
         config = getattr(model, "config", None)
         if config is not None:
             check_same_across_processes("The model config", config.to_diff_dict())

@@ -147,13 +147,16 @@ class MethodEvaluator:
         return extract_features(model, inputs, self.harness_args.eval_batch_size, passes, keep_heads=keep_heads)
 
     def predict(
-        self, images: torch.Tensor, probes: list | None = None, label_free: bool = False
+        self, images: torch.Tensor, probes: list | None = None, label_free: bool = False, head_scores: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, torch.Tensor] | None]:
         """Member probabilities `(N, K, C)`, mean head spread `(N,)` (None without multi-head models) and, with
-        `label_free`, the `InSubOODDetector` scores averaged over the models (else None)."""
+        `label_free`, the `InSubOODDetector` scores averaged over the models (else None); `head_scores=False` skips
+        the per-head k-NN searches."""
         probs, sigmas, free = [], [], []
         for i, model in enumerate(self.models):
-            features = self._features(model, self.data.inputs(images), self.passes, keep_heads=label_free)
+            features = self._features(
+                model, self.data.inputs(images), self.passes, keep_heads=label_free and head_scores
+            )
             probs.append(member_probabilities((probes or self._probes)[i], features.representations))
             sigmas.append(features.head_sigma)
             if label_free:
@@ -213,7 +216,9 @@ class MethodEvaluator:
         for name in self.harness_args.corruptions:
             out[name] = {}
             for severity in SEVERITIES:
-                probs, _, free = self.predict(corrupt(images, name, severity, seed=severity), label_free=True)
+                probs, _, free = self.predict(
+                    corrupt(images, name, severity, seed=severity), label_free=True, head_scores=False
+                )  # only the representation's k-NN is read here
                 mean = probs.mean(dim=1)
                 out[name][str(severity)] = {
                     "accuracy": metrics.accuracy(mean, labels),

@@ -107,19 +107,24 @@ class InSubOODDetector:
                 backend = "faiss" if bank.shape[0] > FAISS_FROM else "torch"
         return kth_neighbour_distance(queries, bank, self.k, backend)
 
-    def score_features(self, representations: torch.Tensor, head_embeddings: torch.Tensor,
+    def score_features(self, representations: torch.Tensor, head_embeddings: torch.Tensor | None,
                        head_sigma: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Scores of precomputed features: representations `(N, d)`, head embeddings `(N, M, q)`, sigma `(N,)`."""
-        per_head = torch.stack(
-            [self._search(head_embeddings[:, m], self.head_banks[:, m]) for m in range(head_embeddings.shape[1])],
-            dim=1,
-        )  # (N, M)
-        return {
+        """Scores of precomputed features: representations `(N, d)`, head embeddings `(N, M, q)`, sigma `(N,)`.
+        Without head embeddings (None) the per-head scores are skipped (M searches fewer)."""
+        scores = {
             "knn": self._search(representations, self.representation_bank),
-            "knn_heads": per_head.mean(dim=1),
-            "knn_heads_spread": per_head.std(dim=1) if per_head.shape[1] > 1 else torch.zeros(per_head.shape[0]),
             "low_head_spread": -head_sigma.float().cpu(),
         }
+        if head_embeddings is not None:
+            per_head = torch.stack(
+                [self._search(head_embeddings[:, m], self.head_banks[:, m]) for m in range(head_embeddings.shape[1])],
+                dim=1,
+            )  # (N, M)
+            scores["knn_heads"] = per_head.mean(dim=1)
+            scores["knn_heads_spread"] = (
+                per_head.std(dim=1) if per_head.shape[1] > 1 else torch.zeros(per_head.shape[0])
+            )
+        return scores
 
     def score(self, model, inputs, batch_size: int = 256) -> dict[str, torch.Tensor]:
         """Scores of `inputs` (as for `fit`) under `model` (the one the detector was fitted with)."""

