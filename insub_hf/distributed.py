@@ -4,10 +4,10 @@ runs the same model. Processes are started by `accelerate launch` or `torchrun`;
 from __future__ import annotations
 
 import json
-import warnings
 
 import torch
 import torch.distributed as dist
+from torch.distributed import _functional_collectives as funcol
 from torch import nn
 
 
@@ -22,7 +22,7 @@ def gather_batch(*tensors: torch.Tensor) -> tuple[list[torch.Tensor], int]:
     """Concatenates each tensor `(n, ..., k_i)` of every process along dim 0, with gradients flowing back to each
     process's part.
 
-    Uses torch.distributed's autograd-aware `all_gather`, whose backward sums the gradients every process computes
+    Uses torch.distributed's autograd-aware all-gather, whose backward sums the gradients every process computes
     for a part. With DDP averaging the parameter gradients over W processes, a loss that is the mean over this
     process's anchors then has exactly the gradient of the mean over all W * n anchors (for a batch-level term that
     every process computes in full, likewise). Every process must hold the same n, and all must call it together (a
@@ -40,22 +40,32 @@ def gather_batch(*tensors: torch.Tensor) -> tuple[list[torch.Tensor], int]:
     if any(t.shape[:-1] != tensors[0].shape[:-1] for t in tensors):
         shapes = [tuple(t.shape) for t in tensors]
         raise ValueError(f"gather_batch: the tensors must agree in all but the last dim, got {shapes}.")
-    sizes = [torch.zeros(1, dtype=torch.long, device=tensors[0].device) for _ in range(size)]
-    dist.all_gather(sizes, torch.tensor([n], device=tensors[0].device))
+    if not torch.compiler.is_compiling():  # compiled: no size exchange (its .item() would split the graph); the
+        # Trainer's equal per-process batches (dataloader_drop_last) are relied on
+        _check_same_batch(n, tensors[0].device)
+    joined = _all_gather_with_gradients(torch.cat(tensors, dim=-1))
+    return list(joined.split([t.shape[-1] for t in tensors], dim=-1)), rank * n
+
+
+def _all_gather_with_gradients(tensor: torch.Tensor) -> torch.Tensor:
+    """`(n, k)` of each process -> `(W * n, k)` in rank order; the backward sums every process's gradient of this
+    process's rows (a reduce-scatter). torch's functional collective: it traces under torch.compile, where
+    `torch.distributed.nn.functional.all_gather` (deprecated for it) splits the graph."""
+    gather = getattr(funcol, "all_gather_single_autograd", None) or funcol.all_gather_tensor_autograd
+    return gather(tensor, 0, dist.group.WORLD)
+
+
+def _check_same_batch(n: int, device: torch.device) -> None:
+    """Raises on every process unless all hold `n` rows."""
+    _, size = world()
+    sizes = [torch.zeros(1, dtype=torch.long, device=device) for _ in range(size)]
+    dist.all_gather(sizes, torch.tensor([n], device=device))
     sizes = [int(s) for s in sizes]
     if len(set(sizes)) != 1:
         raise ValueError(
             f"gather_batch: processes hold different batch sizes {sizes}; a global contrastive batch needs the same "
             "per-process batch (use dataloader_drop_last=True and a global batch divisible by the world size)."
         )
-    from torch.distributed.nn.functional import all_gather
-
-    with warnings.catch_warnings():
-        # torch points to a private successor (_functional_collectives); this public function is the stable one
-        warnings.simplefilter("ignore", FutureWarning)
-        parts = all_gather(torch.cat(tensors, dim=-1))
-    joined = torch.cat(parts, dim=0)
-    return list(joined.split([t.shape[-1] for t in tensors], dim=-1)), rank * n
 
 
 def check_same_across_processes(name: str, value: dict) -> None:

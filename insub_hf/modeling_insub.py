@@ -293,8 +293,9 @@ class InSubModel(InSubPreTrainedModel):
         return self.encoder(**self.encoder_inputs(**inputs))
 
     def embed_heads(self, representation: torch.Tensor) -> torch.Tensor:
-        """Head embeddings `(B, M, q)` of representations `(B, d)`, normalised as the config says."""
-        z = self.heads(representation)
+        """Head embeddings `(B, M, q)` of representations `(B, d)`, normalised as the config says; float32 also
+        under bf16 autocast (their mean, spread and losses need the precision; they are small)."""
+        z = self.heads(representation).float()
         return F.normalize(z, dim=-1) if self.config.normalize_heads else z
 
     def forward(
@@ -406,7 +407,7 @@ class InSubForPreTraining(InSubPreTrainedModel):
         z1, z2 = out.head_embeddings.chunk(2, dim=0)  # (B, M, q) each
         diversity_loss = self.diversity(z1, z2).mean()
         loss = out.ssl_loss + self.config.diversity_weight * diversity_loss
-        if not torch.isfinite(loss):
+        if not torch.compiler.is_compiling() and not torch.isfinite(loss):  # compiled: InSubTrainer checks it
             raise FloatingPointError(_non_finite_loss_message(loss, views, extra))
         if views[self.insub.encoder.main_input_name].shape[0] == 2:
             logger.warning_once(

@@ -248,6 +248,11 @@ class InSubTrainer(Trainer):
             if value is not None:
                 self._side_metrics[mode][name].append(float(value.detach().mean()))
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs[0]
+        if self.args.torch_compile and not torch.isfinite(loss):  # the compiled forward skips its own check
+            raise FloatingPointError(
+                f"The training loss is {loss.item()} at step {self.state.global_step}: inputs far outside the "
+                "normalised range overflow the encoder (run without torch_compile to have the inputs named)."
+            )
         return (loss, outputs) if return_outputs else loss
 
     def make_views(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -263,7 +268,9 @@ class InSubTrainer(Trainer):
         micro = self._micro_batch[1] + 1 if self._micro_batch[0] == step else 0
         self._micro_batch = (step, micro)
         images = inputs["pixel_values"]
-        with seeded_draws(mix_seed(self._view_seed, step, micro, self.args.process_index), images.device):
+        seed = mix_seed(self._view_seed, step, micro, self.args.process_index)
+        # in float32 also under bf16 autocast: the crops' sampling grids would otherwise shift pixels
+        with seeded_draws(seed, images.device), torch.autocast(images.device.type, enabled=False):
             inputs["pixel_values"], inputs["pixel_values_2"] = self.batch_views(images)
         return inputs
 
@@ -276,6 +283,27 @@ class InSubTrainer(Trainer):
                     logs[prefix + name] = round(sum(values) / len(values), 6)
             self._side_metrics[mode].clear()
         super().log(logs, start_time)
+
+
+def fast_path_arguments(
+    bf16: bool | None = None, torch_compile: bool = False, dataloader_num_workers: int | None = None
+) -> dict:
+    """`InSubTrainingArguments` keywords for how fast to train, with the fast path as the default where a CUDA GPU is
+    present: bf16 autocast where the GPU has it, data loader workers (min(8, CPU cores - 1)) and pinned memory. On
+    CPU: float32, no workers (on a few cores, workers only compete with the step). `torch_compile` stays opt-in.
+    None means that default; a value given is kept."""
+    cuda = torch.cuda.is_available()
+    if bf16 is None:
+        bf16 = cuda and torch.cuda.is_bf16_supported()
+    if dataloader_num_workers is None:
+        dataloader_num_workers = min(8, max(1, (os.cpu_count() or 2) - 1)) if cuda else 0
+    arguments = dict(
+        bf16=bf16, torch_compile=torch_compile, dataloader_num_workers=dataloader_num_workers,
+        dataloader_pin_memory=cuda,
+    )
+    if bf16 and not cuda and not torch.backends.mps.is_available():
+        arguments["use_cpu"] = True  # transformers accepts bf16 without a GPU only when told it trains on the CPU
+    return arguments
 
 
 def _is_map_style(dataset) -> bool:

@@ -73,7 +73,12 @@ class Encoder(nn.Module):
 
 
 def check_finite(name: str, tensor: torch.Tensor) -> None:
-    """Raises ValueError when a float input holds NaN or inf (they would silently poison every loss)."""
+    """Raises ValueError when a float input holds NaN or inf (they would silently poison every loss).
+
+    Skipped inside `torch.compile`: a check that reads the data splits the graph and waits for the device at every
+    call (the compiled training loop checks the loss instead, `InSubTrainer.compute_loss`)."""
+    if torch.compiler.is_compiling():
+        return
     if tensor.is_floating_point() and not torch.isfinite(tensor).all():
         raise ValueError(f"{name} contains NaN or inf values; inputs must be finite numbers.")
 

@@ -63,7 +63,8 @@ class TransformersTextEncoder(Encoder):
     ) -> torch.Tensor:
         check_rank("input_ids", input_ids, 2, "(batch, tokens)")
         vocab = self.vocab_size
-        if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= vocab):
+        # a data-dependent check, skipped inside torch.compile (see `check_finite`)
+        if not torch.compiler.is_compiling() and input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= vocab):
             raise ValueError(
                 f"input_ids hold token ids in [{int(input_ids.min())}, {int(input_ids.max())}] but the encoder's "
                 f"vocab_size is {vocab}: the tokenizer does not match the encoder."

@@ -64,7 +64,8 @@ def run_ablation(args: AblationArguments, probe_args: ProbeArguments | None = No
     probe_args = probe_args or ProbeArguments()
     harness = HarnessArguments(corruptions=[], label_fractions=[])
     settings = PretrainingSettings(
-        args.pretrain_epochs, args.pretrain_batch_size, args.pretrain_learning_rate, logging_steps=args.logging_steps
+        args.pretrain_epochs, args.pretrain_batch_size, args.pretrain_learning_rate, logging_steps=args.logging_steps,
+        **args.speed_settings(),
     )
     start = time.time()
     check_output_dir(args.output_dir, args.overwrite_output_dir)

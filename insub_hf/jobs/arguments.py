@@ -42,6 +42,31 @@ class HubArguments:
 
 
 @dataclass
+class TrainingSpeedArguments(CheckedArguments):
+    """How fast a job trains (every pretraining job's arguments include these). The defaults take the fast path where
+    a CUDA GPU is present (`insub_hf.trainer.fast_path_arguments`); the README's "Throughput" section measures it."""
+
+    bf16: bool | None = field(
+        default=None,
+        metadata={"help": "bf16 autocast for training (the losses stay in float32). Default: on where a CUDA GPU "
+                          "supports bf16, off on CPU."},
+    )
+    torch_compile: bool = field(
+        default=False,
+        metadata={"help": "Train the torch.compile'd model (one graph per step: no graph breaks from the encoders, "
+                          "heads or losses, except the genomic encoder's LSTM); compiling takes a minute or two."},
+    )
+    dataloader_num_workers: int | None = checked(
+        None, "Data loader worker processes. Default: min(8, CPU cores - 1) where a GPU is present, 0 on CPU.", low=0,
+        integer=True, optional=True,
+    )
+
+    def speed_settings(self) -> dict:
+        """The `PretrainingSettings` keywords these arguments set."""
+        return dict(bf16=self.bf16, torch_compile=self.torch_compile, dataloader_num_workers=self.dataloader_num_workers)
+
+
+@dataclass
 class ImageEncoderArguments(CheckedArguments):
     """Which image encoder a job or example builds, by short name (`named_encoder`)."""
 
@@ -54,7 +79,7 @@ class ImageEncoderArguments(CheckedArguments):
 
 
 @dataclass
-class ImageRecipeArguments(ImageEncoderArguments):
+class ImageRecipeArguments(ImageEncoderArguments, TrainingSpeedArguments):
     """The encoder plus the SimCLR recipe settings the image jobs share. The defaults are the CPU protocol, chosen on
     a validation split of Fashion-MNIST's training images (README, "Evidence"): a CIFAR-stem ResNet-10 at width 0.25
     (128-d features) converges in minutes on 2 cores."""

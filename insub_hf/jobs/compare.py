@@ -34,6 +34,7 @@ from ..evaluation.probes import ProbeArguments
 from ..evaluation.report import paired_differences
 from ..hub import harness_eval_results
 from ..modeling_insub import InSubForPreTraining
+from ..trainer import fast_path_arguments
 from ..validation import check_choice, checked
 from .arguments import OVERWRITE_HELP, HubArguments, ImageRecipeArguments
 from .runner import Experiment, PretrainingSettings, Variant
@@ -202,6 +203,8 @@ class RunCache:
             "lr": a.pretrain_learning_rate, "batch_views": a.batch_views,
             "min_crop_scale": a.min_crop_scale,
         }
+        if fast_path_arguments(a.bf16)["bf16"]:  # other numerics, another run (float32 runs keep the keys they always had)
+            spec["bf16"] = True
         spec["config"].pop("transformers_version", None)
         return hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
@@ -313,7 +316,8 @@ def run_comparison(
         )
     probe_args, harness_args = probe_args or ProbeArguments(), harness_args or HarnessArguments()
     settings = PretrainingSettings(
-        args.pretrain_epochs, args.pretrain_batch_size, args.pretrain_learning_rate, logging_steps=args.logging_steps
+        args.pretrain_epochs, args.pretrain_batch_size, args.pretrain_learning_rate, logging_steps=args.logging_steps,
+        **args.speed_settings(),
     )
     # checks the token and the output folder before any training
     experiment = Experiment(args.output_dir, settings, asdict(args), hub, overwrite=args.overwrite_output_dir)

@@ -106,7 +106,9 @@ def run_demo(args: DemoArguments) -> dict:
             output_dir=f"{args.output_dir}/text", seed=args.seed, overwrite_output_dir=args.overwrite_output_dir
         ))
     experiment = Experiment(  # refuses an output_dir holding a finished run before any work
-        args.output_dir, PretrainingSettings(args.epochs, args.batch_size, args.learning_rate, resume=args.resume),
+        args.output_dir, PretrainingSettings(
+            args.epochs, args.batch_size, args.learning_rate, resume=args.resume, **args.speed_settings()
+        ),
         asdict(args), overwrite=args.overwrite_output_dir,
     )
     source = resolve_fashion_mnist_source(args.data_source)

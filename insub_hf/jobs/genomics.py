@@ -17,13 +17,13 @@ from ..evaluation.harness import summarize
 from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from ..modeling_insub import InSubForSequenceClassification, InSubModel
 from ..trainer import InSubTrainer, InSubTrainingArguments
-from ..validation import CheckedArguments, checked
-from .arguments import OVERWRITE_HELP
+from ..validation import checked
+from .arguments import OVERWRITE_HELP, TrainingSpeedArguments
 from .runner import Experiment, PretrainingSettings, Variant
 
 
 @dataclass
-class GenomicsArguments(CheckedArguments):
+class GenomicsArguments(TrainingSpeedArguments):
     output_dir: str = field(default="runs/genomics", metadata={"help": "Where checkpoints and results go."})
     pretrain_fasta: str | None = field(
         default=None, metadata={"help": "Unlabelled FASTA(.gz); default: the bundled Drosophila upstream regions."}
@@ -102,7 +102,7 @@ def run_genomics(args: GenomicsArguments) -> dict:
           f"{len(train[1])} train / {len(test[1])} test, {num_classes} classes")
     views = corpus.with_transform(DNAViews(args.crop_length, two_views=False))
     experiment = Experiment(
-        args.output_dir, PretrainingSettings(args.epochs, args.batch_size, args.learning_rate), asdict(args),
+        args.output_dir, PretrainingSettings(args.epochs, args.batch_size, args.learning_rate, **args.speed_settings()), asdict(args),
         overwrite=args.overwrite_output_dir,
     )
     out, results = experiment.output_dir, {}

@@ -14,7 +14,7 @@ from ..configuration_insub import InSubConfig
 from ..encoders import load_encoder_weights
 from ..evaluation.cost import count_parameters, training_memory_mb
 from ..modeling_insub import InSubForPreTraining
-from ..trainer import InSubTrainer, InSubTrainingArguments
+from ..trainer import InSubTrainer, InSubTrainingArguments, fast_path_arguments
 from .callbacks import LogFileProgressCallback
 
 
@@ -46,6 +46,9 @@ def pretrain(
     resume: bool = False,
     init_encoder_from: str | Path | None = None,
     batch_views: nn.Module | None = None,
+    bf16: bool | None = None,
+    torch_compile: bool = False,
+    dataloader_num_workers: int | None = None,
 ) -> PretrainingResult:
     """Pretrains a fresh `InSubForPreTraining(config)` on two-view batches and saves it atomically.
 
@@ -60,6 +63,8 @@ def pretrain(
         resume: continue from the last checkpoint in `run_dir` when there is one.
         init_encoder_from: start the encoder from this pretrained transformers backbone (see `load_encoder_weights`).
         batch_views: makes both views of each batch on the model's device (`BatchTwoViews`; see `InSubTrainer`).
+        bf16, torch_compile, dataloader_num_workers: how fast to train; None takes the fast path where a GPU is
+            present (`fast_path_arguments`).
     """
     set_seed(seed)
     model = InSubForPreTraining(config)
@@ -71,7 +76,7 @@ def pretrain(
         learning_rate=learning_rate, weight_decay=1e-4, warmup_steps=0.05, lr_scheduler_type="cosine",
         logging_strategy="steps" if logging_steps else "epoch", logging_steps=logging_steps or 500,
         save_strategy="epoch", save_total_limit=1, seed=seed, dataloader_drop_last=True,
-        dataloader_pin_memory=torch.cuda.is_available(),
+        **fast_path_arguments(bf16, torch_compile, dataloader_num_workers),
     )
     trainer = InSubTrainer(
         model=model, args=args, train_dataset=train_dataset, callbacks=callbacks, batch_views=batch_views

@@ -36,7 +36,8 @@ class Variant:
 
 @dataclass
 class PretrainingSettings:
-    """What every variant of an experiment is trained with (AdamW, 5% warm-up, cosine decay; see `pretrain`)."""
+    """What every variant of an experiment is trained with (AdamW, 5% warm-up, cosine decay; see `pretrain`); the
+    last three say how fast (`TrainingSpeedArguments`)."""
 
     epochs: float
     batch_size: int
@@ -44,6 +45,9 @@ class PretrainingSettings:
     logging_steps: int | None = None
     resume: bool = False
     init_encoder_from: str | Path | None = None
+    bf16: bool | None = None
+    torch_compile: bool = False
+    dataloader_num_workers: int | None = None
 
 
 class Experiment:
@@ -84,7 +88,8 @@ class Experiment:
         result = pretrain(
             variant.config, train_dataset, run_dir, s.epochs, s.batch_size, s.learning_rate, seed=variant.seed,
             logging_steps=s.logging_steps, callbacks=variant.callbacks, resume=s.resume or cached,
-            init_encoder_from=s.init_encoder_from, batch_views=batch_views,
+            init_encoder_from=s.init_encoder_from, batch_views=batch_views, bf16=s.bf16, torch_compile=s.torch_compile,
+            dataloader_num_workers=s.dataloader_num_workers,
         )
         if cached:
             write_json(record_path, {"cost": result.cost, "log_history": result.log_history})

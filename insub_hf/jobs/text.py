@@ -17,8 +17,8 @@ from ..evaluation.senteval import evaluate_task, load_senteval_task
 from ..hub import senteval_eval_results
 from ..modeling_insub import InSubModel
 from ..sentence_embeddings import InSubSentenceEncoder
-from ..validation import CheckedArguments, checked
-from .arguments import OVERWRITE_HELP, HubArguments
+from ..validation import checked
+from .arguments import OVERWRITE_HELP, HubArguments, TrainingSpeedArguments
 from .runner import Experiment, PretrainingSettings, Variant
 
 
@@ -31,7 +31,7 @@ def packaged_minilm_path() -> Path:
 
 
 @dataclass
-class TextArguments(CheckedArguments):
+class TextArguments(TrainingSpeedArguments):
     output_dir: str = field(default="runs/text", metadata={"help": "Where checkpoints and results go."})
     encoder: str = field(
         default="minilm", metadata={"help": "minilm (the packaged all-MiniLM-L6-v2), a local folder or a Hub id."}
@@ -77,7 +77,9 @@ def run_text(args: TextArguments, hub: HubArguments | None = None) -> dict:
     """Pretrained encoder as is, SCD baseline (M=1, lambda=0), SCD InSub (M, lambda): transfer table + JSON; with
     `hub.hub_model_id`, the InSub sentence model and its numbers are pushed."""
     path = packaged_minilm_path() if args.encoder == "minilm" else args.encoder
-    settings = PretrainingSettings(args.epochs, args.batch_size, args.learning_rate, init_encoder_from=path)
+    settings = PretrainingSettings(
+        args.epochs, args.batch_size, args.learning_rate, init_encoder_from=path, **args.speed_settings()
+    )
     experiment = Experiment(args.output_dir, settings, asdict(args), hub, overwrite=args.overwrite_output_dir)
     tokenizer = AutoTokenizer.from_pretrained(path)
     encoder_config = AutoConfig.from_pretrained(path)

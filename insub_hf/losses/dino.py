@@ -8,8 +8,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..validation import check_range
+from .precision import in_float32
 
 
+@in_float32
 def dino_loss(
     student: torch.Tensor,
     teacher: torch.Tensor,
@@ -45,7 +47,8 @@ def dino_loss(
     log_probs = F.log_softmax(student / student_temperature, dim=-1)  # (V, B, K)
     cross = -torch.einsum("gbk,vbk->gvb", targets, log_probs)  # (G, V, B)
     pairs = ~torch.eye(teacher.shape[0], student.shape[0], dtype=torch.bool, device=student.device)  # g != v
-    return cross[pairs].sum(dim=0) / pairs.sum()
+    # a mask product rather than cross[pairs]: boolean indexing has a data-dependent shape (a torch.compile break)
+    return (cross * pairs.unsqueeze(-1)).sum(dim=(0, 1)) / pairs.sum()
 
 
 class DINOLoss(nn.Module):

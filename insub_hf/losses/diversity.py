@@ -6,8 +6,10 @@ import torch
 from torch import nn
 
 from ..validation import check_range
+from .precision import in_float32
 
 
+@in_float32
 def head_spread(z: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
     """Per-dimension standard deviation across heads, `sqrt(unbiased variance + eps)`.
 
@@ -25,6 +27,7 @@ def head_spread(z: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
     return torch.sqrt(z.var(dim=1, unbiased=True) + eps)
 
 
+@in_float32
 def diversity_hinge(z: torch.Tensor, alpha: float = 0.08, eps: float = 1e-4) -> torch.Tensor:
     """`sum_o max(0, alpha - sigma_o)` for each sample of one view.
 

@@ -9,8 +9,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..distributed import gather_batch
+from .precision import in_float32
 
 
+@in_float32
 def self_genomenet_loss(
     context: torch.Tensor, context_rc: torch.Tensor, projections: torch.Tensor, gather: bool = True
 ) -> torch.Tensor:

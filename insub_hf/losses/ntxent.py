@@ -8,8 +8,10 @@ from torch import nn
 
 from ..distributed import gather_batch
 from ..validation import check_range
+from .precision import in_float32
 
 
+@in_float32
 def nt_xent_loss(
     z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.5, normalize: bool = True, gather: bool = True
 ) -> torch.Tensor:

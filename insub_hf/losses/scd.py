@@ -7,8 +7,10 @@ import torch.nn.functional as F
 
 from ..distributed import gather_batch
 from ..validation import check_range
+from .precision import in_float32
 
 
+@in_float32
 def self_contrast(h1: torch.Tensor, h2: torch.Tensor, temperature: float = 0.05) -> torch.Tensor:
     """The repulsion term: `cos(h1_i, h2_i) / tau` per sentence, `(B,)` (minimised).
 
@@ -21,6 +23,7 @@ def self_contrast(h1: torch.Tensor, h2: torch.Tensor, temperature: float = 0.05)
     return F.cosine_similarity(h1, h2, dim=-1) / temperature
 
 
+@in_float32
 def head_cross_correlation(p1: torch.Tensor, p2: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     """Cross-correlation of the batch-normalised projector outputs, averaged over heads.
 
