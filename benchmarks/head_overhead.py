@@ -29,10 +29,11 @@ VIT_TINY_32 = dict(
 )
 
 
-def timed(fn, min_run_time: float) -> float:
-    """Median seconds per call."""
+def timed(fn, min_run_time: float, num_threads: int = 1) -> float:
+    """Median seconds per call, with `num_threads` CPU threads (torch.utils.benchmark's default: one)."""
     fn()  # warm-up
-    return bench.Timer("fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time).median
+    timer = bench.Timer("fn()", globals={"fn": fn}, num_threads=num_threads)
+    return timer.blocked_autorange(min_run_time=min_run_time).median
 
 
 def train_step_fn(model, optimizer, x1, x2, local=None):
@@ -49,12 +50,12 @@ def train_step_fn(model, optimizer, x1, x2, local=None):
     return step
 
 
-def interleaved_best(step_fns: dict, rounds: int, min_run_time: float) -> dict:
+def interleaved_best(step_fns: dict, rounds: int, min_run_time: float, num_threads: int = 1) -> dict:
     """Best median per key over interleaved rounds: drift of a shared machine then hits every key alike."""
     steps = {key: float("inf") for key in step_fns}
     for _ in range(rounds):
         for key, fn in step_fns.items():
-            steps[key] = min(steps[key], timed(fn, min_run_time))
+            steps[key] = min(steps[key], timed(fn, min_run_time, num_threads))
     return steps
 
 

@@ -21,7 +21,10 @@ SIDE_METRICS = ("ssl_loss", "diversity_loss", "mean_sigma", "hinge_active")
 
 @dataclass
 class InSubTrainingArguments(TrainingArguments):
-    """`TrainingArguments` with defaults that suit multi-view self-supervised batches."""
+    """`TrainingArguments` with defaults that suit multi-view self-supervised batches, and the fast path by default
+    where a CUDA GPU is present: bf16 autocast and data loader workers (`fast_path_arguments`; a value given is
+    kept), channels_last for convolutional encoders. `torch_compile=True` compiles the training forward into one
+    graph (no breaks from encoders, heads or losses; the genomic encoder's LSTM excepted)."""
 
     remove_unused_columns: bool = field(
         default=False,
@@ -47,7 +50,24 @@ class InSubTrainingArguments(TrainingArguments):
         },
     )
 
+    bf16: bool | None = field(
+        default=None,
+        metadata={"help": "bf16 autocast (the losses stay in float32). Default: on where a CUDA GPU supports bf16 "
+                          "(and fp16 is off), off elsewhere."},
+    )
+    dataloader_num_workers: int | None = field(
+        default=None,
+        metadata={"help": "Data loader worker processes. Default: min(8, CPU cores - 1) where a CUDA GPU is present, "
+                          "0 elsewhere (on a few CPU cores, workers only compete with the step)."},
+    )
+
     def __post_init__(self) -> None:
+        # the fast path where a GPU is present, unless the fields were given (fast_path_arguments)
+        chosen = fast_path_arguments(
+            False if self.bf16 is None and self.fp16 else self.bf16, dataloader_num_workers=self.dataloader_num_workers
+        )
+        self.bf16, self.dataloader_num_workers = chosen["bf16"], chosen["dataloader_num_workers"]
+        self.use_cpu = self.use_cpu or chosen.get("use_cpu", False)
         super().__post_init__()
         if self.global_batch_size is not None:
             size = self.world_size

@@ -22,7 +22,7 @@ from conftest import tiny_config  # noqa: E402
 
 from insub_hf import InSubForPreTraining, InSubTrainer, InSubTrainingArguments  # noqa: E402
 from insub_hf.distributed import world  # noqa: E402
-from insub_hf.losses import DINOLoss, scd_loss, self_genomenet_loss  # noqa: E402
+from insub_hf.losses import DINOLoss, nt_xent_loss, scd_loss, self_genomenet_loss  # noqa: E402
 
 GLOBAL_BATCH = 8
 STEPS = 2
@@ -95,18 +95,22 @@ def trainer_steps(out: Path) -> None:
 
 
 def loss_gradients(out: Path, rank: int, size: int) -> None:
-    """SCD and Self-GenomeNet losses of this process's share and the gradient of each share's inputs; the DINO
-    centre after one update from this process's share."""
+    """SCD, Self-GenomeNet and NT-Xent (eager and torch.compile'd: the gather must trace) losses of this process's
+    share and the gradient of each share's inputs; the DINO centre after one update from this process's share."""
     generator = torch.Generator().manual_seed(2)
     h = torch.randn(2, GLOBAL_BATCH, 12, generator=generator)
     p = torch.randn(2, GLOBAL_BATCH, 3, 6, generator=generator)
     context = torch.randn(2, GLOBAL_BATCH, 7, 5, generator=generator)
     projections = torch.randn(2, 5, 5, generator=generator)
+    z = torch.randn(2, GLOBAL_BATCH, 6, generator=generator)
+    ntxent = lambda a, b: nt_xent_loss(a, b, 0.5).mean()  # noqa: E731
     share = slice(rank * GLOBAL_BATCH // size, (rank + 1) * GLOBAL_BATCH // size)
     results = {}
     for name, inputs, fn in (
         ("scd", [h[0], h[1], p[0], p[1]], lambda a, b, c, d: scd_loss(a, b, c, d, beta=0.5)),
         ("genomenet", [context[0], context[1], projections], lambda a, b, w: self_genomenet_loss(a, b, w).mean()),
+        ("ntxent", [z[0], z[1]], ntxent),
+        ("ntxent_compiled", [z[0], z[1]], torch.compile(ntxent, backend="aot_eager", fullgraph=True)),
     ):
         local = [x[share].clone().requires_grad_(True) for x in inputs[: len(inputs) - (name == "genomenet")]]
         if name == "genomenet":

@@ -133,8 +133,7 @@ def test_bf16_autocast_keeps_the_loss_finite_and_close_to_float32():
 
 
 def test_trainer_trains_in_bf16_with_finite_losses(tmp_path):
-    speed = fast_path_arguments(bf16=True)  # on CPU: with use_cpu, which transformers asks for
-    losses, _ = _train(tmp_path, resnet_config(), None, **{k: v for k, v in speed.items() if k != "torch_compile"})
+    losses, _ = _train(tmp_path, resnet_config(), None, bf16=True)  # on CPU with use_cpu, which transformers asks
     assert len(losses) == 3 and all(torch.isfinite(torch.tensor(losses)))
 
 
@@ -147,7 +146,12 @@ def test_fast_path_defaults_follow_the_device(monkeypatch):
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     assert fast_path_arguments() == dict(bf16=True, torch_compile=False, dataloader_num_workers=8,
                                          dataloader_pin_memory=True)
-    # what is given is kept
+    # InSubTrainingArguments takes these defaults, and keeps what is given
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    chosen = InSubTrainingArguments(output_dir="unused", report_to=[])
+    assert (chosen.bf16, chosen.dataloader_num_workers) == (False, 0)
+    given = InSubTrainingArguments(output_dir="unused", report_to=[], bf16=True, dataloader_num_workers=3)
+    assert (given.bf16, given.dataloader_num_workers, given.use_cpu) == (True, 3, True)
     assert fast_path_arguments(bf16=False, torch_compile=True, dataloader_num_workers=2)["bf16"] is False
     assert fast_path_arguments(dataloader_num_workers=2)["dataloader_num_workers"] == 2
 

@@ -14,7 +14,7 @@ from ..configuration_insub import InSubConfig
 from ..encoders import load_encoder_weights
 from ..evaluation.cost import count_parameters, training_memory_mb
 from ..modeling_insub import InSubForPreTraining
-from ..trainer import InSubTrainer, InSubTrainingArguments, fast_path_arguments
+from ..trainer import InSubTrainer, InSubTrainingArguments
 from .callbacks import LogFileProgressCallback
 
 
@@ -64,7 +64,7 @@ def pretrain(
         init_encoder_from: start the encoder from this pretrained transformers backbone (see `load_encoder_weights`).
         batch_views: makes both views of each batch on the model's device (`BatchTwoViews`; see `InSubTrainer`).
         bf16, torch_compile, dataloader_num_workers: how fast to train; None takes the fast path where a GPU is
-            present (`fast_path_arguments`).
+            present (see `InSubTrainingArguments`).
     """
     set_seed(seed)
     model = InSubForPreTraining(config)
@@ -76,7 +76,8 @@ def pretrain(
         learning_rate=learning_rate, weight_decay=1e-4, warmup_steps=0.05, lr_scheduler_type="cosine",
         logging_strategy="steps" if logging_steps else "epoch", logging_steps=logging_steps or 500,
         save_strategy="epoch", save_total_limit=1, seed=seed, dataloader_drop_last=True,
-        **fast_path_arguments(bf16, torch_compile, dataloader_num_workers),
+        bf16=bf16, torch_compile=torch_compile, dataloader_num_workers=dataloader_num_workers,
+        dataloader_pin_memory=torch.cuda.is_available(),
     )
     trainer = InSubTrainer(
         model=model, args=args, train_dataset=train_dataset, callbacks=callbacks, batch_views=batch_views

@@ -90,7 +90,8 @@ def test_missing_columns_and_empty_data_sets_are_refused(tmp_path):
         check_dataset(empty, "image", "image_column")
 
 
-def test_pretraining_example_runs_on_a_local_cifar10_copy(tmp_path):
+@pytest.mark.parametrize("batch_views", ["false", "true"])
+def test_pretraining_example_runs_on_a_local_cifar10_copy(tmp_path, batch_views):
     import subprocess
     import sys
     from pathlib import Path
@@ -101,7 +102,7 @@ def test_pretraining_example_runs_on_a_local_cifar10_copy(tmp_path):
     result = subprocess.run(
         [sys.executable, str(script), "--dataset", str(folder), "--preset", "cifar10", "--output_dir", str(out),
          "--max_steps", "1", "--per_device_train_batch_size", "4", "--num_heads", "2", "--use_cpu", "true",
-         "--disable_tqdm", "true"],
+         "--disable_tqdm", "true", "--batch_views", batch_views],
         capture_output=True, text=True, env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"}, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-2000:]
