@@ -308,7 +308,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=15 if cuda else 3, help="End-to-end steps before timing.")
     parser.add_argument("--steps", type=int, default=40 if cuda else 12, help="End-to-end steps timed.")
     parser.add_argument("--profile_steps", type=int, default=10, help="GPU: steps profiled for the busy share.")
-    parser.add_argument("--rounds", type=int, default=2, help="End-to-end and step rounds (best of).")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="End-to-end and step rounds, best of (default 2; 1 with --compile: each run compiles).")
     parser.add_argument("--min_run_time", type=float, default=2.0, help="Seconds of timing per step measurement.")
     parser.add_argument("--bf16", type=lambda s: s.lower() in ("1", "true", "yes"), default=None,
                         help="bf16 autocast (default: on where the GPU supports it).")
@@ -318,6 +319,7 @@ def main() -> None:
     parser.add_argument("--epoch", action="store_true", help="Also time one epoch of the training set, M=1 and M=5.")
     parser.add_argument("--data_source", default="auto", choices=("auto", "debian", "bundled"))
     args = parser.parse_args()
+    args.rounds = args.rounds or (1 if args.compile else 2)
     device = torch.device("cuda" if cuda else "cpu")
 
     import lightly
