@@ -205,19 +205,13 @@ def insub_end_to_end(args, num_heads: int, train_set, device: torch.device, epoc
     return args.batch_size * args.steps / window.seconds, window.busy.share
 
 
-def autocast(args, device: torch.device):
-    bf16 = fast_path_arguments(args.bf16)["bf16"]
-    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
-
-
 def lightly_end_to_end(args, images_u8: np.ndarray, device: torch.device):
     """samples/s of lightly's training loop and the busy share."""
     set_seed(0)
     model, criterion, optimizer = lightly_model(args, device)
-    workers = fast_path_arguments(args.bf16, False, args.workers)["dataloader_num_workers"]
     loader = torch.utils.data.DataLoader(
         PILViews(images_u8, lightly_transform()), batch_size=args.batch_size, shuffle=True, drop_last=True,
-        num_workers=workers, pin_memory=device.type == "cuda", persistent_workers=workers > 0,
+        num_workers=args.workers, pin_memory=device.type == "cuda", persistent_workers=args.workers > 0,
     )
     step_fn = lightly_step(model, criterion, optimizer, args, device)
     window, step = Window(device, args.warmup, args.steps, args.profile_steps), 0
@@ -241,26 +235,26 @@ def lightly_model(args, device: torch.device):
     return model, NTXentLoss(temperature=TEMPERATURE), optimizer
 
 
-def lightly_step(model, criterion, optimizer, args, device):
+def optimizer_step(loss_of, optimizer, args, device):
+    """`step(x0, x1)`: the loss `loss_of(x0, x1)` (in bf16 autocast when `args.bf16`), backward, optimizer step."""
+    precision = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if args.bf16 else nullcontext
+
     def step(x0, x1):
-        with autocast(args, device):
-            loss = criterion(model(x0), model(x1))
+        with precision():
+            loss = loss_of(x0, x1)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
     return step
+
+
+def lightly_step(model, criterion, optimizer, args, device):
+    return optimizer_step(lambda x0, x1: criterion(model(x0), model(x1)), optimizer, args, device)
 
 
 def insub_step(model, optimizer, args, device):
-    def step(x0, x1):
-        with autocast(args, device):
-            loss = model(pixel_values=x0, pixel_values_2=x1).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return step
+    return optimizer_step(lambda x0, x1: model(pixel_values=x0, pixel_values_2=x1).loss, optimizer, args, device)
 
 
 def step_rows(args, device: torch.device) -> tuple[dict, dict]:
@@ -329,6 +323,7 @@ def main() -> None:
     images = torch.tensor(images_u8).unsqueeze(1).float() / 255
     train_set = image_tensor_dataset(images)  # what insub-hf trains on: plain images, views made per batch
     speed = fast_path_arguments(args.bf16, args.compile, args.workers)
+    args.bf16, args.workers = speed["bf16"], speed["dataloader_num_workers"]  # resolved once, for both libraries
     print(f"{datetime.date.today()}  device: {device_description()}  torch {torch.__version__}, lightly "
           f"{lightly.__version__}, {torch.get_num_threads()} threads")
     print(f"Fashion-MNIST ({source}, {len(images)} images), CIFAR ResNet-18 width {args.width:g}, batch "
