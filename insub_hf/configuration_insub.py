@@ -22,6 +22,12 @@ AutoConfig.register(GenomicEncoderConfig.model_type, GenomicEncoderConfig, exist
 AutoConfig.register(CifarResNetConfig.model_type, CifarResNetConfig, exist_ok=True)
 
 HEAD_NORMS = ("batchnorm", "none")
+# How the hinge's per-view sums over dimensions combine the two views: "mean" divides by the views (the authors' code:
+# sum over batch, views and dims / 2B), "sum" adds them (the paper's l_div(k)).
+DIVERSITY_REDUCTIONS = ("mean", "sum")
+# The loss fields as configs saved before the authors' objective became the default (2026-11-23) trained with: a
+# config.json without `diversity_reduction` was written by that code, and loads with these values (`from_dict`).
+LEGACY_LOSS_FIELDS = {"base_temperature": None, "diversity_reduction": "sum"}
 
 # ViT-tiny at CIFAR scale (32x32 images, 4x4 patches -> 64 tokens), used when no encoder is given.
 DEFAULT_ENCODER = {
@@ -140,13 +146,21 @@ class InSubConfig(PretrainedConfig):
         head_output_size: q, the embedding size of each head.
         head_norm: `"batchnorm"` (per-head BatchNorm after each hidden Linear) or `"none"`.
         diversity_alpha: alpha, the minimum per-dimension spread the hinge asks for.
-        diversity_weight: lambda, the weight of the diversity loss (0 disables it).
+        diversity_weight: lambda, the weight of the diversity loss (0 disables it): `loss = ssl + lambda * div`.
         diversity_eps: eps added to the variance inside the square root.
+        diversity_reduction: how `div` combines the two views' hinges (each summed over dimensions, averaged over
+            the batch): `"mean"` averages them, i.e. sum over batch, views and dims / 2B (the authors' code);
+            `"sum"` adds them (the paper's `l_div(k)`; twice as strong at the same lambda).
         objective: the self-supervised objective (`insub_hf.objectives`) on the mean head embedding: `"simclr"`,
             `"dino"` (images), `"scd"` (sentences) or `"genomenet"` (Self-GenomeNet, DNA).
-        temperature: NT-Xent temperature.
+        temperature: NT-Xent temperature tau (SimCLR).
+        base_temperature: SimCLR's loss is scaled by `temperature / base_temperature`, as in the authors' (SupCon)
+            code (0.07); None leaves it unscaled. It sets how strong the NT-Xent is against the hinge.
         normalize_heads: L2-normalise each head output before averaging (reference code).
-        normalize_mean: L2-normalise the mean embedding inside the loss (the paper's cosine similarity).
+        normalize_mean: SimCLR: L2-normalise the mean embedding inside the loss (the paper's written cosine
+            similarity). False (the authors' code, whose runs made the paper's tables) takes the dot product of the
+            raw mean of the normalised heads: a longer mean, i.e. heads that agree, gives sharper logits, so the
+            loss pulls the heads together and the hinge keeps them apart. With True nothing pulls them together.
         batch_ensemble_size: > 1 turns the encoder's linear layers into BatchEnsemble layers with this many
             members (the BatchEnsemble baseline of the paper; 1 = off).
         dino_out_dim: K, the output size of DINO's weight-normalised last layer (65536 for ImageNet, a small
@@ -180,12 +194,14 @@ class InSubConfig(PretrainedConfig):
     head_output_size: int = 128
     head_norm: str = "batchnorm"
     diversity_alpha: float = 0.08
-    diversity_weight: float = 1.5
+    diversity_weight: float = 1.0
     diversity_eps: float = 1e-4
+    diversity_reduction: str = "mean"
     objective: str = "simclr"
     temperature: float = 0.5
+    base_temperature: float | None = 0.07
     normalize_heads: bool = True
-    normalize_mean: bool = True
+    normalize_mean: bool = False
     batch_ensemble_size: int = 1
     dino_out_dim: int = 256
     dino_student_temperature: float = 0.1
@@ -241,6 +257,20 @@ class InSubConfig(PretrainedConfig):
         super().__post_init__(**kwargs)
         self._check_values()
 
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any):
+        """`PretrainedConfig.from_dict`; a saved config from before `diversity_reduction` existed keeps the loss it
+        was trained with (`LEGACY_LOSS_FIELDS`: unscaled NT-Xent, hinge summed over views; its `normalize_mean`
+        was always written to config.json)."""
+        if config_dict.get("model_type") == cls.model_type and "diversity_reduction" not in config_dict:
+            config_dict = {**LEGACY_LOSS_FIELDS, **config_dict}
+        return super().from_dict(config_dict, **kwargs)
+
+    @property
+    def ssl_loss_scale(self) -> float:
+        """The factor on SimCLR's NT-Xent: `temperature / base_temperature`, or 1 without a base temperature."""
+        return 1.0 if self.base_temperature is None else self.temperature / self.base_temperature
+
     def _check_values(self) -> None:
         for name in ("normalize_heads", "normalize_mean"):
             check_choice(f"InSubConfig.{name}", getattr(self, name), (True, False))
@@ -255,6 +285,9 @@ class InSubConfig(PretrainedConfig):
         check_range("InSubConfig.diversity_alpha", self.diversity_alpha, low=0.0)
         check_range("InSubConfig.diversity_weight", self.diversity_weight, low=0.0)
         check_range("InSubConfig.diversity_eps", self.diversity_eps, low=0.0, low_inclusive=False)
+        check_choice("InSubConfig.diversity_reduction", self.diversity_reduction, DIVERSITY_REDUCTIONS)
+        if self.base_temperature is not None:
+            check_range("InSubConfig.base_temperature", self.base_temperature, low=0.0, low_inclusive=False)
         check_range("InSubConfig.batch_ensemble_size", self.batch_ensemble_size, low=1, integer=True)
         check_range("InSubConfig.temperature", self.temperature, low=0.0, low_inclusive=False)
         check_range("InSubConfig.dino_out_dim", self.dino_out_dim, low=1, integer=True)

@@ -23,6 +23,7 @@ from .encoders import build_encoder
 from .heads import BatchedHeads, WeightNormedLinear
 from .losses.diversity import DiversityLoss, head_spread
 from .losses.genomenet import DistanceProjections
+from .losses.precision import upcast_half
 from .objectives import OBJECTIVES
 
 logger = logging.get_logger(__name__)
@@ -52,7 +53,8 @@ class InSubForPreTrainingOutput(ModelOutput):
     Args:
         loss: scalar, `ssl_loss + diversity_weight * diversity_loss`.
         ssl_loss: scalar, the self-supervised loss on the mean embeddings.
-        diversity_loss: scalar, the hinge summed over dims and both views, averaged over the batch.
+        diversity_loss: scalar, the hinge summed over dims, combined over both views as `config.diversity_reduction`
+            says, averaged over the batch.
         mean_sigma: scalar, sigma averaged over samples, dims and views (a diagnostic, no gradient).
         head_embeddings: `(2, B, M, q)` head embeddings of view 1 and view 2.
         representation: `(2, B, d)` encoder outputs of both views.
@@ -294,8 +296,9 @@ class InSubModel(InSubPreTrainedModel):
 
     def embed_heads(self, representation: torch.Tensor) -> torch.Tensor:
         """Head embeddings `(B, M, q)` of representations `(B, d)`, normalised as the config says; float32 also
-        under bf16 autocast (their mean, spread and losses need the precision; they are small)."""
-        z = self.heads(representation).float()
+        under bf16 autocast (their mean, spread and losses need the precision; they are small), float64 in a float64
+        model."""
+        z = upcast_half(self.heads(representation))
         return F.normalize(z, dim=-1) if self.config.normalize_heads else z
 
     def forward(
@@ -345,7 +348,7 @@ class InSubForPreTraining(InSubPreTrainedModel):
         super().__init__(config)
         self.insub = InSubModel(config)
         self.main_input_name = self.insub.main_input_name
-        self.diversity = DiversityLoss(config.diversity_alpha, config.diversity_eps)
+        self.diversity = DiversityLoss(config.diversity_alpha, config.diversity_eps, config.diversity_reduction)
         self.objective = OBJECTIVES[config.objective](config, self.insub)
         self.post_init()
         self.sync_objective_with_student()

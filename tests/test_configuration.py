@@ -4,12 +4,14 @@ from transformers import AutoConfig, BertConfig, ResNetConfig, ViTConfig
 from insub_hf import GenomicEncoderConfig, InSubConfig
 
 
-def test_defaults_follow_the_paper():
+def test_defaults_follow_the_authors_code():
     config = InSubConfig()
     assert isinstance(config.encoder_config, ViTConfig)
     assert (config.encoder_config.image_size, config.encoder_config.patch_size) == (32, 4)
     assert config.head_hidden_sizes == [2048] and config.head_output_size == 128
-    assert (config.diversity_eps, config.diversity_alpha, config.diversity_weight) == (1e-4, 0.08, 1.5)
+    # lambda1 = 1 on a hinge summed over batch, views and dims / 2B (their code; the paper's text says 1.5)
+    assert (config.diversity_eps, config.diversity_alpha, config.diversity_weight) == (1e-4, 0.08, 1.0)
+    assert (config.temperature, config.base_temperature, config.normalize_mean) == (0.5, 0.07, False)
     assert config.head_norm == "batchnorm" and config.objective == "simclr"
 
 

@@ -5,6 +5,7 @@ moved away from the student first, so a teacher that fails to load shows), the i
 computed on them in eval mode.
 """
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 from transformers import AutoModel
 
-from insub_hf import InSubForPreTraining, InSubModel
+from insub_hf import InSubConfig, InSubForPreTraining, InSubModel
+from insub_hf.configuration_insub import LEGACY_LOSS_FIELDS, small_vit_encoder
 
 LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy"
 
@@ -71,3 +73,36 @@ def test_an_old_genomenet_checkpoint_loads_its_projections(recorded):
         out = model.eval()(dna_one_hot=recorded["dna_one_hot"])
     assert torch.equal(out.loss, recorded["genomenet_loss"])
     assert torch.equal(out.head_embeddings, recorded["genomenet_head_embeddings"])
+
+
+def test_an_old_config_keeps_the_loss_it_was_trained_with(tmp_path):
+    # the DINO fixture was written before the authors' objective became the default: no `diversity_reduction`
+    old = json.loads((LEGACY / "dino" / "config.json").read_text())
+    assert "diversity_reduction" not in old and "base_temperature" not in old
+    config = InSubConfig.from_pretrained(LEGACY / "dino")
+    assert (config.diversity_reduction, config.base_temperature) == ("sum", None)
+    # a SimCLR folder as that code wrote it (every field of the time; normalize_mean was always written)
+    model = InSubForPreTraining(InSubConfig(
+        encoder_config=small_vit_encoder(8, 1, hidden_size=8, num_layers=1), num_heads=3, head_output_size=4,
+        head_hidden_sizes=[8], normalize_mean=True, base_temperature=None, diversity_reduction="sum",
+        diversity_weight=1.5, diversity_alpha=0.5,
+    ))
+    model.save_pretrained(tmp_path / "old")
+    saved = json.loads((tmp_path / "old" / "config.json").read_text())
+    assert (saved["normalize_mean"], saved["base_temperature"], saved["diversity_reduction"]) == (True, None, "sum")
+    for key in LEGACY_LOSS_FIELDS:
+        del saved[key]
+    (tmp_path / "old" / "config.json").write_text(json.dumps(saved))
+    loaded = InSubForPreTraining.from_pretrained(tmp_path / "old")
+    assert (loaded.config.normalize_mean, loaded.config.base_temperature, loaded.config.diversity_reduction) == (
+        True, None, "sum"
+    )
+    x1, x2 = torch.randn(4, 1, 8, 8), torch.randn(4, 1, 8, 8)
+    model.eval(), loaded.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x1, x2).loss, model(x1, x2).loss)
+    # a config written today records the loss it trains with, and loads with it
+    InSubForPreTraining(InSubConfig(**{**model.config.to_dict(), "diversity_reduction": "mean"})).save_pretrained(
+        tmp_path / "new"
+    )
+    assert InSubConfig.from_pretrained(tmp_path / "new").diversity_reduction == "mean"

@@ -27,8 +27,9 @@ def test_pretraining_loss_is_ssl_plus_lambda_diversity():
     model = InSubForPreTraining(tiny_config(num_heads=3, diversity_weight=1.7, diversity_alpha=0.3))
     out = model(*views())
     z1, z2 = out.head_embeddings
-    ssl = nt_xent_loss(z1.mean(1), z2.mean(1), temperature=0.5).mean()
-    div = (diversity_hinge(z1, 0.3, 1e-4) + diversity_hinge(z2, 0.3, 1e-4)).mean()
+    # the default: dot product of the raw mean, scaled by tau / 0.07; the hinge averaged over both views
+    ssl = 0.5 / 0.07 * nt_xent_loss(z1.mean(1), z2.mean(1), temperature=0.5, normalize=False).mean()
+    div = (diversity_hinge(z1, 0.3, 1e-4) + diversity_hinge(z2, 0.3, 1e-4)).mean() / 2
     torch.testing.assert_close(out.ssl_loss, ssl)
     torch.testing.assert_close(out.diversity_loss, div)
     torch.testing.assert_close(out.loss, ssl + 1.7 * div)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..validation import check_range
+from ..validation import check_choice, check_range
 from .precision import in_float32
 
 
@@ -49,21 +49,26 @@ def diversity_hinge(z: torch.Tensor, alpha: float = 0.08, eps: float = 1e-4) -> 
 
 
 class DiversityLoss(nn.Module):
-    """Diversity hinge summed over the views of each sample (the paper's two views: `l_div(k)`).
+    """Diversity hinge of each sample over its views.
 
     Args:
         alpha: minimum spread; eps: variance stabiliser.
+        reduction: `"mean"` over the views (the authors' code: its batch mean is sum over batch, views and dims
+            / 2B) or `"sum"` (the paper's `l_div(k)` over both views).
 
     Forward:
         *views: head embeddings of each view, each `(B, M, q)` -> per-sample loss `(B,)`; average it over the batch.
     """
 
-    def __init__(self, alpha: float = 0.08, eps: float = 1e-4):
+    def __init__(self, alpha: float = 0.08, eps: float = 1e-4, reduction: str = "mean"):
         super().__init__()
         check_range("DiversityLoss.alpha", alpha, low=0.0)
         check_range("DiversityLoss.eps", eps, low=0.0, low_inclusive=False)
+        check_choice("DiversityLoss.reduction", reduction, ("mean", "sum"))
         self.alpha = alpha
         self.eps = eps
+        self.reduction = reduction
 
     def forward(self, *views: torch.Tensor) -> torch.Tensor:
-        return sum(diversity_hinge(z, self.alpha, self.eps) for z in views)
+        total = sum(diversity_hinge(z, self.alpha, self.eps) for z in views)  # (B,)
+        return total / len(views) if self.reduction == "mean" else total

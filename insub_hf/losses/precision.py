@@ -10,7 +10,7 @@ import torch
 F = TypeVar("F", bound=Callable)
 
 
-def _up(value):
+def upcast_half(value):
     """bf16 / fp16 tensors -> float32; float32 and float64 stay as they are."""
     return value.float() if isinstance(value, torch.Tensor) and value.dtype in (torch.float16, torch.bfloat16) else value
 
@@ -28,6 +28,6 @@ def in_float32(loss: F) -> F:
     def wrapper(*args, **kwargs):
         device = next((a.device.type for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), "cpu")
         with torch.autocast(device, enabled=False):
-            return loss(*map(_up, args), **{k: _up(v) for k, v in kwargs.items()})
+            return loss(*map(upcast_half, args), **{k: upcast_half(v) for k, v in kwargs.items()})
 
     return wrapper  # type: ignore[return-value]

@@ -56,8 +56,10 @@ def test_diversity_hand_computed_example():
 
 def test_identical_heads_give_the_largest_penalty():
     z = torch.randn(4, 1, 6).expand(4, 5, 6)  # 5 identical heads
-    loss = DiversityLoss(alpha=0.08, eps=1e-4)(z, z)
-    torch.testing.assert_close(loss, torch.full((4,), 2 * 6 * (0.08 - 0.01)))  # both views, 6 dims, alpha - sqrt(eps)
+    loss = DiversityLoss(alpha=0.08, eps=1e-4)(z, z)  # mean over the views (the authors' 1 / 2B)
+    torch.testing.assert_close(loss, torch.full((4,), 6 * (0.08 - 0.01)))  # 6 dims, alpha - sqrt(eps)
+    summed = DiversityLoss(alpha=0.08, eps=1e-4, reduction="sum")(z, z)  # the paper's l_div(k)
+    torch.testing.assert_close(summed, torch.full((4,), 2 * 6 * (0.08 - 0.01)))
     spread_out = torch.randn(4, 5, 6)
     assert (DiversityLoss(0.08, 1e-4)(spread_out, spread_out) < loss).all()
 
