@@ -1,9 +1,9 @@
-"""The paper's ablation, on validation data only: alpha at M=5, then M at the best alpha.
+"""The paper's ablation, on validation data only: alpha x lambda at M=5, then M at the chosen setting.
 
 Each setting is pretrained with the comparison protocol (same cache, so a comparison reuses its runs) and scored by
 a linear probe trained on 90% of the training images and evaluated on the other 10% (never the test set), with
-noise images as OOD; the best alpha has the lowest validation NLL (mean over seeds). For every run it reports the
-share of head spreads below alpha over training (where the hinge acts) and the sigma-over-training curves.
+noise images as OOD. The rule (`SELECTION_RULE`) is fixed before any run. For every run it reports the share of
+head spreads below alpha over training (where the hinge acts) and the sigma-over-training curves.
 """
 
 from __future__ import annotations
@@ -32,10 +32,14 @@ class AblationArguments(ComparisonArguments):
         default=None, metadata={"help": "Share pretrained runs with a comparison: its output_dir (default: own)."}
     )
     alphas: list[float] = checked(
-        default_factory=lambda: [0.08, 0.12, 0.16, 0.24], help="alpha grid at M=5.", low=0.0, low_inclusive=False
+        default_factory=lambda: [0.02, 0.04, 0.08], help="alpha grid at M=5.", low=0.0, low_inclusive=False
+    )
+    weights: list[float] = checked(
+        default_factory=lambda: [0.3, 1.0, 3.0],
+        help="lambda grid at M=5 (the authors' weighting; 1 = their lambda1).", low=0.0, low_inclusive=False,
     )
     ablation_heads: list[int] = checked(
-        default_factory=lambda: [1, 3, 5, 10], help="M grid at the best alpha (M=1: the baseline).", low=1,
+        default_factory=lambda: [3, 10], help="M values tried at the chosen (alpha, lambda) besides 5.", low=2,
         integer=True,
     )
     validation_fraction: float = checked(
@@ -54,6 +58,31 @@ def validation_data(evaluation: ImageEvaluationData, fraction: float, seed: int 
         images[keep], labels[keep], images[held_out], labels[held_out], ood, evaluation.mean, evaluation.std,
         evaluation.num_classes,
     )
+
+
+ACCURACY_MARGIN = 0.005
+SELECTION_RULE = (
+    "Among the M=5 settings whose validation accuracy (mean over seeds) is within 0.5 points of the baseline's, the "
+    "lowest validation NLL; if none is, the highest validation accuracy. Then M at that (alpha, lambda) by the same "
+    "rule. Fixed before the runs; the test set is not read."
+)
+
+
+def select_setting(rows: list[dict], candidates: list[tuple]) -> tuple:
+    """The `(alpha, weight, M)` of `candidates` that `SELECTION_RULE` picks from the validation `rows` (mean over
+    seeds; the baseline is the row with M=1)."""
+
+    def mean(key, setting, metric):
+        return float(np.mean([r["validation"][metric] for r in rows if key(r) == setting]))
+
+    def setting_of(row):
+        return row["alpha"], row["weight"], row["num_heads"]
+
+    baseline = mean(lambda r: r["num_heads"], 1, "accuracy")
+    close = [c for c in candidates if mean(setting_of, c, "accuracy") >= baseline - ACCURACY_MARGIN]
+    if close:
+        return min(close, key=lambda c: mean(setting_of, c, "nll"))
+    return max(candidates, key=lambda c: mean(setting_of, c, "accuracy"))
 
 
 def run_ablation(args: AblationArguments, probe_args: ProbeArguments | None = None) -> dict:
@@ -77,77 +106,84 @@ def run_ablation(args: AblationArguments, probe_args: ProbeArguments | None = No
     cache = RunCache(experiment, args, loaded)
     rows, curves = [], {}
 
-    def score(alpha: float, m: int) -> None:
+    def score(alpha: float | None, weight: float | None, m: int) -> None:
         for seed in args.seeds:
-            setting = replace(args, diversity_alpha=alpha) if m > 1 else args
+            setting = replace(args, diversity_alpha=alpha, diversity_weight=weight) if m > 1 else args
             config = method_config(setting, "insub" if m > 1 else "baseline", m)
             model, record = cache.get(config, seed)
             numbers, _ = MethodEvaluator([model], validation, probe_args, harness).run()
             sigma = [v for _, v in record["sigma_over_training"]]
             row = {
-                "alpha": alpha if m > 1 else None, "num_heads": m, "seed": seed, "validation": numbers["test"],
+                "alpha": alpha, "weight": weight, "num_heads": m, "seed": seed, "validation": numbers["test"],
                 "ood": {k: v["msp"] for k, v in numbers["ood"].items()},
+                "ood_head_spread": {k: v["head_spread"] for k, v in numbers["ood"].items() if "head_spread" in v},
                 "hinge_active_mean": record["hinge_active_mean"] if m > 1 else None,
                 "final_sigma": sigma[-1] if sigma and m > 1 else None,
                 "ssl_loss_final": record["ssl_loss_final"],
             }
             rows.append(row)
-            name = f"M={m}, alpha={alpha:g}" if m > 1 else "M=1 (baseline)"
+            name = f"M={m}, alpha={alpha:g}, lambda={weight:g}" if m > 1 else "M=1 (baseline)"
             if seed == args.seeds[0]:
                 curves[name] = {k: record[k] for k in ("sigma_over_training", "hinge_active_over_training")}
             print(f"[ablation] seed {seed}: {name}: validation NLL {row['validation']['nll']:.4f}, accuracy "
                   f"{100 * row['validation']['accuracy']:.2f}%", flush=True)
 
+    print(f"[ablation] selection rule: {SELECTION_RULE}", flush=True)
+    score(None, None, 1)
     for alpha in args.alphas:
-        score(alpha, 5)
-    by_alpha = {
-        alpha: np.mean([r["validation"]["nll"] for r in rows if r["alpha"] == alpha and r["num_heads"] == 5])
-        for alpha in args.alphas
-    }
-    best = min(by_alpha, key=by_alpha.get)
+        for weight in args.weights:
+            score(alpha, weight, 5)
+    alpha, weight, _ = select_setting(rows, [(a, w, 5) for a in args.alphas for w in args.weights])
     for m in args.ablation_heads:
         if m != 5:
-            score(best, m)
+            score(alpha, weight, m)
+    best = select_setting(rows, [(alpha, weight, m) for m in sorted({5, *args.ablation_heads})])
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     sigma_over_training(curves, out / "ablation_training.png")
     table = ablation_table(rows, best)
-    (out / "ablation.md").write_text(table + "\n")
+    (out / "ablation.md").write_text(f"Selection rule: {SELECTION_RULE}\n\n{table}\n")
     results = {
-        "best_alpha": best, "rows": rows, "data": loaded.description,
+        "selection_rule": SELECTION_RULE, "best": {"alpha": best[0], "weight": best[1], "num_heads": best[2]},
+        "rows": rows, "data": loaded.description,
         "device": device_description(),
         "wall_seconds": round(time.time() - start, 1),
     }
     write_json(out / "ablation.json", {"args": asdict(args), **results})
-    print(f"{table}\n[ablation] best alpha on validation NLL: {best:g}; wrote {out}/ablation.md, ablation.json, "
-          "ablation_training.png")
+    print(f"{table}\n[ablation] chosen: alpha {best[0]:g}, lambda {best[1]:g}, M={best[2]}; wrote {out}/ablation.md, "
+          "ablation.json, ablation_training.png")
     return results
 
 
-def ablation_table(rows: list[dict], best: float) -> str:
-    """Markdown, one line per (alpha, M), values averaged over seeds."""
+def ablation_table(rows: list[dict], best: tuple) -> str:
+    """Markdown, one line per (alpha, lambda, M), values averaged over seeds; `best` = the chosen setting."""
     settings = []
     for row in rows:
-        key = (row["alpha"], row["num_heads"])
+        key = (row["alpha"], row["weight"], row["num_heads"])
         if key not in settings:
             settings.append(key)
-    lines = ["| alpha | M | seeds | val Acc | val ECE | val NLL | AUROC uniform | AUROC gaussian | hinge active (%) | "
-             "final sigma |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| alpha | lambda | M | seeds | val Acc | val ECE | val NLL | AUROC uniform | AUROC gaussian | "
+             "head-spread AUROC uniform | head-spread AUROC gaussian | hinge active (%) | final sigma |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def mean(values, scale=1.0, digits=2):
         values = [v for v in values if v is not None]
         return f"{scale * np.mean(values):.{digits}f}" if values else "–"
 
-    for alpha, m in settings:
-        group = [r for r in rows if (r["alpha"], r["num_heads"]) == (alpha, m)]
-        mark = " (best)" if alpha == best and m == 5 else ""
+    for setting in settings:
+        alpha, weight, m = setting
+        group = [r for r in rows if (r["alpha"], r["weight"], r["num_heads"]) == setting]
+        mark = " (chosen)" if setting == tuple(best) else ""
+        spread = [r.get("ood_head_spread", {}) for r in group]
         lines.append(
-            f"| {'–' if alpha is None else f'{alpha:g}'}{mark} | {m} | {len(group)} | "
+            f"| {'–' if alpha is None else f'{alpha:g}'}{mark} | {'–' if weight is None else f'{weight:g}'} | {m} | "
+            f"{len(group)} | "
             f"{mean([r['validation']['accuracy'] for r in group], 100)} | "
             f"{mean([r['validation']['ece'] for r in group], 100)} | "
             f"{mean([r['validation']['nll'] for r in group], 1, 4)} | "
             f"{mean([r['ood'].get('uniform') for r in group], 100)} | "
             f"{mean([r['ood'].get('gaussian') for r in group], 100)} | "
+            f"{mean([s.get('uniform') for s in spread], 100)} | {mean([s.get('gaussian') for s in spread], 100)} | "
             f"{mean([r['hinge_active_mean'] for r in group], 100, 1)} | {mean([r['final_sigma'] for r in group], 1, 3)} |"
         )
     return "\n".join(lines)
