@@ -169,11 +169,25 @@ def model_card(
         card_data, template_path=str(TEMPLATE), model_name=name, repo_id=repo_id, class_name=class_name,
         auto_class=auto_class, encoder=describe_encoder(config), num_heads=config.num_heads, heads=heads,
         objective=OBJECTIVES[config.objective].title, alpha=config.diversity_alpha, weight=config.diversity_weight,
-        eps=config.diversity_eps, training_data=training_data or "Not recorded when this card was generated.",
+        eps=config.diversity_eps, loss_form=_loss_form(config), reduction=(
+            "averaged over the two views, as in the authors' code" if config.diversity_reduction == "mean"
+            else "summed over the two views"
+        ), training_data=training_data or "Not recorded when this card was generated.",
         eval_table=eval_table(eval_results) if eval_results else "", notes=notes, citation=CITATION,
         insub_version=__version__, transformers_version=transformers.__version__,
         **_usage(config, main_input, auto_class, repo_id),
     )
+
+
+def _loss_form(config) -> str:
+    """How the objective read the mean head embedding, in words."""
+    if config.objective != "simclr":
+        return "the raw mean of the L2-normalised heads"
+    if config.normalize_mean:
+        return f"cosine similarity of the re-normalised mean, temperature {config.temperature:g}"
+    scale = "" if config.base_temperature is None else f", scaled by tau / {config.base_temperature:g}"
+    return (f"the authors' objective: dot product of the raw mean of the L2-normalised heads, temperature "
+            f"{config.temperature:g}{scale}")
 
 
 # ------------------------------------------------------------------------------------------- the folder, the upload

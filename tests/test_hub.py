@@ -82,8 +82,11 @@ def test_compare_pushes_the_insub_model_with_its_measured_numbers(tmp_path, fake
     card = (folder / "README.md").read_text()
     assert f"| fashion_mnist | test | ECE | {100 * row['test']['ece']:.3f} |" in card
     alpha = json.loads((out / "results.json").read_text())["args"]["diversity_alpha"]
-    assert alpha == 0.12  # compare's default, chosen by the ablation
+    from insub_hf.jobs.compare import ComparisonArguments
+
+    assert alpha == ComparisonArguments().diversity_alpha  # compare's default
     assert "**M = 2**" in card and f"alpha = {alpha}" in card and "SimCLR" in card
+    assert "the authors' objective: dot product of the raw mean" in card and "averaged over the two views" in card
     assert "@inproceedings{vahidi2024insub" in card
     # the uploaded weights are the cached run's weights
     cached = InSubForPreTraining.from_pretrained(next((out / "cache").iterdir()) / "model")

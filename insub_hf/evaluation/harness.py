@@ -15,8 +15,8 @@ from ..validation import CheckedArguments, check_choice, check_range, checked
 from . import metrics
 from .corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from .features import extract_features
-from .ood_detector import DEFAULT_K, InSubOODDetector
-from .ood_sets import check_same_geometry, normalize_images
+from .ood_detector import CALIBRATION_IMAGES, CALIBRATION_SEED, DEFAULT_K, InSubOODDetector
+from .ood_sets import check_same_geometry, noise_ood_sets, normalize_images
 from .probes import ProbeArguments, balanced_label_subset, check_probe_labels, fit_probes, member_probabilities
 
 
@@ -88,24 +88,23 @@ def summarize(member_probs: torch.Tensor, labels: torch.Tensor) -> dict[str, flo
 
 # Label-free scores of `InSubOODDetector` (higher = OOD) under the harness's names (higher = in-distribution)
 LABEL_FREE = {"knn": "neg_knn", "knn_heads": "neg_knn_heads", "knn_heads_spread": "neg_knn_heads_spread",
-              "low_head_spread": "head_sigma"}
+              "head_spread": "neg_head_spread"}
 
 
 def ood_scores(
     member_probs: torch.Tensor, head_sigma: torch.Tensor | None, label_free: dict[str, torch.Tensor] | None = None
 ) -> dict[str, torch.Tensor]:
     """Per-input scores, each oriented so that higher means in-distribution: max probability, negative
-    entropy, negative mutual information (K > 1); label-free, with no probe: the head spread sigma (M > 1; low spread
-    = OOD, see `ood_detector`) and, given `label_free` (`InSubOODDetector` scores), the negative k-th neighbour
-    distances (representation for every model; per head, and their spread over heads, for M > 1)."""
+    entropy, negative mutual information (K > 1); label-free, with no probe, given `label_free` (`InSubOODDetector`
+    scores): the negative k-th neighbour distances (representation for every model; per head, and their spread over
+    heads, for M > 1) and, for M > 1 (`head_sigma` not None), the head spread in the direction each model's detector
+    fixed on validation noise (`neg_head_spread`)."""
     probs = member_probs.mean(dim=1)
     scores = {"msp": metrics.max_probability(probs), "neg_entropy": -metrics.predictive_entropy(probs)}
     if member_probs.shape[1] > 1:
         scores["neg_mutual_information"] = -metrics.mutual_information(member_probs)
-    if head_sigma is not None:
-        scores["head_sigma"] = head_sigma.double()
     for key, value in (label_free or {}).items():
-        if key != "low_head_spread" and (key == "knn" or head_sigma is not None):
+        if key == "knn" or head_sigma is not None:
             scores[LABEL_FREE[key]] = -value.double()
     return scores
 
@@ -137,11 +136,25 @@ class MethodEvaluator:
         ]
         # label-free: one nearest-neighbour detector per model on its unlabelled training features
         self._detectors = [
-            InSubOODDetector(f.representations.mean(dim=1), f.head_embeddings, min(harness_args.knn_k, len(f.labels)))
+            InSubOODDetector(f.representations.mean(dim=1), f.head_embeddings, min(harness_args.knn_k, len(f.labels)),
+                             bank_sigma=f.head_sigma)
             for f in self._train
         ]
         for f in self._train:
             f.head_embeddings = None  # the detectors keep them
+        # the head spread's direction, per model, from the training images against noise drawn for this only
+        noise = noise_ood_sets(
+            min(CALIBRATION_IMAGES, len(data.train_images)), tuple(data.train_images.shape[1:]), seed=CALIBRATION_SEED
+        )
+        calibration = data.inputs(torch.cat(list(noise.values())))
+        for model, detector in zip(models, self._detectors):
+            detector.calibrate_head_spread(self._features(model, calibration, 0).head_sigma)
+
+    @property
+    def head_spread_calibration(self) -> list[dict[str, float | int | None]]:
+        """Per model: the direction the head spread was read in (+1: high = OOD) and its validation AUROC."""
+        return [{"direction": d.spread_direction, "validation_auroc": d.spread_validation_auroc}
+                for d in self._detectors]
 
     def _features(self, model, inputs, passes: int, keep_heads: bool = False):
         return extract_features(model, inputs, self.harness_args.eval_batch_size, passes, keep_heads=keep_heads)
@@ -172,6 +185,8 @@ class MethodEvaluator:
         data = self.data
         test_probs, test_sigma, test_free = self.predict(data.test_images, label_free=True)
         results = {"members": test_probs.shape[1], "test": summarize(test_probs, data.test_labels)}
+        if self.has_heads:
+            results["head_spread_calibration"] = self.head_spread_calibration
         bins = metrics.reliability_bins(test_probs.mean(dim=1), data.test_labels)
         arrays = {"reliability": bins, "scores": {"in": ood_scores(test_probs, test_sigma, test_free)}}
         results["ood"] = {}
@@ -182,12 +197,13 @@ class MethodEvaluator:
                 key: metrics.ood_auroc(arrays["scores"]["in"][key], value) for key, value in scores.items()
             }
         results["semi_supervised"] = self._semi_supervised()
-        results["corruptions"] = self._corruptions(arrays["scores"]["in"]["msp"], arrays["scores"]["in"]["neg_knn"])
+        results["corruptions"] = self._corruptions(arrays["scores"]["in"])
+        keys = ("accuracy", "ece", "tace", "auroc", "auroc_knn", *(("auroc_head_spread",) if self.has_heads else ()))
         results["corruption_mean"] = {
             severity: {
                 key: sum(per_type[severity][key] for per_type in results["corruptions"].values())
                 / len(results["corruptions"])
-                for key in ("accuracy", "ece", "tace", "auroc", "auroc_knn")
+                for key in keys
             }
             for severity in map(str, SEVERITIES)
         } if results["corruptions"] else {}
@@ -206,10 +222,11 @@ class MethodEvaluator:
             out[f"{100 * fraction:g}%"] = summarize(test_probs, self.data.test_labels)
         return out
 
-    def _corruptions(self, clean_msp: torch.Tensor, clean_knn: torch.Tensor) -> dict[str, dict[str, dict[str, float]]]:
+    def _corruptions(self, clean: dict[str, torch.Tensor]) -> dict[str, dict[str, dict[str, float]]]:
         """Accuracy, ECE, TACE per corruption and severity, and the AUROC of telling the clean test images
-        (positive) from their corrupted versions by max probability (`auroc`) and by the label-free negative k-NN
-        distance (`auroc_knn`)."""
+        (positive; `clean`: their scores) from their corrupted versions by max probability (`auroc`), by the
+        label-free negative k-NN distance (`auroc_knn`) and, for M > 1, by the oriented head spread
+        (`auroc_head_spread`)."""
         n = min(self.harness_args.corruption_images, len(self.data.test_images))
         images, labels = self.data.test_images[:n], self.data.test_labels[:n]
         out = {}
@@ -224,7 +241,11 @@ class MethodEvaluator:
                     "accuracy": metrics.accuracy(mean, labels),
                     "ece": metrics.expected_calibration_error(mean, labels),
                     "tace": metrics.thresholded_adaptive_calibration_error(mean, labels),
-                    "auroc": metrics.ood_auroc(clean_msp[:n], metrics.max_probability(mean)),
-                    "auroc_knn": metrics.ood_auroc(clean_knn[:n], -free["knn"].double()),
+                    "auroc": metrics.ood_auroc(clean["msp"][:n], metrics.max_probability(mean)),
+                    "auroc_knn": metrics.ood_auroc(clean["neg_knn"][:n], -free["knn"].double()),
                 }
+                if self.has_heads:
+                    out[name][str(severity)]["auroc_head_spread"] = metrics.ood_auroc(
+                        clean["neg_head_spread"][:n], -free["head_spread"].double()
+                    )
         return out

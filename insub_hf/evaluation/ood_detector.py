@@ -1,11 +1,15 @@
 """Label-free OOD scores straight from a pretrained InSub model: nearest-neighbour distances to the training data
 (Sun et al., "Out-of-Distribution Detection with Deep Nearest Neighbors", ICML 2022) in the representation space and
-in each head's embedding space, and the heads' spread read as "low spread = more likely OOD".
+in each head's embedding space, and the heads' spread sigma.
 
-Every score is oriented the same way, fixed here and never chosen on test data: higher = more likely OOD.
-
-Why low spread: the diversity hinge pushes the heads apart on the training distribution only; inputs the heads were
-never pushed apart on fall back towards agreement, so their spread is lower than on in-distribution data.
+Every score is oriented the same way: higher = more likely OOD. The k-NN scores' direction is fixed by construction.
+The head spread's is not: it depends on the regime the model was trained in. Under the authors' objective the NT-Xent
+on the raw mean pulls the heads together on the training data and the hinge holds their spread near alpha; inputs
+the training never shaped get heads that need not agree, so HIGH spread marks them when the hinge holds the
+training inputs at its floor. When a weak hinge only slows the collapse, the heads agree almost everywhere and
+inputs far from the data (noise) can agree even more, so there LOW spread marks them. The direction is therefore
+fixed per trained model on validation data (`calibrate_head_spread`: the training inputs against noise images made
+for the purpose, never the OOD sets to be reported) and saved with the detector.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ BACKENDS = ("torch", "faiss", "auto")
 DEFAULT_K = 50
 # `auto` searches with faiss (when installed) above this many bank vectors, with torch below.
 FAISS_FROM = 20000
+# Images per noise kind that `calibrate_head_spread` is given by the harness, and the seed of their draw (other
+# than the seeds of any reported noise set).
+CALIBRATION_IMAGES = 500
+CALIBRATION_SEED = 20
 WEIGHTS_NAME = "ood_detector.safetensors"
 CONFIG_NAME = "ood_detector.json"
 
@@ -67,18 +75,24 @@ class InSubOODDetector:
         `knn_heads`: the same in each head's normalised embedding space, averaged over the M heads.
         `knn_heads_spread`: the standard deviation of those M distances (heads that disagree about how unusual an
             input is); 0 for M = 1.
-        `low_head_spread`: minus the heads' mean per-dimension spread sigma (see the module note).
+        `head_spread`: the heads' mean per-dimension spread sigma times `spread_direction` (+1: high spread = OOD,
+            -1: low spread = OOD); only once the direction is fixed (`calibrate_head_spread`; see the module note).
 
     Args:
         representation_bank: training representations `(N, d)`.
         head_banks: training head embeddings `(N, M, q)`.
         k: the neighbour whose distance is the score.
         backend: `torch`, `faiss`, or `auto` (faiss for banks above `FAISS_FROM` vectors when installed).
+        bank_sigma: the training inputs' mean head spread `(N,)` (what `calibrate_head_spread` compares with).
+        spread_direction: +1, -1, or None (not calibrated: no `head_spread` score).
+        spread_validation_auroc: the AUROC of "high spread = OOD" on the calibration data (saved with the direction).
     """
 
     def __init__(self, representation_bank: torch.Tensor, head_banks: torch.Tensor, k: int = DEFAULT_K,
-                 backend: str = "auto"):
+                 backend: str = "auto", bank_sigma: torch.Tensor | None = None, spread_direction: int | None = None,
+                 spread_validation_auroc: float | None = None):
         check_choice("InSubOODDetector.backend", backend, BACKENDS)
+        check_choice("InSubOODDetector.spread_direction", spread_direction, (1, -1, None))
         check_range("InSubOODDetector.k", k, low=1, high=representation_bank.shape[0], integer=True)
         if head_banks.dim() != 3 or head_banks.shape[0] != representation_bank.shape[0]:
             raise ValueError(
@@ -88,13 +102,42 @@ class InSubOODDetector:
         self.head_banks = head_banks.float().cpu()
         self.k = k
         self.backend = backend
+        self.bank_sigma = None if bank_sigma is None else bank_sigma.float().cpu()
+        self.spread_direction = spread_direction
+        self.spread_validation_auroc = spread_validation_auroc
 
     @classmethod
-    def fit(cls, model, train_inputs, k: int = DEFAULT_K, backend: str = "auto", batch_size: int = 256):
+    def fit(cls, model, train_inputs, k: int = DEFAULT_K, backend: str = "auto", batch_size: int = 256,
+            calibration_inputs=None):
         """Keeps the representations and head embeddings of `train_inputs` (tensors `{"pixel_values": ...}` or a data
-        set whose rows hold the encoder's inputs) as the bank of an `InSubModel` / `InSubForPreTraining`."""
+        set whose rows hold the encoder's inputs) as the bank of an `InSubModel` / `InSubForPreTraining`; with
+        `calibration_inputs` (validation OOD inputs such as noise images, normalised like the training inputs), fixes
+        the head spread's direction on them (`calibrate_head_spread`)."""
         features = extract_features(model, train_inputs, batch_size, keep_heads=True)
-        return cls(features.representations.mean(dim=1), features.head_embeddings, k, backend)
+        detector = cls(features.representations.mean(dim=1), features.head_embeddings, k, backend, features.head_sigma)
+        if calibration_inputs is not None:
+            detector.calibrate_head_spread(extract_features(model, calibration_inputs, batch_size).head_sigma)
+        return detector
+
+    def calibrate_head_spread(self, ood_sigma: torch.Tensor) -> float:
+        """Fixes `spread_direction` from the training inputs' spreads (the bank) against `ood_sigma` `(K,)`, the mean
+        head spread of validation OOD inputs (noise images made for this, never a reported OOD set): +1 when high
+        spread separates them at least as well as chance (AUROC >= 0.5), else -1. Returns that AUROC of "high spread
+        = OOD" (0.5 with one head: sigma is 0 everywhere)."""
+        from sklearn.metrics import roc_auc_score
+
+        if self.bank_sigma is None:
+            raise ValueError(
+                "InSubOODDetector.calibrate_head_spread needs the training inputs' head spreads (bank_sigma); build "
+                "the detector with `fit` or pass bank_sigma."
+            )
+        ood_sigma = ood_sigma.float().cpu()
+        labels = torch.cat([torch.zeros(len(self.bank_sigma)), torch.ones(len(ood_sigma))]).numpy()
+        values = torch.cat([self.bank_sigma, ood_sigma]).numpy()
+        auroc = 0.5 if values.max() == values.min() else float(roc_auc_score(labels, values))
+        self.spread_direction = 1 if auroc >= 0.5 else -1
+        self.spread_validation_auroc = auroc
+        return auroc
 
     def _search(self, queries: torch.Tensor, bank: torch.Tensor) -> torch.Tensor:
         backend = self.backend
@@ -111,10 +154,9 @@ class InSubOODDetector:
                        head_sigma: torch.Tensor) -> dict[str, torch.Tensor]:
         """Scores of precomputed features: representations `(N, d)`, head embeddings `(N, M, q)`, sigma `(N,)`.
         Without head embeddings (None) the per-head scores are skipped (M searches fewer)."""
-        scores = {
-            "knn": self._search(representations, self.representation_bank),
-            "low_head_spread": -head_sigma.float().cpu(),
-        }
+        scores = {"knn": self._search(representations, self.representation_bank)}
+        if self.spread_direction is not None:
+            scores["head_spread"] = self.spread_direction * head_sigma.float().cpu()
         if head_embeddings is not None:
             per_head = torch.stack(
                 [self._search(head_embeddings[:, m], self.head_banks[:, m]) for m in range(head_embeddings.shape[1])],
@@ -132,13 +174,17 @@ class InSubOODDetector:
         return self.score_features(features.representations.mean(dim=1), features.head_embeddings, features.head_sigma)
 
     def save_pretrained(self, folder: str | Path) -> Path:
-        """Writes the banks to `folder/ood_detector.safetensors` and k to `ood_detector.json` (beside a model's own
-        files, e.g. its `save_pretrained` folder)."""
+        """Writes the banks to `folder/ood_detector.safetensors`, and k and the head spread's direction to
+        `ood_detector.json` (beside a model's own files, e.g. its `save_pretrained` folder)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        save_file({"representation_bank": self.representation_bank, "head_banks": self.head_banks.contiguous()},
-                  str(folder / WEIGHTS_NAME))
-        (folder / CONFIG_NAME).write_text(json.dumps({"k": self.k, "backend": self.backend}, indent=2))
+        tensors = {"representation_bank": self.representation_bank, "head_banks": self.head_banks.contiguous()}
+        if self.bank_sigma is not None:
+            tensors["bank_sigma"] = self.bank_sigma
+        save_file(tensors, str(folder / WEIGHTS_NAME))
+        options = {"k": self.k, "backend": self.backend, "spread_direction": self.spread_direction,
+                   "spread_validation_auroc": self.spread_validation_auroc}
+        (folder / CONFIG_NAME).write_text(json.dumps(options, indent=2))
         return folder
 
     @classmethod
@@ -148,4 +194,7 @@ class InSubOODDetector:
             raise FileNotFoundError(f"{folder} holds no {WEIGHTS_NAME}: fit a detector and save_pretrained it there.")
         tensors = load_file(str(folder / WEIGHTS_NAME))
         options = json.loads((folder / CONFIG_NAME).read_text())
-        return cls(tensors["representation_bank"], tensors["head_banks"], options["k"], options["backend"])
+        return cls(
+            tensors["representation_bank"], tensors["head_banks"], options["k"], options["backend"],
+            tensors.get("bank_sigma"), options.get("spread_direction"), options.get("spread_validation_auroc"),
+        )

@@ -80,10 +80,12 @@ def sigma_over_training(arrays: dict[str, dict], path: Path) -> None:
 
 
 def ood_histograms(arrays: dict[str, dict], path: Path) -> None:
-    """Histograms of every score (higher = in-distribution) for the test set and each OOD set, per method."""
+    """Histograms of the max probability, the k-NN distance and the head spread (each oriented so that higher =
+    in-distribution; the spread in the direction fixed on validation noise) for the test set and each OOD set, per
+    method."""
     plt = _pyplot()
     names = list(arrays)
-    keys = ["msp", "neg_knn", "head_sigma"]
+    keys = ["msp", "neg_knn", "neg_head_spread"]
     fig, axes = plt.subplots(len(names), len(keys), figsize=(4.5 * len(keys), 2.4 * len(names)), squeeze=False)
     for i, name in enumerate(names):
         for j, key in enumerate(keys):
@@ -94,6 +96,10 @@ def ood_histograms(arrays: dict[str, dict], path: Path) -> None:
             ax.set_title(f"{name}: {key}", fontsize=8)
             if ax.has_data():
                 ax.legend(fontsize=6)
+            elif key == "neg_head_spread":  # a single-head model has no spread across heads
+                ax.text(0.5, 0.5, "no head spread:\nthis score needs M > 1 heads", ha="center", va="center",
+                        transform=ax.transAxes, fontsize=9)
+                ax.set_axis_off()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

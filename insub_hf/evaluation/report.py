@@ -153,9 +153,9 @@ def markdown_report(results: dict) -> str:
                   "Brier: lower is better):", "", paired_table(differences, results["rows"])]
     scores = [("msp", "MSP"), ("neg_entropy", "entropy"), ("neg_mutual_information", "MI"),
               ("neg_knn", "k-NN (label-free)"), ("neg_knn_heads", "k-NN heads (label-free)"),
-              ("head_sigma", "low sigma (label-free)")]
+              ("neg_head_spread", "head spread (label-free, direction fixed on validation noise)")]
     parts += ["", "OOD AUROC (%) by score (probe: MSP, entropy, MI; label-free, no probe: k-th neighbour distance to the "
-              "training representations and in each head's space, and low head spread as OOD):", "", _table(
+              "training representations and in each head's space, and the head spread read in the direction fixed per model on validation noise):", "", _table(
         ["Method", *[f"{s}: {label}" for s in ood_sets for _, label in scores]],
         [[name, *[_cell(rows, ("ood", s, key), 100) for s in ood_sets for key, _ in scores]]
          for name, rows in groups.items()],

@@ -116,7 +116,8 @@ def run_ablation(args: AblationArguments, probe_args: ProbeArguments | None = No
             row = {
                 "alpha": alpha, "weight": weight, "num_heads": m, "seed": seed, "validation": numbers["test"],
                 "ood": {k: v["msp"] for k, v in numbers["ood"].items()},
-                "ood_head_spread": {k: v["head_spread"] for k, v in numbers["ood"].items() if "head_spread" in v},
+                "ood_head_spread": {k: v["neg_head_spread"] for k, v in numbers["ood"].items() if "neg_head_spread" in v},
+                "head_spread_calibration": numbers.get("head_spread_calibration"),
                 "hinge_active_mean": record["hinge_active_mean"] if m > 1 else None,
                 "final_sigma": sigma[-1] if sigma and m > 1 else None,
                 "ssl_loss_final": record["ssl_loss_final"],

@@ -41,8 +41,10 @@ class DemoArguments(ImageRecipeArguments):
     batch_size: int = checked(240, "Samples per step (two views each).", low=2, integer=True)
     learning_rate: float = checked(3e-3, "AdamW learning rate.", low=0, low_inclusive=False)
     num_heads: int = checked(5, "M of the InSub model (the baseline has M=1).", low=2, integer=True)
-    diversity_alpha: float = checked(0.12, "alpha of the diversity hinge (see compare).", low=0)
-    diversity_weight: float = checked(1.5, "lambda of the InSub model (baseline: 0).", low=0)
+    diversity_alpha: float = checked(0.04, "alpha of the diversity hinge (compare's default).", low=0)
+    diversity_weight: float = checked(
+        1.0, "lambda of the InSub model (the authors' weighting, compare's default; baseline: 0).", low=0
+    )
     head_hidden_size: int = checked(512, "Hidden width of each projection head.", low=1, integer=True)
     knn_k: int = checked(20, "Neighbours of the per-epoch k-NN accuracy.", low=1, integer=True)
     objective: str = checked(
@@ -130,7 +132,8 @@ def run_demo(args: DemoArguments) -> dict:
         result = experiment.pretrain(variant, train, batch_views=views)
         numbers, arrays[name] = MethodEvaluator([result.model], evaluation, ProbeArguments(), harness).run()
         runs.append({"name": name, "num_heads": m, "diversity_weight": weight, "history": report.history,
-                     "test": numbers["test"], "ood": numbers["ood"]})
+                     "test": numbers["test"], "ood": numbers["ood"],
+                     "head_spread_calibration": numbers.get("head_spread_calibration")})
     out = experiment.output_dir
     reliability_diagrams(arrays, out / f"{prefix}reliability.png")
     ood_histograms(arrays, out / f"{prefix}uncertainty.png")
@@ -142,19 +145,36 @@ def run_demo(args: DemoArguments) -> dict:
 
 
 def demo_table(runs: list[dict], out, prefix: str) -> str:
-    """The printed summary: linear probe accuracy, ECE, NLL, and per OOD set the AUROC of the probe's max probability
-    and of the label-free k-NN distance (no probe, no labels; `InSubOODDetector`) per model."""
+    """The printed summary: linear probe accuracy, ECE, NLL, and per OOD set the AUROC of the probe's max probability,
+    of the label-free k-NN distance and of the label-free head spread (no probe, no labels; `InSubOODDetector`; the
+    spread only for M > 1, read in the direction fixed on validation noise) per model."""
     sets = list(runs[0]["ood"])
     lines = [
-        "", f"{'model':<16} {'probe acc':>9} {'ECE':>6} {'NLL':>6} " + " ".join(f"{s + ' MSP / k-NN':>20}" for s in sets)
+        "", f"{'model':<16} {'probe acc':>9} {'ECE':>6} {'NLL':>6} "
+        + " ".join(f"{s + ' MSP / k-NN / spread':>29}" for s in sets)
     ]
+
+    def spread(run, name):
+        value = run["ood"][name].get("neg_head_spread")
+        return "    –" if value is None else f"{100 * value:5.1f}"
+
     for run in runs:
         t = run["test"]
         lines.append(
             f"{run['name']:<16} {100 * t['accuracy']:8.2f}% {100 * t['ece']:5.2f}% {t['nll']:6.3f} "
-            + " ".join(f"{100 * run['ood'][s]['msp']:12.1f} / {100 * run['ood'][s]['neg_knn']:5.1f}" for s in sets)
+            + " ".join(
+                f"{100 * run['ood'][s]['msp']:13.1f} / {100 * run['ood'][s]['neg_knn']:5.1f} / {spread(run, s)}"
+                for s in sets
+            )
         )
-    lines.append("AUROC (%): OOD sets against the test images; MSP needs the probe, k-NN (label-free) does not.")
+    lines.append("AUROC (%): OOD sets against the test images; MSP needs the probe, k-NN and the head spread "
+                 "(label-free) do not; the spread needs M > 1.")
+    for run in runs:
+        for calibration in run.get("head_spread_calibration") or []:
+            lines.append(
+                f"{run['name']}: head spread read as {'HIGH' if calibration['direction'] == 1 else 'LOW'} = OOD "
+                f"(fixed on training images vs validation noise, AUROC {100 * calibration['validation_auroc']:.1f}%)"
+            )
     lines.append(
         f"wrote {out}/{prefix}results.json, {prefix}reliability.png, {prefix}uncertainty.png, "
         f"{prefix}certainty_strip.png; checkpoints in {out}/<name>/model (InSubForPreTraining.from_pretrained)"

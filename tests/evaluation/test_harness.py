@@ -7,7 +7,8 @@ from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.cli import main
 from insub_hf.evaluation import HarnessArguments, ImageEvaluationData, MethodEvaluator, ProbeArguments, metrics
 from insub_hf.jobs.compare import ComparisonArguments
-from insub_hf.evaluation.ood_sets import load_mnist_images, normalize_images
+from insub_hf.evaluation.ood_detector import CALIBRATION_IMAGES, CALIBRATION_SEED
+from insub_hf.evaluation.ood_sets import load_mnist_images, noise_ood_sets, normalize_images
 
 from ..conftest import compare_argv
 
@@ -51,8 +52,12 @@ def test_results_follow_the_members_and_match_a_direct_computation(data):
     msp_auroc = metrics.ood_auroc(probs.max(1).values, arrays["scores"]["uniform"]["msp"])
     assert results["ood"]["uniform"]["msp"] == pytest.approx(msp_auroc, abs=1e-6)
     assert set(results["ood"]["uniform"]) == {
-        "msp", "neg_entropy", "head_sigma", "neg_knn", "neg_knn_heads", "neg_knn_heads_spread",
+        "msp", "neg_entropy", "neg_head_spread", "neg_knn", "neg_knn_heads", "neg_knn_heads_spread",
     }
+    (calibration,) = results["head_spread_calibration"]  # the direction, fixed on noise drawn for it
+    assert calibration["direction"] in (1, -1)
+    assert (calibration["validation_auroc"] >= 0.5) == (calibration["direction"] == 1)
+    assert 0 <= results["corruption_mean"]["3"]["auroc_head_spread"] <= 1
     assert set(results["semi_supervised"]) == {"1%", "10%"}
     assert set(results["corruptions"]) == {"fog", "pixelate"} and set(results["corruptions"]["fog"]) == set("12345")
     mean_s3 = (results["corruptions"]["fog"]["3"]["ece"] + results["corruptions"]["pixelate"]["3"]["ece"]) / 2
@@ -104,8 +109,8 @@ def test_compare_command_writes_table_json_plots_and_reuses_cached_runs(tmp_path
     results = json.loads((out / "results.json").read_text())
     names = [row["name"] for row in results["rows"]]
     assert names == ["Baseline", "SSL-Ensemble (M=2)", "MC Dropout (T=2)", "BatchEnsemble (M=2)", "InSub (M=2)",
-                     "Finetune-InSub (M=2)"]
-    assert [row["members"] for row in results["rows"]] == [1, 2, 2, 2, 1, 2]
+                     "InSub cosine control (M=2)", "Finetune-InSub (M=2)"]
+    assert [row["members"] for row in results["rows"]] == [1, 2, 2, 2, 1, 1, 2]
     assert set(results["data"]["ood"]) == {"uniform", "gaussian", "mnist", "digits8x8"}
     ensemble, insub = results["rows"][1], results["rows"][4]
     assert ensemble["cost"]["pretrained_models"] == 2
@@ -115,9 +120,9 @@ def test_compare_command_writes_table_json_plots_and_reuses_cached_runs(tmp_path
     assert "| Method | Members | Acc | ECE | TACE | NLL | Brier |" in table and "| InSub (M=2) | 1 |" in table
     for plot in ("reliability", "metrics_vs_m", "sigma_over_training", "ood_scores", "corruptions"):
         assert (out / f"{plot}.png").read_bytes()[:4] == b"\x89PNG"
-    # baseline, one more ensemble member, MC dropout, BatchEnsemble, InSub (Finetune-InSub reuses it)
+    # baseline, one more ensemble member, MC dropout, BatchEnsemble, InSub, its control (Finetune-InSub reuses InSub)
     runs = sorted((out / "cache").iterdir())
-    assert len(runs) == 5
+    assert len(runs) == 6
     stamps = {run: (run / "model" / "model.safetensors").stat().st_mtime_ns for run in runs}
     capsys.readouterr()
     with pytest.raises(FileExistsError, match="holds a finished run"):  # the results are kept ...
@@ -134,10 +139,14 @@ def test_label_free_scores_are_the_detectors_fitted_on_the_unlabelled_training_i
     torch.manual_seed(0)
     model = tiny_model()
     results, arrays = MethodEvaluator([model], data, ProbeArguments(probe_epochs=2), fast(knn_k=7)).run()
-    detector = InSubOODDetector.fit(model, data.inputs(data.train_images), k=7, backend="torch")
+    noise = noise_ood_sets(min(CALIBRATION_IMAGES, len(data.train_images)), tuple(data.train_images.shape[1:]),
+                           seed=CALIBRATION_SEED)
+    detector = InSubOODDetector.fit(model, data.inputs(data.train_images), k=7, backend="torch",
+                                    calibration_inputs=data.inputs(torch.cat(list(noise.values()))))
+    assert detector.spread_direction == results["head_spread_calibration"][0]["direction"]
     test, ood = detector.score(model, data.inputs(data.test_images)), detector.score(model, data.inputs(data.ood_images["uniform"]))
     for harness_key, key, sign in (("neg_knn", "knn", -1), ("neg_knn_heads", "knn_heads", -1),
-                                   ("head_sigma", "low_head_spread", -1)):
+                                   ("neg_head_spread", "head_spread", -1)):
         torch.testing.assert_close(arrays["scores"]["in"][harness_key], sign * test[key].double(), atol=1e-6, rtol=0)
         auroc = metrics.ood_auroc(sign * test[key], sign * ood[key])
         assert results["ood"]["uniform"][harness_key] == pytest.approx(auroc, abs=1e-9), harness_key

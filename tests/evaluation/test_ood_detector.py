@@ -6,6 +6,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from insub_hf import InSubModel, InSubOODDetector
+from insub_hf.evaluation.features import extract_features
 from insub_hf.evaluation.ood_detector import kth_neighbour_distance
 
 from ..conftest import tiny_config
@@ -60,14 +61,23 @@ def test_fit_score_and_save_load_round_trip(tmp_path):
     detector = InSubOODDetector.fit(model, train, k=3, backend="torch")
     assert detector.representation_bank.shape == (20, 32) and detector.head_banks.shape == (20, 3, 16)
     scores = detector.score(model, test)
-    assert set(scores) == {"knn", "knn_heads", "knn_heads_spread", "low_head_spread"}
+    assert set(scores) == {"knn", "knn_heads", "knn_heads_spread"}  # no head spread before its direction is fixed
+    assert detector.spread_direction is None
+    noise = {"pixel_values": 5 * torch.rand(8, 3, 32, 32)}
+    auroc = detector.calibrate_head_spread(extract_features(model, noise, 8).head_sigma)
+    with torch.no_grad():
+        bank_sigma, noise_sigma = model(**train).sigma.mean(1), model(**noise).sigma.mean(1)
+    expected = roc_auc_score(np.r_[np.zeros(20), np.ones(8)], torch.cat([bank_sigma, noise_sigma]).numpy())
+    assert auroc == pytest.approx(expected, abs=1e-9) and detector.spread_direction == (1 if expected >= 0.5 else -1)
+    scores = detector.score(model, test)
+    assert set(scores) == {"knn", "knn_heads", "knn_heads_spread", "head_spread"}
     assert all(v.shape == (6,) for v in scores.values())
     with torch.no_grad():
         out = model(pixel_values=test["pixel_values"])
     np.testing.assert_allclose(
         scores["knn"].numpy(), brute_force(out.representation, detector.representation_bank, 3), atol=1e-5
     )
-    torch.testing.assert_close(scores["low_head_spread"], -out.sigma.mean(dim=1))
+    torch.testing.assert_close(scores["head_spread"], detector.spread_direction * out.sigma.mean(dim=1))
     model.save_pretrained(tmp_path)
     detector.save_pretrained(tmp_path)  # beside the model's own files
     reloaded = InSubModel.from_pretrained(tmp_path)  # the bank file is not taken for weights (nor checksummed)
@@ -75,6 +85,7 @@ def test_fit_score_and_save_load_round_trip(tmp_path):
     loaded = InSubOODDetector.from_pretrained(tmp_path)
     assert torch.equal(loaded.representation_bank, detector.representation_bank)
     assert torch.equal(loaded.head_banks, detector.head_banks) and loaded.k == 3
+    assert (loaded.spread_direction, loaded.spread_validation_auroc) == (detector.spread_direction, auroc)
     for name, value in loaded.score(model, test).items():
         assert torch.equal(value, scores[name]), name
 
@@ -85,3 +96,20 @@ def test_bad_detector_settings_are_named():
         InSubOODDetector(bank, bank[:, None], k=5)
     with pytest.raises(ValueError, match=r"InSubOODDetector.backend must be one of \['torch', 'faiss', 'auto'\]"):
         InSubOODDetector(bank, bank[:, None], k=1, backend="annoy")
+
+
+@pytest.mark.parametrize("ood_spread, direction", [(0.2, 1), (0.01, -1)])
+def test_the_head_spread_direction_is_fixed_on_calibration_data(ood_spread, direction):
+    # training inputs spread 0.1 +- noise; calibration OOD inputs above (high spread = OOD) or below (low = OOD)
+    g = torch.Generator().manual_seed(3)
+    bank = torch.randn(40, 8, generator=g)
+    detector = InSubOODDetector(bank, bank[:, None].repeat(1, 2, 1), k=3, bank_sigma=0.1 + 0.01 * torch.rand(40, generator=g))
+    auroc = detector.calibrate_head_spread(torch.full((10,), ood_spread))
+    assert detector.spread_direction == direction and auroc == (1.0 if direction == 1 else 0.0)
+    sigma = torch.tensor([0.1, ood_spread])  # an in-distribution-like and an OOD-like input
+    scores = detector.score_features(bank[:2], None, sigma)
+    assert scores["head_spread"][1] > scores["head_spread"][0]  # higher = more likely OOD, either way
+    with pytest.raises(ValueError, match="spread_direction must be one of \\[1, -1, None\\], got 0"):
+        InSubOODDetector(bank, bank[:, None], k=1, spread_direction=0)
+    with pytest.raises(ValueError, match="needs the training inputs' head spreads"):
+        InSubOODDetector(bank, bank[:, None], k=1).calibrate_head_spread(torch.ones(3))

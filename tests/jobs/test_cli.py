@@ -26,7 +26,8 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     assert "[baseline] epoch 2 | ssl" in printed and "[insub_m3] epoch 2 | ssl" in printed and "k-NN acc" in printed
     assert "'loss'" not in printed  # the Trainer's log dicts go to the run's log file
     assert '"ssl_loss"' in (out / "baseline" / "train_log.jsonl").read_text()
-    assert "probe acc" in printed and "mnist MSP / k-NN" in printed and "gaussian MSP / k-NN" in printed
+    assert "probe acc" in printed and "mnist MSP / k-NN / spread" in printed and "gaussian MSP / k-NN / spread" in printed
+    assert "insub_m3: head spread read as" in printed and "baseline: head spread" not in printed
     for picture in ("reliability", "uncertainty", "certainty_strip"):
         assert (out / f"{picture}.png").read_bytes()[:4] == b"\x89PNG"
     results = json.loads((out / "results.json").read_text())
@@ -34,6 +35,8 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     assert set(insub["ood"]) == {"mnist", "uniform", "gaussian"} and 0 <= insub["test"]["accuracy"] <= 1
     knn = baseline["ood"]["mnist"]["neg_knn"]
     assert 0 <= knn <= 1 and f"{100 * knn:5.1f}" in printed  # the label-free AUROC the table prints
+    spread = insub["ood"]["mnist"]["neg_head_spread"]
+    assert f"/ {100 * spread:5.1f}" in printed and "neg_head_spread" not in baseline["ood"]["mnist"]
     assert len(baseline["history"]) == len(insub["history"]) == 2
     assert baseline["history"][-1]["mean_sigma"] == 0.0 and baseline["history"][-1]["diversity_loss"] == 0.0
     assert insub["history"][-1]["mean_sigma"] > 0.0

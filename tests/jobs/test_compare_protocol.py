@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import kornia.augmentation as K
 import pytest
 import torch
@@ -40,6 +42,12 @@ def test_methods_share_the_named_encoder_and_differ_only_where_the_method_does()
     assert dropout.encoder_config.hidden_dropout_prob == 0.2 and baseline.encoder_config.hidden_dropout_prob == 0.0
     assert (baseline.num_heads, insub.num_heads, batch.batch_ensemble_size) == (1, 5, 5)
     assert baseline.diversity_weight == 0.0 and insub.diversity_weight == args.diversity_weight
+    # InSub trains the authors' objective; the control is the old cosine-of-the-mean default, whatever alpha is given
+    assert (insub.normalize_mean, insub.base_temperature, insub.diversity_reduction) == (False, 0.07, "mean")
+    control = method_config(replace(args, diversity_alpha=0.3), "insub_cosine", 5)
+    assert (control.normalize_mean, control.base_temperature, control.diversity_reduction) == (True, None, "sum")
+    assert (control.diversity_alpha, control.diversity_weight, control.num_heads) == (0.12, 1.5, 5)
+    assert control.encoder_config.to_dict() == insub.encoder_config.to_dict()
     with pytest.raises(ValueError, match="ComparisonArguments.encoder must be one of"):
         ComparisonArguments(encoder="resnet101")
 
