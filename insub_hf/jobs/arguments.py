@@ -44,7 +44,7 @@ class HubArguments:
 @dataclass
 class TrainingSpeedArguments(CheckedArguments):
     """How fast a job trains (every pretraining job's arguments include these). The defaults take the fast path where
-    a CUDA GPU is present (`insub_hf.trainer.fast_path_arguments`); the README's "Throughput" section measures it."""
+    a CUDA GPU is present (`insub_hf.trainer.fast_path_arguments`); docs/benchmarks.md ("Training throughput") measures it."""
 
     bf16: bool | None = field(
         default=None,
@@ -81,7 +81,7 @@ class ImageEncoderArguments(CheckedArguments):
 @dataclass
 class ImageRecipeArguments(ImageEncoderArguments, TrainingSpeedArguments):
     """The encoder plus the SimCLR recipe settings the image jobs share. The defaults are the CPU protocol, chosen on
-    a validation split of Fashion-MNIST's training images (README, "Evidence"): a CIFAR-stem ResNet-10 at width 0.25
+    a validation split of Fashion-MNIST's training images (docs/evidence_cosine_variant.md): a CIFAR-stem ResNet-10 at width 0.25
     (128-d features) converges in minutes on 2 cores."""
 
     encoder: str = checked("resnet10_cifar", ENCODER_HELP, choices=NAMED_ENCODERS)
