@@ -41,7 +41,7 @@ def test_training_steps_change_parameters_and_log_side_metrics(tmp_path):
     assert len(logs) == 2
     for row in logs:
         assert {"ssl_loss", "diversity_loss", "mean_sigma"} <= set(row)
-        assert abs(row["loss"] - (row["ssl_loss"] + 1.5 * row["diversity_loss"])) < 1e-3
+        assert abs(row["loss"] - (row["ssl_loss"] + model.config.diversity_weight * row["diversity_loss"])) < 1e-3
 
 
 def test_gradient_accumulation_follows_the_mean_of_micro_batch_gradients(tmp_path):
@@ -73,8 +73,8 @@ def test_gradient_accumulation_follows_the_mean_of_micro_batch_gradients(tmp_pat
 def test_channels_last_trains_a_conv_encoder_like_the_default_layout_and_saves_plain_weights(tmp_path):
     config = InSubConfig(
         encoder_config=named_encoder("resnet10_cifar", 32, 3, width=0.0625), num_heads=2, head_hidden_sizes=[8],
-        head_output_size=4,
-    )
+        head_output_size=4, base_temperature=None,  # unscaled: at lr 0.1 the 7x-scaled loss takes steps of norm ~16,
+    )  # where float32 reordering between the two layouts (what this test is about) grows past any tolerance
     dataset, _ = fixed_views(8)
     models, layouts = {}, []
 
