@@ -23,6 +23,7 @@ from safetensors.torch import load_file, save_file
 
 from ..validation import check_choice, check_range
 from .features import extract_features
+from .metrics.ood import ood_auroc
 
 BACKENDS = ("torch", "faiss", "auto")
 # Sun et al. use k = 50 on CIFAR-10's 50,000 training images.
@@ -124,17 +125,12 @@ class InSubOODDetector:
         head spread of validation OOD inputs (noise images made for this, never a reported OOD set): +1 when high
         spread separates them at least as well as chance (AUROC >= 0.5), else -1. Returns that AUROC of "high spread
         = OOD" (0.5 with one head: sigma is 0 everywhere)."""
-        from sklearn.metrics import roc_auc_score
-
         if self.bank_sigma is None:
             raise ValueError(
                 "InSubOODDetector.calibrate_head_spread needs the training inputs' head spreads (bank_sigma); build "
                 "the detector with `fit` or pass bank_sigma."
             )
-        ood_sigma = ood_sigma.float().cpu()
-        labels = torch.cat([torch.zeros(len(self.bank_sigma)), torch.ones(len(ood_sigma))]).numpy()
-        values = torch.cat([self.bank_sigma, ood_sigma]).numpy()
-        auroc = 0.5 if values.max() == values.min() else float(roc_auc_score(labels, values))
+        auroc = ood_auroc(self.bank_sigma, ood_sigma.float().cpu(), higher_is_in=False)  # ties count half
         self.spread_direction = 1 if auroc >= 0.5 else -1
         self.spread_validation_auroc = auroc
         return auroc
