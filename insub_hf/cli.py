@@ -12,6 +12,7 @@ COMMANDS = {
     "demo": ("demo", "SimCLR pretraining of a baseline and an InSub model on the bundled Fashion-MNIST subset."),
     "compare": ("compare", "Baseline, SSL-Ensemble, MC Dropout, BatchEnsemble and InSub: calibration, OOD, corruptions, cost."),
     "ablation": ("ablation", "alpha at M=5, then M at the best alpha, scored on validation data; hinge activity and sigma curves."),
+    "mechanism": ("mechanism", "Per objective: sigma over training with lambda 0 vs the hinge (SimCLR: raw vs cosine mean)."),
     "text": ("text", "SCD pretraining (baseline and InSub) on a BERT-style encoder, then SentEval-style transfer."),
     "genomics": ("genomics", "Self-GenomeNet pretraining (baseline and InSub) on DNA, then calibrated sequence classification."),
     "hub": ("hub", "A saved model and its evaluation results -> a checked Hub repo folder with a generated card; --push."),

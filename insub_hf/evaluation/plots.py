@@ -79,6 +79,24 @@ def sigma_over_training(arrays: dict[str, dict], path: Path) -> None:
     plt.close(fig)
 
 
+def mechanism_plot(curves: dict[str, dict], alphas: dict[str, dict], path: Path) -> None:
+    """One panel per objective: sigma over training per run (`curves[objective][run] = [(step, sigma), ...]`) with
+    each run's alpha dashed in its colour (`alphas[objective][run]`)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(curves), figsize=(4.2 * len(curves), 3.3), squeeze=False)
+    for ax, (objective, runs) in zip(axes[0], curves.items()):
+        for name, curve in runs.items():
+            steps, values = zip(*curve)
+            line = ax.plot(steps, values, label=name)[0]
+            if "lambda 0" not in name:
+                ax.axhline(alphas[objective][name], color=line.get_color(), linestyle="--", linewidth=0.8)
+        ax.set(xlabel="step", ylabel="mean sigma across heads", title=f"{objective} (dashed: alpha)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def ood_histograms(arrays: dict[str, dict], path: Path) -> None:
     """Histograms of the max probability, the k-NN distance and the head spread (each oriented so that higher =
     in-distribution; the spread in the direction fixed on validation noise) for the test set and each OOD set, per

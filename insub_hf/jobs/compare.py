@@ -37,7 +37,7 @@ from ..modeling_insub import InSubForPreTraining
 from ..trainer import fast_path_arguments
 from ..validation import check_choice, checked
 from .arguments import OVERWRITE_HELP, HubArguments, ImageRecipeArguments
-from .runner import Experiment, PretrainingSettings, Variant
+from .runner import Experiment, PretrainingSettings, Variant, training_record
 
 METHODS = ("baseline", "ssl_ensemble", "mc_dropout", "batch_ensemble", "insub", "insub_cosine", "finetune_insub")
 USES_M = ("ssl_ensemble", "batch_ensemble", "insub", "insub_cosine", "finetune_insub")
@@ -226,27 +226,6 @@ class RunCache:
         variant = Variant(f"cache/{self.key(config, seed)}", config, seed)
         result = self.experiment.pretrain(variant, self.data.train, cached=True, batch_views=self.data.views)
         return result.model, training_record(result.log_history, result.cost)
-
-
-def training_record(log_history: list[dict], cost: dict) -> dict:
-    """What a comparison keeps of a run's log: cost, sigma and hinge activity over training (and the mean activity),
-    the final ssl loss and its late drop."""
-    logs = [h for h in log_history if "ssl_loss" in h]
-    fifth = max(1, len(logs) // 5)
-    late, before = logs[-fifth:], logs[-2 * fifth:-fifth]
-    drop = None
-    if before:
-        previous = float(np.mean([h["ssl_loss"] for h in before]))
-        drop = (previous - float(np.mean([h["ssl_loss"] for h in late]))) / abs(previous)
-    active = [(h["step"], h["hinge_active"]) for h in logs if "hinge_active" in h]
-    return {
-        "cost": cost,
-        "sigma_over_training": [(h["step"], h["mean_sigma"]) for h in logs if "mean_sigma" in h],
-        "hinge_active_over_training": active,
-        "hinge_active_mean": float(np.mean([value for _, value in active])) if active else None,
-        "ssl_loss_final": logs[-1]["ssl_loss"] if logs else None,
-        "ssl_loss_late_drop": drop,
-    }
 
 
 def row_name(method: str, m: int | None, passes: int) -> str:

@@ -49,6 +49,7 @@ def pretrain(
     bf16: bool | None = None,
     torch_compile: bool = False,
     dataloader_num_workers: int | None = None,
+    max_steps: int | None = None,
 ) -> PretrainingResult:
     """Pretrains a fresh `InSubForPreTraining(config)` on two-view batches and saves it atomically.
 
@@ -65,6 +66,7 @@ def pretrain(
         batch_views: makes both views of each batch on the model's device (`BatchTwoViews`; see `InSubTrainer`).
         bf16, torch_compile, dataloader_num_workers: how fast to train; None takes the fast path where a GPU is
             present (see `InSubTrainingArguments`).
+        max_steps: stop after this many optimiser steps instead (the data is cycled; `epochs` is then ignored).
     """
     set_seed(seed)
     model = InSubForPreTraining(config)
@@ -72,7 +74,8 @@ def pretrain(
         load_encoder_weights(model, init_encoder_from)
     run_dir = Path(run_dir)
     args = InSubTrainingArguments(
-        output_dir=str(run_dir), num_train_epochs=epochs, per_device_train_batch_size=batch_size,
+        output_dir=str(run_dir), num_train_epochs=epochs, max_steps=max_steps or -1,
+        per_device_train_batch_size=batch_size,
         learning_rate=learning_rate, weight_decay=1e-4, warmup_steps=0.05, lr_scheduler_type="cosine",
         logging_strategy="steps" if logging_steps else "epoch", logging_steps=logging_steps or 500,
         save_strategy="epoch", save_total_limit=1, seed=seed, dataloader_drop_last=True,

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 from transformers import TrainerCallback
 
@@ -48,6 +49,7 @@ class PretrainingSettings:
     bf16: bool | None = None
     torch_compile: bool = False
     dataloader_num_workers: int | None = None
+    max_steps: int | None = None
 
 
 class Experiment:
@@ -89,7 +91,7 @@ class Experiment:
             variant.config, train_dataset, run_dir, s.epochs, s.batch_size, s.learning_rate, seed=variant.seed,
             logging_steps=s.logging_steps, callbacks=variant.callbacks, resume=s.resume or cached,
             init_encoder_from=s.init_encoder_from, batch_views=batch_views, bf16=s.bf16, torch_compile=s.torch_compile,
-            dataloader_num_workers=s.dataloader_num_workers,
+            dataloader_num_workers=s.dataloader_num_workers, max_steps=s.max_steps,
         )
         if cached:
             write_json(record_path, {"cost": result.cost, "log_history": result.log_history})
@@ -112,8 +114,29 @@ class Experiment:
         )
 
 
+def training_record(log_history: list[dict], cost: dict) -> dict:
+    """What a comparison keeps of a run's log: cost, sigma and hinge activity over training (and the mean activity),
+    the final ssl loss and its late drop."""
+    logs = [h for h in log_history if "ssl_loss" in h]
+    fifth = max(1, len(logs) // 5)
+    late, before = logs[-fifth:], logs[-2 * fifth:-fifth]
+    drop = None
+    if before:
+        previous = float(np.mean([h["ssl_loss"] for h in before]))
+        drop = (previous - float(np.mean([h["ssl_loss"] for h in late]))) / abs(previous)
+    active = [(h["step"], h["hinge_active"]) for h in logs if "hinge_active" in h]
+    return {
+        "cost": cost,
+        "sigma_over_training": [(h["step"], h["mean_sigma"]) for h in logs if "mean_sigma" in h],
+        "hinge_active_over_training": active,
+        "hinge_active_mean": float(np.mean([value for _, value in active])) if active else None,
+        "ssl_loss_final": logs[-1]["ssl_loss"] if logs else None,
+        "ssl_loss_late_drop": drop,
+    }
+
+
 # What a finished job leaves in its output_dir (a trained model: `<run>/model/config.json`)
-FINISHED_FILES = ("results.json", "*_results.json", "ablation.json", "*/model/config.json")
+FINISHED_FILES = ("results.json", "*_results.json", "ablation.json", "mechanism.json", "*/model/config.json")
 
 
 def check_output_dir(output_dir: str | Path, replace: bool = False) -> None:

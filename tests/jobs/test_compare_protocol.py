@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from insub_hf.data import IMAGE_DATASET_PRESETS
-from insub_hf.jobs.compare import ComparisonArguments, convergence_warnings, method_config, training_record
+from insub_hf.jobs.compare import ComparisonArguments, convergence_warnings, method_config
+from insub_hf.jobs.runner import training_record
 
 
 def test_training_record_measures_the_late_ssl_loss_drop_and_hinge_activity():

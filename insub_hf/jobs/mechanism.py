@@ -1,0 +1,224 @@
+"""Does an objective pull the M heads together, and does the diversity hinge hold them apart?
+
+For each objective (SimCLR, DINO, SCD, Self-GenomeNet) this job trains the same model twice for a short run, with
+lambda 0 and with the hinge on at that objective's job defaults, and for SimCLR also with the cosine of the mean (the
+paper's written formula) instead of the raw mean; it records the mean head spread sigma over training. Where sigma
+with lambda 0 falls below alpha, the objective pulls the heads together and the hinge has work to do; where it stays
+above alpha, the hinge is idle at that alpha. Output: `mechanism.json`, `mechanism.md` and `mechanism.png`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from transformers import AutoConfig, AutoTokenizer
+
+from ..configuration_insub import InSubConfig
+from ..data import DNAViews, TextViews, bundled_upstream_path, load_fasta_dataset, load_sentence_corpus
+from ..evaluation.cost import device_description
+from ..validation import checked
+from .arguments import OVERWRITE_HELP, TrainingSpeedArguments
+from .compare import ComparisonArguments, load_comparison_data, method_config
+from .genomics import GenomicsArguments, genomics_config
+from .runner import Experiment, PretrainingSettings, Variant, check_output_dir, training_record, write_json
+from .text import TextArguments, packaged_minilm_path, text_config
+
+OBJECTIVES = ("simclr", "dino", "scd", "genomenet")
+
+
+@dataclass
+class MechanismArguments(TrainingSpeedArguments):
+    output_dir: str = field(default="runs/mechanism", metadata={"help": "Where runs, tables and the plot go."})
+    objectives: list[str] = checked(
+        default_factory=lambda: list(OBJECTIVES), help=f"Any of {OBJECTIVES}.", choices=OBJECTIVES
+    )
+    steps: int = checked(150, "Optimiser steps of every run.", low=1, integer=True)
+    num_heads: int = checked(5, "M of every run.", low=2, integer=True)
+    train_per_class: int = checked(
+        0, "SimCLR/DINO: Fashion-MNIST training images per class (0: all).", low=0, integer=True
+    )
+    max_sentences: int | None = checked(
+        2000, "SCD: corpus sentences used.", low=1, integer=True, optional=True
+    )
+    logging_steps: int = checked(5, "Steps between logged sigmas.", low=1, integer=True)
+    seed: int = checked(0, "Seed of every run.", low=0, integer=True)
+    overwrite_output_dir: bool = field(
+        default=False, metadata={"help": OVERWRITE_HELP + " Finished runs are still reused (keyed by their settings)."}
+    )
+
+
+@dataclass
+class ObjectiveSetup:
+    """What one objective's runs share: training rows, batch views, training settings and the model per variant
+    (`variants`: name -> config; alpha is the hinge's)."""
+
+    train: object
+    batch_views: object
+    settings: PretrainingSettings
+    variants: dict[str, InSubConfig]
+    alpha: float
+    source: str
+
+
+def with_weight(config: InSubConfig, weight: float) -> InSubConfig:
+    """A copy of `config` with `diversity_weight=weight`."""
+    return InSubConfig.from_dict({**config.to_dict(), "diversity_weight": weight})
+
+
+def hinge_variants(config: InSubConfig, prefix: str = "") -> dict[str, InSubConfig]:
+    """`{"<prefix>lambda 0": ..., "<prefix>hinge": config}`."""
+    return {f"{prefix}lambda 0": with_weight(config, 0.0), f"{prefix}hinge": config}
+
+
+def image_setup(args: MechanismArguments, objective: str) -> ObjectiveSetup:
+    """SimCLR or DINO on Fashion-MNIST with the comparison's encoder, views and optimiser (alpha, lambda: its
+    defaults)."""
+    compare = ComparisonArguments(train_per_class=args.train_per_class, ood_dataset="none", seeds=[args.seed])
+    data = load_comparison_data(compare)
+    settings = PretrainingSettings(
+        1, compare.pretrain_batch_size, compare.pretrain_learning_rate, logging_steps=args.logging_steps,
+        max_steps=args.steps, **args.speed_settings(),
+    )
+    raw = method_config(compare, "insub", args.num_heads)
+    if objective == "simclr":
+        variants = {**hinge_variants(raw, "raw mean, "),
+                    **hinge_variants(method_config(compare, "insub_cosine", args.num_heads), "cosine, ")}
+    else:
+        variants = hinge_variants(InSubConfig.from_dict({**raw.to_dict(), "objective": objective}))
+    return ObjectiveSetup(data.train, data.views, settings, variants, raw.diversity_alpha, data.description)
+
+
+def text_setup(args: MechanismArguments) -> ObjectiveSetup:
+    """SCD on the packaged MiniLM with the text job's settings."""
+    text = TextArguments(max_sentences=args.max_sentences, num_heads=args.num_heads)
+    path = packaged_minilm_path()
+    tokenizer, encoder_config = AutoTokenizer.from_pretrained(path), AutoConfig.from_pretrained(path)
+    corpus = load_sentence_corpus(text.corpus, text.text_column, max_sentences=text.max_sentences)
+    train = corpus.with_transform(TextViews(tokenizer, text.text_column, text.max_length, encoder_config.vocab_size))
+    settings = PretrainingSettings(
+        1, text.batch_size, text.learning_rate, logging_steps=args.logging_steps, init_encoder_from=path,
+        max_steps=args.steps, **args.speed_settings(),
+    )
+    config = text_config(text, encoder_config, args.num_heads, text.diversity_weight)
+    return ObjectiveSetup(train, None, settings, hinge_variants(config), text.diversity_alpha,
+                          f"{len(corpus)} bundled sentences, all-MiniLM-L6-v2")
+
+
+def genomics_setup(args: MechanismArguments) -> ObjectiveSetup:
+    """Self-GenomeNet on the bundled Drosophila upstream regions with the genomics job's settings."""
+    genomics = GenomicsArguments(num_heads=args.num_heads)
+    corpus = load_fasta_dataset(bundled_upstream_path())
+    train = corpus.with_transform(DNAViews(genomics.crop_length, two_views=False))
+    settings = PretrainingSettings(
+        1, genomics.batch_size, genomics.learning_rate, logging_steps=args.logging_steps, max_steps=args.steps,
+        **args.speed_settings(),
+    )
+    config = genomics_config(genomics, args.num_heads, genomics.diversity_weight)
+    return ObjectiveSetup(train, None, settings, hinge_variants(config), genomics.diversity_alpha,
+                          f"{len(corpus)} bundled upstream sequences, crops of {genomics.crop_length} nt")
+
+
+def objective_setup(args: MechanismArguments, objective: str) -> ObjectiveSetup:
+    if objective in ("simclr", "dino"):
+        return image_setup(args, objective)
+    return text_setup(args) if objective == "scd" else genomics_setup(args)
+
+
+def run_key(config: InSubConfig, settings: PretrainingSettings, seed: int, source: str) -> str:
+    """A short hash of what a run depends on, so a changed setting trains a new run instead of reusing one."""
+    diff = config.to_diff_dict()
+    diff.pop("transformers_version", None)
+    spec = {"config": diff, "settings": asdict(settings), "seed": seed, "data": source}
+    return hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def summarize(curve: list[tuple[int, float]], alpha: float, weight: float, hinge_active: float | None) -> dict:
+    """One run's sigma curve `[(step, sigma), ...]` reduced to first / lowest / final sigma and its settings."""
+    sigma = np.array([v for _, v in curve])
+    return {
+        "alpha": alpha, "weight": weight, "first_sigma": float(sigma[0]), "min_sigma": float(sigma.min()),
+        "final_sigma": float(sigma[-1]), "hinge_active_mean": hinge_active,
+    }
+
+
+def verdict(runs: dict[str, dict], prefix: str = "") -> dict:
+    """What the lambda-0 and hinge runs of one objective (names `<prefix>lambda 0`, `<prefix>hinge`) show:
+    `pulls_together` = sigma with lambda 0 ends below half its first value; `hinge_has_work` = it ends below alpha;
+    `hinge_keeps` = the hinge run's final sigma over the lambda-0 run's."""
+    free, hinge = runs[f"{prefix}lambda 0"], runs[f"{prefix}hinge"]
+    return {
+        "pulls_together": free["final_sigma"] < 0.5 * free["first_sigma"],
+        "hinge_has_work": free["final_sigma"] < hinge["alpha"],
+        "hinge_keeps": hinge["final_sigma"] / free["final_sigma"],
+    }
+
+
+def mechanism_table(results: dict) -> str:
+    lines = ["| objective | run | alpha | lambda | sigma first | sigma lowest | sigma final | hinge active |",
+             "|---|---|---|---|---|---|---|---|"]
+    for objective, r in results.items():
+        for name, run in r["runs"].items():
+            active = "-" if run["hinge_active_mean"] is None else f"{100 * run['hinge_active_mean']:.0f}%"
+            lines.append(
+                f"| {objective} | {name} | {run['alpha']:g} | {run['weight']:g} | {run['first_sigma']:.4f} | "
+                f"{run['min_sigma']:.4f} | {run['final_sigma']:.4f} | {active} |"
+            )
+    lines.append("")
+    for objective, r in results.items():
+        for prefix, v in r["verdicts"].items():
+            label = f"{objective} ({prefix.rstrip(', ')})" if prefix else objective
+            lines.append(
+                f"- {label}: with lambda 0 the heads are {'pulled together' if v['pulls_together'] else 'not pulled together'}"
+                f" and sigma ends {'below' if v['hinge_has_work'] else 'above'} alpha (the hinge "
+                f"{'has work' if v['hinge_has_work'] else 'is idle there'}); the hinge leaves sigma "
+                f"{v['hinge_keeps']:.2f}x the lambda-0 value."
+            )
+    return "\n".join(lines)
+
+
+def run_mechanism(args: MechanismArguments) -> dict:
+    """Trains every (objective, variant) run (or loads it from `output_dir/runs`), writes `mechanism.json`,
+    `mechanism.md` and `mechanism.png` and prints the table."""
+    from ..evaluation.plots import mechanism_plot
+
+    check_output_dir(args.output_dir, args.overwrite_output_dir)
+    out = Path(args.output_dir)
+    results, curves = {}, {}
+    for objective in args.objectives:
+        setup = objective_setup(args, objective)
+        experiment = Experiment(out, setup.settings, asdict(args), overwrite=True)
+        runs, curves[objective] = {}, {}
+        for name, config in setup.variants.items():
+            key = run_key(config, setup.settings, args.seed, setup.source)
+            result = experiment.pretrain(
+                Variant(f"runs/{objective}-{key}", config, args.seed), setup.train, cached=True,
+                batch_views=setup.batch_views,
+            )
+            record = training_record(result.log_history, result.cost)
+            curves[objective][name] = record["sigma_over_training"]
+            runs[name] = {**summarize(record["sigma_over_training"], config.diversity_alpha, config.diversity_weight,
+                                      record["hinge_active_mean"]),
+                          "normalize_mean": config.normalize_mean, "run": f"runs/{objective}-{key}",
+                          "sigma_over_training": record["sigma_over_training"]}
+            print(f"[mechanism] {objective}, {name}: sigma {runs[name]['first_sigma']:.4f} -> "
+                  f"{runs[name]['final_sigma']:.4f}", flush=True)
+        prefixes = ["raw mean, ", "cosine, "] if objective == "simclr" else [""]
+        results[objective] = {
+            "data": setup.source, "alpha": setup.alpha, "runs": runs,
+            "verdicts": {p: verdict(runs, p) for p in prefixes},
+        }
+    alphas = {o: {name: run["alpha"] for name, run in r["runs"].items()} for o, r in results.items()}
+    mechanism_plot(curves, alphas, out / "mechanism.png")
+    table = mechanism_table(results)
+    (out / "mechanism.md").write_text(table + "\n")
+    write_json(out / "mechanism.json", {"args": asdict(args), "device": device_description(), "results": results})
+    print(f"{table}\n[mechanism] wrote {out}/mechanism.md, mechanism.json, mechanism.png")
+    return results
+
+
+ARGUMENT_GROUPS = (MechanismArguments,)
+run = run_mechanism
