@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 
 from transformers import HfArgumentParser
@@ -26,9 +27,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"usage: insub-hf COMMAND [--help]\n\ncommands:\n{usage}")
         return 0 if argv[:1] in ([], ["-h"], ["--help"]) else 2
     job = importlib.import_module(f"insub_hf.jobs.{COMMANDS[argv[0]][0]}")
-    parser = HfArgumentParser(job.ARGUMENT_GROUPS, prog=f"insub-hf {argv[0]}")
+    parser = job_parser(argv[0], job.ARGUMENT_GROUPS)
     job.run(*parser.parse_args_into_dataclasses(args=argv[1:]))
     return 0
+
+
+def job_parser(command: str, groups: tuple):
+    """The `HfArgumentParser` of a job's argument groups. argparse reads `%` in a help text as a format directive,
+    so a literal one ("85%") is escaped here, once for every job."""
+    parser = HfArgumentParser(groups, prog=f"insub-hf {command}")
+    for action in parser._actions:  # argparse keeps no public list of its arguments
+        if action.help:
+            action.help = re.sub(r"(?<!%)%(?![(%])", "%%", action.help)
+    return parser
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from insub_hf import InSubForPreTraining
-from insub_hf.cli import main
+from insub_hf.cli import COMMANDS, main
 
 
 def test_help_and_unknown_command(capsys):
@@ -83,3 +83,21 @@ def test_ablation_scores_on_validation_data_only_and_reuses_the_comparison_cache
     table = (out / "ablation.md").read_text()
     assert table.startswith("Selection rule:") and "| 0.5 | 2 | 5 |" in table or "| 0.5 (chosen) | 2 | 5 |" in table
     assert (out / "ablation_training.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_help_of_every_command_prints_its_arguments(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"usage: insub-hf {command}") and "(default: " in printed
+
+
+def test_a_literal_percent_in_a_help_text_is_printed_as_written(capsys):
+    from insub_hf.cli import job_parser
+    from insub_hf.jobs.compare import ComparisonArguments
+
+    job_parser("compare", (ComparisonArguments,)).print_help()
+    assert "every baseline probe over 85% on the full Fashion-MNIST" in " ".join(capsys.readouterr().out.split())
+
