@@ -1,4 +1,5 @@
-"""Checkpoints saved before the objectives moved into `objective.*` (commit 171e067) still load, exactly.
+"""Checkpoints saved before the objectives moved into `objective.*` (commit 171e067) still load: weights exactly,
+outputs within float32 rounding (they were recorded on another machine, whose kernels round differently).
 
 `fixtures/legacy` holds a tiny DINO and a tiny Self-GenomeNet checkpoint written by that code (teacher and centre
 moved away from the student first, so a teacher that fails to load shows), the inputs, and the outputs that code
@@ -16,6 +17,8 @@ from transformers import AutoModel
 
 from insub_hf import InSubConfig, InSubForPreTraining, InSubModel
 from insub_hf.configuration_insub import LEGACY_LOSS_FIELDS, small_vit_encoder
+
+pytestmark = pytest.mark.numeric
 
 LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy"
 
@@ -47,8 +50,9 @@ def test_an_old_dino_checkpoint_loads_every_weight_into_its_new_place(recorded, 
     with torch.no_grad():
         out = model(recorded["pixel_values"], recorded["pixel_values_2"],
                     local_pixel_values=recorded["local_pixel_values"])
-    assert torch.equal(out.loss, recorded["dino_loss"])
-    assert torch.equal(out.head_embeddings, recorded["dino_head_embeddings"])
+    # recorded on another machine: other kernels round differently
+    torch.testing.assert_close(out.loss, recorded["dino_loss"], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.head_embeddings, recorded["dino_head_embeddings"], rtol=1e-5, atol=1e-5)
 
     model.save_pretrained(tmp_path / "resaved")  # today's names, not the legacy ones
     resaved = old_keys(tmp_path / "resaved")
@@ -71,8 +75,9 @@ def test_an_old_genomenet_checkpoint_loads_its_projections(recorded):
         assert torch.equal(model.objective.projections.weight, f.get_tensor("genomenet_projections.weight"))
     with torch.no_grad():
         out = model.eval()(dna_one_hot=recorded["dna_one_hot"])
-    assert torch.equal(out.loss, recorded["genomenet_loss"])
-    assert torch.equal(out.head_embeddings, recorded["genomenet_head_embeddings"])
+    # recorded on another machine: other kernels round differently
+    torch.testing.assert_close(out.loss, recorded["genomenet_loss"], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.head_embeddings, recorded["genomenet_head_embeddings"], rtol=1e-5, atol=1e-5)
 
 
 def test_an_old_config_keeps_the_loss_it_was_trained_with(tmp_path):

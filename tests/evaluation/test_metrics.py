@@ -9,6 +9,8 @@ from sklearn.metrics import accuracy_score, log_loss
 from insub_hf.evaluation import metrics
 from insub_hf.evaluation.evaluate_metrics import CalibrationMetrics, OODAUROC
 
+pytestmark = pytest.mark.numeric
+
 
 def random_probs(n=200, c=5, seed=0, sharpness=3.0):
     g = torch.Generator().manual_seed(seed)

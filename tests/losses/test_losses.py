@@ -6,6 +6,8 @@ import torch.nn.functional as F
 
 from insub_hf import DiversityLoss, NTXentLoss, diversity_hinge, head_spread, nt_xent_loss
 
+pytestmark = pytest.mark.numeric
+
 
 def test_nt_xent_hand_computed_example():
     # Two orthogonal samples, each view equal to the other: every anchor sees its positive at similarity 1 and

@@ -13,6 +13,8 @@ import torch.nn.functional as F
 from insub_hf import DiversityLoss, InSubConfig, InSubForPreTraining, nt_xent_loss
 from insub_hf.configuration_insub import small_vit_encoder
 
+pytestmark = pytest.mark.numeric
+
 
 def authors_heads(f1, f2, heads):
     """conResNet.forward after the encoder: `features`, `features_std`, each (B, 2, q)."""

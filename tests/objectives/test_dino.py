@@ -16,6 +16,8 @@ from insub_hf.trainer import InSubTrainer
 from ..conftest import tiny_config
 from ..test_trainer import args
 
+pytestmark = pytest.mark.numeric
+
 
 def dino_config(**overrides):
     return tiny_config(**{"objective": "dino", "dino_out_dim": 24, "head_norm": "none", **overrides})

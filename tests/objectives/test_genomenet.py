@@ -24,6 +24,8 @@ from insub_hf.trainer import InSubTrainer
 
 from ..test_trainer import args
 
+pytestmark = pytest.mark.numeric
+
 
 def genomic_config(**overrides):
     kwargs = dict(encoder_config=dict(model_type="insub_genomic", conv_filters=16, lstm_hidden_size=16),

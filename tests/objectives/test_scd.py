@@ -26,6 +26,8 @@ from insub_hf.trainer import InSubTrainer
 
 from ..test_trainer import args
 
+pytestmark = pytest.mark.numeric
+
 MINILM = packaged_minilm_path()
 
 
