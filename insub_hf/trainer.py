@@ -68,6 +68,11 @@ class InSubTrainingArguments(TrainingArguments):
         )
         self.bf16, self.dataloader_num_workers = chosen["bf16"], chosen["dataloader_num_workers"]
         self.use_cpu = self.use_cpu or chosen.get("use_cpu", False)
+        if launched_processes() > 1 and not torch.cuda.is_available() and not torch.backends.mps.is_available():
+            # several processes (torchrun, accelerate launch) on a machine without a GPU: transformers only makes
+            # them one distributed run when told it trains on the CPU; otherwise each trains alone on all the data
+            self.use_cpu = True
+            self.ddp_backend = self.ddp_backend or "gloo"
         super().__post_init__()
         if self.global_batch_size is not None:
             size = self.world_size
@@ -148,6 +153,7 @@ class InSubTrainer(Trainer):
             # torch.initial_seed() when the loader is built, which any manual_seed call before train() changes
             training_args.data_seed = training_args.seed
         super().__init__(*args, **kwargs)
+        check_distributed(self.args)
         self.batch_views = batch_views.to(self.args.device) if batch_views is not None else None
         self._view_seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
         self._micro_batch = (-1, 0)  # (global step, micro-batch within it) of the last views made per batch
@@ -303,6 +309,26 @@ class InSubTrainer(Trainer):
                     logs[prefix + name] = round(sum(values) / len(values), 6)
             self._side_metrics[mode].clear()
         super().log(logs, start_time)
+
+
+def launched_processes() -> int:
+    """How many processes the launcher started (`WORLD_SIZE`, set by torchrun and accelerate launch); 1 without one."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def check_distributed(args: TrainingArguments) -> None:
+    """Refuses, before any training, a run whose launcher started several processes that transformers does not train
+    as one distributed run (each would train alone on all the data and overwrite the others' output)."""
+    from transformers.training_args import ParallelMode
+
+    processes = launched_processes()
+    if processes > 1 and args.parallel_mode != ParallelMode.DISTRIBUTED:
+        raise RuntimeError(
+            f"The launcher started {processes} processes (WORLD_SIZE={processes}), but the training arguments make "
+            f"each train alone (parallel_mode={args.parallel_mode.value}, use_cpu={args.use_cpu}, "
+            f"ddp_backend={args.ddp_backend!r}). On a machine without a GPU pass --use_cpu true --ddp_backend gloo "
+            "(or `accelerate launch --cpu`); with GPUs, check that every process sees one."
+        )
 
 
 def fast_path_arguments(

@@ -2,6 +2,7 @@
 
     python tests/distributed_worker.py equivalence OUT_DIR   # Trainer steps + loss gradients, results per rank
     python tests/distributed_worker.py errors OUT_DIR        # the bad-input messages each rank raised
+    python tests/distributed_worker.py defaults OUT_DIR      # arguments as a user writes them, without use_cpu
 
 Not collected by pytest (no test_ prefix).
 """
@@ -151,6 +152,23 @@ def errors(out: Path, rank: int) -> None:
     (out / f"errors_rank{rank}.json").write_text(json.dumps(messages))
 
 
+def defaults(out: Path, rank: int) -> None:
+    """What a user's command gets on a machine without a GPU: arguments that never say use_cpu or ddp_backend (as
+    the examples' flags leave them), and plain transformers `TrainingArguments` that leave each process alone."""
+    from transformers import TrainingArguments
+
+    found = {}
+    plain = TrainingArguments(output_dir=str(out / "plain"), report_to="none", max_steps=1)
+    try:
+        InSubTrainer(model=InSubForPreTraining(tiny_config()), args=plain, train_dataset=TwoViews())
+    except RuntimeError as error:
+        found["plain"] = str(error)
+    args = InSubTrainingArguments(output_dir=str(out / "insub"), report_to="none", max_steps=1)
+    found.update(parallel_mode=args.parallel_mode.value, world_size=args.world_size, backend=args.ddp_backend,
+                 process_group=torch.distributed.get_world_size())
+    (out / f"defaults_rank{rank}.json").write_text(json.dumps(found))
+
+
 def main() -> None:
     scenario, out = sys.argv[1], Path(sys.argv[2])
     out.mkdir(parents=True, exist_ok=True)
@@ -160,6 +178,8 @@ def main() -> None:
     elif scenario == "errors":
         training_arguments(out).world_size  # initialises the process group
         errors(out, world()[0])
+    elif scenario == "defaults":
+        defaults(out, int(os.environ["RANK"]))
     else:
         raise SystemExit(f"unknown scenario {scenario!r}")
     # leave together and shut the gloo group down, so that no process exits with its threads still running

@@ -83,6 +83,17 @@ def test_bad_distributed_input_fails_on_every_process(tmp_path):
         assert "sync_batchnorm=True" in messages["sync_batchnorm"] and "GPU only" in messages["sync_batchnorm"]
 
 
+def test_a_cpu_launch_without_flags_is_distributed_or_refused(tmp_path):
+    _run(_torchrun("defaults"), tmp_path)
+    for rank in (0, 1):
+        found = json.loads((tmp_path / f"defaults_rank{rank}.json").read_text())
+        # InSubTrainingArguments: one gloo run over both processes, with no flag given
+        assert (found["parallel_mode"], found["world_size"], found["backend"]) == ("distributed", 2, "gloo")
+        assert found["process_group"] == 2
+        # plain TrainingArguments would train each process alone: refused before training, naming the flags
+        assert "started 2 processes" in found["plain"] and "--use_cpu true --ddp_backend gloo" in found["plain"]
+
+
 def test_sync_batchnorm_conversion_keeps_a_single_process_run_unchanged():
     from .conftest import tiny_config
 
