@@ -78,7 +78,8 @@ def field_rule(f: Any) -> dict | None:
 
 
 def check_fields(arguments: Any) -> None:
-    """Checks every `checked` field of a dataclass instance; messages name `ClassName.field`."""
+    """Checks every `checked` field of a dataclass instance (a list: each element, and no element twice); messages
+    name `ClassName.field`."""
     for f in fields(arguments):
         rule = field_rule(f)
         if rule is None:
@@ -88,6 +89,9 @@ def check_fields(arguments: Any) -> None:
         if value is None and rule["optional"]:
             continue
         values = value if isinstance(value, (list, tuple)) else [value]
+        repeated = sorted({repr(v) for i, v in enumerate(values) if v in values[:i]})
+        if repeated:  # a repeated seed or setting would count one run twice in a table
+            raise ValueError(f"{name} lists {', '.join(repeated)} more than once, got {list(values)!r}; give each once.")
         for item in values:
             if "choices" in rule:
                 check_choice(name, item, rule["choices"])

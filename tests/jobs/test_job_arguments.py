@@ -52,6 +52,11 @@ def test_every_numeric_field_of_every_job_argument_group_is_checked(group):
         (["genomics", "--test_fraction", "1.5"], "GenomicsArguments.test_fraction must be a number > 0 and < 1"),
         (["text", "--folds", "1"], "TextArguments.folds must be an integer >= 2, got 1"),
         (["text", "--max_sentences", "0"], "TextArguments.max_sentences must be an integer >= 1, got 0"),
+        # a repeated seed or setting would count one run twice in a table
+        (["compare", "--seeds", "0", "0"], "ComparisonArguments.seeds lists 0 more than once, got [0, 0]"),
+        (["ablation", "--seeds", "1", "2", "1"], "AblationArguments.seeds lists 1 more than once"),
+        (["ablation", "--alphas", "0.02", "0.02"], "AblationArguments.alphas lists 0.02 more than once"),
+        (["compare", "--methods", "insub", "baseline", "insub"], "ComparisonArguments.methods lists 'insub' more"),
     ],
 )
 def test_a_bad_argument_is_refused_before_any_work_naming_the_field(tmp_path, argv, message):
