@@ -13,6 +13,7 @@ from transformers import PreTrainedModel, Trainer, TrainerCallback, TrainingArgu
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME
 
 from .checkpointing import checkpoint_problems, last_complete_checkpoint
+from .data.batch_views import check_unit_images
 from .data.seeding import SeededSamples, mix_seed, seeded_draws
 from .distributed import check_same_across_processes, convert_sync_batchnorm
 
@@ -202,6 +203,8 @@ class InSubTrainer(Trainer):
                 f"InSubTrainer: the training rows hold {sorted(row)} but the model reads `{main_input}`; give it "
                 f"{hint}."
             )
+        if self.batch_views is not None and isinstance(row, dict) and torch.is_tensor(row.get("pixel_values")):
+            check_unit_images(row["pixel_values"], "InSubTrainer with batch_views: the training rows' pixel_values")
 
     def get_train_dataloader(self):
         """The Trainer's loader over the training set, read through `SeededSamples` (per-sample views)."""

@@ -7,6 +7,8 @@ loader workers. The per-sample torchvision pipeline (`ImageViews`) stays for str
 
 from __future__ import annotations
 
+import math
+
 import kornia.augmentation as K
 import torch
 from datasets import Array3D, Dataset, Features
@@ -60,8 +62,26 @@ class BatchTwoViews(nn.Module):
                 f"BatchTwoViews takes images of shape (batch, {self.num_channels}, height, width) in [0, 1], got "
                 f"{tuple(images.shape)}."
             )
+        if not images.is_floating_point():  # a dtype check costs no device sync; the range is checked up front
+            raise ValueError(
+                f"BatchTwoViews takes float images in [0, 1], got dtype {images.dtype} (uint8 pixels: divide by 255)."
+            )
         images = images.float()
         return self.augment(images), self.augment(images)
+
+
+def check_unit_images(images: torch.Tensor, name: str) -> None:
+    """Raises unless `images` are floats in [0, 1] (what `BatchTwoViews` normalises): uint8 or 0..255 pixels and
+    images already normalised to [-1, 1] or by a mean and std are named as such. Reads the values: call it on data
+    up front (a data set, its first row), not inside a training step."""
+    if not images.is_floating_point():
+        raise ValueError(f"{name} must be float images in [0, 1], got dtype {images.dtype} (uint8 pixels: divide by 255).")
+    if images.numel() == 0:
+        return
+    low, high = float(images.min()), float(images.max())
+    if not (math.isfinite(low) and math.isfinite(high)) or low < 0 or high > 1:
+        hint = "0..255 pixels: divide by 255" if high > 1.5 else "normalised images: pass them before normalisation"
+        raise ValueError(f"{name} must be float images in [0, 1], got values in [{low:.4g}, {high:.4g}] ({hint}).")
 
 
 def image_tensor_dataset(images: torch.Tensor) -> Dataset:
@@ -69,5 +89,6 @@ def image_tensor_dataset(images: torch.Tensor) -> Dataset:
     in [0, 1]: what `InSubTrainer(batch_views=...)` trains on."""
     if images.dim() != 4:
         raise ValueError(f"image_tensor_dataset takes images of shape (N, C, H, W), got {tuple(images.shape)}.")
+    check_unit_images(images, "image_tensor_dataset: images")
     features = Features({"pixel_values": Array3D(shape=tuple(images.shape[1:]), dtype="float32")})
     return Dataset.from_dict({"pixel_values": images.float().numpy()}, features=features).with_format("torch")

@@ -1,5 +1,6 @@
 import pytest
 import torch
+from datasets import Dataset
 from transformers import set_seed
 
 from insub_hf.data import BatchTwoViews, image_tensor_dataset
@@ -55,6 +56,30 @@ def test_bad_inputs_name_what_is_expected():
         BatchTwoViews(16, (0.5,), (0.2,), num_channels=3)
     with pytest.raises(ValueError, match=r"shape \(batch, 3, height, width\)"):
         BatchTwoViews(16, MEAN, STD)(torch.rand(2, 1, 16, 16))
+
+
+@pytest.mark.parametrize(
+    "images, message",
+    [
+        ((torch.rand(8, 3, 32, 32) * 255).to(torch.uint8), r"got dtype torch.uint8 \(uint8 pixels: divide by 255\)"),
+        (torch.rand(8, 3, 32, 32) * 255, r"got values in \[.*\] \(0..255 pixels: divide by 255\)"),
+        (torch.rand(8, 3, 32, 32) * 2 - 1, r"got values in \[-.*\] \(normalised images: pass them before normalisation\)"),
+    ],
+)
+def test_batched_views_refuse_images_outside_the_unit_range_before_training(tmp_path, images, message):
+    # the per-sample path reads PIL images; the batched path must check the documented [0, 1] floats itself
+    with pytest.raises(ValueError, match="image_tensor_dataset: images must be float images in \\[0, 1\\], " + message):
+        image_tensor_dataset(images)
+    rows = Dataset.from_dict({"pixel_values": images.numpy()}).with_format("torch")  # built by hand, unchecked
+    model = InSubForPreTraining(tiny_config())
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    args = InSubTrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=1, report_to=[])
+    with pytest.raises(ValueError, match="InSubTrainer with batch_views: the training rows' pixel_values must be "):
+        InSubTrainer(model=model, args=args, train_dataset=rows, batch_views=BatchTwoViews(32, MEAN, STD))
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items()) and not any(tmp_path.iterdir())
+    if not images.is_floating_point():  # the views themselves refuse integer pixels (no device sync needed)
+        with pytest.raises(ValueError, match="BatchTwoViews takes float images in \\[0, 1\\], got dtype torch.uint8"):
+            BatchTwoViews(32, MEAN, STD)(images)
 
 
 def test_image_tensor_dataset_round_trip():
