@@ -25,7 +25,7 @@ def tensor_checksum(tensor: torch.Tensor) -> str:
     return hashlib.sha256(data.tobytes()).hexdigest()
 
 
-def _read(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+def read_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """(tensors, metadata) of a safetensors file; an unreadable one raises ValueError naming it."""
     try:
         with safe_open(str(path), framework="pt") as handle:
@@ -37,13 +37,26 @@ def _read(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
         ) from None
 
 
+def checksum_metadata(tensors: dict[str, torch.Tensor]) -> dict[str, str]:
+    """The safetensors metadata entry that `verify_checksums` reads: a checksum of each tensor."""
+    return {METADATA_KEY: json.dumps({name: tensor_checksum(t) for name, t in tensors.items()}, sort_keys=True)}
+
+
+def weights_fingerprint(module: torch.nn.Module) -> str:
+    """SHA-256 (hex) over a module's state dict (names, dtypes, shapes and bytes): which trained weights these are."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}:{tensor_checksum(tensor)};".encode())
+    return digest.hexdigest()
+
+
 def add_checksums(folder: str | Path) -> list[Path]:
     """Rewrites the model weight files in `folder` (`WEIGHT_FILES`) with a checksum of each tensor in their metadata
     (the tensors and the other metadata unchanged); returns the files."""
     files = sorted(Path(folder).glob(WEIGHT_FILES))
     for path in files:
-        tensors, metadata = _read(path)
-        metadata[METADATA_KEY] = json.dumps({name: tensor_checksum(t) for name, t in tensors.items()}, sort_keys=True)
+        tensors, metadata = read_safetensors(path)
+        metadata.update(checksum_metadata(tensors))
         save_file(tensors, str(path), metadata=metadata)
     return files
 
@@ -56,7 +69,7 @@ def verify_checksums(path: str | Path) -> int:
     files = sorted(path.glob(WEIGHT_FILES)) if path.is_dir() else [path]
     checked = 0
     for file in files:
-        tensors, metadata = _read(file)
+        tensors, metadata = read_safetensors(file)
         if METADATA_KEY not in metadata:
             continue
         expected = json.loads(metadata[METADATA_KEY])

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
+from ..checksums import checksum_metadata, read_safetensors, verify_checksums, weights_fingerprint
 from ..validation import check_choice, check_range
 from .features import extract_features
 from .metrics.ood import ood_auroc
@@ -87,18 +88,27 @@ class InSubOODDetector:
         bank_sigma: the training inputs' mean head spread `(N,)` (what `calibrate_head_spread` compares with).
         spread_direction: +1, -1, or None (not calibrated: no `head_spread` score).
         spread_validation_auroc: the AUROC of "high spread = OOD" on the calibration data (saved with the direction).
+        model_fingerprint: `weights_fingerprint` of the model the banks come from (set by `fit`); `score` refuses
+            another model. None: not checked.
     """
 
     def __init__(self, representation_bank: torch.Tensor, head_banks: torch.Tensor, k: int = DEFAULT_K,
                  backend: str = "auto", bank_sigma: torch.Tensor | None = None, spread_direction: int | None = None,
-                 spread_validation_auroc: float | None = None):
+                 spread_validation_auroc: float | None = None, model_fingerprint: str | None = None):
         check_choice("InSubOODDetector.backend", backend, BACKENDS)
         check_choice("InSubOODDetector.spread_direction", spread_direction, (1, -1, None))
+        if representation_bank.dim() != 2 or representation_bank.shape[0] == 0:
+            raise ValueError(
+                "InSubOODDetector: representation_bank must be (N, d) with N >= 1 training inputs, got "
+                f"{tuple(representation_bank.shape)} (fit it on a non-empty training set)."
+            )
         check_range("InSubOODDetector.k", k, low=1, high=representation_bank.shape[0], integer=True)
         if head_banks.dim() != 3 or head_banks.shape[0] != representation_bank.shape[0]:
             raise ValueError(
                 f"head_banks must be (N={representation_bank.shape[0]}, M, q), got {tuple(head_banks.shape)}."
             )
+        _check_finite("representation_bank", representation_bank)
+        _check_finite("head_banks", head_banks)
         self.representation_bank = representation_bank.float().cpu()
         self.head_banks = head_banks.float().cpu()
         self.k = k
@@ -106,6 +116,7 @@ class InSubOODDetector:
         self.bank_sigma = None if bank_sigma is None else bank_sigma.float().cpu()
         self.spread_direction = spread_direction
         self.spread_validation_auroc = spread_validation_auroc
+        self.model_fingerprint = model_fingerprint
 
     @classmethod
     def fit(cls, model, train_inputs, k: int = DEFAULT_K, backend: str = "auto", batch_size: int = 256,
@@ -115,7 +126,8 @@ class InSubOODDetector:
         `calibration_inputs` (validation OOD inputs such as noise images, normalised like the training inputs), fixes
         the head spread's direction on them (`calibrate_head_spread`)."""
         features = extract_features(model, train_inputs, batch_size, keep_heads=True)
-        detector = cls(features.representations.mean(dim=1), features.head_embeddings, k, backend, features.head_sigma)
+        detector = cls(features.representations.mean(dim=1), features.head_embeddings, k, backend, features.head_sigma,
+                       model_fingerprint=weights_fingerprint(getattr(model, "insub", model)))
         if calibration_inputs is not None:
             detector.calibrate_head_spread(extract_features(model, calibration_inputs, batch_size).head_sigma)
         return detector
@@ -150,6 +162,16 @@ class InSubOODDetector:
                        head_sigma: torch.Tensor) -> dict[str, torch.Tensor]:
         """Scores of precomputed features: representations `(N, d)`, head embeddings `(N, M, q)`, sigma `(N,)`.
         Without head embeddings (None) the per-head scores are skipped (M searches fewer)."""
+        d, (m, q) = self.representation_bank.shape[1], self.head_banks.shape[1:]
+        if representations.dim() != 2 or representations.shape[1] != d:
+            raise ValueError(f"InSubOODDetector: representations must be (N, {d}) like the bank, got "
+                             f"{tuple(representations.shape)}.")
+        if head_embeddings is not None and tuple(head_embeddings.shape[1:]) != (m, q):
+            raise ValueError(f"InSubOODDetector: head_embeddings must be (N, M={m}, q={q}) like the bank, got "
+                             f"{tuple(head_embeddings.shape)}.")
+        _check_finite("representations", representations)
+        if head_embeddings is not None:
+            _check_finite("head_embeddings", head_embeddings)
         scores = {"knn": self._search(representations, self.representation_bank)}
         if self.spread_direction is not None:
             scores["head_spread"] = self.spread_direction * head_sigma.float().cpu()
@@ -165,7 +187,15 @@ class InSubOODDetector:
         return scores
 
     def score(self, model, inputs, batch_size: int = 256) -> dict[str, torch.Tensor]:
-        """Scores of `inputs` (as for `fit`) under `model` (the one the detector was fitted with)."""
+        """Scores of `inputs` (as for `fit`) under `model`, which must be the one the detector was fitted with."""
+        if self.model_fingerprint is not None:
+            found = weights_fingerprint(getattr(model, "insub", model))
+            if found != self.model_fingerprint:
+                raise ValueError(
+                    f"InSubOODDetector: this detector was fitted on another model (weights fingerprint "
+                    f"{self.model_fingerprint[:12]}, this model {found[:12]}); its banks do not describe this model's "
+                    "features. Fit a detector on this model (InSubOODDetector.fit)."
+                )
         features = extract_features(model, inputs, batch_size, keep_heads=True)
         return self.score_features(features.representations.mean(dim=1), features.head_embeddings, features.head_sigma)
 
@@ -177,9 +207,9 @@ class InSubOODDetector:
         tensors = {"representation_bank": self.representation_bank, "head_banks": self.head_banks.contiguous()}
         if self.bank_sigma is not None:
             tensors["bank_sigma"] = self.bank_sigma
-        save_file(tensors, str(folder / WEIGHTS_NAME))
+        save_file(tensors, str(folder / WEIGHTS_NAME), metadata=checksum_metadata(tensors))
         options = {"k": self.k, "backend": self.backend, "spread_direction": self.spread_direction,
-                   "spread_validation_auroc": self.spread_validation_auroc}
+                   "spread_validation_auroc": self.spread_validation_auroc, "model_fingerprint": self.model_fingerprint}
         (folder / CONFIG_NAME).write_text(json.dumps(options, indent=2))
         return folder
 
@@ -188,9 +218,32 @@ class InSubOODDetector:
         folder = Path(folder)
         if not (folder / WEIGHTS_NAME).is_file():
             raise FileNotFoundError(f"{folder} holds no {WEIGHTS_NAME}: fit a detector and save_pretrained it there.")
-        tensors = load_file(str(folder / WEIGHTS_NAME))
-        options = json.loads((folder / CONFIG_NAME).read_text())
+        verify_checksums(folder / WEIGHTS_NAME)  # names the file when it is unreadable or its bytes changed
+        tensors, _ = read_safetensors(folder / WEIGHTS_NAME)
+        missing = {"representation_bank", "head_banks"} - set(tensors)
+        if missing:
+            raise ValueError(f"{folder / WEIGHTS_NAME} lacks {sorted(missing)}; it is not an InSubOODDetector file.")
+        try:
+            options = json.loads((folder / CONFIG_NAME).read_text())
+            k, backend = options["k"], options["backend"]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ValueError(
+                f"{folder / CONFIG_NAME} is missing or damaged ({type(error).__name__}: {error}); it must hold the "
+                "detector's k and backend as written by InSubOODDetector.save_pretrained."
+            ) from None
         return cls(
-            tensors["representation_bank"], tensors["head_banks"], options["k"], options["backend"],
+            tensors["representation_bank"], tensors["head_banks"], k, backend,
             tensors.get("bank_sigma"), options.get("spread_direction"), options.get("spread_validation_auroc"),
+            options.get("model_fingerprint"),
+        )
+
+
+def _check_finite(name: str, tensor: torch.Tensor) -> None:
+    """Raises naming the rows of `tensor` `(N, ...)` that hold NaN or inf (a NaN bank row would be every query's
+    nearest neighbour)."""
+    bad = (~torch.isfinite(tensor.reshape(tensor.shape[0], -1))).any(dim=1).nonzero().flatten()
+    if bad.numel():
+        raise ValueError(
+            f"InSubOODDetector: {name} has NaN or inf values in {bad.numel()} of {tensor.shape[0]} rows (first: "
+            f"{bad[:5].tolist()}); score and fit only finite features."
         )

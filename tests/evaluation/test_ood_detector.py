@@ -113,3 +113,55 @@ def test_the_head_spread_direction_is_fixed_on_calibration_data(ood_spread, dire
         InSubOODDetector(bank, bank[:, None], k=1, spread_direction=0)
     with pytest.raises(ValueError, match="needs the training inputs' head spreads"):
         InSubOODDetector(bank, bank[:, None], k=1).calibrate_head_spread(torch.ones(3))
+
+
+def test_non_finite_rows_empty_banks_and_other_shapes_are_refused_naming_them():
+    g = torch.Generator().manual_seed(5)
+    bank = torch.randn(10, 4, generator=g)
+    heads = bank[:, None].repeat(1, 2, 1)
+    poisoned = bank.clone()
+    poisoned[3, 1] = float("nan")
+    with pytest.raises(ValueError, match=r"representation_bank has NaN or inf values in 1 of 10 rows \(first: \[3\]\)"):
+        InSubOODDetector(poisoned, heads, k=2)
+    with pytest.raises(ValueError, match="representation_bank must be \\(N, d\\) with N >= 1"):
+        InSubOODDetector(torch.zeros(0, 4), torch.zeros(0, 2, 4), k=1)
+    detector = InSubOODDetector(bank, heads, k=2)
+    query = torch.randn(3, 4, generator=g)
+    query[2, 0] = float("inf")
+    with pytest.raises(ValueError, match=r"representations has NaN or inf values in 1 of 3 rows \(first: \[2\]\)"):
+        detector.score_features(query, None, torch.zeros(3))
+    with pytest.raises(ValueError, match=r"representations must be \(N, 4\) like the bank, got \(3, 5\)"):
+        detector.score_features(torch.randn(3, 5), None, torch.zeros(3))
+    with pytest.raises(ValueError, match=r"head_embeddings must be \(N, M=2, q=4\) like the bank, got \(3, 3, 4\)"):
+        detector.score_features(torch.randn(3, 4), torch.randn(3, 3, 4), torch.zeros(3))
+
+
+def test_a_detector_belongs_to_its_model_and_its_files_are_checked(tmp_path):
+    torch.manual_seed(0)
+    model = InSubModel(tiny_config(num_heads=3)).eval()
+    train = {"pixel_values": torch.randn(12, 3, 32, 32)}
+    detector = InSubOODDetector.fit(model, train, k=3)
+    other = InSubModel(tiny_config(num_heads=3)).eval()  # same shapes, other weights
+    with pytest.raises(ValueError, match="this detector was fitted on another model"):
+        detector.score(other, train)
+    detector.save_pretrained(tmp_path)
+    loaded = InSubOODDetector.from_pretrained(tmp_path)
+    assert loaded.model_fingerprint == detector.model_fingerprint
+    torch.testing.assert_close(loaded.score(model, train)["knn"], detector.score(model, train)["knn"])
+    with pytest.raises(ValueError, match="fitted on another model"):
+        loaded.score(other, train)
+
+    weights = tmp_path / "ood_detector.safetensors"
+    good = weights.read_bytes()
+    damaged = bytearray(good)
+    damaged[-8:] = b"\x7f" * 8  # bytes inside the last tensor's data: a valid file with other numbers
+    weights.write_bytes(bytes(damaged))
+    with pytest.raises(ValueError, match="ood_detector.safetensors: the tensor .* does not match its checksum"):
+        InSubOODDetector.from_pretrained(tmp_path)
+    weights.write_bytes(good[: len(good) // 2])
+    with pytest.raises(ValueError, match="ood_detector.safetensors is not a readable safetensors file"):
+        InSubOODDetector.from_pretrained(tmp_path)
+    weights.write_bytes(good)
+    (tmp_path / "ood_detector.json").write_text('{"k": 3, "back')
+    with pytest.raises(ValueError, match="ood_detector.json is missing or damaged"):
+        InSubOODDetector.from_pretrained(tmp_path)
