@@ -73,6 +73,9 @@ class Experiment:
         self.hub = hub or HubArguments()
         self.arguments = {**arguments, **(self.hub.recorded() if hub is not None else {})}
         self.token = self.hub.token(f"hub_model_id={self.hub.hub_model_id!r}") if self.hub.hub_model_id else None
+        if settings.resume:
+            check_resumed_arguments(self.output_dir / RUN_ARGUMENTS, self.arguments)
+        write_json(self.output_dir / RUN_ARGUMENTS, json.loads(json.dumps(self.arguments, default=str)))
 
     def pretrain(
         self, variant: Variant, train_dataset, cached: bool = False, batch_views: torch.nn.Module | None = None
@@ -133,6 +136,29 @@ def training_record(log_history: list[dict], cost: dict) -> dict:
         "ssl_loss_final": logs[-1]["ssl_loss"] if logs else None,
         "ssl_loss_late_drop": drop,
     }
+
+
+# The arguments a run was started with (what `--resume` compares with), and those a resumed run may change
+RUN_ARGUMENTS = "run_arguments.json"
+FREE_ON_RESUME = ("resume", "overwrite_output_dir", "dataloader_num_workers", "hub_model_id", "hub_private_repo")
+
+
+def check_resumed_arguments(path: Path, arguments: dict) -> None:
+    """Refuses to resume a run whose recorded arguments (`path`) differ from `arguments` outside `FREE_ON_RESUME`,
+    naming each field: the checkpoints hold the old run's weights, so results under new values would mislabel them."""
+    if not path.is_file():
+        return  # a run started before the arguments were recorded
+    previous = json.loads(path.read_text())
+    now = json.loads(json.dumps(arguments, default=str))
+    changed = [
+        f"{name}: {previous.get(name)!r} -> {now.get(name)!r}" for name in sorted(set(previous) | set(now))
+        if name not in FREE_ON_RESUME and previous.get(name) != now.get(name)
+    ]
+    if changed:
+        raise ValueError(
+            f"--resume: {path.parent} holds a run started with other settings ({'; '.join(changed)}); resume it with "
+            "the same settings, or start a new run in another output_dir (or with --overwrite_output_dir)."
+        )
 
 
 # What a finished job leaves in its output_dir (a trained model: `<run>/model/config.json`)

@@ -94,3 +94,20 @@ def test_an_output_dir_that_is_a_file_is_refused(tmp_path):
     with pytest.raises(NotADirectoryError, match=f"output_dir={str(target)!r} is a file"):
         cli.main(["demo", "--output_dir", str(target)])
     assert target.read_text() == "keep me"
+
+
+def test_resume_refuses_other_settings_naming_them_and_changes_nothing(tmp_path):
+    from insub_hf.jobs.runner import Experiment, PretrainingSettings
+
+    started = {"seed": 0, "temperature": 0.2, "epochs": 3, "resume": False, "dataloader_num_workers": None}
+    Experiment(tmp_path, PretrainingSettings(3, 8, 1e-3), started)
+    (tmp_path / "baseline").mkdir()
+    (tmp_path / "baseline" / "checkpoint-5").mkdir()  # a run under way
+    before = snapshot(tmp_path)
+    resume = PretrainingSettings(3, 8, 1e-3, resume=True)
+    with pytest.raises(ValueError) as error:
+        Experiment(tmp_path, resume, {**started, "seed": 1, "temperature": 0.5, "resume": True})
+    assert "holds a run started with other settings (seed: 0 -> 1; temperature: 0.2 -> 0.5)" in str(error.value)
+    assert snapshot(tmp_path) == before
+    # what does not change the run (resume itself, loader workers) may differ
+    Experiment(tmp_path, resume, {**started, "resume": True, "dataloader_num_workers": 2})
