@@ -212,10 +212,15 @@ class InSubPreTrainedModel(PreTrainedModel):
         # transformers' own copy (`is_remote_code()` reads the class) handles flat packages only; the flat files are
         # written below instead
         registered, cls._auto_class = cls._auto_class, None
+        # one small file: no "Writing model shards" bar between a job's progress lines at every checkpoint
+        bars = logging.is_progress_bar_enabled()
+        logging.disable_progress_bar()
         try:
             super().save_pretrained(save_directory, *args, **kwargs)
         finally:
             cls._auto_class = registered
+            if bars:
+                logging.enable_progress_bar()
         add_checksums(save_directory)
         if remote_code:
             _package_module("remote_code").write_remote_code(save_directory)

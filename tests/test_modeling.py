@@ -107,3 +107,19 @@ def test_text_and_dna_models_pretrain():
     dna = InSubForPreTraining(tiny_config(encoder_config=GenomicEncoderConfig(conv_filters=8, kernel_size=8, stride=4)))
     x = torch.nn.functional.one_hot(torch.randint(0, 4, (4, 40)), 4).float()
     assert torch.isfinite(dna(dna_one_hot=x, dna_one_hot_2=x.flip(1, 2)).loss)
+
+
+def test_saving_prints_no_shard_progress_bar_and_keeps_the_user_setting(tmp_path, capfd):
+    from transformers.utils import logging as hf_logging
+
+    model = InSubModel(tiny_config())
+    hf_logging.enable_progress_bar()
+    model.save_pretrained(tmp_path / "a")
+    assert "Writing model shards" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()  # other bars (training, downloads) stay as they were
+    hf_logging.disable_progress_bar()
+    try:
+        model.save_pretrained(tmp_path / "b")
+        assert not hf_logging.is_progress_bar_enabled()
+    finally:
+        hf_logging.enable_progress_bar()
