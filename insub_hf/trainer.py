@@ -16,6 +16,7 @@ from .checkpointing import checkpoint_problems, last_complete_checkpoint
 from .data.batch_views import check_unit_images
 from .data.seeding import SeededSamples, mix_seed, seeded_draws
 from .distributed import check_same_across_processes, convert_sync_batchnorm
+from .validation import check_range
 
 SIDE_METRICS = ("ssl_loss", "diversity_loss", "mean_sigma", "hinge_active")
 
@@ -75,6 +76,8 @@ class InSubTrainingArguments(TrainingArguments):
             self.use_cpu = True
             self.ddp_backend = self.ddp_backend or "gloo"
         super().__post_init__()
+        for name in ("per_device_train_batch_size", "per_device_eval_batch_size"):
+            check_range(f"InSubTrainingArguments.{name}", getattr(self, name), low=1, integer=True)
         if self.global_batch_size is not None:
             size = self.world_size
             if self.global_batch_size < 1 or self.global_batch_size % size:
@@ -189,6 +192,14 @@ class InSubTrainer(Trainer):
         transform), is refused here with what it holds, not deep inside the collator."""
         if len(self.train_dataset) == 0:
             raise ValueError("InSubTrainer: train_dataset is empty (0 rows); it needs at least one batch of samples.")
+        batch = self.args.per_device_train_batch_size * self.args.world_size
+        if self.args.dataloader_drop_last and len(self.train_dataset) < batch:
+            raise ValueError(
+                f"InSubTrainer: train_dataset has {len(self.train_dataset)} rows, fewer than one batch "
+                f"(per_device_train_batch_size={self.args.per_device_train_batch_size} x {self.args.world_size} "
+                "processes), and dataloader_drop_last=True drops that partial batch: there would be nothing to "
+                "train on. Use a smaller batch or more data."
+            )
         if main_input is None:
             return
         with seeded_draws(0):  # a look at row 0 that leaves the run's random streams alone

@@ -12,7 +12,7 @@ from transformers.testing_utils import CaptureLogger
 
 from insub_hf import InSubConfig, InSubForPreTraining, InSubForSequenceClassification, InSubModel
 from insub_hf import modeling_insub
-from insub_hf.data import load_fasta_dataset, load_image_dataset, load_labelled_sequences, one_hot_dna
+from insub_hf.data import BatchTwoViews, load_fasta_dataset, load_image_dataset, load_labelled_sequences, one_hot_dna
 from insub_hf.jobs.genomics import encode_labelled
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
 
@@ -110,6 +110,22 @@ def trainer_for(dataset, tmp_path, **kwargs):
 def test_an_empty_training_set_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"InSubTrainer: train_dataset is empty \(0 rows\)"):
         trainer_for(Dataset.from_dict({"pixel_values": []}), tmp_path)
+
+
+def test_a_training_set_shorter_than_one_dropped_batch_is_refused(tmp_path):
+    rows = Dataset.from_dict({"pixel_values": torch.rand(3, 3, 32, 32).numpy()}).with_format("torch")
+    args = InSubTrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4, use_cpu=True, report_to=[],
+                                  dataloader_drop_last=True)
+    with pytest.raises(ValueError, match=r"train_dataset has 3 rows, fewer than one batch \(per_device_train_batch_size=4"):
+        InSubTrainer(model=InSubForPreTraining(tiny_config(num_heads=2)), args=args, train_dataset=rows,
+                     batch_views=BatchTwoViews(32, (0.5,) * 3, (0.2,) * 3))
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name", ["per_device_train_batch_size", "per_device_eval_batch_size"])
+def test_a_batch_size_below_one_is_refused_naming_it(tmp_path, name):
+    with pytest.raises(ValueError, match=f"InSubTrainingArguments.{name} must be an integer >= 1, got 0"):
+        InSubTrainingArguments(output_dir=str(tmp_path), report_to=[], **{name: 0})
 
 
 def test_a_training_set_without_its_view_transform_is_refused_with_its_columns(tmp_path):
