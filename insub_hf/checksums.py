@@ -61,25 +61,28 @@ def add_checksums(folder: str | Path) -> list[Path]:
     return files
 
 
+def read_verified(path: str | Path) -> tuple[dict[str, torch.Tensor], int]:
+    """(tensors, how many were checked) of one safetensors file, each tensor compared with the checksum in its
+    metadata (0 checked for a file saved without checksums). Raises ValueError naming the file and the first tensor
+    that differs, or the file when it cannot be read."""
+    tensors, metadata = read_safetensors(Path(path))
+    if METADATA_KEY not in metadata:
+        return tensors, 0
+    expected = json.loads(metadata[METADATA_KEY])
+    for name in sorted(expected):
+        if name not in tensors:
+            raise ValueError(f"{path}: the tensor {name!r} listed in its checksums is missing; the file is damaged.")
+        if tensor_checksum(tensors[name]) != expected[name]:
+            raise ValueError(
+                f"{path}: the tensor {name!r} does not match its checksum; the file was changed or damaged after "
+                "it was saved (restore it from a good copy)."
+            )
+    return tensors, len(expected)
+
+
 def verify_checksums(path: str | Path) -> int:
     """Reads a safetensors file (or a folder's model weight files) and compares each tensor with the checksum in its
-    metadata. Raises ValueError naming the file and the first tensor that differs, or the file when it cannot be
-    read. Returns how many tensors were checked (0 for files saved without checksums)."""
+    metadata (`read_verified`). Returns how many tensors were checked (0 for files saved without checksums)."""
     path = Path(path)
     files = sorted(path.glob(WEIGHT_FILES)) if path.is_dir() else [path]
-    checked = 0
-    for file in files:
-        tensors, metadata = read_safetensors(file)
-        if METADATA_KEY not in metadata:
-            continue
-        expected = json.loads(metadata[METADATA_KEY])
-        for name in sorted(expected):
-            if name not in tensors:
-                raise ValueError(f"{file}: the tensor {name!r} listed in its checksums is missing; the file is damaged.")
-            if tensor_checksum(tensors[name]) != expected[name]:
-                raise ValueError(
-                    f"{file}: the tensor {name!r} does not match its checksum; the file was changed or damaged after "
-                    "it was saved (restore it from a good copy)."
-                )
-            checked += 1
-    return checked
+    return sum(read_verified(file)[1] for file in files)

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 
-from ..checksums import checksum_metadata, read_safetensors, verify_checksums, weights_fingerprint
+from ..checksums import checksum_metadata, read_verified, weights_fingerprint
 from ..validation import check_choice, check_range
 from .features import extract_features
 from .metrics.ood import ood_auroc
@@ -218,8 +218,7 @@ class InSubOODDetector:
         folder = Path(folder)
         if not (folder / WEIGHTS_NAME).is_file():
             raise FileNotFoundError(f"{folder} holds no {WEIGHTS_NAME}: fit a detector and save_pretrained it there.")
-        verify_checksums(folder / WEIGHTS_NAME)  # names the file when it is unreadable or its bytes changed
-        tensors, _ = read_safetensors(folder / WEIGHTS_NAME)
+        tensors, _ = read_verified(folder / WEIGHTS_NAME)  # names the file when it is unreadable or its bytes changed
         missing = {"representation_bank", "head_banks"} - set(tensors)
         if missing:
             raise ValueError(f"{folder / WEIGHTS_NAME} lacks {sorted(missing)}; it is not an InSubOODDetector file.")

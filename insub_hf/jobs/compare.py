@@ -8,8 +8,6 @@ then a linear probe on the frozen encoder."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,7 +35,7 @@ from ..modeling_insub import InSubForPreTraining
 from ..trainer import fast_path_arguments
 from ..validation import check_choice, checked
 from .arguments import OVERWRITE_HELP, HubArguments, ImageRecipeArguments
-from .runner import Experiment, PretrainingSettings, Variant, training_record
+from .runner import Experiment, PretrainingSettings, Variant, settings_key, training_record
 
 METHODS = ("baseline", "ssl_ensemble", "mc_dropout", "batch_ensemble", "insub", "insub_cosine", "finetune_insub")
 USES_M = ("ssl_ensemble", "batch_ensemble", "insub", "insub_cosine", "finetune_insub")
@@ -209,15 +207,14 @@ class RunCache:
     def key(self, config: InSubConfig, seed: int) -> str:
         a = self.args
         spec = {
-            "config": config.to_diff_dict(), "seed": seed, "dataset": a.dataset, "data": self.data.description,
+            "seed": seed, "dataset": a.dataset, "data": self.data.description,
             "train_per_class": a.train_per_class, "epochs": a.pretrain_epochs, "batch": a.pretrain_batch_size,
             "lr": a.pretrain_learning_rate, "batch_views": a.batch_views,
             "min_crop_scale": a.min_crop_scale,
         }
         if fast_path_arguments(a.bf16)["bf16"]:  # other numerics, another run (float32 runs keep the keys they always had)
             spec["bf16"] = True
-        spec["config"].pop("transformers_version", None)
-        return hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        return settings_key(config, **spec)
 
     def get(self, config: InSubConfig, seed: int) -> tuple[InSubForPreTraining, dict]:
         """(model, record) from the cache, pretraining and storing it first when absent; the record holds the cost,

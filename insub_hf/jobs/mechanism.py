@@ -9,8 +9,6 @@ above alpha, the hinge is idle at that alpha. Output: `mechanism.json`, `mechani
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -24,7 +22,9 @@ from ..validation import checked
 from .arguments import OVERWRITE_HELP, TrainingSpeedArguments
 from .compare import ComparisonArguments, load_comparison_data, method_config
 from .genomics import GenomicsArguments, genomics_config
-from .runner import Experiment, PretrainingSettings, Variant, check_output_dir, training_record, write_json
+from .runner import (
+    Experiment, PretrainingSettings, Variant, check_output_dir, settings_key, training_record, write_json,
+)
 from .text import TextArguments, packaged_minilm_path, text_config
 
 OBJECTIVES = ("simclr", "dino", "scd", "genomenet")
@@ -128,14 +128,6 @@ def objective_setup(args: MechanismArguments, objective: str) -> ObjectiveSetup:
     return text_setup(args) if objective == "scd" else genomics_setup(args)
 
 
-def run_key(config: InSubConfig, settings: PretrainingSettings, seed: int, source: str) -> str:
-    """A short hash of what a run depends on, so a changed setting trains a new run instead of reusing one."""
-    diff = config.to_diff_dict()
-    diff.pop("transformers_version", None)
-    spec = {"config": diff, "settings": asdict(settings), "seed": seed, "data": source}
-    return hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
 def summarize(curve: list[tuple[int, float]], alpha: float, weight: float, hinge_active: float | None) -> dict:
     """One run's sigma curve `[(step, sigma), ...]` reduced to first / lowest / final sigma and its settings."""
     sigma = np.array([v for _, v in curve])
@@ -193,7 +185,7 @@ def run_mechanism(args: MechanismArguments) -> dict:
         experiment = Experiment(out, setup.settings, asdict(args), overwrite=True)
         runs, curves[objective] = {}, {}
         for name, config in setup.variants.items():
-            key = run_key(config, setup.settings, args.seed, setup.source)
+            key = settings_key(config, settings=asdict(setup.settings), seed=args.seed, data=setup.source)
             result = experiment.pretrain(
                 Variant(f"runs/{objective}-{key}", config, args.seed), setup.train, cached=True,
                 batch_views=setup.batch_views,

@@ -3,6 +3,7 @@ folder, resumable or cached), then write results.json, print the table and push 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -73,9 +74,10 @@ class Experiment:
         self.hub = hub or HubArguments()
         self.arguments = {**arguments, **(self.hub.recorded() if hub is not None else {})}
         self.token = self.hub.token(f"hub_model_id={self.hub.hub_model_id!r}") if self.hub.hub_model_id else None
+        recorded = json.loads(json.dumps(self.arguments, default=str))  # as the file holds them
         if settings.resume:
-            check_resumed_arguments(self.output_dir / RUN_ARGUMENTS, self.arguments)
-        write_json(self.output_dir / RUN_ARGUMENTS, json.loads(json.dumps(self.arguments, default=str)))
+            check_resumed_arguments(self.output_dir / RUN_ARGUMENTS, recorded)
+        write_json(self.output_dir / RUN_ARGUMENTS, recorded)
 
     def pretrain(
         self, variant: Variant, train_dataset, cached: bool = False, batch_views: torch.nn.Module | None = None
@@ -138,18 +140,26 @@ def training_record(log_history: list[dict], cost: dict) -> dict:
     }
 
 
+def settings_key(config: InSubConfig, **settings) -> str:
+    """A short hash of a run's config (its non-default fields) and the other `settings` it depends on, so a changed
+    setting names another run in a cache instead of reusing one."""
+    spec = {"config": config.to_diff_dict(), **settings}
+    spec["config"].pop("transformers_version", None)
+    return hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
 # The arguments a run was started with (what `--resume` compares with), and those a resumed run may change
 RUN_ARGUMENTS = "run_arguments.json"
 FREE_ON_RESUME = ("resume", "overwrite_output_dir", "dataloader_num_workers", "hub_model_id", "hub_private_repo")
 
 
-def check_resumed_arguments(path: Path, arguments: dict) -> None:
-    """Refuses to resume a run whose recorded arguments (`path`) differ from `arguments` outside `FREE_ON_RESUME`,
-    naming each field: the checkpoints hold the old run's weights, so results under new values would mislabel them."""
+def check_resumed_arguments(path: Path, now: dict) -> None:
+    """Refuses to resume a run whose recorded arguments (`path`) differ from `now` (JSON values) outside
+    `FREE_ON_RESUME`, naming each field: the checkpoints hold the old run's weights, so results under new values
+    would mislabel them."""
     if not path.is_file():
         return  # a run started before the arguments were recorded
     previous = json.loads(path.read_text())
-    now = json.loads(json.dumps(arguments, default=str))
     changed = [
         f"{name}: {previous.get(name)!r} -> {now.get(name)!r}" for name in sorted(set(previous) | set(now))
         if name not in FREE_ON_RESUME and previous.get(name) != now.get(name)
