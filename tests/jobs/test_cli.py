@@ -9,8 +9,19 @@ from insub_hf.cli import COMMANDS, main
 
 def test_help_and_unknown_command(capsys):
     assert main(["--help"]) == 0
-    assert "demo" in capsys.readouterr().out
+    listed = capsys.readouterr().out
+    assert all(f"  {command} " in listed for command in COMMANDS)
     assert main(["train-everything"]) == 2
+    assert "unknown command 'train-everything'; the commands are demo, compare" in capsys.readouterr().err
+
+
+def test_the_command_list_loads_neither_torch_nor_transformers():
+    import subprocess
+    import sys
+
+    code = "import sys, insub_hf_cli; insub_hf_cli.main(['--help']); print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    listed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "mechanism" in listed and listed.strip().endswith("[]")
 
 
 @pytest.mark.slow

@@ -1,0 +1,37 @@
+"""The `insub-hf` entry point. It lives outside the `insub_hf` package because importing the package registers the
+Auto classes, which loads torch and transformers (~10 s); the command list and an unknown command answer without
+that. A command's own `--help` and the job itself go through `insub_hf.cli`."""
+
+from __future__ import annotations
+
+import sys
+
+# command -> (job module in insub_hf.jobs, one line of help)
+COMMANDS = {
+    "demo": ("demo", "SimCLR pretraining of a baseline and an InSub model on the bundled Fashion-MNIST subset."),
+    "compare": ("compare", "Baseline, SSL-Ensemble, MC Dropout, BatchEnsemble and InSub: calibration, OOD, corruptions, cost."),
+    "ablation": ("ablation", "alpha x lambda at M=5, then M at the best setting, scored on validation data; hinge activity."),
+    "mechanism": ("mechanism", "Per objective: sigma over training with lambda 0 vs the hinge (SimCLR: raw vs cosine mean)."),
+    "text": ("text", "SCD pretraining (baseline and InSub) on a BERT-style encoder, then SentEval-style transfer."),
+    "genomics": ("genomics", "Self-GenomeNet pretraining (baseline and InSub) on DNA, then calibrated sequence classification."),
+    "hub": ("hub", "A saved model and its evaluation results -> a checked Hub repo folder with a generated card; --push."),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs `insub-hf COMMAND [arguments]`; returns the exit status (2: no such command)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        usage = "\n".join(f"  {name:<9} {text}" for name, (_, text) in COMMANDS.items())
+        print(f"usage: insub-hf COMMAND [--help]\n\ncommands:\n{usage}")
+        if argv and argv[0] not in ("-h", "--help"):
+            print(f"\ninsub-hf: unknown command {argv[0]!r}; the commands are {', '.join(COMMANDS)}.", file=sys.stderr)
+            return 2
+        return 0
+    from insub_hf.cli import run_command
+
+    return run_command(COMMANDS[argv[0]][0], argv[0], argv[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
