@@ -103,16 +103,28 @@ def check_labels(labels: torch.Tensor, batch_size: int, num_labels: int) -> None
         )
 
 
-def _non_finite_loss_message(loss: torch.Tensor, views: dict[str, torch.Tensor], extra: dict) -> str:
-    """Names the inputs, with their largest magnitude, when the loss is NaN or inf."""
-    sizes = ", ".join(
-        f"{name} max |x| = {value.detach().abs().max().item():.3g}"
-        for name, value in {**views, **extra}.items()
-        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel()
-    )
-    return (
-        f"The pretraining loss is {loss.item()} for finite inputs ({sizes or 'no float inputs'}): inputs far outside "
-        "the normalised range overflow the encoder. Normalise the inputs (e.g. Normalize(mean, std) of the data set)."
+# Normalised data (images by a mean and std, embeddings, one-hot DNA) stays within a few units; a float input beyond
+# this is unnormalised or corrupt, and may still give a finite loss (a compiled forward saturates where eager overflows).
+INPUT_LIMIT = 1e4
+
+
+def check_training_step(loss: torch.Tensor, inputs: dict) -> None:
+    """Raises `FloatingPointError` when `loss` is NaN or inf, or a float tensor of `inputs` has |x| > `INPUT_LIMIT`,
+    naming each float input's largest magnitude. The one check of eager and compiled training (the compiled forward
+    skips it and `InSubTrainer` calls it on the batch): one host sync per step, the one a finiteness check needs."""
+    floats = {name: value.detach() for name, value in inputs.items()
+              if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel()}
+    largest = [value.abs().amax().float() for value in floats.values()]
+    bad = ~torch.isfinite(loss.detach())
+    if largest:
+        bad = bad | (torch.stack(largest).amax() > INPUT_LIMIT)
+    if not bool(bad):
+        return
+    sizes = ", ".join(f"{name} max |x| = {value.abs().max().item():.3g}" for name, value in floats.items())
+    raise FloatingPointError(
+        f"The pretraining loss is {loss.item()} for inputs {sizes or 'with no float tensors'}: inputs must be "
+        f"normalised (|x| <= {INPUT_LIMIT:g}); values far outside the normalised range overflow the encoder. "
+        "Normalise the inputs (e.g. Normalize(mean, std) of the data set)."
     )
 
 
@@ -410,13 +422,14 @@ class InSubForPreTraining(InSubPreTrainedModel):
         **inputs: torch.Tensor | None,
     ) -> InSubForPreTrainingOutput | tuple:
         extra = {k: inputs.pop(k) for k in self.objective.extra_inputs if k in inputs}
-        views = self._two_views(dict(pixel_values=pixel_values, pixel_values_2=pixel_values_2, **inputs))
+        given = dict(pixel_values=pixel_values, pixel_values_2=pixel_values_2, **inputs)
+        views = self._two_views(given)
         out = self.objective(self.insub, views, **extra)
         z1, z2 = out.head_embeddings.chunk(2, dim=0)  # (B, M, q) each
         diversity_loss = self.diversity(z1, z2).mean()
         loss = out.ssl_loss + self.config.diversity_weight * diversity_loss
-        if not torch.compiler.is_compiling() and not torch.isfinite(loss):  # compiled: InSubTrainer checks it
-            raise FloatingPointError(_non_finite_loss_message(loss, views, extra))
+        if not torch.compiler.is_compiling():  # compiled: InSubTrainer checks the batch
+            check_training_step(loss, {**given, **extra})
         if views[self.insub.encoder.main_input_name].shape[0] == 2:
             logger.warning_once(
                 "InSubForPreTraining got a batch of one sample: a contrastive loss has no negatives then (SimCLR's "

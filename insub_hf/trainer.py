@@ -16,6 +16,7 @@ from .checkpointing import checkpoint_problems, last_complete_checkpoint
 from .data.batch_views import check_unit_images
 from .data.seeding import SeededSamples, mix_seed, seeded_draws
 from .distributed import check_same_across_processes, convert_sync_batchnorm
+from .modeling_insub import check_training_step
 from .validation import check_range
 
 SIDE_METRICS = ("ssl_loss", "diversity_loss", "mean_sigma", "hinge_active")
@@ -288,11 +289,8 @@ class InSubTrainer(Trainer):
             if value is not None:
                 self._side_metrics[mode][name].append(float(value.detach().mean()))
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs[0]
-        if self.args.torch_compile and not torch.isfinite(loss):  # the compiled forward skips its own check
-            raise FloatingPointError(
-                f"The training loss is {loss.item()} at step {self.state.global_step}: inputs far outside the "
-                "normalised range overflow the encoder (run without torch_compile to have the inputs named)."
-            )
+        if self.args.torch_compile:  # the compiled forward skips the model's own check: the same one, on the batch
+            check_training_step(loss, inputs)
         return (loss, outputs) if return_outputs else loss
 
     def make_views(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -73,8 +73,15 @@ def test_integer_pixels_are_refused(model):
 def test_finite_but_huge_inputs_giving_a_nan_loss_are_named(model):
     huge = torch.full((4, 3, 32, 32), 3e38)
     huge[:, :, ::2] = -3e38
-    with pytest.raises(FloatingPointError, match=r"The pretraining loss is nan for finite inputs \(pixel_values max \|x\| = 3e\+38\)"):
+    with pytest.raises(FloatingPointError, match=r"The pretraining loss is nan for inputs pixel_values max \|x\| = 3e\+38, pixel_values_2"):
         model(huge, huge)
+
+
+def test_unnormalised_inputs_are_refused_even_when_the_loss_stays_finite(model):
+    pixels = torch.rand(4, 3, 32, 32)
+    assert torch.isfinite(model(pixels * 1e3, pixels * 1e3).loss)  # within the limit: trains
+    with pytest.raises(FloatingPointError, match=r"for inputs pixel_values max \|x\| = 2e\+04.*must be normalised \(\|x\| <= 10000\)"):
+        model(pixels.clamp(min=0.5) * 2e4, pixels)
 
 
 def test_a_batch_of_one_warns_once_that_the_contrastive_loss_has_no_negatives(model):
