@@ -15,8 +15,8 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 METADATA_KEY = "insub_hf_sha256"
-# A model's weight files in a folder (`model.safetensors` or its shards), not other safetensors files beside them
-WEIGHT_FILES = "model*.safetensors"
+SINGLE_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
 
 
 def tensor_checksum(tensor: torch.Tensor) -> str:
@@ -50,10 +50,31 @@ def weights_fingerprint(module: torch.nn.Module) -> str:
     return digest.hexdigest()
 
 
+def model_weight_files(folder: str | Path) -> list[Path]:
+    """The files transformers loads a model from: the shards its `model.safetensors.index.json` names, else
+    `model.safetensors` (none: []). Other safetensors files beside them (`model_backup.safetensors`, a detector) are
+    not the model's. A damaged index raises ValueError naming it."""
+    folder = Path(folder)
+    index = folder / INDEX_FILE
+    if not index.exists():
+        return [folder / SINGLE_FILE] if (folder / SINGLE_FILE).exists() else []
+    try:
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ValueError(
+            f"{index} is not a readable shard index (truncated or edited; it needs a 'weight_map' of tensor name -> "
+            f"shard file): {type(error).__name__}: {error}"
+        ) from None
+    missing = [name for name in shards if not (folder / name).is_file()]
+    if missing:
+        raise ValueError(f"{index} names shard files that are not in {folder}: {missing}.")
+    return [folder / name for name in shards]
+
+
 def add_checksums(folder: str | Path) -> list[Path]:
-    """Rewrites the model weight files in `folder` (`WEIGHT_FILES`) with a checksum of each tensor in their metadata
+    """Rewrites the model weight files in `folder` (`model_weight_files`) with a checksum of each tensor in their metadata
     (the tensors and the other metadata unchanged); returns the files."""
-    files = sorted(Path(folder).glob(WEIGHT_FILES))
+    files = model_weight_files(folder)
     for path in files:
         tensors, metadata = read_safetensors(path)
         metadata.update(checksum_metadata(tensors))
@@ -84,5 +105,5 @@ def verify_checksums(path: str | Path) -> int:
     """Reads a safetensors file (or a folder's model weight files) and compares each tensor with the checksum in its
     metadata (`read_verified`). Returns how many tensors were checked (0 for files saved without checksums)."""
     path = Path(path)
-    files = sorted(path.glob(WEIGHT_FILES)) if path.is_dir() else [path]
+    files = model_weight_files(path) if path.is_dir() else [path]
     return sum(read_verified(file)[1] for file in files)

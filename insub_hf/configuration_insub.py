@@ -115,16 +115,23 @@ _BOOKKEEPING_KEYS = {
 }
 
 
-def _warn_unknown_keys(kwargs: dict[str, Any]) -> None:
-    """transformers keeps an unknown keyword as an attribute nobody reads: a misspelt field would silently do
-    nothing, so name the closest field."""
+def _check_unknown_keys(kwargs: dict[str, Any]) -> None:
+    """transformers keeps an unknown keyword as an attribute nobody reads, so a misspelt field would silently do
+    nothing: a key close to a field (`num_head`) is refused, naming that field. A key close to none only warns: a
+    config.json written by a later release or another tool must still load."""
     known = set(InSubConfig.__dataclass_fields__) | set(PretrainedConfig.__dataclass_fields__)
     for key in sorted(set(kwargs) - known - _BOOKKEEPING_KEYS):
         if key.startswith("_"):
             continue
-        close = difflib.get_close_matches(key, sorted(InSubConfig.__dataclass_fields__), n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        warnings.warn(f"InSubConfig got {key}={kwargs[key]!r}, which is not one of its fields{hint}", stacklevel=4)
+        close = difflib.get_close_matches(key, sorted(InSubConfig.__dataclass_fields__), n=1, cutoff=0.75)
+        if close:
+            raise ValueError(
+                f"InSubConfig got {key}={kwargs[key]!r}, which is not one of its fields; did you mean {close[0]!r}?"
+            )
+        warnings.warn(
+            f"InSubConfig got {key}={kwargs[key]!r}, which is not one of its fields (kept as an attribute; nothing "
+            "reads it).", stacklevel=4,
+        )
 
 
 class InSubConfig(PretrainedConfig):
@@ -250,7 +257,7 @@ class InSubConfig(PretrainedConfig):
                 "InSubConfig.head_hidden_sizes must be a list of hidden widths (e.g. [2048]; [] for one Linear layer), "
                 f"got {self.head_hidden_sizes!r}."
             )
-        _warn_unknown_keys(kwargs)
+        _check_unknown_keys(kwargs)
         self.timm_kwargs = dict(self.timm_kwargs or {})
         if self.objective == "dino" and self.timm_model_name and "vit" in self.timm_model_name:
             self.timm_kwargs.setdefault("dynamic_img_size", True)  # local crops are smaller than global ones

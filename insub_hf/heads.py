@@ -38,6 +38,7 @@ class BatchedHeads(nn.Module):
         super().__init__()
         self.num_heads = num_heads
         sizes = [in_dim, *hidden_sizes, out_dim]
+        self.sizes = tuple(sizes)
         parameters = num_heads * sum((fan_in + 1) * fan_out for fan_in, fan_out in zip(sizes[:-1], sizes[1:]))
         if parameters > MAX_HEAD_PARAMETERS:
             raise ValueError(

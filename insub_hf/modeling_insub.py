@@ -4,20 +4,20 @@ hinge on top (InSubForPreTraining); fine-tuning a linear classifier (InSubForSeq
 from __future__ import annotations
 
 import importlib
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from safetensors import safe_open
 from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import logging
 from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, ModelOutput, cached_file
 
-from .checksums import add_checksums, verify_checksums
+from .checksums import add_checksums, model_weight_files, verify_checksums
 from .configuration_insub import InSubConfig
 from .encoders import build_encoder
 from .heads import BatchedHeads, WeightNormedLinear
@@ -133,23 +133,33 @@ def _looks_like_a_path(name: str) -> bool:
     return name.startswith(("/", "./", "../", "~")) or "\\" in name or name.count("/") > 1
 
 
-def _cached_weight_files(repo_id: str, kwargs: dict) -> list[str]:
-    """The safetensors files of a Hub repo in the local cache (what `from_pretrained` just read)."""
-    found = []
-    for filename in (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME):
+def _cached_weight_files(repo_id: str, kwargs: dict) -> list[Path]:
+    """The model weight files of a Hub repo in the local cache (what `from_pretrained` just read)."""
+    for filename in (SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME):
         path = cached_file(
             repo_id, filename, subfolder=kwargs.get("subfolder") or "", revision=kwargs.get("revision"),
             cache_dir=kwargs.get("cache_dir"), _raise_exceptions_for_missing_entries=False,
             _raise_exceptions_for_connection_errors=False, local_files_only=True,
         )
-        if path is None:
-            continue
-        if filename == SAFE_WEIGHTS_INDEX_NAME:
-            shards = sorted(set(json.loads(Path(path).read_text())["weight_map"].values()))
-            found += [str(Path(path).parent / shard) for shard in shards]
-        else:
-            found.append(path)
-    return found
+        if path is not None:
+            return model_weight_files(Path(path).parent)
+    return []
+
+
+def _shape_mismatches(cls, folder: Path, config: InSubConfig | None) -> list[str]:
+    """'name: checkpoint (shape), config (shape)' for each tensor of the local checkpoint in `folder` whose shape
+    differs from a model of `cls` built from `config` (default: the folder's config.json) on the meta device."""
+    if not folder.is_dir():
+        return []
+    config = config if isinstance(config, InSubConfig) else InSubConfig.from_pretrained(folder)
+    with torch.device("meta"):
+        built = {k.removeprefix("insub."): tuple(v.shape) for k, v in cls(config).state_dict().items()}
+    stored = {}
+    for file in model_weight_files(folder):
+        with safe_open(str(file), framework="pt") as handle:
+            stored.update({k.removeprefix("insub."): tuple(handle.get_slice(k).get_shape()) for k in handle.keys()})
+    return [f"{k}: checkpoint {stored[k]}, config {built[k]}" for k in sorted(set(stored) & set(built))
+            if stored[k] != built[k]]
 
 
 class InSubPreTrainedModel(PreTrainedModel):
@@ -191,6 +201,16 @@ class InSubPreTrainedModel(PreTrainedModel):
             if clearer is None:
                 raise
             raise clearer from error
+        except RuntimeError as error:
+            if "ignore_mismatched_sizes" not in str(error):
+                raise
+            found = _shape_mismatches(cls, local / (kwargs.get("subfolder") or ""), kwargs.get("config"))
+            raise ValueError(
+                f"from_pretrained({name!r}): the weights do not have the shapes the config gives them"
+                f"{': ' + '; '.join(found[:3]) if found else ''}. The config (num_heads, head_hidden_sizes, "
+                "head_output_size, encoder_config, ...) was edited after saving, or another config was passed: "
+                "load with the config the weights were saved with."
+            ) from None
         objective_missing = sorted(k for k in info.get("missing_keys", ()) if k.startswith("objective."))
         if objective_missing:  # e.g. a config edited from simclr to dino: the teacher would start random
             raise ValueError(
@@ -219,6 +239,11 @@ class InSubPreTrainedModel(PreTrainedModel):
             repo_id = kwargs.pop("repo_id", None) or os.path.basename(os.path.normpath(save_directory))
             self.save_pretrained(save_directory, *args, remote_code=remote_code is not False, **kwargs)
             return self.push_to_hub(repo_id, token=kwargs.get("token"))
+        if os.path.exists(save_directory) and not os.path.isdir(save_directory):
+            raise NotADirectoryError(
+                f"save_pretrained({str(save_directory)!r}): that path is a file, not a folder; nothing was written."
+            )
+        getattr(self, self.base_model_prefix, self).check_config_matches_heads()
         cls = type(self)
         remote_code = cls._auto_class is not None if remote_code is None else remote_code
         # transformers' own copy (`is_remote_code()` reads the class) handles flat packages only; the flat files are
@@ -311,10 +336,26 @@ class InSubModel(InSubPreTrainedModel):
         """Encoder output `(B, d)` without the heads (for probes and k-NN)."""
         return self.encoder(**self.encoder_inputs(**inputs))
 
+    def check_config_matches_heads(self) -> None:
+        """Raises if `config.num_heads`, `head_hidden_sizes` or `head_output_size` were changed after the model was
+        built: the losses, the spread and a saved config.json would read the new values, the heads hold the old."""
+        built = self.heads
+        expected = dict(num_heads=built.num_heads, head_hidden_sizes=list(built.sizes[1:-1]),
+                        head_output_size=built.sizes[-1])
+        changed = {k: v for k, v in expected.items() if (list(getattr(self.config, k)) if k == "head_hidden_sizes"
+                                                           else getattr(self.config, k)) != v}
+        if changed:
+            given = ", ".join(f"{k}={getattr(self.config, k)!r} (built with {v!r})" for k, v in changed.items())
+            raise ValueError(
+                f"InSubConfig.{given} was changed after the model was built; the heads keep their shapes. Build a "
+                "new model from the edited config (or set the field back)."
+            )
+
     def embed_heads(self, representation: torch.Tensor) -> torch.Tensor:
         """Head embeddings `(B, M, q)` of representations `(B, d)`, normalised as the config says; float32 also
         under bf16 autocast (their mean, spread and losses need the precision; they are small), float64 in a float64
         model."""
+        self.check_config_matches_heads()
         z = upcast_half(self.heads(representation))
         return F.normalize(z, dim=-1) if self.config.normalize_heads else z
 

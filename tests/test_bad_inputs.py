@@ -3,6 +3,7 @@ and nothing on disk changes where a model existed."""
 
 import hashlib
 import json
+import re
 import warnings
 
 import pytest
@@ -36,13 +37,52 @@ def test_a_bad_config_value_is_refused_naming_the_field(kwargs, message):
     assert message in str(error.value)
 
 
-def test_a_misspelt_config_keyword_warns_with_the_closest_field_and_a_saved_config_loads_quietly(tmp_path):
-    with pytest.warns(UserWarning, match="InSubConfig got num_head=3, which is not one of its fields; did you mean 'num_heads'"):
+def test_a_misspelt_config_keyword_is_refused_with_the_closest_field_and_a_saved_config_loads_quietly(tmp_path):
+    with pytest.raises(ValueError, match="InSubConfig got num_head=3, which is not one of its fields; did you mean 'num_heads'"):
         InSubConfig(num_head=3)
+    with pytest.raises(ValueError, match="got diversity_alhpa=0.1, .* did you mean 'diversity_alpha'"):
+        InSubConfig(diversity_alhpa=0.1)
+    # a key close to no field (a later release's, another tool's) is kept with a warning: the config still loads
+    with pytest.warns(UserWarning, match="InSubConfig got experiment_tag='x', which is not one of its fields"):
+        assert InSubConfig(experiment_tag="x").experiment_tag == "x"
     InSubConfig(num_heads=2, num_labels=4).save_pretrained(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert InSubConfig.from_pretrained(tmp_path).num_labels == 4
+
+
+def test_a_config_edited_after_saving_is_refused_naming_the_tensors_and_fields(tmp_path):
+    InSubForPreTraining(tiny_config(num_heads=2)).save_pretrained(tmp_path / "model")
+    path = tmp_path / "model" / "config.json"
+    config = json.loads(path.read_text())
+    path.write_text(json.dumps({**config, "num_heads": 3}))
+    with pytest.raises(ValueError, match=r"the weights do not have the shapes the config gives them: heads\..*checkpoint \(2, .*config \(3, .*\(num_heads, head_hidden_sizes, head_output_size"):
+        InSubForPreTraining.from_pretrained(tmp_path / "model")
+    path.write_text(json.dumps(config))  # a resume into another head count: the config passed in differs
+    with pytest.raises(ValueError, match=r"checkpoint \(2, .*config \(4, .*or another config was passed"):
+        InSubForPreTraining.from_pretrained(tmp_path / "model", config=InSubConfig(**{**config, "num_heads": 4}))
+
+
+@pytest.mark.parametrize("field, value", [("num_heads", 4), ("head_output_size", 8), ("head_hidden_sizes", [8])])
+def test_a_config_field_changed_after_the_model_was_built_is_refused(tmp_path, field, value):
+    model = InSubForPreTraining(tiny_config(num_heads=2))
+    built = getattr(model.config, field)
+    setattr(model.config, field, value)
+    with pytest.raises(ValueError, match=re.escape(f"InSubConfig.{field}={value!r} (built with {built!r}) was changed after")):
+        model(torch.rand(2, 3, 32, 32), torch.rand(2, 3, 32, 32))
+    with pytest.raises(ValueError, match=rf"InSubConfig.{field}="):
+        model.save_pretrained(tmp_path / "model")
+    assert not (tmp_path / "model").exists()  # nothing written
+    setattr(model.config, field, built)
+    assert torch.isfinite(model(torch.rand(2, 3, 32, 32), torch.rand(2, 3, 32, 32)).loss)
+
+
+def test_save_pretrained_onto_a_file_is_refused_and_leaves_it(tmp_path):
+    target = tmp_path / "results.json"
+    target.write_text("{}")
+    with pytest.raises(NotADirectoryError, match=f"save_pretrained\\('{target}'\\): that path is a file"):
+        InSubModel(tiny_config(num_heads=2)).save_pretrained(target)
+    assert target.read_text() == "{}"
 
 
 def test_a_head_count_too_large_to_allocate_is_refused_by_size():

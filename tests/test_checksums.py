@@ -99,3 +99,41 @@ def test_resuming_from_a_checkpoint_whose_weights_changed_is_refused(tmp_path):
     trainer = InSubTrainer(model=InSubForPreTraining(config), args=args(tmp_path, max_steps=4), train_dataset=dataset)
     with pytest.raises(ValueError, match=f"{weights}: the tensor '.*' does not match its checksum"):
         trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
+
+
+def test_a_safetensors_file_beside_the_model_is_not_part_of_it(saved):
+    model, folder = saved
+    backup = folder / "model_backup.safetensors"
+    backup.write_bytes(b"an old copy, damaged" * 4)
+    loaded = InSubForPreTraining.from_pretrained(folder)  # neither verified nor loaded as the model's
+    assert all(torch.equal(loaded.state_dict()[k], v) for k, v in model.state_dict().items())
+    loaded.save_pretrained(folder)  # nor rewritten with checksums on save
+    assert backup.read_bytes() == b"an old copy, damaged" * 4
+
+
+def _sharded(model, folder):
+    model.save_pretrained(folder, max_shard_size="20KB")
+    index = folder / "model.safetensors.index.json"
+    assert len(set(json.loads(index.read_text())["weight_map"].values())) > 1
+    return index
+
+
+@pytest.mark.parametrize("damage", ["truncated", "no weight_map", "missing shard"])
+def test_a_damaged_shard_index_is_refused_naming_it(tmp_path, damage):
+    torch.manual_seed(0)
+    model = InSubForPreTraining(tiny_config(num_heads=2))
+    index = _sharded(model, tmp_path / "sharded")
+    assert InSubForPreTraining.from_pretrained(tmp_path / "sharded").config.num_heads == 2
+    text = index.read_text()
+    if damage == "truncated":
+        index.write_text(text[: len(text) // 2])
+        expected = f"{index} is not a readable shard index"
+    elif damage == "no weight_map":
+        index.write_text(json.dumps({"metadata": {}}))
+        expected = f"{index} is not a readable shard index .*KeyError: 'weight_map'"
+    else:
+        shard = sorted(set(json.loads(text)["weight_map"].values()))[-1]
+        (tmp_path / "sharded" / shard).unlink()
+        expected = f"{index} names shard files that are not in .*{shard}"
+    with pytest.raises(ValueError, match=expected):
+        InSubForPreTraining.from_pretrained(tmp_path / "sharded")
