@@ -65,6 +65,11 @@ class InSubTrainingArguments(TrainingArguments):
     )
 
     def __post_init__(self) -> None:
+        if self.fp16 and (self.use_cpu or not (torch.cuda.is_available() or torch.backends.mps.is_available())):
+            raise ValueError(
+                "InSubTrainingArguments.fp16=True needs a GPU (fp16 autocast with a loss scaler); training on the CPU "
+                "it would be ignored. Use bf16=True (CPU autocast) or leave both off."
+            )
         # the fast path where a GPU is present, unless the fields were given (fast_path_arguments)
         chosen = fast_path_arguments(
             False if self.bf16 is None and self.fp16 else self.bf16, dataloader_num_workers=self.dataloader_num_workers

@@ -224,3 +224,10 @@ def test_a_checkpoint_loaded_with_another_objective_is_refused_and_left_alone(tm
     with pytest.raises(ValueError, match="lacks .* weights of its config's objective 'dino'"):
         InSubForPreTraining.from_pretrained(tmp_path)
     assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in tmp_path.iterdir()} == before
+
+
+def test_fp16_on_a_machine_without_a_gpu_is_refused_not_ignored(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the same answer on a GPU machine
+    with pytest.raises(ValueError, match=r"InSubTrainingArguments.fp16=True needs a GPU .* Use bf16=True"):
+        InSubTrainingArguments(output_dir=str(tmp_path), fp16=True, report_to=[])
+    assert InSubTrainingArguments(output_dir=str(tmp_path), bf16=True, use_cpu=True, report_to=[]).bf16

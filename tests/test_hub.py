@@ -297,3 +297,13 @@ def test_training_scripts_check_the_token_first_and_push_once_at_the_end(tmp_pat
     assert (tmp_path / "run_name" / "model" / "model.safetensors").is_file()
     assert fake_api.calls[-1][1]["repo_id"] == "someone/run"
     assert "nothing, untrained" in (fake_api.snapshot / "README.md").read_text()
+
+
+@pytest.mark.parametrize("repo_id", ["a/..", "my name/insub", "a/b/c", "insub-"])
+def test_an_invalid_repo_id_is_refused_before_any_folder_is_written(tmp_path, monkeypatch, repo_id):
+    monkeypatch.chdir(tmp_path)
+    InSubModel(tiny_config(num_heads=2)).save_pretrained(tmp_path / "model")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(ValueError, match=f"hub_model_id='{repo_id}' is not a Hub repo id: Repo id must"):
+        main(["hub", "--model_dir", str(tmp_path / "model"), "--hub_model_id", repo_id])
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no runs/hub/<name> folder

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
+
 from ..configuration_insub import NAMED_ENCODERS, named_encoder
 from ..data.batch_views import BatchTwoViews
 from ..hub import hub_token
@@ -31,6 +34,13 @@ class HubArguments:
     hub_private_repo: bool | None = field(
         default=None, metadata={"help": "Create the Hub repo as private.", "aliases": ["--private"]}
     )
+
+    def __post_init__(self) -> None:
+        if self.hub_model_id is not None:
+            try:
+                validate_repo_id(self.hub_model_id)
+            except HFValidationError as error:
+                raise ValueError(f"hub_model_id={self.hub_model_id!r} is not a Hub repo id: {error}") from None
 
     def token(self, action: str) -> str:
         """The token to push with; raises before any work when offline or without one."""

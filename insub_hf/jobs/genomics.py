@@ -91,6 +91,10 @@ def finetune(pretrained: InSubModel, train, test, num_classes: int, args: Genomi
 
 def run_genomics(args: GenomicsArguments) -> dict:
     """Baseline (M=1) and InSub (M) pretraining, then probe and fine-tuning on the labelled set; table + JSON."""
+    experiment = Experiment(  # checks the output folder before the data are read
+        args.output_dir, PretrainingSettings(args.epochs, args.batch_size, args.learning_rate, **args.speed_settings()), asdict(args),
+        overwrite=args.overwrite_output_dir,
+    )
     fasta = args.pretrain_fasta or bundled_upstream_path()
     corpus = load_fasta_dataset(fasta)
     labelled = load_labelled_sequences(args.labelled) if args.labelled else load_splice_junctions()
@@ -101,10 +105,6 @@ def run_genomics(args: GenomicsArguments) -> dict:
     print(f"pretraining: {len(corpus)} sequences from {fasta}, crops of {args.crop_length} nt; classification: "
           f"{len(train[1])} train / {len(test[1])} test, {num_classes} classes")
     views = corpus.with_transform(DNAViews(args.crop_length, two_views=False))
-    experiment = Experiment(
-        args.output_dir, PretrainingSettings(args.epochs, args.batch_size, args.learning_rate, **args.speed_settings()), asdict(args),
-        overwrite=args.overwrite_output_dir,
-    )
     out, results = experiment.output_dir, {}
     for name, m, weight in (("baseline", 1, 0.0), (f"insub_m{args.num_heads}", args.num_heads, args.diversity_weight)):
         run = experiment.pretrain(Variant(name, genomics_config(args, m, weight), args.seed), views)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -176,20 +177,31 @@ FINISHED_FILES = ("results.json", "*_results.json", "ablation.json", "mechanism.
 
 
 def check_output_dir(output_dir: str | Path, replace: bool = False) -> None:
-    """Refuses an `output_dir` that is a file, or that holds a finished run (results or trained models) unless
-    `replace`; called before any work, so a mistaken command never overwrites a good run."""
+    """Refuses an `output_dir` that is a file, that cannot be written, or that holds a finished run (results or
+    trained models) unless `replace`; called before any work (data included), so a mistaken command never
+    overwrites a good run and an unwritable folder fails before the hours of training, not after."""
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise NotADirectoryError(f"output_dir={str(output_dir)!r} is a file, not a folder.")
-    if replace or not output_dir.is_dir():
-        return
-    finished = sorted({str(p.relative_to(output_dir)) for pattern in FINISHED_FILES for p in output_dir.glob(pattern)})
+    finished = [] if replace or not output_dir.is_dir() else sorted(
+        {str(p.relative_to(output_dir)) for pattern in FINISHED_FILES for p in output_dir.glob(pattern)}
+    )
     if finished:
         raise FileExistsError(
             f"output_dir={str(output_dir)!r} holds a finished run ({', '.join(finished[:3])}); pass "
             "--overwrite_output_dir to replace it, --resume (where the job has it) to continue it, or choose another "
             "output_dir."
         )
+    existing = output_dir.absolute()
+    while not existing.exists():  # the folder itself, or where it would be created
+        existing = existing.parent
+    try:
+        tempfile.TemporaryFile(dir=existing).close()  # leaves nothing behind
+    except OSError as error:
+        raise PermissionError(
+            f"output_dir={str(output_dir)!r} cannot be written ({error.strerror or error}); choose a folder this "
+            "user may write to. Nothing was run."
+        ) from None
 
 
 def write_json(path: str | Path, data: dict) -> None:

@@ -3,6 +3,7 @@
 import dataclasses
 import hashlib
 import importlib
+import os
 import typing
 from pathlib import Path
 
@@ -94,6 +95,28 @@ def test_an_output_dir_that_is_a_file_is_refused(tmp_path):
     with pytest.raises(NotADirectoryError, match=f"output_dir={str(target)!r} is a file"):
         cli.main(["demo", "--output_dir", str(target)])
     assert target.read_text() == "keep me"
+
+
+@pytest.fixture
+def unwritable(tmp_path):
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o500)
+    if os.access(folder, os.W_OK):  # root writes anywhere a mode allows nothing: use a read-only file system
+        if not os.path.isdir("/sys"):
+            pytest.skip("running as root without a read-only /sys to write into")
+        folder = Path("/sys/insub-hf-test-run")
+    yield folder
+    (tmp_path / "read-only").chmod(0o700)
+
+
+@pytest.mark.parametrize("job", ["demo", "compare", "ablation", "mechanism", "genomics", "text"])
+def test_an_output_dir_that_cannot_be_written_is_refused_before_the_data_are_read(unwritable, job):
+    # the missing data files would be the error if the data were read first
+    data = {"demo": ["--data_source", "debian"], "genomics": ["--pretrain_fasta", "/no/such.fasta"],
+            "text": ["--corpus", "/no/such.txt"]}.get(job, [])
+    with pytest.raises(PermissionError, match=f"output_dir={str(unwritable)!r} cannot be written .*Nothing was run"):
+        cli.main([job, "--output_dir", str(unwritable), *data])
 
 
 def test_resume_refuses_other_settings_naming_them_and_changes_nothing(tmp_path):
