@@ -47,6 +47,18 @@ class InSubSentenceEncoder:
             raise ValueError(
                 f"InSubSentenceEncoder needs a text encoder (input_ids); this model reads {model.encoder.main_input_name}."
             )
+        encoder = model.config.encoder_config
+        positions = (encoder.get if isinstance(encoder, dict) else lambda k: getattr(encoder, k, None))(
+            "max_position_embeddings"
+        )
+        if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 3:
+            raise ValueError(f"InSubSentenceEncoder: max_length must be an integer >= 3 (two special tokens and one "
+                             f"word), got {max_length!r}.")
+        if positions is not None and max_length > positions:
+            raise ValueError(
+                f"InSubSentenceEncoder: max_length={max_length} is more than the encoder's {positions} position "
+                f"embeddings (encoder_config.max_position_embeddings); use max_length <= {positions}."
+            )
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.tokenize = SentenceTokenizer(tokenizer, max_length, model.encoder.vocab_size)
@@ -54,7 +66,16 @@ class InSubSentenceEncoder:
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, max_length: int = 32, **kwargs) -> InSubSentenceEncoder:
         """Loads the model (an `InSubModel` or `InSubForPreTraining` checkpoint) and the tokenizer saved beside it."""
-        return cls(InSubModel.from_pretrained(path, **kwargs), AutoTokenizer.from_pretrained(path), max_length)
+        model = InSubModel.from_pretrained(path, **kwargs)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path)
+        except (OSError, ValueError) as error:
+            raise FileNotFoundError(
+                f"InSubSentenceEncoder.from_pretrained({str(path)!r}): no tokenizer could be loaded from it ({error}). "
+                "Save the model with InSubSentenceEncoder.save_pretrained (model and tokenizer in one folder), or "
+                "build InSubSentenceEncoder(model, tokenizer)."
+            ) from None
+        return cls(model, tokenizer, max_length)
 
     def save_pretrained(self, path: str | os.PathLike) -> None:
         """Writes model (safetensors, atomically) and tokenizer into one folder."""
@@ -68,6 +89,8 @@ class InSubSentenceEncoder:
             sentences = [sentences]
         if len(sentences) == 0:
             raise ValueError("encode: got no sentences.")
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"encode: batch_size must be a positive integer, got {batch_size!r}.")
         device = next(self.model.parameters()).device
         parts = []
         for start in range(0, len(sentences), batch_size):

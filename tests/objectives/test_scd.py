@@ -132,6 +132,21 @@ def test_save_load_round_trip_of_model_and_tokenizer(tmp_path, tokenizer):
     assert loaded.tokenizer(sentences)["input_ids"] == tokenizer(sentences)["input_ids"]
 
 
+def test_sentence_encoder_refuses_a_bad_length_batch_size_or_a_folder_without_tokenizer(tmp_path, tokenizer):
+    model = InSubModel(tiny_bert_config(num_heads=2))
+    positions = model.config.encoder_config.max_position_embeddings
+    with pytest.raises(ValueError, match=rf"max_length={positions + 1} is more than the encoder's {positions} position"):
+        InSubSentenceEncoder(model, tokenizer, max_length=positions + 1)
+    with pytest.raises(ValueError, match="max_length must be an integer >= 3"):
+        InSubSentenceEncoder(model, tokenizer, max_length=0)
+    encoder = InSubSentenceEncoder(model, tokenizer, max_length=positions)
+    with pytest.raises(ValueError, match="encode: batch_size must be a positive integer, got 0"):
+        encoder.encode(["a sentence"], batch_size=0)
+    model.save_pretrained(tmp_path / "model-only")  # no tokenizer beside it
+    with pytest.raises(FileNotFoundError, match=r"from_pretrained\('.*model-only'\): no tokenizer could be loaded"):
+        InSubSentenceEncoder.from_pretrained(tmp_path / "model-only")
+
+
 def test_real_minilm_transfer_on_a_tiny_real_subset_beats_chance(tokenizer):
     from insub_hf.encoders import encoder_config_from_pretrained, load_encoder_weights
 
