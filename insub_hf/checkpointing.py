@@ -24,6 +24,7 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
             f"{str(path)!r} is an existing file, not a folder: a model folder would replace it; choose another path."
         )
     path.parent.mkdir(parents=True, exist_ok=True)
+    clean_interrupted_saves(path)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
         yield tmp
@@ -35,6 +36,28 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
         path.rename(old)
     tmp.rename(path)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def clean_interrupted_saves(path: str | os.PathLike) -> list[Path]:
+    """Removes what a save into `path` killed half-way left beside it (`.<name>.tmp-*`, `.<name>.old-*`); a process
+    killed between moving the old folder aside and moving the new one in left `path` missing: the old folder is put
+    back (the new one may be incomplete). Returns the folders removed."""
+    path = Path(path)
+    removed = []
+    for old in sorted(path.parent.glob(f".{path.name}.old-*")):
+        if not path.exists():
+            old.rename(path)
+            logger.warning("Restored %s from %s, which an interrupted save had moved aside.", path, old.name)
+            continue
+        shutil.rmtree(old, ignore_errors=True)
+        removed.append(old)
+    for tmp in sorted(path.parent.glob(f".{path.name}.tmp-*")):
+        shutil.rmtree(tmp, ignore_errors=True)
+        removed.append(tmp)
+    if removed:
+        logger.warning("Removed %d folder(s) an interrupted save left beside %s: %s", len(removed), path,
+                       [p.name for p in removed])
+    return removed
 
 
 def save_pretrained_atomic(model, path: str | os.PathLike, **save_kwargs) -> Path:

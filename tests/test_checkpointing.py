@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from insub_hf import InSubForPreTraining
-from insub_hf.checkpointing import save_pretrained_atomic
+from insub_hf.checkpointing import clean_interrupted_saves, save_pretrained_atomic
 
 from .conftest import tiny_config
 
@@ -42,3 +42,21 @@ def test_atomic_save_refuses_a_path_that_is_a_file_and_leaves_it_alone(tmp_path)
         save_pretrained_atomic(InSubForPreTraining(tiny_config()), target)
     assert target.read_bytes() == b"a file the user keeps"
     assert [p.name for p in tmp_path.iterdir()] == ["model"]  # no temporary folder left
+
+
+def test_the_next_save_cleans_up_what_a_killed_save_left_and_restores_a_model_moved_aside(tmp_path):
+    target = tmp_path / "model"
+    first = InSubForPreTraining(tiny_config())
+    save_pretrained_atomic(first, target)
+    saved = (target / "model.safetensors").read_bytes()
+    # killed while writing (SIGKILL runs no cleanup): a hidden half-written folder stays beside the model
+    (tmp_path / ".model.tmp-deadbeef").mkdir()
+    (tmp_path / ".model.tmp-deadbeef" / "model.safetensors").write_bytes(b"half")
+    # killed between moving the good model aside and moving the new one in: the model folder is missing
+    target.rename(tmp_path / ".model.old-cafef00d")
+    assert clean_interrupted_saves(target) == [tmp_path / ".model.tmp-deadbeef"]
+    assert (target / "model.safetensors").read_bytes() == saved  # the good model is back
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+    (tmp_path / ".model.tmp-0badc0de").mkdir()
+    save_pretrained_atomic(InSubForPreTraining(tiny_config()), target)  # saving cleans up too
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]

@@ -126,7 +126,8 @@ def run_demo(args: DemoArguments) -> dict:
     for name, m, weight in ((f"{prefix}baseline", 1, 0.0), (f"{prefix}insub_m{args.num_heads}", args.num_heads,
                                                              args.diversity_weight)):
         report = KNNReportCallback(
-            data["train"].with_transform(knn_rows), data["test"].with_transform(knn_rows), k=args.knn_k, name=name
+            data["train"].with_transform(knn_rows), data["test"].with_transform(knn_rows), k=args.knn_k, name=name,
+            path=experiment.output_dir / name / "epoch_report.jsonl",
         )
         variant = Variant(name, demo_config(args, m, weight), args.seed, [report])
         result = experiment.pretrain(variant, train, batch_views=views)
