@@ -1,5 +1,6 @@
-"""The `insub-hf` commands: each is a job module of `insub_hf.jobs` with its argument groups and `run`. The entry
-point and the command list are `insub_hf_cli` (outside the package, so that listing the commands loads no torch)."""
+"""Running one `insub-hf` command: each is a job module of `insub_hf.jobs` with its argument groups and `run`. The
+entry point and the command list are `insub_hf_cli` (outside the package, so that listing the commands loads no
+torch)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ import importlib
 import re
 
 from transformers import HfArgumentParser
-
-from insub_hf_cli import COMMANDS, main  # noqa: F401  (re-exported: `python -m insub_hf.cli`, tests)
 
 
 def run_command(module: str, command: str, argv: list[str]) -> int:
@@ -27,6 +26,3 @@ def job_parser(command: str, groups: tuple):
             action.help = re.sub(r"(?<!%)%(?![(%])", "%%", action.help)
     return parser
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

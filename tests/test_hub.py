@@ -16,7 +16,7 @@ import yaml
 from huggingface_hub import ModelCard
 
 from insub_hf import InSubConfig, InSubForPreTraining, InSubForSequenceClassification, InSubModel, named_encoder
-from insub_hf.cli import main
+from insub_hf_cli import main
 from insub_hf.hub import check_hub_folder, harness_eval_results, save_for_hub, senteval_eval_results
 
 from .conftest import compare_argv, tiny_config

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from insub_hf import InSubConfig, InSubForPreTraining
-from insub_hf.cli import main
+from insub_hf_cli import main
 from insub_hf.evaluation import HarnessArguments, ImageEvaluationData, MethodEvaluator, ProbeArguments, metrics
 from insub_hf.jobs.compare import ComparisonArguments
 from insub_hf.evaluation.ood_detector import CALIBRATION_IMAGES, CALIBRATION_SEED

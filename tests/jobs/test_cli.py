@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from insub_hf import InSubForPreTraining
-from insub_hf.cli import COMMANDS, main
+from insub_hf_cli import COMMANDS, main
 
 
 def test_help_and_unknown_command(capsys):

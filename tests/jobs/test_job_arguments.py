@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from insub_hf import cli
+import insub_hf_cli as cli
 from insub_hf.evaluation.harness import HarnessArguments
 from insub_hf.evaluation.probes import ProbeArguments
 from insub_hf.validation import field_rule
