@@ -172,9 +172,11 @@ def demo_table(runs: list[dict], out, prefix: str) -> str:
                  "(label-free) do not; the spread needs M > 1.")
     for run in runs:
         for calibration in run.get("head_spread_calibration") or []:
+            high = calibration["direction"] == 1
+            chosen = calibration["validation_auroc"] if high else 1 - calibration["validation_auroc"]  # that reading's
             lines.append(
-                f"{run['name']}: head spread read as {'HIGH' if calibration['direction'] == 1 else 'LOW'} = OOD "
-                f"(fixed on training images vs validation noise, AUROC {100 * calibration['validation_auroc']:.1f}%)"
+                f"{run['name']}: head spread read as {'HIGH' if high else 'LOW'} = OOD (fixed on training images vs "
+                f"validation noise, where that reading has AUROC {100 * chosen:.1f}%)"
             )
     lines.append(
         f"wrote {out}/{prefix}results.json, {prefix}reliability.png, {prefix}uncertainty.png, "

@@ -48,6 +48,9 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     assert 0 <= knn <= 1 and f"{100 * knn:5.1f}" in printed  # the label-free AUROC the table prints
     spread = insub["ood"]["mnist"]["neg_head_spread"]
     assert f"/ {100 * spread:5.1f}" in printed and "neg_head_spread" not in baseline["ood"]["mnist"]
+    calibration = insub["head_spread_calibration"][0]  # the printed AUROC is the chosen reading's, never below chance
+    chosen = calibration["validation_auroc"] if calibration["direction"] == 1 else 1 - calibration["validation_auroc"]
+    assert chosen >= 0.5 and f"that reading has AUROC {100 * chosen:.1f}%" in printed
     assert len(baseline["history"]) == len(insub["history"]) == 2
     assert baseline["history"][-1]["mean_sigma"] == 0.0 and baseline["history"][-1]["diversity_loss"] == 0.0
     assert insub["history"][-1]["mean_sigma"] > 0.0
