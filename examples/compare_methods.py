@@ -4,12 +4,13 @@ corruptions and cost; writes results.md, results.json and PNG plots to --output_
     python examples/compare_methods.py                                  # bundled Fashion-MNIST, M=5, one seed
     python examples/compare_methods.py --num_heads 3 5 10 --seeds 0 1 2  # the full table (runs are cached)
     python examples/compare_methods.py --dataset cifar10 --ood_dataset svhn --train_per_class 0 \\
-        --test_per_class 0 --pretrain_epochs 200 --pretrain_batch_size 510 --hidden_size 192 --num_layers 12
+        --test_per_class 0 --pretrain_epochs 200 --pretrain_batch_size 510 --encoder resnet18_cifar --width 1
+
+The same as `insub-hf compare` (its argument groups and parser).
 """
 
-from transformers import HfArgumentParser
-
+from insub_hf.cli import job_parser
 from insub_hf.jobs.compare import ARGUMENT_GROUPS, run_comparison
 
 if __name__ == "__main__":
-    run_comparison(*HfArgumentParser(ARGUMENT_GROUPS).parse_args_into_dataclasses())
+    run_comparison(*job_parser("compare", ARGUMENT_GROUPS).parse_args_into_dataclasses())

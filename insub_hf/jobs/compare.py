@@ -2,7 +2,7 @@
 evaluate each with the same harness, write a markdown table (with per-seed paired differences to the baseline), a
 JSON file of every number and PNG plots.
 
-The default protocol converges on a CPU: a CIFAR-stem ResNet-10 at width 0.25 pretrained with SimCLR for 2 epochs
+The default protocol converges on a CPU: a CIFAR-stem ResNet-10 at width 0.25 pretrained with SimCLR for 3 epochs
 on the full Fashion-MNIST (Debian's copy; the bundled 5,000 images otherwise), views made per batch with kornia,
 then a linear probe on the frozen encoder."""
 

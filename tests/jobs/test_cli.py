@@ -1,4 +1,7 @@
 import json
+import runpy
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -115,3 +118,13 @@ def test_a_literal_percent_in_a_help_text_is_printed_as_written(capsys):
     job_parser("compare", (ComparisonArguments,)).print_help()
     assert "every baseline probe over 85% on the full Fashion-MNIST" in " ".join(capsys.readouterr().out.split())
 
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (Path(__file__).parents[2] / "examples").glob("*.py")))
+def test_every_example_script_prints_its_help(script, capsys, monkeypatch):
+    path = Path(__file__).parents[2] / "examples" / script
+    monkeypatch.setattr(sys, "argv", [str(path), "--help"])
+    with pytest.raises(SystemExit) as done:
+        runpy.run_path(str(path), run_name="__main__")
+    assert done.value.code == 0
+    assert "--output_dir" in capsys.readouterr().out
