@@ -32,24 +32,41 @@ def _cell(rows: list[dict], path: tuple[str, ...], scale: float = 1.0, digits: i
     return f"{np.mean(values):.{digits}f} ± {np.std(values, ddof=1):.{digits}f}"
 
 
-# (label, path in a row, scale, digits, lower is better) of every metric the paired differences cover
+def _corruption_mean(key: str):
+    """A row's corruption `key` (accuracy, ece) averaged over severities (None without corruptions)."""
+    def get(row: dict):
+        per_severity = [v.get(key) for v in (row.get("corruption_mean") or {}).values()]
+        return float(np.mean(per_severity)) if per_severity and None not in per_severity else None
+    return get
+
+
+def _at(*path: str):
+    return lambda row: _get(row, path)
+
+
+# (label, value of a row, scale, digits, lower is better) of every metric the paired differences cover
 PAIRED_METRICS = (
-    ("Acc", ("test", "accuracy"), 100, 2, False),
-    ("ECE", ("test", "ece"), 100, 2, True),
-    ("TACE", ("test", "tace"), 100, 2, True),
-    ("NLL", ("test", "nll"), 1, 3, True),
-    ("Brier", ("test", "brier"), 1, 3, True),
+    ("Acc", _at("test", "accuracy"), 100, 2, False),
+    ("ECE", _at("test", "ece"), 100, 2, True),
+    ("TACE", _at("test", "tace"), 100, 2, True),
+    ("NLL", _at("test", "nll"), 1, 3, True),
+    ("Brier", _at("test", "brier"), 1, 3, True),
+    ("Corr. Acc", _corruption_mean("accuracy"), 100, 2, False),
+    ("Corr. ECE", _corruption_mean("ece"), 100, 2, True),
 )
+# OOD scores every method has (the head spread has no baseline value: `spread_against_chance` reports it)
+PAIRED_OOD_SCORES = (("msp", "MSP"), ("neg_entropy", "entropy"), ("neg_knn", "k-NN"))
 
 
 def _ood_metrics(rows: list[dict]) -> tuple:
     sets = sorted({name for row in rows for name in row.get("ood", {})})
-    return tuple((f"AUROC {s}", ("ood", s, "msp"), 100, 2, False) for s in sets)
+    return tuple((f"AUROC {s} {label}", _at("ood", s, key), 100, 2, False) for s in sets
+                 for key, label in PAIRED_OOD_SCORES)
 
 
 def paired_differences(rows: list[dict], reference: str = "baseline") -> dict[str, dict[str, dict]]:
-    """Per-seed paired differences `method - reference` (same seed) for every metric of `PAIRED_METRICS` and the OOD
-    AUROC by max probability.
+    """Per-seed paired differences `method - reference` (same seed) for every metric of `PAIRED_METRICS` (test
+    calibration, corruptions averaged over types and severities) and the OOD AUROC of every `PAIRED_OOD_SCORES`.
 
     Returns:
         row name -> metric label -> `{"per_seed": {seed: difference}, "mean", "std" (ddof 1; None for one seed),
@@ -59,11 +76,11 @@ def paired_differences(rows: list[dict], reference: str = "baseline") -> dict[st
     references = {row["seed"]: row for row in rows if row["method"] == reference}
     out: dict[str, dict[str, dict]] = {}
     for name, group in _by_name([r for r in rows if r["method"] != reference]).items():
-        for label, path, scale, _, lower_better in PAIRED_METRICS + _ood_metrics(rows):
+        for label, value, scale, _, lower_better in PAIRED_METRICS + _ood_metrics(rows):
             per_seed = {}
             for row in group:
                 ref = references.get(row["seed"])
-                mine, theirs = _get(row, path), _get(ref, path) if ref else None
+                mine, theirs = value(row), value(ref) if ref else None
                 if mine is not None and theirs is not None:
                     per_seed[row["seed"]] = scale * (mine - theirs)
             if not per_seed:
@@ -78,6 +95,22 @@ def paired_differences(rows: list[dict], reference: str = "baseline") -> dict[st
     return out
 
 
+def spread_against_chance(rows: list[dict]) -> dict[str, dict[str, dict]]:
+    """The head spread's OOD AUROC (in the direction fixed per model on validation noise) per seed against chance
+    (50%): row name -> OOD set -> `{"per_seed": {seed: AUROC %}, "mean", "better_on": seeds above 50, "seeds"}`."""
+    out: dict[str, dict[str, dict]] = {}
+    for name, group in _by_name(rows).items():
+        for ood_set in sorted({s for row in group for s in row.get("ood", {})}):
+            per_seed = {row["seed"]: 100 * value for row in group
+                        if (value := _get(row, ("ood", ood_set, "neg_head_spread"))) is not None}
+            if per_seed:
+                out.setdefault(name, {})[ood_set] = {
+                    "per_seed": per_seed, "mean": float(np.mean(list(per_seed.values()))),
+                    "better_on": [seed for seed, v in per_seed.items() if v > 50], "seeds": len(per_seed),
+                }
+    return out
+
+
 def _verdict(cell: dict) -> str:
     if len(cell["better_on"]) == cell["seeds"]:
         return "better on all seeds"
@@ -86,12 +119,10 @@ def _verdict(cell: dict) -> str:
     return f"better on {len(cell['better_on'])}/{cell['seeds']}"
 
 
-def paired_table(differences: dict[str, dict[str, dict]], rows: list[dict]) -> str:
-    """Markdown: one line per method, one cell per metric: `mean (d_seed0, d_seed1, ...)`, then the verdict."""
-    digits = {label: d for label, _, _, d, _ in PAIRED_METRICS + _ood_metrics(rows)}
-    labels = [label for label in digits if any(label in cells for cells in differences.values())]
+def _cells_table(first: str, cells_by_name: dict[str, dict[str, dict]], labels: list[str], digits: dict,
+                 signed: bool = True) -> str:
     lines = []
-    for name, cells in differences.items():
+    for name, cells in cells_by_name.items():
         line = [name]
         for label in labels:
             cell = cells.get(label)
@@ -99,10 +130,28 @@ def paired_table(differences: dict[str, dict[str, dict]], rows: list[dict]) -> s
                 line.append("–")
                 continue
             d = digits[label]
-            seeds = ", ".join(f"{v:+.{d}f}" for v in cell["per_seed"].values())
-            line.append(f"{cell['mean']:+.{d}f} ({seeds}): {_verdict(cell)}")
+            sign = "+" if signed else ""
+            seeds = ", ".join(f"{v:{sign}.{d}f}" for v in cell["per_seed"].values())
+            line.append(f"{cell['mean']:{sign}.{d}f} ({seeds}): {_verdict(cell)}")
         lines.append(line)
-    return _table(["Method - Baseline", *labels], lines)
+    return _table([first, *labels], lines)
+
+
+def paired_table(differences: dict[str, dict[str, dict]], rows: list[dict], ood: bool | None = None) -> str:
+    """Markdown: one line per method, one cell per metric: `mean (d_seed0, d_seed1, ...)`, then the verdict.
+    `ood`: only the OOD AUROC columns (True), only the others (False), or all (None)."""
+    digits = {label: d for label, _, _, d, _ in PAIRED_METRICS + _ood_metrics(rows)}
+    labels = [label for label in digits if any(label in cells for cells in differences.values())
+              and (ood is None or label.startswith("AUROC") == ood)]
+    return _cells_table("Method - Baseline", differences, labels, digits)
+
+
+def spread_table(spread: dict[str, dict[str, dict]]) -> str:
+    """Markdown of `spread_against_chance`: AUROC % per OOD set, `mean (seed values)`, and on how many seeds it is
+    above chance."""
+    sets = sorted({s for cells in spread.values() for s in cells})
+    return _cells_table("Head spread AUROC (%) vs 50", spread, sets, dict.fromkeys(sets, 1), signed=False).replace(
+        "better on", "above chance on").replace("worse on all seeds", "at or below chance on all seeds")
 
 
 def _table(header: list[str], lines: list[list[str]]) -> str:
@@ -150,7 +199,14 @@ def markdown_report(results: dict) -> str:
     differences = results.get("paired_differences")
     if differences:
         parts += ["", "Paired differences to the baseline of the same seed (mean, then per seed; ECE, TACE, NLL, "
-                  "Brier: lower is better):", "", paired_table(differences, results["rows"])]
+                  "Brier: lower is better; corruptions: mean over types and severities):", "",
+                  paired_table(differences, results["rows"], ood=False), "",
+                  "OOD AUROC (%), paired differences to the baseline of the same seed, by score:", "",
+                  paired_table(differences, results["rows"], ood=True)]
+    spread = spread_against_chance(results["rows"])
+    if spread:
+        parts += ["", "Head spread (label-free; InSub only, no baseline value): OOD AUROC per seed against chance:", "",
+                  spread_table(spread)]
     scores = [("msp", "MSP"), ("neg_entropy", "entropy"), ("neg_mutual_information", "MI"),
               ("neg_knn", "k-NN (label-free)"), ("neg_knn_heads", "k-NN heads (label-free)"),
               ("neg_head_spread", "head spread (label-free, direction fixed on validation noise)")]

@@ -35,6 +35,7 @@ from ..modeling_insub import InSubForPreTraining
 from ..trainer import fast_path_arguments
 from ..validation import check_choice, checked
 from .arguments import OVERWRITE_HELP, HubArguments, ImageRecipeArguments
+from .evaluation_cache import EvaluationCache
 from .runner import Experiment, PretrainingSettings, Variant, settings_key, training_record
 
 METHODS = ("baseline", "ssl_ensemble", "mc_dropout", "batch_ensemble", "insub", "insub_cosine", "finetune_insub")
@@ -216,6 +217,12 @@ class RunCache:
             spec["bf16"] = True
         return settings_key(config, **spec)
 
+    def evaluation_data(self) -> dict:
+        """What the evaluation reads besides the runs (for `EvaluationCache.key`)."""
+        a = self.args
+        return {"dataset": a.dataset, "data": self.data.description, "test_per_class": a.test_per_class,
+                "ood_dataset": a.ood_dataset, "ood_images": a.ood_images}
+
     def get(self, config: InSubConfig, seed: int) -> tuple[InSubForPreTraining, dict]:
         """(model, record) from the cache, pretraining and storing it first when absent; the record holds the cost,
         the head spread and the share of spreads below alpha over training, and how much the ssl loss still fell in
@@ -238,17 +245,26 @@ def evaluate_method(method, m, seed, cache, data, probe_args, harness_args) -> t
     """Pretrains (or loads) the models of one method and runs the harness on them."""
     args = cache.args
     if method == "ssl_ensemble":  # member 0 is the baseline of this seed, the others use further seeds
-        runs = [cache.get(method_config(args, "baseline", None), seed + 1000 * i) for i in range(m)]
+        specs = [(method_config(args, "baseline", None), seed + 1000 * i) for i in range(m)]
     else:
-        runs = [cache.get(method_config(args, method, m), seed)]
-    models = [model for model, _ in runs]
-    start = time.time()
-    evaluator = MethodEvaluator(
-        models, data, probe_args, harness_args, num_probes=m if method == "finetune_insub" else 1,
-        mc_dropout=method == "mc_dropout",
-    )
-    numbers, arrays = evaluator.run()
-    evaluation_seconds = time.time() - start
+        specs = [(method_config(args, method, m), seed)]
+    run_keys = [cache.key(config, run_seed) for config, run_seed in specs]  # before training writes into the configs
+    runs = [cache.get(config, run_seed) for config, run_seed in specs]
+    evaluations = EvaluationCache(cache.experiment.output_dir / "evaluation_cache")
+    key = evaluations.key(run_keys, method, cache.evaluation_data(), probe_args, harness_args)
+    stored = evaluations.load(key)
+    if stored is None:
+        start = time.time()
+        evaluator = MethodEvaluator(
+            [model for model, _ in runs], data, probe_args, harness_args,
+            num_probes=m if method == "finetune_insub" else 1, mc_dropout=method == "mc_dropout",
+        )
+        numbers, arrays = evaluator.run()
+        numbers["evaluation_seconds"] = round(time.time() - start, 1)
+        evaluations.store(key, numbers, arrays)
+    else:
+        numbers, arrays = stored
+    evaluation_seconds = numbers.pop("evaluation_seconds")
     costs = [record["cost"] for _, record in runs]
     numbers["training"] = {
         key: runs[0][1][key] for key in ("ssl_loss_final", "ssl_loss_late_drop", "hinge_active_mean")
@@ -259,7 +275,7 @@ def evaluate_method(method, m, seed, cache, data, probe_args, harness_args) -> t
         "peak_memory_mb": sum(c["peak_memory_mb"] for c in costs),
         "pretrained_models": len(costs),
         "pretraining_seconds": sum(c["seconds_per_step"] * c["steps"] for c in costs),
-        "evaluation_seconds": round(evaluation_seconds, 1),
+        "evaluation_seconds": evaluation_seconds,
     }
     for key in ("sigma_over_training", "hinge_active_over_training"):
         arrays[key] = runs[0][1][key]

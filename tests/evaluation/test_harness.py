@@ -99,7 +99,7 @@ def test_bad_evaluation_data_is_refused():
 
 
 @pytest.mark.slow
-def test_compare_command_writes_table_json_plots_and_reuses_cached_runs(tmp_path, capsys):
+def test_compare_command_writes_table_json_plots_and_reuses_cached_runs_and_evaluations(tmp_path, capsys, monkeypatch):
     out = tmp_path / "compare"
     argv = compare_argv(
         out, train_per_class=12, test_per_class=6, ood_images=30, logging_steps=1, probe_epochs=3,
@@ -127,10 +127,24 @@ def test_compare_command_writes_table_json_plots_and_reuses_cached_runs(tmp_path
     capsys.readouterr()
     with pytest.raises(FileExistsError, match="holds a finished run"):  # the results are kept ...
         main(argv)
+    assert len(list((out / "evaluation_cache").iterdir())) == 7  # one finished evaluation per method
+    for plot in ("reliability", "ood_scores"):
+        (out / f"{plot}.png").unlink()
+
+    def evaluated_again(self):
+        raise AssertionError("a cached evaluation was computed again")
+
+    monkeypatch.setattr(MethodEvaluator, "run", evaluated_again)
     assert main([*argv, "--overwrite_output_dir"]) == 0  # ... unless asked; finished runs are still reused
     assert "{'loss'" not in capsys.readouterr().out  # nothing was pretrained again
     assert {run: (run / "model" / "model.safetensors").stat().st_mtime_ns for run in runs} == stamps
-    assert json.loads((out / "results.json").read_text())["rows"][4]["test"] == insub["test"]
+    again = json.loads((out / "results.json").read_text())
+    assert again["rows"] == results["rows"]  # every number, evaluation time included, from the evaluation cache
+    for plot in ("reliability", "ood_scores"):  # the plots' per-sample arrays come back from it too
+        assert (out / f"{plot}.png").read_bytes()[:4] == b"\x89PNG"
+    # another evaluation setting is another entry: evaluated, not taken from the cache
+    with pytest.raises(AssertionError, match="a cached evaluation was computed again"):
+        main([*argv, "--overwrite_output_dir", "--probe_epochs", "4"])
 
 
 def test_label_free_scores_are_the_detectors_fitted_on_the_unlabelled_training_images(data):

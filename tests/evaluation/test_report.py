@@ -1,13 +1,19 @@
 import pytest
 
-from insub_hf.evaluation.report import paired_differences, paired_table
+from insub_hf.evaluation.report import paired_differences, paired_table, spread_against_chance, spread_table
 
 
 def _row(method, seed, accuracy, ece, nll, auroc):
     name = {"baseline": "Baseline", "insub": "InSub (M=5)"}[method]
+    ood = {"msp": auroc, "neg_knn": auroc - 0.1}
+    if method == "insub":
+        ood["neg_head_spread"] = auroc - 0.2
     return {"name": name, "method": method, "seed": seed,
             "test": {"accuracy": accuracy, "ece": ece, "tace": ece, "nll": nll, "brier": nll / 4},
-            "ood": {"mnist": {"msp": auroc}}}
+            "ood": {"mnist": ood},
+            # two severities: the paired corruption numbers average them
+            "corruption_mean": {"1": {"accuracy": accuracy - 0.1, "ece": ece}, "5": {"accuracy": accuracy - 0.3,
+                                                                                       "ece": 2 * ece}}}
 
 
 ROWS = [
@@ -29,13 +35,19 @@ def test_paired_differences_against_a_hand_computation():
     assert ece["better_on"] == [0, 1, 2]
     nll = cells["NLL"]  # +0.01, +0.01, -0.01
     assert nll["per_seed"] == pytest.approx({0: 0.01, 1: 0.01, 2: -0.01}) and nll["better_on"] == [2]
-    assert cells["AUROC mnist"]["per_seed"] == pytest.approx({0: 2.0, 1: -2.0, 2: 1.0})
+    assert cells["AUROC mnist MSP"]["per_seed"] == pytest.approx({0: 2.0, 1: -2.0, 2: 1.0})
+    assert cells["AUROC mnist k-NN"]["per_seed"] == pytest.approx({0: 2.0, 1: -2.0, 2: 1.0})
+    assert "AUROC mnist entropy" not in cells  # a score no row has
+    assert cells["Corr. Acc"]["per_seed"] == pytest.approx({0: 1.0, 1: 1.0, 2: -1.0})  # (-0.1 - 0.3) / 2 cancels
+    assert cells["Corr. ECE"]["per_seed"] == pytest.approx({0: -1.5, 1: -4.5, 2: -1.5})  # 1.5 x the ECE change
     assert "Baseline" not in paired_differences(ROWS)
 
 
 def test_paired_table_states_the_signs_per_seed():
     table = paired_table(paired_differences(ROWS), ROWS)
-    assert "| Method - Baseline | Acc | ECE | TACE | NLL | Brier | AUROC mnist |" in table
+    assert "| Method - Baseline | Acc | ECE | TACE | NLL | Brier | Corr. Acc | Corr. ECE | AUROC mnist MSP | AUROC mnist k-NN |" in table
+    assert "AUROC" not in paired_table(paired_differences(ROWS), ROWS, ood=False)
+    assert paired_table(paired_differences(ROWS), ROWS, ood=True).startswith("| Method - Baseline | AUROC mnist MSP |")
     assert "+0.33 (+1.00, +1.00, -1.00): better on 2/3" in table
     assert "-1.67 (-1.00, -3.00, -1.00): better on all seeds" in table
     assert "better on 1/3" in table
@@ -45,3 +57,13 @@ def test_rows_without_a_baseline_of_their_seed_are_skipped():
     rows = [ROWS[0], ROWS[1], _row("insub", 7, 0.9, 0.01, 0.3, 0.9)]
     acc = paired_differences(rows)["InSub (M=5)"]["Acc"]
     assert acc["per_seed"] == pytest.approx({0: 1.0}) and acc["std"] is None
+
+
+def test_the_head_spread_is_read_against_chance_per_seed():
+    spread = spread_against_chance(ROWS)
+    assert list(spread) == ["InSub (M=5)"]  # the baseline (M=1) has no spread
+    cell = spread["InSub (M=5)"]["mnist"]  # 72 - 20, 69 - 20, 74 - 20 = 52, 49, 54
+    assert cell["per_seed"] == pytest.approx({0: 52.0, 1: 49.0, 2: 54.0}) and cell["better_on"] == [0, 2]
+    table = spread_table(spread)
+    assert "| Head spread AUROC (%) vs 50 | mnist |" in table
+    assert "51.7 (52.0, 49.0, 54.0): above chance on 2/3" in table

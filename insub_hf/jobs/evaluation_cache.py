@@ -1,0 +1,81 @@
+"""Finished harness evaluations of a comparison, cached beside its pretrained runs: a longer table (more seeds, more
+methods) evaluates only what is new. An entry is keyed by the runs it evaluated, the method, the evaluation data and
+settings, and the evaluation code itself, so a change to any of them evaluates again."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ..evaluation.metrics.ece import ReliabilityBins
+from .runner import write_json
+
+EVALUATION_CODE = Path(__file__).parents[1] / "evaluation"
+
+
+def evaluation_code_hash() -> str:
+    """A short hash of the evaluation package's source files (what computed the numbers)."""
+    digest = hashlib.sha1()
+    for path in sorted(EVALUATION_CODE.rglob("*.py")):
+        digest.update(str(path.relative_to(EVALUATION_CODE)).encode() + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def _flatten(arrays: dict, prefix: str = "") -> dict[str, torch.Tensor]:
+    """`{"reliability": ReliabilityBins, "scores": {split: {score: (N,)}}}` -> `{"scores/in/msp": tensor, ...}`."""
+    flat = {}
+    for key, value in arrays.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, ReliabilityBins):
+            flat.update({f"{name}/{f.name}": torch.as_tensor(getattr(value, f.name)) for f in fields(value)})
+        elif isinstance(value, dict):
+            flat.update(_flatten(value, f"{name}/"))
+        else:
+            flat[name] = torch.as_tensor(value).contiguous()
+    return flat
+
+
+def _unflatten(flat: dict[str, torch.Tensor]) -> dict:
+    arrays: dict = {}
+    for name, tensor in flat.items():
+        *parents, leaf = name.split("/")
+        node = arrays
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = tensor
+    if "reliability" in arrays:
+        arrays["reliability"] = ReliabilityBins(**arrays["reliability"])
+    return arrays
+
+
+class EvaluationCache:
+    """`folder/<key>/numbers.json` and `arrays.safetensors` per finished evaluation."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+
+    @staticmethod
+    def key(run_keys: list[str], method: str, evaluation_data: dict, probe_args, harness_args) -> str:
+        """The entry of `method` evaluated on the pretrained runs `run_keys` with these data and settings."""
+        spec = {"runs": run_keys, "method": method, "data": evaluation_data, "probe": asdict(probe_args),
+                "harness": asdict(harness_args), "code": evaluation_code_hash()}
+        return hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+    def load(self, key: str) -> tuple[dict, dict] | None:
+        """(numbers, arrays) of a finished evaluation, or None."""
+        entry = self.folder / key
+        if not (entry / "numbers.json").exists() or not (entry / "arrays.safetensors").exists():
+            return None
+        return json.loads((entry / "numbers.json").read_text()), _unflatten(load_file(entry / "arrays.safetensors"))
+
+    def store(self, key: str, numbers: dict, arrays: dict) -> None:
+        """Writes the arrays, then the numbers (whose presence marks the entry finished)."""
+        entry = self.folder / key
+        entry.mkdir(parents=True, exist_ok=True)
+        save_file(_flatten(arrays), str(entry / "arrays.safetensors"))
+        write_json(entry / "numbers.json", numbers)
