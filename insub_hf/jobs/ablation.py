@@ -20,6 +20,7 @@ from ..evaluation.ood_sets import noise_ood_sets
 from ..evaluation.probes import ProbeArguments, train_val_split
 from ..validation import checked
 from .compare import ComparisonArguments, RunCache, load_comparison_data, method_config
+from .evaluation_cache import EvaluationCache
 from .runner import Experiment, PretrainingSettings, check_output_dir, write_json
 
 
@@ -104,14 +105,18 @@ def run_ablation(args: AblationArguments, probe_args: ProbeArguments | None = No
     print(f"[ablation] data: {loaded.description}; scored on {args.validation_fraction:.0%} of the training images")
     validation = validation_data(loaded.evaluation, args.validation_fraction)
     cache = RunCache(experiment, args, loaded)
+    evaluations = EvaluationCache(experiment.output_dir / "evaluation_cache")
     rows, curves = [], {}
 
     def score(alpha: float | None, weight: float | None, m: int) -> None:
         for seed in args.seeds:
             setting = replace(args, diversity_alpha=alpha, diversity_weight=weight) if m > 1 else args
             config = method_config(setting, "insub" if m > 1 else "baseline", m)
+            run_key = cache.key(config, seed)  # before training writes into the config
             model, record = cache.get(config, seed)
-            numbers, _ = MethodEvaluator([model], validation, probe_args, harness).run()
+            key = evaluations.key([run_key], "validation", {**cache.evaluation_data(), "validation_fraction":
+                                                            args.validation_fraction}, probe_args, harness)
+            numbers, _ = evaluations.get(key, lambda: MethodEvaluator([model], validation, probe_args, harness).run())
             sigma = [v for _, v in record["sigma_over_training"]]
             row = {
                 "alpha": alpha, "weight": weight, "num_heads": m, "seed": seed, "validation": numbers["test"],

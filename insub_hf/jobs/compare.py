@@ -252,18 +252,10 @@ def evaluate_method(method, m, seed, cache, data, probe_args, harness_args) -> t
     runs = [cache.get(config, run_seed) for config, run_seed in specs]
     evaluations = EvaluationCache(cache.experiment.output_dir / "evaluation_cache")
     key = evaluations.key(run_keys, method, cache.evaluation_data(), probe_args, harness_args)
-    stored = evaluations.load(key)
-    if stored is None:
-        start = time.time()
-        evaluator = MethodEvaluator(
-            [model for model, _ in runs], data, probe_args, harness_args,
-            num_probes=m if method == "finetune_insub" else 1, mc_dropout=method == "mc_dropout",
-        )
-        numbers, arrays = evaluator.run()
-        numbers["evaluation_seconds"] = round(time.time() - start, 1)
-        evaluations.store(key, numbers, arrays)
-    else:
-        numbers, arrays = stored
+    numbers, arrays = evaluations.get(key, lambda: MethodEvaluator(  # its construction fits the probes
+        [model for model, _ in runs], data, probe_args, harness_args,
+        num_probes=m if method == "finetune_insub" else 1, mc_dropout=method == "mc_dropout",
+    ).run())
     evaluation_seconds = numbers.pop("evaluation_seconds")
     costs = [record["cost"] for _, record in runs]
     numbers["training"] = {

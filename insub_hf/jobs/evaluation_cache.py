@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -79,3 +80,15 @@ class EvaluationCache:
         entry.mkdir(parents=True, exist_ok=True)
         save_file(_flatten(arrays), str(entry / "arrays.safetensors"))
         write_json(entry / "numbers.json", numbers)
+
+    def get(self, key: str, evaluate) -> tuple[dict, dict]:
+        """(numbers, arrays) of entry `key`: loaded when finished, else `evaluate()` run, timed
+        (`numbers["evaluation_seconds"]`) and stored."""
+        stored = self.load(key)
+        if stored is not None:
+            return stored
+        start = time.time()
+        numbers, arrays = evaluate()
+        numbers["evaluation_seconds"] = round(time.time() - start, 1)
+        self.store(key, numbers, arrays)
+        return numbers, arrays

@@ -66,7 +66,9 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_ablation_scores_on_validation_data_only_and_reuses_the_comparison_cache(tmp_path, capsys):
+def test_ablation_scores_on_validation_data_only_and_reuses_the_comparison_cache(tmp_path, capsys, monkeypatch):
+    from insub_hf.evaluation import MethodEvaluator
+
     from ..conftest import compare_argv
 
     cache = tmp_path / "compare"
@@ -100,6 +102,15 @@ def test_ablation_scores_on_validation_data_only_and_reuses_the_comparison_cache
     table = (out / "ablation.md").read_text()
     assert table.startswith("Selection rule:") and "| 0.5 | 2 | 5 |" in table or "| 0.5 (chosen) | 2 | 5 |" in table
     assert (out / "ablation_training.png").read_bytes()[:4] == b"\x89PNG"
+    # a re-run (e.g. after an interruption) takes every validation score from the evaluation cache
+    assert len(list((cache / "evaluation_cache").iterdir())) == 1 + 6  # compare's test evaluation, 6 validations
+
+    def evaluated_again(self):
+        raise AssertionError("a cached evaluation was computed again")
+
+    monkeypatch.setattr(MethodEvaluator, "run", evaluated_again)
+    assert main([*ablation, "--overwrite_output_dir"]) == 0
+    assert json.loads((out / "ablation.json").read_text())["rows"] == results["rows"]
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
