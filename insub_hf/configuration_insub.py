@@ -115,14 +115,20 @@ _BOOKKEEPING_KEYS = {
 }
 
 
-def _check_unknown_keys(kwargs: dict[str, Any]) -> None:
+def _check_unknown_keys(kwargs: dict[str, Any], encoder_keys: set[str]) -> None:
     """transformers keeps an unknown keyword as an attribute nobody reads, so a misspelt field would silently do
-    nothing: a key close to a field (`num_head`) is refused, naming that field. A key close to none only warns: a
-    config.json written by a later release or another tool must still load."""
+    nothing: a key close to a field (`num_head`) is refused, naming that field, and so is a field of the encoder
+    config (`hidden_size`). A key close to none only warns: a config.json written by a later release or another
+    tool must still load."""
     known = set(InSubConfig.__dataclass_fields__) | set(PretrainedConfig.__dataclass_fields__)
     for key in sorted(set(kwargs) - known - _BOOKKEEPING_KEYS):
         if key.startswith("_"):
             continue
+        if key in encoder_keys:
+            raise ValueError(
+                f"InSubConfig got {key}={kwargs[key]!r}, a field of the encoder: set it in encoder_config "
+                f"(e.g. encoder_config={{..., {key!r}: {kwargs[key]!r}}})."
+            )
         close = difflib.get_close_matches(key, sorted(InSubConfig.__dataclass_fields__), n=1, cutoff=0.75)
         if close:
             raise ValueError(
@@ -257,7 +263,8 @@ class InSubConfig(PretrainedConfig):
                 "InSubConfig.head_hidden_sizes must be a list of hidden widths (e.g. [2048]; [] for one Linear layer), "
                 f"got {self.head_hidden_sizes!r}."
             )
-        _check_unknown_keys(kwargs)
+        encoder = self.encoder_config
+        _check_unknown_keys(kwargs, set(encoder if isinstance(encoder, dict) else (encoder.to_dict() if encoder else {})))
         self.timm_kwargs = dict(self.timm_kwargs or {})
         if self.objective == "dino" and self.timm_model_name and "vit" in self.timm_model_name:
             self.timm_kwargs.setdefault("dynamic_img_size", True)  # local crops are smaller than global ones

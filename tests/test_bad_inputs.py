@@ -42,6 +42,8 @@ def test_a_misspelt_config_keyword_is_refused_with_the_closest_field_and_a_saved
         InSubConfig(num_head=3)
     with pytest.raises(ValueError, match="got diversity_alhpa=0.1, .* did you mean 'diversity_alpha'"):
         InSubConfig(diversity_alhpa=0.1)
+    with pytest.raises(ValueError, match="got hidden_size=96, a field of the encoder: set it in encoder_config"):
+        InSubConfig(hidden_size=96)  # the default ViT's field, not head_hidden_sizes
     # a key close to no field (a later release's, another tool's) is kept with a warning: the config still loads
     with pytest.warns(UserWarning, match="InSubConfig got experiment_tag='x', which is not one of its fields"):
         assert InSubConfig(experiment_tag="x").experiment_tag == "x"
