@@ -34,7 +34,7 @@ from ..hub import harness_eval_results
 from ..modeling_insub import InSubForPreTraining
 from ..trainer import fast_path_arguments
 from ..validation import check_choice, checked
-from .arguments import OVERWRITE_HELP, HubArguments, ImageRecipeArguments
+from .arguments import INSUB_SETTING, OVERWRITE_HELP, HubArguments, ImageRecipeArguments
 from .evaluation_cache import EvaluationCache
 from .runner import Experiment, PretrainingSettings, Variant, settings_key, training_record
 
@@ -69,7 +69,8 @@ class ComparisonArguments(ImageRecipeArguments):
     ood_images: int = checked(1000, "Images per OOD set.", low=1, integer=True)
     methods: list[str] = checked(default_factory=lambda: list(METHODS), help=f"Any of {METHODS}.", choices=METHODS)
     num_heads: list[int] = checked(
-        default_factory=lambda: [5], help="Values of M (full table: 3 5 10).", low=2, integer=True
+        default_factory=lambda: [INSUB_SETTING["num_heads"]], help="Values of M (full table: 3 5 10).", low=2,
+        integer=True,
     )
     seeds: list[int] = checked(
         default_factory=lambda: [0],
@@ -88,10 +89,11 @@ class ComparisonArguments(ImageRecipeArguments):
     )
     head_hidden_size: int = checked(512, "Hidden width of each projection head.", low=1, integer=True)
     diversity_alpha: float = checked(
-        0.04, "alpha of InSub (the authors' objective; chosen by `insub-hf ablation` on validation data).", low=0
+        INSUB_SETTING["diversity_alpha"], "alpha of InSub (the authors' objective; chosen by `insub-hf ablation` on "
+        "validation data).", low=0
     )
     diversity_weight: float = checked(
-        1.0, "lambda of InSub (the authors' weighting: loss = (tau / 0.07) NT-Xent + lambda sum relu(alpha - sigma) / 2B).",
+        INSUB_SETTING["diversity_weight"], "lambda of InSub (the authors' weighting: loss = (tau / 0.07) NT-Xent + lambda sum relu(alpha - sigma) / 2B).",
         low=0,
     )
     dropout: float = checked(

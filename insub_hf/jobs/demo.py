@@ -20,7 +20,7 @@ from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEv
 from ..evaluation.ood_sets import load_mnist_images, noise_ood_sets
 from ..evaluation.probes import ProbeArguments
 from ..validation import checked
-from .arguments import OVERWRITE_HELP, ImageRecipeArguments
+from .arguments import INSUB_SETTING, OVERWRITE_HELP, ImageRecipeArguments
 from .callbacks import KNNReportCallback
 from .runner import Experiment, PretrainingSettings, Variant
 
@@ -40,10 +40,12 @@ class DemoArguments(ImageRecipeArguments):
     epochs: float = checked(8, "Pretraining epochs per model.", low=0, low_inclusive=False)
     batch_size: int = checked(240, "Samples per step (two views each).", low=2, integer=True)
     learning_rate: float = checked(3e-3, "AdamW learning rate.", low=0, low_inclusive=False)
-    num_heads: int = checked(5, "M of the InSub model (the baseline has M=1).", low=2, integer=True)
-    diversity_alpha: float = checked(0.04, "alpha of the diversity hinge (compare's default).", low=0)
+    num_heads: int = checked(
+        INSUB_SETTING["num_heads"], "M of the InSub model (the baseline has M=1).", low=2, integer=True
+    )
+    diversity_alpha: float = checked(INSUB_SETTING["diversity_alpha"], "alpha of the diversity hinge.", low=0)
     diversity_weight: float = checked(
-        1.0, "lambda of the InSub model (the authors' weighting, compare's default; baseline: 0).", low=0
+        INSUB_SETTING["diversity_weight"], "lambda of the InSub model (the authors' weighting; baseline: 0).", low=0
     )
     head_hidden_size: int = checked(512, "Hidden width of each projection head.", low=1, integer=True)
     knn_k: int = checked(20, "Neighbours of the per-epoch k-NN accuracy.", low=1, integer=True)

@@ -19,7 +19,7 @@ from ..configuration_insub import InSubConfig
 from ..data import DNAViews, TextViews, bundled_upstream_path, load_fasta_dataset, load_sentence_corpus
 from ..evaluation.cost import device_description
 from ..validation import checked
-from .arguments import OVERWRITE_HELP, TrainingSpeedArguments
+from .arguments import INSUB_SETTING, OVERWRITE_HELP, TrainingSpeedArguments
 from .compare import ComparisonArguments, load_comparison_data, method_config
 from .genomics import GenomicsArguments, genomics_config
 from .runner import (
@@ -37,7 +37,7 @@ class MechanismArguments(TrainingSpeedArguments):
         default_factory=lambda: list(OBJECTIVES), help=f"Any of {OBJECTIVES}.", choices=OBJECTIVES
     )
     steps: int = checked(150, "Optimiser steps of every run.", low=1, integer=True)
-    num_heads: int = checked(5, "M of every run.", low=2, integer=True)
+    num_heads: int = checked(INSUB_SETTING["num_heads"], "M of every run.", low=2, integer=True)
     train_per_class: int = checked(
         0, "SimCLR/DINO: Fashion-MNIST training images per class (0: all).", low=0, integer=True
     )
