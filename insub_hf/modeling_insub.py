@@ -339,13 +339,12 @@ class InSubModel(InSubPreTrainedModel):
     def check_config_matches_heads(self) -> None:
         """Raises if `config.num_heads`, `head_hidden_sizes` or `head_output_size` were changed after the model was
         built: the losses, the spread and a saved config.json would read the new values, the heads hold the old."""
-        built = self.heads
-        expected = dict(num_heads=built.num_heads, head_hidden_sizes=list(built.sizes[1:-1]),
-                        head_output_size=built.sizes[-1])
-        changed = {k: v for k, v in expected.items() if (list(getattr(self.config, k)) if k == "head_hidden_sizes"
-                                                           else getattr(self.config, k)) != v}
+        c, heads = self.config, self.heads
+        now = dict(num_heads=c.num_heads, head_hidden_sizes=list(c.head_hidden_sizes), head_output_size=c.head_output_size)
+        built = dict(num_heads=heads.num_heads, head_hidden_sizes=list(heads.sizes[1:-1]), head_output_size=heads.sizes[-1])
+        changed = [k for k in now if now[k] != built[k]]
         if changed:
-            given = ", ".join(f"{k}={getattr(self.config, k)!r} (built with {v!r})" for k, v in changed.items())
+            given = ", ".join(f"{k}={getattr(c, k)!r} (built with {built[k]!r})" for k in changed)
             raise ValueError(
                 f"InSubConfig.{given} was changed after the model was built; the heads keep their shapes. Build a "
                 "new model from the edited config (or set the field back)."

@@ -11,6 +11,7 @@ from transformers import AutoTokenizer
 from .checkpointing import save_pretrained_atomic
 from .data.text_views import SentenceTokenizer
 from .modeling_insub import InSubModel
+from .validation import check_range
 
 
 @dataclass
@@ -51,9 +52,7 @@ class InSubSentenceEncoder:
         positions = (encoder.get if isinstance(encoder, dict) else lambda k: getattr(encoder, k, None))(
             "max_position_embeddings"
         )
-        if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 3:
-            raise ValueError(f"InSubSentenceEncoder: max_length must be an integer >= 3 (two special tokens and one "
-                             f"word), got {max_length!r}.")
+        check_range("InSubSentenceEncoder: max_length", max_length, low=3, integer=True)  # 2 special tokens + 1 word
         if positions is not None and max_length > positions:
             raise ValueError(
                 f"InSubSentenceEncoder: max_length={max_length} is more than the encoder's {positions} position "
@@ -89,8 +88,7 @@ class InSubSentenceEncoder:
             sentences = [sentences]
         if len(sentences) == 0:
             raise ValueError("encode: got no sentences.")
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ValueError(f"encode: batch_size must be a positive integer, got {batch_size!r}.")
+        check_range("encode: batch_size", batch_size, low=1, integer=True)
         device = next(self.model.parameters()).device
         parts = []
         for start in range(0, len(sentences), batch_size):

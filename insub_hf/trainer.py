@@ -65,7 +65,7 @@ class InSubTrainingArguments(TrainingArguments):
     )
 
     def __post_init__(self) -> None:
-        if self.fp16 and (self.use_cpu or not (torch.cuda.is_available() or torch.backends.mps.is_available())):
+        if self.fp16 and (self.use_cpu or not gpu_available()):
             raise ValueError(
                 "InSubTrainingArguments.fp16=True needs a GPU (fp16 autocast with a loss scaler); training on the CPU "
                 "it would be ignored. Use bf16=True (CPU autocast) or leave both off."
@@ -76,7 +76,7 @@ class InSubTrainingArguments(TrainingArguments):
         )
         self.bf16, self.dataloader_num_workers = chosen["bf16"], chosen["dataloader_num_workers"]
         self.use_cpu = self.use_cpu or chosen.get("use_cpu", False)
-        if launched_processes() > 1 and not torch.cuda.is_available() and not torch.backends.mps.is_available():
+        if launched_processes() > 1 and not gpu_available():
             # several processes (torchrun, accelerate launch) on a machine without a GPU: transformers only makes
             # them one distributed run when told it trains on the CPU; otherwise each trains alone on all the data
             self.use_cpu = True
@@ -328,6 +328,11 @@ class InSubTrainer(Trainer):
         super().log(logs, start_time)
 
 
+def gpu_available() -> bool:
+    """Whether torch sees an accelerator transformers trains on without `use_cpu` (CUDA or Apple's MPS)."""
+    return torch.cuda.is_available() or torch.backends.mps.is_available()
+
+
 def launched_processes() -> int:
     """How many processes the launcher started (`WORLD_SIZE`, set by torchrun and accelerate launch); 1 without one."""
     return int(os.environ.get("WORLD_SIZE", "1"))
@@ -364,7 +369,7 @@ def fast_path_arguments(
         bf16=bf16, torch_compile=torch_compile, dataloader_num_workers=dataloader_num_workers,
         dataloader_pin_memory=cuda,
     )
-    if bf16 and not cuda and not torch.backends.mps.is_available():
+    if bf16 and not gpu_available():
         arguments["use_cpu"] = True  # transformers accepts bf16 without a GPU only when told it trains on the CPU
     return arguments
 

@@ -127,7 +127,7 @@ class InSubOODDetector:
         the head spread's direction on them (`calibrate_head_spread`)."""
         features = extract_features(model, train_inputs, batch_size, keep_heads=True)
         detector = cls(features.representations.mean(dim=1), features.head_embeddings, k, backend, features.head_sigma,
-                       model_fingerprint=weights_fingerprint(getattr(model, "insub", model)))
+                       model_fingerprint=_fingerprint(model))
         if calibration_inputs is not None:
             detector.calibrate_head_spread(extract_features(model, calibration_inputs, batch_size).head_sigma)
         return detector
@@ -189,7 +189,7 @@ class InSubOODDetector:
     def score(self, model, inputs, batch_size: int = 256) -> dict[str, torch.Tensor]:
         """Scores of `inputs` (as for `fit`) under `model`, which must be the one the detector was fitted with."""
         if self.model_fingerprint is not None:
-            found = weights_fingerprint(getattr(model, "insub", model))
+            found = _fingerprint(model)
             if found != self.model_fingerprint:
                 raise ValueError(
                     f"InSubOODDetector: this detector was fitted on another model (weights fingerprint "
@@ -235,6 +235,11 @@ class InSubOODDetector:
             tensors.get("bank_sigma"), options.get("spread_direction"), options.get("spread_validation_auroc"),
             options.get("model_fingerprint"),
         )
+
+
+def _fingerprint(model) -> str:
+    """`weights_fingerprint` of the encoder and heads (`InSubModel`, or the one inside `InSubForPreTraining`)."""
+    return weights_fingerprint(getattr(model, "insub", model))
 
 
 def _check_finite(name: str, tensor: torch.Tensor) -> None:

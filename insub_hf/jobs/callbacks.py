@@ -12,6 +12,13 @@ from ..evaluation.features import extract_representations
 from ..evaluation.knn import knn_accuracy
 
 
+def append_json_line(path: Path, row: dict) -> None:
+    """Appends `row` as one JSON line to `path` (created with its folder)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
 class KNNReportCallback(TrainerCallback):
     """At every logged epoch, measures k-NN accuracy of the frozen representation and prints one line.
 
@@ -61,8 +68,7 @@ class KNNReportCallback(TrainerCallback):
         }
         self.history.append(row)
         if self.path is not None and state.is_world_process_zero:
-            with self.path.open("a") as f:
-                f.write(json.dumps(row) + "\n")
+            append_json_line(self.path, row)
         print(
             f"[{self.name}] epoch {row['epoch']:g} | ssl {row['ssl_loss']:.4f} | div {row['diversity_loss']:.4f} | "
             f"sigma {row['mean_sigma']:.4f} | k-NN acc {100 * row['knn_accuracy']:.2f}%",
@@ -83,6 +89,4 @@ class LogFileProgressCallback(ProgressCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and logs:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a") as f:
-                f.write(json.dumps({"step": state.global_step, **logs}) + "\n")
+            append_json_line(self.path, {"step": state.global_step, **logs})

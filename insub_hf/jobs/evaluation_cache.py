@@ -4,6 +4,7 @@ settings, and the evaluation code itself, so a change to any of them evaluates a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -14,13 +15,14 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ..evaluation.metrics.ece import ReliabilityBins
-from .runner import write_json
+from .runner import short_hash, write_json
 
 EVALUATION_CODE = Path(__file__).parents[1] / "evaluation"
 
 
+@functools.cache
 def evaluation_code_hash() -> str:
-    """A short hash of the evaluation package's source files (what computed the numbers)."""
+    """A short hash of the evaluation package's source files (what computed the numbers); read once per process."""
     digest = hashlib.sha1()
     for path in sorted(EVALUATION_CODE.rglob("*.py")):
         digest.update(str(path.relative_to(EVALUATION_CODE)).encode() + path.read_bytes())
@@ -63,9 +65,8 @@ class EvaluationCache:
     @staticmethod
     def key(run_keys: list[str], method: str, evaluation_data: dict, probe_args, harness_args) -> str:
         """The entry of `method` evaluated on the pretrained runs `run_keys` with these data and settings."""
-        spec = {"runs": run_keys, "method": method, "data": evaluation_data, "probe": asdict(probe_args),
-                "harness": asdict(harness_args), "code": evaluation_code_hash()}
-        return hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        return short_hash({"runs": run_keys, "method": method, "data": evaluation_data, "probe": asdict(probe_args),
+                           "harness": asdict(harness_args), "code": evaluation_code_hash()})
 
     def load(self, key: str) -> tuple[dict, dict] | None:
         """(numbers, arrays) of a finished evaluation, or None."""

@@ -146,6 +146,11 @@ def settings_key(config: InSubConfig, **settings) -> str:
     setting names another run in a cache instead of reusing one."""
     spec = {"config": config.to_diff_dict(), **settings}
     spec["config"].pop("transformers_version", None)
+    return short_hash(spec)
+
+
+def short_hash(spec: dict) -> str:
+    """12 hex digits of SHA-1 over `spec` as sorted JSON: the name of a cache entry."""
     return hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 

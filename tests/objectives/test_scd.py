@@ -140,7 +140,7 @@ def test_sentence_encoder_refuses_a_bad_length_batch_size_or_a_folder_without_to
     with pytest.raises(ValueError, match="max_length must be an integer >= 3"):
         InSubSentenceEncoder(model, tokenizer, max_length=0)
     encoder = InSubSentenceEncoder(model, tokenizer, max_length=positions)
-    with pytest.raises(ValueError, match="encode: batch_size must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match="encode: batch_size must be an integer >= 1, got 0"):
         encoder.encode(["a sentence"], batch_size=0)
     model.save_pretrained(tmp_path / "model-only")  # no tokenizer beside it
     with pytest.raises(FileNotFoundError, match=r"from_pretrained\('.*model-only'\): no tokenizer could be loaded"):
