@@ -30,7 +30,7 @@ from ..evaluation.cost import device_description
 from ..evaluation.ood_sets import load_mnist_images, load_sklearn_digits, noise_ood_sets
 from ..evaluation.probes import ProbeArguments
 from ..evaluation.report import paired_differences
-from ..hub import harness_eval_results
+from ..hub import HubCard, harness_eval_results
 from ..modeling_insub import InSubForPreTraining
 from ..trainer import fast_path_arguments
 from ..validation import check_choice, checked
@@ -370,8 +370,7 @@ def push_comparison(experiment: Experiment, args: ComparisonArguments, results: 
     model, _ = cache.get(method_config(args, "insub", row["num_heads"]), row["seed"])
     preset = IMAGE_DATASET_PRESETS[args.dataset]
     hub_ids = [name for name, known in IMAGE_DATASET_PRESETS.items() if known is preset and "/" in name]
-    return experiment.push(
-        model,
+    card = HubCard(
         eval_results=harness_eval_results(row, args.dataset, (hub_ids or [args.dataset])[0]),
         training_data=(
             f"{results['data']['train']} training images of {args.dataset} (SimCLR augmentations), "
@@ -379,8 +378,8 @@ def push_comparison(experiment: Experiment, args: ComparisonArguments, results: 
         ),
         datasets=hub_ids or None,
         extra_files={"evaluation/results.md": out / "results.md", "evaluation/results.json": out / "results.json"},
-        commit_message=f"{row['name']}: model and insub-hf compare results",
     )
+    return experiment.push(model, card, commit_message=f"{row['name']}: model and insub-hf compare results")
 
 
 ARGUMENT_GROUPS = (ComparisonArguments, ProbeArguments, HarnessArguments, HubArguments)

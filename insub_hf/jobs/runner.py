@@ -110,13 +110,14 @@ class Experiment:
         print(table)
         return path
 
-    def push(self, model, **card):
-        """Pushes `model` with its card (`push_to_hub` keyword arguments) when `hub_model_id` was given; returns the
-        upload's `CommitInfo`, or None."""
+    def push(self, model, card=None, commit_message: str | None = None):
+        """Pushes `model` with `card` (an `insub_hf.hub.HubCard`) when `hub_model_id` was given; returns the upload's
+        `CommitInfo`, or None."""
         if not self.hub.hub_model_id:
             return None
         return model.push_to_hub(
-            self.hub.hub_model_id, token=self.token, private=self.hub.hub_private_repo, **card
+            self.hub.hub_model_id, card, token=self.token, private=self.hub.hub_private_repo,
+            commit_message=commit_message,
         )
 
 
