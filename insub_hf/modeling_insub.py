@@ -89,24 +89,36 @@ def check_labels(labels: torch.Tensor, batch_size: int, num_labels: int) -> None
 INPUT_LIMIT = 1e4
 
 
-def check_training_step(loss: torch.Tensor, inputs: dict) -> None:
-    """Raises `FloatingPointError` when `loss` is NaN or inf, or a float tensor of `inputs` has |x| > `INPUT_LIMIT`,
-    naming each float input's largest magnitude. The one check of eager and compiled training (the compiled forward
-    skips it and `InSubTrainer` calls it on the batch): one host sync per step, the one a finiteness check needs."""
-    floats = {name: value.detach() for name, value in inputs.items()
-              if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel()}
-    largest = [value.abs().amax().float() for value in floats.values()]
-    bad = ~torch.isfinite(loss.detach())
-    if largest:
-        bad = bad | (torch.stack(largest).amax() > INPUT_LIMIT)
-    if not bool(bad):
-        return
-    sizes = ", ".join(f"{name} max |x| = {value.abs().max().item():.3g}" for name, value in floats.items())
-    raise FloatingPointError(
-        f"The pretraining loss is {loss.item()} for inputs {sizes or 'with no float tensors'}: inputs must be "
+def training_step_flags(loss: torch.Tensor, inputs: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """What `check_training_step` reads, on the loss's device and without a host sync: whether `loss` is NaN or inf
+    (a 0-d bool tensor) and each float input's largest magnitude (0-d float32 tensors, by input name)."""
+    largest = {name: value.detach().abs().amax().float() for name, value in inputs.items()
+               if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel()}
+    return ~torch.isfinite(loss.detach()), largest
+
+
+def step_flags_bad(loss_bad: torch.Tensor, largest: dict[str, torch.Tensor]) -> torch.Tensor:
+    """A 0-d bool tensor: the loss was not finite or an input exceeded `INPUT_LIMIT` (no host sync)."""
+    return loss_bad | (torch.stack(list(largest.values())).amax() > INPUT_LIMIT) if largest else loss_bad
+
+
+def training_step_error(loss_text: str, largest: dict[str, torch.Tensor]) -> FloatingPointError:
+    """The refusal `check_training_step` raises, naming each float input's largest magnitude."""
+    sizes = ", ".join(f"{name} max |x| = {value.item():.3g}" for name, value in largest.items())
+    return FloatingPointError(
+        f"The pretraining loss is {loss_text} for inputs {sizes or 'with no float tensors'}: inputs must be "
         f"normalised (|x| <= {INPUT_LIMIT:g}); values far outside the normalised range overflow the encoder. "
         "Normalise the inputs (e.g. Normalize(mean, std) of the data set)."
     )
+
+
+def check_training_step(loss: torch.Tensor, inputs: dict) -> None:
+    """Raises `FloatingPointError` when `loss` is NaN or inf, or a float tensor of `inputs` has |x| > `INPUT_LIMIT`,
+    naming each float input's largest magnitude. One host sync: the model's forward runs it unless `InSubTrainer`
+    trains the model, which checks every step on the CPU and, on an accelerator, at logging steps only."""
+    loss_bad, largest = training_step_flags(loss, inputs)
+    if bool(step_flags_bad(loss_bad, largest)):
+        raise training_step_error(str(loss.item()), largest)
 
 
 class InSubPreTrainedModel(PreTrainedModel):
@@ -253,6 +265,9 @@ class InSubForPreTraining(InSubPreTrainedModel):
     """
 
     _legacy_keys = {k: v for objective in OBJECTIVES.values() for k, v in objective.legacy_keys.items()}
+    # whether forward refuses a NaN/inf loss or unnormalised inputs itself (one host sync); InSubTrainer turns it off
+    # and checks the batches itself, deferring the sync to logging steps on an accelerator
+    check_steps_in_forward = True
 
     def __init__(self, config: InSubConfig):
         super().__init__(config)
@@ -321,7 +336,7 @@ class InSubForPreTraining(InSubPreTrainedModel):
         z1, z2 = out.head_embeddings.chunk(2, dim=0)  # (B, M, q) each
         diversity_loss = self.diversity(z1, z2).mean()
         loss = out.ssl_loss + self.config.diversity_weight * diversity_loss
-        if not torch.compiler.is_compiling():  # compiled: InSubTrainer checks the batch
+        if self.check_steps_in_forward and not torch.compiler.is_compiling():  # else: InSubTrainer checks the batch
             check_training_step(loss, {**given, **extra})
         if views[self.insub.encoder.main_input_name].shape[0] == 2:
             logger.warning_once(
