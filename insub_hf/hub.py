@@ -193,11 +193,12 @@ def _loss_form(config) -> str:
     """How the objective read the mean head embedding, in words."""
     if config.objective != "simclr":
         return "the raw mean of the L2-normalised heads"
-    if config.normalize_mean:
-        return f"cosine similarity of the re-normalised mean, temperature {config.temperature:g}"
-    scale = "" if config.base_temperature is None else f", scaled by tau / {config.base_temperature:g}"
+    options = config.objective_options
+    if options.normalize_mean:
+        return f"cosine similarity of the re-normalised mean, temperature {options.temperature:g}"
+    scale = "" if options.base_temperature is None else f", scaled by tau / {options.base_temperature:g}"
     return (f"the authors' objective: dot product of the raw mean of the L2-normalised heads, temperature "
-            f"{config.temperature:g}{scale}")
+            f"{options.temperature:g}{scale}")
 
 
 # ------------------------------------------------------------------------------------------- the folder, the upload

@@ -17,12 +17,14 @@ from .configuration_insub import InSubConfig
 from .encoders import build_encoder
 from .heads import BatchedHeads, WeightNormedLinear
 from .losses.diversity import DiversityLoss, head_spread
-from .losses.genomenet import DistanceProjections
 from .losses.precision import upcast_half
 from .model_files import checked_from_pretrained, checked_save_pretrained, package_module
 from .objectives import OBJECTIVES
 
 logger = logging.get_logger(__name__)
+
+# The modules whose fresh weights the model initialises (`_init_weights`): the heads and the objectives' own state.
+OWN_MODULES = (BatchedHeads, WeightNormedLinear, *(m for o in OBJECTIVES.values() for m in o.initialized_modules))
 
 
 @dataclass
@@ -129,7 +131,7 @@ class InSubPreTrainedModel(PreTrainedModel):
 
     def _init_weights(self, module: nn.Module) -> None:
         # Encoders that are PreTrainedModels initialise themselves; timm models are initialised when built.
-        if isinstance(module, (BatchedHeads, WeightNormedLinear, DistanceProjections)):
+        if isinstance(module, OWN_MODULES):
             module.reset_parameters()
 
     # `{regex: replacement}` from checkpoint key names of earlier releases to today's (applied in turn on load)

@@ -74,7 +74,7 @@ def test_gradient_accumulation_follows_the_mean_of_micro_batch_gradients(tmp_pat
 def test_channels_last_trains_a_conv_encoder_like_the_default_layout_and_saves_plain_weights(tmp_path):
     config = InSubConfig(
         encoder_config=named_encoder("resnet10_cifar", 32, 3, width=0.0625), num_heads=2, head_hidden_sizes=[8],
-        head_output_size=4, base_temperature=None,  # unscaled: at lr 0.1 the 7x-scaled loss takes steps of norm ~16,
+        head_output_size=4, objective_config={"base_temperature": None},  # unscaled: at lr 0.1 the 7x-scaled loss takes steps of norm ~16,
     )  # where float32 reordering between the two layouts (what this test is about) grows past any tolerance
     dataset, _ = fixed_views(8)
     models, layouts = {}, []

@@ -88,7 +88,7 @@ def image_setup(args: MechanismArguments, objective: str) -> ObjectiveSetup:
         variants = {**hinge_variants(raw, "raw mean, "),
                     **hinge_variants(method_config(compare, "insub_cosine", args.num_heads), "cosine, ")}
     else:
-        variants = hinge_variants(InSubConfig.from_dict({**raw.to_dict(), "objective": objective}))
+        variants = hinge_variants(InSubConfig.from_dict({**raw.to_dict(), "objective": objective, "objective_config": {}}))
     return ObjectiveSetup(data.train, data.views, settings, variants, raw.diversity_alpha, data.description)
 
 
@@ -194,7 +194,7 @@ def run_mechanism(args: MechanismArguments) -> dict:
             curves[objective][name] = record["sigma_over_training"]
             runs[name] = {**summarize(record["sigma_over_training"], config.diversity_alpha, config.diversity_weight,
                                       record["hinge_active_mean"]),
-                          "normalize_mean": config.normalize_mean, "run": f"runs/{objective}-{key}",
+                          "normalize_mean": config.objective_config.get("normalize_mean"), "run": f"runs/{objective}-{key}",
                           "sigma_over_training": record["sigma_over_training"]}
             print(f"[mechanism] {objective}, {name}: sigma {runs[name]['first_sigma']:.4f} -> "
                   f"{runs[name]['final_sigma']:.4f}", flush=True)

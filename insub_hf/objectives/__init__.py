@@ -1,25 +1,31 @@
-"""Self-supervised objectives behind one interface (`Objective`), looked up by `InSubConfig.objective`."""
+"""Self-supervised objectives behind one interface (`Objective`) with their own settings (`ObjectiveConfig`), looked
+up by `InSubConfig.objective`."""
 
 from __future__ import annotations
 
-from .base import Objective, ObjectiveOutput
-from .dino import DINOObjective, cosine_momentum, ema_update_, teacher_temperature
-from .genomenet import SelfGenomeNetObjective
-from .scd import SCDObjective
-from .simclr import SimCLRObjective
+from .base import Objective, ObjectiveConfig, ObjectiveOutput
+from .dino import DINOConfig, DINOObjective, cosine_momentum, ema_update_, teacher_temperature
+from .genomenet import SelfGenomeNetConfig, SelfGenomeNetObjective
+from .scd import SCDConfig, SCDObjective
+from .simclr import SimCLRConfig, SimCLRObjective
 
-# A new objective: one module with an `Objective` subclass, listed here.
+# A new objective: one module with an `Objective` subclass and its `ObjectiveConfig`, listed here.
 OBJECTIVES: dict[str, type[Objective]] = {
     cls.name: cls for cls in (SimCLRObjective, DINOObjective, SCDObjective, SelfGenomeNetObjective)
 }
 
 __all__ = [
+    "DINOConfig",
     "DINOObjective",
     "OBJECTIVES",
     "Objective",
+    "ObjectiveConfig",
     "ObjectiveOutput",
+    "SCDConfig",
     "SCDObjective",
+    "SelfGenomeNetConfig",
     "SelfGenomeNetObjective",
+    "SimCLRConfig",
     "SimCLRObjective",
     "cosine_momentum",
     "ema_update_",

@@ -2,11 +2,41 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
+
+from ..validation import CheckedArguments
+
+
+@dataclass
+class ObjectiveConfig(CheckedArguments):
+    """An objective's own settings: a dataclass of `checked` fields (each checked when built, the message naming
+    `ClassName.field` and the allowed values), saved in the model's config.json as `InSubConfig.objective_config`.
+
+    Class attributes:
+        legacy_fields: `{flat InSubConfig field of earlier releases: field here}`, read from old config.json files.
+    """
+
+    legacy_fields: ClassVar[dict[str, str]] = {}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any] | None, objective: str) -> "ObjectiveConfig":
+        """`values` (a subset of the fields; the rest default) -> the checked config; an unknown key is refused,
+        naming the allowed ones."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(values or {}) - set(names))
+        if unknown:
+            raise ValueError(
+                f"InSubConfig.objective_config: {unknown} are not settings of objective={objective!r} "
+                f"({cls.__name__}); allowed: {names}."
+            )
+        return cls(**(values or {}))
 
 
 @dataclass
@@ -35,17 +65,23 @@ class Objective(nn.Module):
     Class attributes:
         name: the `InSubConfig.objective` value that selects it.
         title: a human name (model cards).
+        config_class: its `ObjectiveConfig` (`InSubConfig.objective_config` is one, as a dict).
         extra_inputs: batch keys beyond the two views that `forward` takes (DINO: `local_pixel_values`).
         legacy_keys: `{regex: replacement}` from checkpoint key names of earlier releases to today's names.
+        initialized_modules: module types of the objective's own state whose `reset_parameters` the model's
+            `post_init` calls (fresh weights only; loaded ones are kept).
 
     Args:
-        config: the `InSubConfig` (the objective reads its own fields).
+        config: the `InSubConfig` (the objective reads its own settings, `config.objective_options`, and the heads'
+            sizes).
         student: the `InSubModel` it trains (to size or copy its state; not kept).
     """
 
     name: ClassVar[str]
     title: ClassVar[str]
+    config_class: ClassVar[type[ObjectiveConfig]] = ObjectiveConfig
     extra_inputs: ClassVar[tuple[str, ...]] = ()
+    initialized_modules: ClassVar[tuple[type[nn.Module], ...]] = ()
     legacy_keys: ClassVar[dict[str, str]] = {}
 
     def __init__(self, config, student: nn.Module):

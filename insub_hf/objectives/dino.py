@@ -5,14 +5,47 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from ..heads import WeightNormedLinear
 from ..losses.dino import DINOLoss
-from ..validation import check_range
-from .base import Objective, ObjectiveOutput
+from ..validation import check_range, checked
+from .base import Objective, ObjectiveConfig, ObjectiveOutput
+
+
+@dataclass
+class DINOConfig(ObjectiveConfig):
+    """DINO's settings (`InSubConfig.objective_config` with `objective="dino"`).
+
+    Args:
+        out_dim: K, the output size of DINO's weight-normalised last layer (65536 for ImageNet, a small default for
+            CPU). It is shared by the heads and reads the mean of their `head_output_size`-dim L2-normalised
+            bottleneck embeddings, which are what the diversity hinge spreads.
+        student_temperature: tau_s.
+        teacher_temperature: tau_t after the warm-up.
+        warmup_teacher_temperature: tau_t at step 0, raised linearly to `teacher_temperature`.
+        warmup_teacher_temperature_fraction: the share of training steps the warm-up takes (DINO: 30 of 100 epochs).
+        teacher_momentum: EMA momentum at step 0, cosine-scheduled to `final_teacher_momentum`.
+        final_teacher_momentum: EMA momentum at the last step.
+        center_momentum: momentum of the teacher-output centre.
+    """
+
+    out_dim: int = checked(256, low=1, integer=True)
+    student_temperature: float = checked(0.1, low=0.0, low_inclusive=False)
+    teacher_temperature: float = checked(0.07, low=0.0, low_inclusive=False)
+    warmup_teacher_temperature: float = checked(0.04, low=0.0, low_inclusive=False)
+    warmup_teacher_temperature_fraction: float = checked(0.3, low=0.0, high=1.0)
+    teacher_momentum: float = checked(0.996, low=0.0, high=1.0)
+    final_teacher_momentum: float = checked(1.0, low=0.0, high=1.0)
+    center_momentum: float = checked(0.9, low=0.0, high=1.0)
+
+    legacy_fields = {f"dino_{name}": name for name in (
+        "out_dim", "student_temperature", "teacher_temperature", "warmup_teacher_temperature",
+        "warmup_teacher_temperature_fraction", "teacher_momentum", "final_teacher_momentum", "center_momentum",
+    )}
 
 
 def cosine_momentum(step: int, total_steps: int, base: float = 0.996, final: float = 1.0) -> float:
@@ -66,6 +99,7 @@ class DINOObjective(Objective):
 
     name = "dino"
     title = "DINO"
+    config_class = DINOConfig
     extra_inputs = ("local_pixel_values",)
     # applied in turn: the prototype layers before the rest of the teacher
     legacy_keys = {
@@ -77,14 +111,15 @@ class DINOObjective(Objective):
 
     def __init__(self, config, student: nn.Module):
         super().__init__(config, student)
-        self.prototypes = WeightNormedLinear(config.head_output_size, config.dino_out_dim)
+        options = config.objective_options
+        self.prototypes = WeightNormedLinear(config.head_output_size, options.out_dim)
         self.teacher = copy.deepcopy(student).requires_grad_(False)
         self.teacher_prototypes = copy.deepcopy(self.prototypes).requires_grad_(False)
-        self.loss = DINOLoss(config.dino_out_dim, config.dino_center_momentum, config.dino_student_temperature)
-        self.teacher_temperature = config.dino_warmup_teacher_temperature
-        self.warmup_fraction = config.dino_warmup_teacher_temperature_fraction
-        self.temperatures = (config.dino_warmup_teacher_temperature, config.dino_teacher_temperature)
-        self.momenta = (config.dino_teacher_momentum, config.dino_final_teacher_momentum)
+        self.loss = DINOLoss(options.out_dim, options.center_momentum, options.student_temperature)
+        self.teacher_temperature = options.warmup_teacher_temperature
+        self.warmup_fraction = options.warmup_teacher_temperature_fraction
+        self.temperatures = (options.warmup_teacher_temperature, options.teacher_temperature)
+        self.momenta = (options.teacher_momentum, options.final_teacher_momentum)
 
     @torch.no_grad()
     def sync_with_student(self, student: nn.Module) -> None:

@@ -3,12 +3,28 @@ projections owned by the objective."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
 from ..data.dna_encoding import reverse_complement
 from ..losses.genomenet import DistanceProjections, self_genomenet_loss
-from .base import Objective, ObjectiveOutput
+from ..validation import checked
+from .base import Objective, ObjectiveConfig, ObjectiveOutput
+
+
+@dataclass
+class SelfGenomeNetConfig(ObjectiveConfig):
+    """Self-GenomeNet's settings (`InSubConfig.objective_config` with `objective="genomenet"`).
+
+    Args:
+        distances: D, how many distances (in conv windows) the context predicts ahead.
+    """
+
+    distances: int = checked(3, low=1, integer=True)
+
+    legacy_fields = {"genomenet_distances": "distances"}
 
 
 class SelfGenomeNetObjective(Objective):
@@ -23,11 +39,13 @@ class SelfGenomeNetObjective(Objective):
 
     name = "genomenet"
     title = "Self-GenomeNet"
+    config_class = SelfGenomeNetConfig
+    initialized_modules = (DistanceProjections,)
     legacy_keys = {r"^genomenet_projections\.": "objective.projections."}
 
     def __init__(self, config, student: nn.Module):
         super().__init__(config, student)
-        self.projections = DistanceProjections(config.genomenet_distances, config.head_output_size)
+        self.projections = DistanceProjections(config.objective_options.distances, config.head_output_size)
 
     def second_view(
         self, first: dict[str, torch.Tensor | None], second: dict[str, torch.Tensor | None]

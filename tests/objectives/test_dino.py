@@ -20,7 +20,8 @@ pytestmark = pytest.mark.numeric
 
 
 def dino_config(**overrides):
-    return tiny_config(**{"objective": "dino", "dino_out_dim": 24, "head_norm": "none", **overrides})
+    options = {"out_dim": 24, **overrides.pop("objective_config", {})}
+    return tiny_config(**{"objective": "dino", "objective_config": options, "head_norm": "none", **overrides})
 
 
 def crops(n=8, locals_=2, seed=0):
@@ -111,12 +112,12 @@ def test_schedule_values():
 
 @pytest.mark.parametrize(
     "field, value",
-    [("dino_teacher_momentum", 1.5), ("dino_center_momentum", -0.1), ("dino_student_temperature", 0.0),
-     ("dino_warmup_teacher_temperature", -1.0), ("dino_out_dim", 0)],
+    [("teacher_momentum", 1.5), ("center_momentum", -0.1), ("student_temperature", 0.0),
+     ("warmup_teacher_temperature", -1.0), ("out_dim", 0)],
 )
 def test_config_refuses_bad_dino_values(field, value):
-    with pytest.raises(ValueError, match=f"InSubConfig.{field}"):
-        dino_config(**{field: value})
+    with pytest.raises(ValueError, match=rf"DINOConfig\.{field} must be .*, got {value}"):
+        dino_config(objective_config={field: value})
 
 
 def test_local_crops_larger_than_global_are_refused():
@@ -259,7 +260,7 @@ def test_timm_vit_trains_with_dino_local_crops():
     config = InSubConfig(
         timm_model_name="vit_tiny_patch16_224", timm_kwargs=dict(img_size=32, patch_size=4, depth=1, embed_dim=32,
                                                                  num_heads=2),
-        objective="dino", num_heads=3, head_hidden_sizes=[16], head_output_size=8, dino_out_dim=16,
+        objective="dino", num_heads=3, head_hidden_sizes=[16], head_output_size=8, objective_config={"out_dim": 16},
     )
     assert config.timm_kwargs["dynamic_img_size"] is True
     model = InSubForPreTraining(config)
