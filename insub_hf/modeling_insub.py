@@ -217,13 +217,20 @@ class InSubModel(InSubPreTrainedModel):
                 "new model from the edited config (or set the field back)."
             )
 
-    def embed_heads(self, representation: torch.Tensor) -> torch.Tensor:
-        """Head embeddings `(B, M, q)` of representations `(B, d)`, normalised as the config says; float32 also
-        under bf16 autocast (their mean, spread and losses need the precision; they are small), float64 in a float64
-        model."""
+    def head_outputs(self, representation: torch.Tensor) -> torch.Tensor:
+        """The M heads' outputs `(B, M, q)` of representations `(B, d)` before any normalisation; float32 also under
+        bf16 autocast (their mean, spread and losses need the precision; they are small), float64 in a float64
+        model. For objectives whose loss reads unnormalised embeddings (VICReg, Barlow Twins)."""
         self.check_config_matches_heads()
-        z = upcast_half(self.heads(representation))
+        return upcast_half(self.heads(representation))
+
+    def normalize_embeddings(self, z: torch.Tensor) -> torch.Tensor:
+        """Head outputs `(..., M, q)` L2-normalised as `config.normalize_heads` says: what the hinge and sigma read."""
         return F.normalize(z, dim=-1) if self.config.normalize_heads else z
+
+    def embed_heads(self, representation: torch.Tensor) -> torch.Tensor:
+        """Head embeddings `(B, M, q)` of representations `(B, d)`: `head_outputs`, normalised as the config says."""
+        return self.normalize_embeddings(self.head_outputs(representation))
 
     def forward(
         self,

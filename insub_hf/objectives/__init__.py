@@ -4,7 +4,8 @@ up by `InSubConfig.objective`."""
 from __future__ import annotations
 
 from .base import Objective, ObjectiveConfig, ObjectiveOutput
-from .dino import DINOConfig, DINOObjective, cosine_momentum, ema_update_, teacher_temperature
+from .dino import DINOConfig, DINOObjective, teacher_temperature
+from .ema import cosine_momentum, ema_update_
 from .genomenet import SelfGenomeNetConfig, SelfGenomeNetObjective
 from .scd import SCDConfig, SCDObjective
 from .simclr import SimCLRConfig, SimCLRObjective

@@ -8,7 +8,8 @@ from transformers import TrainerCallback
 
 from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.data import IMAGE_DATASET_PRESETS, MultiCropViews, dino_augmentation
-from insub_hf.objectives.dino import cosine_momentum, ema_update_, teacher_temperature
+from insub_hf.objectives.dino import teacher_temperature
+from insub_hf.objectives.ema import cosine_momentum, ema_update_
 from insub_hf.evaluation import HarnessArguments, ImageEvaluationData, MethodEvaluator, ProbeArguments
 from insub_hf.losses import DINOLoss, dino_loss
 from insub_hf.trainer import InSubTrainer
