@@ -66,6 +66,8 @@ class Objective(nn.Module):
         name: the `InSubConfig.objective` value that selects it.
         title: a human name (model cards).
         config_class: its `ObjectiveConfig` (`InSubConfig.objective_config` is one, as a dict).
+        modality: what it trains on: `"image"` (two views, or DINO's crops), `"text"` or `"dna"` (the demo and the
+            jobs pick the data and the encoder by it).
         extra_inputs: batch keys beyond the two views that `forward` takes (DINO: `local_pixel_values`).
         legacy_keys: `{regex: replacement}` from checkpoint key names of earlier releases to today's names.
         initialized_modules: module types of the objective's own state whose `reset_parameters` the model's
@@ -80,6 +82,7 @@ class Objective(nn.Module):
     name: ClassVar[str]
     title: ClassVar[str]
     config_class: ClassVar[type[ObjectiveConfig]] = ObjectiveConfig
+    modality: ClassVar[str] = "image"
     extra_inputs: ClassVar[tuple[str, ...]] = ()
     initialized_modules: ClassVar[tuple[type[nn.Module], ...]] = ()
     legacy_keys: ClassVar[dict[str, str]] = {}

@@ -40,6 +40,7 @@ class SelfGenomeNetObjective(Objective):
     name = "genomenet"
     title = "Self-GenomeNet"
     config_class = SelfGenomeNetConfig
+    modality = "dna"
     initialized_modules = (DistanceProjections,)
     legacy_keys = {r"^genomenet_projections\.": "objective.projections."}
 

@@ -49,6 +49,7 @@ class SCDObjective(Objective):
     name = "scd"
     title = "SCD (self-contrastive decorrelation)"
     config_class = SCDConfig
+    modality = "text"
 
     def __init__(self, config, student: nn.Module):
         super().__init__(config, student)
