@@ -43,7 +43,7 @@ def test_timm_encoder_config():
         (dict(num_heads=0), "InSubConfig.num_heads must be an integer >= 1, got 0"),
         (dict(num_heads=2.5), "InSubConfig.num_heads must be an integer >= 1, got 2.5"),
         (dict(head_norm="layernorm"), "InSubConfig.head_norm must be one of ['batchnorm', 'none'], got 'layernorm'"),
-        (dict(objective="byol"), "InSubConfig.objective must be one of ['simclr', 'dino', 'scd', 'genomenet'], got 'byol'"),
+        (dict(objective="mocov3"), "InSubConfig.objective must be one of ['simclr', 'dino', 'scd', 'genomenet', 'byol', 'vicreg', 'barlow_twins'], got 'mocov3'"),
         (dict(pooling="max"), "InSubConfig.pooling must be one of ['cls', 'mean'], got 'max'"),
         (dict(diversity_alpha=-0.1), "InSubConfig.diversity_alpha must be a number >= 0.0, got -0.1"),
         (dict(diversity_weight=float("nan")), "InSubConfig.diversity_weight must be a number >= 0.0, got nan"),
