@@ -2,10 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from insub_hf import InSubForPreTraining
 from insub_hf.losses import barlow_twins_loss
 
-from ..conftest import tiny_config
 
 pytestmark = pytest.mark.numeric
 
@@ -34,15 +32,6 @@ def test_identical_decorrelated_views_give_almost_no_loss():
     assert barlow_twins_loss(z, z).item() == pytest.approx(2 * (1 - 1 / (1 + 1e-5)) ** 2, rel=1e-6)
 
 
-def test_the_objective_and_its_gradients():
-    torch.manual_seed(0)
-    model = InSubForPreTraining(tiny_config(objective="barlow_twins", num_heads=3, head_norm="none")).train()
-    x1, x2 = torch.randn(6, 3, 32, 32), torch.randn(6, 3, 32, 32)
-    out = model(x1, x2)
-    raw = torch.stack([model.insub.head_outputs(model.insub.get_representation(pixel_values=x)) for x in (x1, x2)])
-    torch.testing.assert_close(out.ssl_loss, barlow_twins_loss(raw[0].mean(1), raw[1].mean(1)))
-    torch.testing.assert_close(out.head_embeddings, torch.nn.functional.normalize(raw, dim=-1))
-    out.loss.backward()
-    assert all(p.grad is not None for n, p in model.named_parameters() if n.startswith("insub."))
+def test_views_of_other_shapes_are_refused():
     with pytest.raises(ValueError, match=r"barlow_twins_loss: z1 and z2 must both be \(N, D\)"):
         barlow_twins_loss(torch.randn(3, 4), torch.randn(4, 4))
