@@ -202,11 +202,12 @@ class InSubConfig(PretrainedConfig):
         diversity_reduction: how `div` combines the two views' hinges (each summed over dimensions, averaged over
             the batch): `"mean"` averages them, i.e. sum over batch, views and dims / 2B (the authors' code);
             `"sum"` adds them (the paper's `l_div(k)`; twice as strong at the same lambda).
-        objective: the self-supervised objective (`insub_hf.objectives.OBJECTIVES`) on the mean head embedding:
-            `"simclr"`, `"dino"` (images), `"scd"` (sentences) or `"genomenet"` (Self-GenomeNet, DNA).
-        objective_config: that objective's own settings: a dict of some of its config's fields (the rest default),
-            or the config itself (`SimCLRConfig`, `DINOConfig`, `SCDConfig`, `SelfGenomeNetConfig`); saved in full
-            as a dict. Typed access: `objective_options`. E.g. the paper's written formula (cosine of the mean):
+        objective: the self-supervised objective on the mean head embedding, a key of
+            `insub_hf.objectives.OBJECTIVES` (e.g. `"simclr"`, `"dino"`, `"byol"` for images, `"scd"` for sentences,
+            `"genomenet"` for DNA).
+        objective_config: that objective's own settings: a dict of some of the fields of its `config_class` (the
+            rest default; e.g. `SimCLRConfig`, `DINOConfig`), or that config itself; saved in full as a dict. Typed
+            access: `objective_options`. E.g. the paper's written formula (cosine of the mean):
             `objective_config={"normalize_mean": True}`.
         normalize_heads: L2-normalise each head output before averaging (reference code).
         batch_ensemble_size: > 1 turns the encoder's linear layers into BatchEnsemble layers with this many
