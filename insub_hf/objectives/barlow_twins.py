@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from ..losses.barlow_twins import barlow_twins_loss
 from ..validation import checked
-from .base import Objective, ObjectiveConfig, ObjectiveOutput
+from .base import Objective, ObjectiveConfig, ObjectiveOutput, Student
 
 
 @dataclass
@@ -39,11 +38,11 @@ class BarlowTwinsObjective(Objective):
     title = "Barlow Twins"
     config_class = BarlowTwinsConfig
 
-    def __init__(self, config, student: nn.Module):
+    def __init__(self, config, student: Student):
         super().__init__(config, student)
         self.off_diagonal_weight = config.objective_options.off_diagonal_weight
 
-    def forward(self, student: nn.Module, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
+    def forward(self, student: Student, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
         representation = student.encoder(**views)  # (2B, d)
         raw = student.head_outputs(representation)  # (2B, M, q)
         z1, z2 = raw.mean(dim=1).chunk(2)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import nn
@@ -37,6 +37,25 @@ class ObjectiveConfig(CheckedArguments):
                 f"({cls.__name__}); allowed: {names}."
             )
         return cls(**(values or {}))
+
+
+class Student(Protocol):
+    """What an objective uses of the student it trains (an `InSubModel`, passed in at every call)."""
+
+    config: Any  # the InSubConfig
+    encoder: nn.Module  # inputs -> representations (2B, d); `forward_features`, `pool` for token-level objectives
+    heads: nn.Module  # the M heads; `num_heads`
+
+    def head_outputs(self, representation: torch.Tensor) -> torch.Tensor:
+        """`(N, d)` -> `(N, M, q)` before normalisation."""
+
+    def normalize_embeddings(self, z: torch.Tensor) -> torch.Tensor:
+        """`(..., M, q)` normalised as the config says (what the hinge reads)."""
+
+    def embed_heads(self, representation: torch.Tensor) -> torch.Tensor:
+        """`(N, d)` -> `(N, M, q)`, `normalize_embeddings(head_outputs(...))`."""
+
+    def state_dict(self) -> dict[str, torch.Tensor]: ...
 
 
 @dataclass
@@ -87,7 +106,7 @@ class Objective(nn.Module):
     initialized_modules: ClassVar[tuple[type[nn.Module], ...]] = ()
     legacy_keys: ClassVar[dict[str, str]] = {}
 
-    def __init__(self, config, student: nn.Module):
+    def __init__(self, config, student: Student):
         super().__init__()
 
     def second_view(
@@ -97,7 +116,7 @@ class Objective(nn.Module):
         batch's second view; an objective that builds it from the first (Self-GenomeNet) returns that instead."""
         return second
 
-    def forward(self, student: nn.Module, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
+    def forward(self, student: Student, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
         """Args:
             student: the `InSubModel`.
             views: the encoder's inputs of both views joined along the batch, each `(2B, ...)`.
@@ -105,13 +124,13 @@ class Objective(nn.Module):
         """
         raise NotImplementedError
 
-    def sync_with_student(self, student: nn.Module) -> None:
+    def sync_with_student(self, student: Student) -> None:
         """Re-derives what the objective copies from the student (DINO's teacher), after initialisation or after
         encoder weights were loaded. Default: nothing."""
 
     def step_begin(self, step: int, total_steps: int) -> None:
         """Before optimiser step `step` (0-based) of `total_steps` (schedules). Default: nothing."""
 
-    def step_end(self, student: nn.Module, step: int, total_steps: int) -> None:
+    def step_end(self, student: Student, step: int, total_steps: int) -> None:
         """After optimiser step `step`, once per step whatever the gradient accumulation (EMA updates). Default:
         nothing."""

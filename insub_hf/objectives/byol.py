@@ -10,7 +10,7 @@ from torch import nn
 
 from ..losses.byol import byol_loss
 from ..validation import checked
-from .base import Objective, ObjectiveConfig, ObjectiveOutput
+from .base import Objective, ObjectiveConfig, ObjectiveOutput, Student
 from .ema import cosine_momentum, ema_update_
 
 
@@ -66,7 +66,7 @@ class BYOLObjective(Objective):
     config_class = BYOLConfig
     initialized_modules = (BYOLPredictor,)
 
-    def __init__(self, config, student: nn.Module):
+    def __init__(self, config, student: Student):
         super().__init__(config, student)
         options = config.objective_options
         self.predictor = BYOLPredictor(config.head_output_size, options.predictor_hidden_size)
@@ -74,10 +74,10 @@ class BYOLObjective(Objective):
         self.momenta = (options.target_momentum, options.final_target_momentum)
 
     @torch.no_grad()
-    def sync_with_student(self, student: nn.Module) -> None:
+    def sync_with_student(self, student: Student) -> None:
         self.target.load_state_dict(student.state_dict())
 
-    def forward(self, student: nn.Module, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
+    def forward(self, student: Student, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
         representation = student.encoder(**views)  # (2B, d)
         z = student.embed_heads(representation)  # (2B, M, q)
         p1, p2 = self.predictor(z.mean(dim=1)).chunk(2)
@@ -86,5 +86,5 @@ class BYOLObjective(Objective):
         loss = (byol_loss(p1, t2) + byol_loss(p2, t1)).mean()
         return ObjectiveOutput(loss, z, representation)
 
-    def step_end(self, student: nn.Module, step: int, total_steps: int) -> None:
+    def step_end(self, student: Student, step: int, total_steps: int) -> None:
         ema_update_(self.target, student, cosine_momentum(step, total_steps, *self.momenta))

@@ -7,12 +7,11 @@ import copy
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from ..heads import WeightNormedLinear
 from ..losses.dino import DINOLoss
 from ..validation import checked
-from .base import Objective, ObjectiveConfig, ObjectiveOutput
+from .base import Objective, ObjectiveConfig, ObjectiveOutput, Student
 from .ema import cosine_momentum, ema_update_
 
 
@@ -81,7 +80,7 @@ class DINOObjective(Objective):
         r"^dino_loss\.": "objective.loss.",
     }
 
-    def __init__(self, config, student: nn.Module):
+    def __init__(self, config, student: Student):
         super().__init__(config, student)
         options = config.objective_options
         self.prototypes = WeightNormedLinear(config.head_output_size, options.out_dim)
@@ -94,21 +93,21 @@ class DINOObjective(Objective):
         self.momenta = (options.teacher_momentum, options.final_teacher_momentum)
 
     @torch.no_grad()
-    def sync_with_student(self, student: nn.Module) -> None:
+    def sync_with_student(self, student: Student) -> None:
         self.teacher.load_state_dict(student.state_dict())
         self.teacher_prototypes.load_state_dict(self.prototypes.state_dict())
 
     def step_begin(self, step: int, total_steps: int) -> None:
         self.teacher_temperature = teacher_temperature(step, round(self.warmup_fraction * total_steps), *self.temperatures)
 
-    def step_end(self, student: nn.Module, step: int, total_steps: int) -> None:
+    def step_end(self, student: Student, step: int, total_steps: int) -> None:
         self.loss.update_center()
         momentum = cosine_momentum(step, total_steps, *self.momenta)
         ema_update_(self.teacher, student, momentum)
         ema_update_(self.teacher_prototypes, self.prototypes, momentum)
 
     def forward(
-        self, student: nn.Module, views: dict[str, torch.Tensor], local_pixel_values: torch.Tensor | None = None
+        self, student: Student, views: dict[str, torch.Tensor], local_pixel_values: torch.Tensor | None = None
     ) -> ObjectiveOutput:
         """views: the two global crops `pixel_values` `(2B, C, H, W)`; local crops `(B, N, C, h, w)`."""
         if "pixel_values" not in views:
@@ -127,7 +126,7 @@ class DINOObjective(Objective):
         loss = self.loss(torch.stack(outputs), torch.stack(teacher.chunk(2)), self.teacher_temperature)
         return ObjectiveOutput(loss.mean(), z, representation)
 
-    def _local_outputs(self, student: nn.Module, local: torch.Tensor, globals_: torch.Tensor) -> list[torch.Tensor]:
+    def _local_outputs(self, student: Student, local: torch.Tensor, globals_: torch.Tensor) -> list[torch.Tensor]:
         """The student's outputs of the N local crops `(B, N, C, h, w)`: N x `(B, K)`."""
         b = globals_.shape[0] // 2
         if local.dim() != 5 or local.shape[0] != b:

@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from ..encoders.text import dropout_rate
 from ..losses.scd import scd_loss
 from ..validation import checked
-from .base import Objective, ObjectiveConfig, ObjectiveOutput
+from .base import Objective, ObjectiveConfig, ObjectiveOutput, Student
 
 
 @dataclass
@@ -51,7 +50,7 @@ class SCDObjective(Objective):
     config_class = SCDConfig
     modality = "text"
 
-    def __init__(self, config, student: nn.Module):
+    def __init__(self, config, student: Student):
         super().__init__(config, student)
         options = config.objective_options
         self.dropout_rates = (options.dropout, options.dropout_2)
@@ -60,7 +59,7 @@ class SCDObjective(Objective):
             off_diagonal_weight=options.off_diagonal_weight,
         )
 
-    def forward(self, student: nn.Module, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
+    def forward(self, student: Student, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
         passes = []
         for i, rate in enumerate(self.dropout_rates):
             with dropout_rate(student.encoder, rate):

@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from ..losses.ntxent import nt_xent_loss
 from ..validation import checked
-from .base import Objective, ObjectiveConfig, ObjectiveOutput
+from .base import Objective, ObjectiveConfig, ObjectiveOutput, Student
 
 
 @dataclass
@@ -53,14 +52,14 @@ class SimCLRObjective(Objective):
     title = "SimCLR (NT-Xent)"
     config_class = SimCLRConfig
 
-    def __init__(self, config, student: nn.Module):
+    def __init__(self, config, student: Student):
         super().__init__(config, student)
         options = config.objective_options
         self.temperature = options.temperature
         self.normalize_mean = options.normalize_mean
         self.scale = options.loss_scale
 
-    def forward(self, student: nn.Module, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
+    def forward(self, student: Student, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
         representation = student.encoder(**views)  # (2B, d)
         z = student.embed_heads(representation)  # (2B, M, q)
         z1, z2 = z.chunk(2, dim=0)
