@@ -138,7 +138,10 @@ class InSubTrainer(Trainer):
     `compute_loss` returns the batch-mean loss; `loss_is_scaled_for_ga = False` makes `training_step` divide it by
     the gradient accumulation steps, so an accumulated step follows the gradient of the mean over micro-batches.
     The side metrics `ssl_loss`, `diversity_loss`, `mean_sigma` and `hinge_active` are averaged over each logging
-    interval.
+    interval; they stay on the device until the logging step reads them.
+    Each batch is checked for a NaN/inf loss and unnormalised inputs (`check_batch`): at once on the CPU, at the
+    next logging step on an accelerator (no host sync inside a step). The trainer turns the model's own check in its
+    forward off (`model.check_steps_in_forward = False`, for as long as the model lives) and does it instead.
     `ObjectiveStepCallback` runs the model's per-step hooks (the objective's schedules, e.g. an EMA teacher).
 
     With `batch_views` (e.g. `BatchTwoViews`), training batches carry plain images (`pixel_values` in [0, 1]) and
