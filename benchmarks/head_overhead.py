@@ -68,7 +68,8 @@ def dino_rows(encoder: dict, args, device) -> tuple[float, float]:
     for m in (1, 5):
         torch.manual_seed(0)
         config = InSubConfig(
-            encoder_config=encoder, num_heads=m, objective="dino", head_output_size=256, dino_out_dim=args.dino_out_dim
+            encoder_config=encoder, num_heads=m, objective="dino", head_output_size=256,
+            objective_config={"out_dim": args.dino_out_dim},
         )
         model = InSubForPreTraining(config).to(device)
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4, fused=True)

@@ -172,7 +172,7 @@ class WindowCallback(TrainerCallback):
 def insub_config(args, num_heads: int) -> InSubConfig:
     return InSubConfig(
         encoder_config=named_encoder("resnet18_cifar", PRESET.image_size, 1, args.width), num_heads=num_heads,
-        head_hidden_sizes=[2048], head_output_size=128, temperature=TEMPERATURE,
+        head_hidden_sizes=[2048], head_output_size=128, objective_config={"temperature": TEMPERATURE},
         diversity_weight=1.5 if num_heads > 1 else 0.0,
     )
 

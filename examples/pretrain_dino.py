@@ -64,7 +64,8 @@ def build_config(model_args: ModelArguments, image_size: int, num_channels: int)
     return InSubConfig(
         encoder_config=encoder, timm_model_name=timm_name, timm_kwargs=timm_kwargs, objective="dino",
         num_heads=model_args.num_heads, head_hidden_sizes=[model_args.head_hidden_size],
-        head_output_size=model_args.head_output_size, head_norm="none", dino_out_dim=model_args.dino_out_dim,
+        head_output_size=model_args.head_output_size, head_norm="none",
+        objective_config={"out_dim": model_args.dino_out_dim},
         diversity_alpha=model_args.diversity_alpha, diversity_weight=model_args.diversity_weight,
     )
 

@@ -33,6 +33,7 @@ _EXPORTS = {
     ),
     ".trainer": ("InSubTrainer", "InSubTrainingArguments", "ObjectiveStepCallback"),
     ".checkpointing": ("save_pretrained_atomic",),
+    ".hub": ("HubCard",),
     ".evaluation": ("InSubOODDetector", "extract_representations", "knn_accuracy"),
     ".sentence_embeddings": ("InSubSentenceEncoder",),
     ".jobs.callbacks": ("KNNReportCallback",),

@@ -13,7 +13,7 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 from .encoders.configuration_genomic import GenomicEncoderConfig
 from .encoders.configuration_resnet_cifar import RESNET_LAYOUTS, CifarResNetConfig
 from .encoders.text import POOLINGS
-from .objectives import OBJECTIVES
+from .objectives import OBJECTIVES, ObjectiveConfig
 from .validation import check_choice, check_range
 
 # Registered here, next to the config that nests it, so that a checkpoint's config resolves wherever InSubConfig loads
@@ -28,6 +28,38 @@ DIVERSITY_REDUCTIONS = ("mean", "sum")
 # The loss fields as configs saved before the authors' objective became the default (2026-11-23) trained with: a
 # config.json without `diversity_reduction` was written by that code, and loads with these values (`from_dict`).
 LEGACY_LOSS_FIELDS = {"base_temperature": None, "diversity_reduction": "sum"}
+# Flat fields of configs saved before each objective had its own settings: flat name -> (objective, its field)
+LEGACY_OBJECTIVE_FIELDS = {
+    flat: (name, field) for name, objective in OBJECTIVES.items()
+    for flat, field in objective.config_class.legacy_fields.items()
+}
+
+
+def objective_config_to_flat(config_dict: dict[str, Any]) -> dict[str, Any]:
+    """A config dict with every objective's settings as the flat fields of earlier releases (its objective's from
+    `objective_config`, the others' defaults); settings without a flat field stay under `objective_config`. The
+    inverse of `objective_config_from_flat`: run-cache keys of earlier runs were made from this form."""
+    objective, options = config_dict.get("objective", "simclr"), dict(config_dict.get("objective_config") or {})
+    out = {k: v for k, v in config_dict.items() if k != "objective_config"}
+    for name, cls in OBJECTIVES.items():
+        values = options if name == objective else cls.config_class().to_dict()
+        out.update({flat: values[field] for flat, field in cls.config_class.legacy_fields.items()})
+        if name == objective:
+            options = {k: v for k, v in options.items() if k not in cls.config_class.legacy_fields.values()}
+    return {**out, "objective_config": options} if options else out
+
+
+def objective_config_from_flat(config_dict: dict[str, Any]) -> dict[str, Any]:
+    """A config.json dict of an earlier release, which held every objective's settings as flat fields (`dino_out_dim`,
+    `temperature`, ...), with its own objective's moved into `objective_config` and the others' dropped."""
+    present = set(config_dict) & set(LEGACY_OBJECTIVE_FIELDS)
+    if not present:
+        return config_dict
+    objective = config_dict.get("objective", "simclr")
+    moved = {LEGACY_OBJECTIVE_FIELDS[k][1]: config_dict[k] for k in sorted(present)
+             if LEGACY_OBJECTIVE_FIELDS[k][0] == objective}
+    kept = {k: v for k, v in config_dict.items() if k not in present}
+    return {**kept, "objective_config": {**moved, **(config_dict.get("objective_config") or {})}}
 
 # ViT-tiny at CIFAR scale (32x32 images, 4x4 patches -> 64 tokens), used when no encoder is given.
 DEFAULT_ENCODER = {
@@ -129,6 +161,12 @@ def _check_unknown_keys(kwargs: dict[str, Any], encoder_keys: set[str]) -> None:
                 f"InSubConfig got {key}={kwargs[key]!r}, a field of the encoder: set it in encoder_config "
                 f"(e.g. encoder_config={{..., {key!r}: {kwargs[key]!r}}})."
             )
+        if key in LEGACY_OBJECTIVE_FIELDS:
+            objective, name = LEGACY_OBJECTIVE_FIELDS[key]
+            raise ValueError(
+                f"InSubConfig got {key}={kwargs[key]!r}, a setting of objective={objective!r}: set it in "
+                f"objective_config (objective={objective!r}, objective_config={{{name!r}: {kwargs[key]!r}}})."
+            )
         close = difflib.get_close_matches(key, sorted(InSubConfig.__dataclass_fields__), n=1, cutoff=0.75)
         if close:
             raise ValueError(
@@ -164,35 +202,16 @@ class InSubConfig(PretrainedConfig):
         diversity_reduction: how `div` combines the two views' hinges (each summed over dimensions, averaged over
             the batch): `"mean"` averages them, i.e. sum over batch, views and dims / 2B (the authors' code);
             `"sum"` adds them (the paper's `l_div(k)`; twice as strong at the same lambda).
-        objective: the self-supervised objective (`insub_hf.objectives`) on the mean head embedding: `"simclr"`,
-            `"dino"` (images), `"scd"` (sentences) or `"genomenet"` (Self-GenomeNet, DNA).
-        temperature: NT-Xent temperature tau (SimCLR).
-        base_temperature: SimCLR's loss is scaled by `temperature / base_temperature`, as in the authors' (SupCon)
-            code (0.07); None leaves it unscaled. It sets how strong the NT-Xent is against the hinge.
+        objective: the self-supervised objective on the mean head embedding, a key of
+            `insub_hf.objectives.OBJECTIVES` (e.g. `"simclr"`, `"dino"`, `"byol"` for images, `"scd"` for sentences,
+            `"genomenet"` for DNA).
+        objective_config: that objective's own settings: a dict of some of the fields of its `config_class` (the
+            rest default; e.g. `SimCLRConfig`, `DINOConfig`), or that config itself; saved in full as a dict. Typed
+            access: `objective_options`. E.g. the paper's written formula (cosine of the mean):
+            `objective_config={"normalize_mean": True}`.
         normalize_heads: L2-normalise each head output before averaging (reference code).
-        normalize_mean: SimCLR: L2-normalise the mean embedding inside the loss (the paper's written cosine
-            similarity). False (the authors' code, whose runs made the paper's tables) takes the dot product of the
-            raw mean of the normalised heads: a longer mean, i.e. heads that agree, gives sharper logits, so the
-            loss pulls the heads together and the hinge keeps them apart. With True nothing pulls them together.
         batch_ensemble_size: > 1 turns the encoder's linear layers into BatchEnsemble layers with this many
             members (the BatchEnsemble baseline of the paper; 1 = off).
-        dino_out_dim: K, the output size of DINO's weight-normalised last layer (65536 for ImageNet, a small
-            default for CPU). It is shared by the heads and reads the mean of their `head_output_size`-dim
-            L2-normalised bottleneck embeddings, which are what the diversity hinge spreads.
-        dino_student_temperature: tau_s.
-        dino_teacher_temperature: tau_t after the warm-up.
-        dino_warmup_teacher_temperature: tau_t at step 0, raised linearly to `dino_teacher_temperature`.
-        dino_warmup_teacher_temperature_fraction: the share of training steps the warm-up takes (DINO: 30 of 100
-            epochs).
-        dino_teacher_momentum: EMA momentum at step 0, cosine-scheduled to `dino_final_teacher_momentum`.
-        dino_final_teacher_momentum: EMA momentum at the last step.
-        dino_center_momentum: momentum of the teacher-output centre.
-        scd_dropout, scd_dropout_2: the encoder's dropout rate for the first and the second view (SCD).
-        scd_temperature: tau of the self-contrast (repulsion) term.
-        scd_alpha: weight of the self-contrast term.
-        scd_beta: weight of the decorrelation term.
-        scd_lambda: weight of the off-diagonal part inside the decorrelation term.
-        genomenet_distances: D, how many distances (in conv windows) the context predicts ahead (Self-GenomeNet).
     """
 
     model_type = "insub"
@@ -211,26 +230,9 @@ class InSubConfig(PretrainedConfig):
     diversity_eps: float = 1e-4
     diversity_reduction: str = "mean"
     objective: str = "simclr"
-    temperature: float = 0.5
-    base_temperature: float | None = 0.07
+    objective_config: dict | ObjectiveConfig | None = None
     normalize_heads: bool = True
-    normalize_mean: bool = False
     batch_ensemble_size: int = 1
-    dino_out_dim: int = 256
-    dino_student_temperature: float = 0.1
-    dino_teacher_temperature: float = 0.07
-    dino_warmup_teacher_temperature: float = 0.04
-    dino_warmup_teacher_temperature_fraction: float = 0.3
-    dino_teacher_momentum: float = 0.996
-    dino_final_teacher_momentum: float = 1.0
-    dino_center_momentum: float = 0.9
-    scd_dropout: float = 0.05
-    scd_dropout_2: float = 0.155
-    scd_temperature: float = 0.05
-    scd_alpha: float = 1.0
-    scd_beta: float = 0.005225
-    scd_lambda: float = 0.012
-    genomenet_distances: int = 3
 
     def __post_init__(self, **kwargs: Any) -> None:
         if self.encoder_config is not None and self.timm_model_name is not None:
@@ -278,18 +280,30 @@ class InSubConfig(PretrainedConfig):
         was always written to config.json)."""
         if config_dict.get("model_type") == cls.model_type and "diversity_reduction" not in config_dict:
             config_dict = {**LEGACY_LOSS_FIELDS, **config_dict}
-        return super().from_dict(config_dict, **kwargs)
+        return super().from_dict(objective_config_from_flat(config_dict), **kwargs)
 
     @property
-    def ssl_loss_scale(self) -> float:
-        """The factor on SimCLR's NT-Xent: `temperature / base_temperature`, or 1 without a base temperature."""
-        return 1.0 if self.base_temperature is None else self.temperature / self.base_temperature
+    def objective_options(self) -> ObjectiveConfig:
+        """`objective_config` as its objective's typed, checked config (e.g. `SimCLRConfig`)."""
+        return OBJECTIVES[self.objective].config_class.from_dict(self.objective_config, self.objective)
 
     def _check_values(self) -> None:
-        for name in ("normalize_heads", "normalize_mean"):
-            check_choice(f"InSubConfig.{name}", getattr(self, name), (True, False))
+        check_choice("InSubConfig.normalize_heads", self.normalize_heads, (True, False))
         _check_attention_heads(self.encoder_config)
         check_choice("InSubConfig.objective", self.objective, tuple(OBJECTIVES))
+        given = self.objective_config
+        expected = OBJECTIVES[self.objective].config_class
+        if isinstance(given, ObjectiveConfig) and not isinstance(given, expected):
+            raise ValueError(
+                f"InSubConfig.objective_config is a {type(given).__name__}; objective={self.objective!r} takes a "
+                f"{expected.__name__} (or a dict of its fields)."
+            )
+        if given is not None and not isinstance(given, (dict, ObjectiveConfig)):
+            raise ValueError(
+                f"InSubConfig.objective_config must be a dict of {expected.__name__} fields or a {expected.__name__}, "
+                f"got {given!r}."
+            )
+        self.objective_config = (given if isinstance(given, ObjectiveConfig) else self.objective_options).to_dict()
         check_choice("InSubConfig.head_norm", self.head_norm, HEAD_NORMS)
         check_choice("InSubConfig.pooling", self.pooling, POOLINGS)
         check_range("InSubConfig.num_heads", self.num_heads, low=1, integer=True)
@@ -300,21 +314,4 @@ class InSubConfig(PretrainedConfig):
         check_range("InSubConfig.diversity_weight", self.diversity_weight, low=0.0)
         check_range("InSubConfig.diversity_eps", self.diversity_eps, low=0.0, low_inclusive=False)
         check_choice("InSubConfig.diversity_reduction", self.diversity_reduction, DIVERSITY_REDUCTIONS)
-        if self.base_temperature is not None:
-            check_range("InSubConfig.base_temperature", self.base_temperature, low=0.0, low_inclusive=False)
         check_range("InSubConfig.batch_ensemble_size", self.batch_ensemble_size, low=1, integer=True)
-        check_range("InSubConfig.temperature", self.temperature, low=0.0, low_inclusive=False)
-        check_range("InSubConfig.dino_out_dim", self.dino_out_dim, low=1, integer=True)
-        for name in ("dino_student_temperature", "dino_teacher_temperature", "dino_warmup_teacher_temperature"):
-            check_range(f"InSubConfig.{name}", getattr(self, name), low=0.0, low_inclusive=False)
-        for name in (
-            "dino_warmup_teacher_temperature_fraction", "dino_teacher_momentum", "dino_final_teacher_momentum",
-            "dino_center_momentum",
-        ):
-            check_range(f"InSubConfig.{name}", getattr(self, name), low=0.0, high=1.0)
-        for name in ("scd_dropout", "scd_dropout_2"):
-            check_range(f"InSubConfig.{name}", getattr(self, name), low=0.0, high=1.0, high_inclusive=False)
-        check_range("InSubConfig.scd_temperature", self.scd_temperature, low=0.0, low_inclusive=False)
-        check_range("InSubConfig.genomenet_distances", self.genomenet_distances, low=1, integer=True)
-        for name in ("scd_alpha", "scd_beta", "scd_lambda"):
-            check_range(f"InSubConfig.{name}", getattr(self, name), low=0.0)

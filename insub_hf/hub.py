@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,29 @@ PIPELINE_TAGS = {
     ("dna_one_hot", False): "feature-extraction", ("dna_one_hot", True): "text-classification",
 }
 METRIC_NAMES = {"accuracy": "Accuracy", "ece": "ECE", "tace": "TACE", "nll": "NLL", "brier": "Brier"}
+
+
+@dataclass
+class HubCard:
+    """What a model repo holds besides the weights and config: the generated card's content and files beside them.
+
+    Args:
+        eval_results: model-index metrics (`harness_eval_results`, `senteval_eval_results`); also shown as a table.
+        training_data: a sentence on what the model was pretrained on.
+        datasets: Hub ids of the training data sets (card metadata).
+        notes: extra markdown under the evaluation table.
+        tags: extra metadata tags.
+        tokenizer: saved beside the model (text models).
+        extra_files: `{path in repo: local file}`, e.g. evaluation results.
+    """
+
+    eval_results: list[EvalResult] | None = None
+    training_data: str | None = None
+    datasets: list[str] | None = None
+    notes: str | None = None
+    tags: list[str] | None = None
+    tokenizer: Any = None
+    extra_files: dict[str, str | Path] | None = None
 
 
 # ----------------------------------------------------------------------------------------------- evaluation results
@@ -132,28 +156,14 @@ def _usage(config, main_input: str, auto_class: str, repo_id: str) -> dict[str, 
     return {"usage_inputs": inputs, "usage_call": call, "usage_outputs": outputs}
 
 
-def model_card(
-    model,
-    repo_id: str,
-    eval_results: list[EvalResult] | None = None,
-    training_data: str | None = None,
-    datasets: list[str] | None = None,
-    notes: str | None = None,
-    tags: list[str] | None = None,
-) -> ModelCard:
-    """The generated model card of `model` (an InSub model) for the repo `repo_id`.
-
-    Args:
-        eval_results: model-index metrics (see `harness_eval_results`, `senteval_eval_results`); also shown as a table.
-        training_data: a sentence on what the model was pretrained on.
-        datasets: Hub ids of the training data sets (card metadata).
-        notes: extra markdown under the evaluation table.
-        tags: extra metadata tags.
-    """
+def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
+    """The generated model card of `model` (an InSub model) for the repo `repo_id`, with `card`'s content."""
     import transformers
 
     from .version import __version__
 
+    card = card or HubCard()
+    eval_results = card.eval_results
     config = model.config
     class_name = type(model).__name__
     auto_class = AUTO_CLASSES.get(class_name, "AutoModel")
@@ -161,8 +171,8 @@ def model_card(
     heads = "MLP " + "-".join(str(s) for s in [*config.head_hidden_sizes, config.head_output_size])
     main_input = getattr(model, "main_input_name", "pixel_values")
     card_data = ModelCardData(
-        model_name=name, library_name="transformers", datasets=datasets, eval_results=eval_results or None,
-        tags=["insub-hf", "insub", "self-supervised-learning", "uncertainty", config.objective, *(tags or [])],
+        model_name=name, library_name="transformers", datasets=card.datasets, eval_results=eval_results or None,
+        tags=["insub-hf", "insub", "self-supervised-learning", "uncertainty", config.objective, *(card.tags or [])],
         pipeline_tag=PIPELINE_TAGS[main_input, auto_class == "AutoModelForSequenceClassification"],
     )
     return ModelCard.from_template(
@@ -172,8 +182,8 @@ def model_card(
         eps=config.diversity_eps, loss_form=_loss_form(config), reduction=(
             "averaged over the two views, as in the authors' code" if config.diversity_reduction == "mean"
             else "summed over the two views"
-        ), training_data=training_data or "Not recorded when this card was generated.",
-        eval_table=eval_table(eval_results) if eval_results else "", notes=notes, citation=CITATION,
+        ), training_data=card.training_data or "Not recorded when this card was generated.",
+        eval_table=eval_table(eval_results) if eval_results else "", notes=card.notes, citation=CITATION,
         insub_version=__version__, transformers_version=transformers.__version__,
         **_usage(config, main_input, auto_class, repo_id),
     )
@@ -183,11 +193,12 @@ def _loss_form(config) -> str:
     """How the objective read the mean head embedding, in words."""
     if config.objective != "simclr":
         return "the raw mean of the L2-normalised heads"
-    if config.normalize_mean:
-        return f"cosine similarity of the re-normalised mean, temperature {config.temperature:g}"
-    scale = "" if config.base_temperature is None else f", scaled by tau / {config.base_temperature:g}"
+    options = config.objective_options
+    if options.normalize_mean:
+        return f"cosine similarity of the re-normalised mean, temperature {options.temperature:g}"
+    scale = "" if options.base_temperature is None else f", scaled by tau / {options.base_temperature:g}"
     return (f"the authors' objective: dot product of the raw mean of the L2-normalised heads, temperature "
-            f"{config.temperature:g}{scale}")
+            f"{options.temperature:g}{scale}")
 
 
 # ------------------------------------------------------------------------------------------- the folder, the upload
@@ -226,33 +237,22 @@ def check_hub_folder(folder: str | Path) -> list[str]:
 
 
 def save_for_hub(
-    model,
-    folder: str | Path,
-    repo_id: str,
-    eval_results: list[EvalResult] | None = None,
-    training_data: str | None = None,
-    datasets: list[str] | None = None,
-    notes: str | None = None,
-    tokenizer=None,
-    extra_files: dict[str, str | Path] | None = None,
-    tags: list[str] | None = None,
-    max_shard_size: int | str = "50GB",
+    model, folder: str | Path, repo_id: str, card: HubCard | None = None, max_shard_size: int | str = "50GB"
 ) -> list[str]:
     """Writes what the repo `repo_id` will hold into `folder` and checks it (`check_hub_folder`).
 
-    Weights and config (`save_pretrained`), the flat remote code with its `auto_map`, the tokenizer if given, the
-    generated model card (README.md) and `extra_files` (`{path in repo: local file}`, e.g. evaluation results).
-    Returns the folder's files.
+    Weights and config (`save_pretrained`), the flat remote code with its `auto_map`, `card.tokenizer` if given, the
+    generated model card (README.md) and `card.extra_files`. Returns the folder's files.
     """
-    folder = Path(folder)
+    folder, card = Path(folder), card or HubCard()
     model.save_pretrained(folder, remote_code=True, max_shard_size=max_shard_size)
-    if tokenizer is not None:
-        tokenizer.save_pretrained(folder)
-    for name, source in (extra_files or {}).items():
+    if card.tokenizer is not None:
+        card.tokenizer.save_pretrained(folder)
+    for name, source in (card.extra_files or {}).items():
         target = folder / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
-    model_card(model, repo_id, eval_results, training_data, datasets, notes, tags).save(folder / "README.md")
+    model_card(model, repo_id, card).save(folder / "README.md")
     return check_hub_folder(folder)
 
 
@@ -275,6 +275,7 @@ def hub_token(token: str | bool | None, action: str) -> str:
 def push_model_to_hub(
     model,
     repo_id: str,
+    card: HubCard | None = None,
     *,
     token: str | bool | None = None,
     private: bool | None = None,
@@ -282,17 +283,18 @@ def push_model_to_hub(
     commit_description: str | None = None,
     revision: str | None = None,
     create_pr: bool = False,
+    max_shard_size: int | str = "50GB",
     api: HfApi | None = None,
-    **folder_kwargs: Any,
 ):
-    """Builds the repo folder in a temporary directory (`save_for_hub`), then creates the repo (if needed) and
-    uploads the folder as one commit. A failure before the commit leaves the repo as it was.
+    """Builds the repo folder in a temporary directory (`save_for_hub` with `card`), then creates the repo (if needed)
+    and uploads the folder as one commit. A failure before the commit leaves the repo as it was. Raises before
+    building or sending anything when HF_HUB_OFFLINE=1 is set or no token is available (`hub_token`).
 
-    Returns the `CommitInfo` of the upload. `folder_kwargs` go to `save_for_hub`.
+    Returns the `CommitInfo` of the upload.
     """
     token = hub_token(token, f"push_to_hub({repo_id!r})")
     with tempfile.TemporaryDirectory() as tmp:
-        save_for_hub(model, tmp, repo_id, **folder_kwargs)
+        save_for_hub(model, tmp, repo_id, card, max_shard_size)
         api = api or HfApi(token=token)
         repo = api.create_repo(repo_id, private=private, exist_ok=True, token=token)
         return api.upload_folder(
@@ -338,5 +340,5 @@ def save_final_model(trainer, push: tuple[str, str] | None, training_data: str) 
     if push is not None:
         repo_id, token = push
         trainer.model.push_to_hub(
-            repo_id, token=token, private=trainer.args.hub_private_repo, training_data=training_data
+            repo_id, HubCard(training_data=training_data), token=token, private=trainer.args.hub_private_repo
         )

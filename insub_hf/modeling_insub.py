@@ -3,30 +3,28 @@ hinge on top (InSubForPreTraining); fine-tuning a linear classifier (InSubForSeq
 
 from __future__ import annotations
 
-import importlib
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors import safe_open
 from torch import nn
 from transformers import PreTrainedModel
-from transformers.utils import logging
 from transformers.modeling_outputs import SequenceClassifierOutput
-from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, ModelOutput, cached_file
+from transformers.utils import ModelOutput, logging
 
-from .checksums import add_checksums, model_weight_files, verify_checksums
 from .configuration_insub import InSubConfig
 from .encoders import build_encoder
 from .heads import BatchedHeads, WeightNormedLinear
 from .losses.diversity import DiversityLoss, head_spread
-from .losses.genomenet import DistanceProjections
 from .losses.precision import upcast_half
+from .model_files import checked_from_pretrained, checked_save_pretrained, package_module
 from .objectives import OBJECTIVES
 
 logger = logging.get_logger(__name__)
+
+# The modules whose fresh weights the model initialises (`_init_weights`): the heads and the objectives' own state.
+OWN_MODULES = (BatchedHeads, WeightNormedLinear, *(m for o in OBJECTIVES.values() for m in o.initialized_modules))
 
 
 @dataclass
@@ -71,21 +69,6 @@ class InSubForPreTrainingOutput(ModelOutput):
     hinge_active: torch.Tensor | None = None
 
 
-def _package_module(name: str):
-    """An insub-hf module the model code itself does not need (the Hub tools).
-
-    Imported by name, not by a relative import statement, so that the remote-code copy of this file stays free of
-    them: a class loaded from a repo with `trust_remote_code=True` runs without insub-hf, except for these tools.
-    """
-    try:
-        return importlib.import_module(f"insub_hf.{name}")
-    except ImportError as error:
-        raise ImportError(
-            f"insub_hf.{name} is part of the insub-hf package, which this environment lacks (the model was loaded "
-            "from a repo's remote code); install insub-hf to push or to save remote code."
-        ) from error
-
-
 def check_labels(labels: torch.Tensor, batch_size: int, num_labels: int) -> None:
     """Class labels `(B,)`: integers in [0, num_labels) or -100 (ignored), not all ignored."""
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
@@ -108,58 +91,36 @@ def check_labels(labels: torch.Tensor, batch_size: int, num_labels: int) -> None
 INPUT_LIMIT = 1e4
 
 
-def check_training_step(loss: torch.Tensor, inputs: dict) -> None:
-    """Raises `FloatingPointError` when `loss` is NaN or inf, or a float tensor of `inputs` has |x| > `INPUT_LIMIT`,
-    naming each float input's largest magnitude. The one check of eager and compiled training (the compiled forward
-    skips it and `InSubTrainer` calls it on the batch): one host sync per step, the one a finiteness check needs."""
-    floats = {name: value.detach() for name, value in inputs.items()
-              if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel()}
-    largest = [value.abs().amax().float() for value in floats.values()]
-    bad = ~torch.isfinite(loss.detach())
-    if largest:
-        bad = bad | (torch.stack(largest).amax() > INPUT_LIMIT)
-    if not bool(bad):
-        return
-    sizes = ", ".join(f"{name} max |x| = {value.abs().max().item():.3g}" for name, value in floats.items())
-    raise FloatingPointError(
-        f"The pretraining loss is {loss.item()} for inputs {sizes or 'with no float tensors'}: inputs must be "
+def training_step_flags(loss: torch.Tensor, inputs: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """What `check_training_step` reads, on the loss's device and without a host sync: whether `loss` is NaN or inf
+    (a 0-d bool tensor) and each float input's largest magnitude (0-d float32 tensors, by input name)."""
+    largest = {name: value.detach().abs().amax().float() for name, value in inputs.items()
+               if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel()}
+    return ~torch.isfinite(loss.detach()), largest
+
+
+def step_flags_bad(loss_bad: torch.Tensor, largest: dict[str, torch.Tensor]) -> torch.Tensor:
+    """A 0-d bool tensor: the loss was not finite or an input exceeded `INPUT_LIMIT` (no host sync)."""
+    return loss_bad | (torch.stack(list(largest.values())).amax() > INPUT_LIMIT) if largest else loss_bad
+
+
+def training_step_error(loss_text: str, largest: dict[str, torch.Tensor]) -> FloatingPointError:
+    """The refusal `check_training_step` raises, naming each float input's largest magnitude."""
+    sizes = ", ".join(f"{name} max |x| = {value.item():.3g}" for name, value in largest.items())
+    return FloatingPointError(
+        f"The pretraining loss is {loss_text} for inputs {sizes or 'with no float tensors'}: inputs must be "
         f"normalised (|x| <= {INPUT_LIMIT:g}); values far outside the normalised range overflow the encoder. "
         "Normalise the inputs (e.g. Normalize(mean, std) of the data set)."
     )
 
 
-def _looks_like_a_path(name: str) -> bool:
-    """A name that can only be a local path: absolute, relative with ./ ../ ~, or with more than one '/'."""
-    return name.startswith(("/", "./", "../", "~")) or "\\" in name or name.count("/") > 1
-
-
-def _cached_weight_files(repo_id: str, kwargs: dict) -> list[Path]:
-    """The model weight files of a Hub repo in the local cache (what `from_pretrained` just read)."""
-    for filename in (SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME):
-        path = cached_file(
-            repo_id, filename, subfolder=kwargs.get("subfolder") or "", revision=kwargs.get("revision"),
-            cache_dir=kwargs.get("cache_dir"), _raise_exceptions_for_missing_entries=False,
-            _raise_exceptions_for_connection_errors=False, local_files_only=True,
-        )
-        if path is not None:
-            return model_weight_files(Path(path).parent)
-    return []
-
-
-def _shape_mismatches(cls, folder: Path, config: InSubConfig | None) -> list[str]:
-    """'name: checkpoint (shape), config (shape)' for each tensor of the local checkpoint in `folder` whose shape
-    differs from a model of `cls` built from `config` (default: the folder's config.json) on the meta device."""
-    if not folder.is_dir():
-        return []
-    config = config if isinstance(config, InSubConfig) else InSubConfig.from_pretrained(folder)
-    with torch.device("meta"):
-        built = {k.removeprefix("insub."): tuple(v.shape) for k, v in cls(config).state_dict().items()}
-    stored = {}
-    for file in model_weight_files(folder):
-        with safe_open(str(file), framework="pt") as handle:
-            stored.update({k.removeprefix("insub."): tuple(handle.get_slice(k).get_shape()) for k in handle.keys()})
-    return [f"{k}: checkpoint {stored[k]}, config {built[k]}" for k in sorted(set(stored) & set(built))
-            if stored[k] != built[k]]
+def check_training_step(loss: torch.Tensor, inputs: dict) -> None:
+    """Raises `FloatingPointError` when `loss` is NaN or inf, or a float tensor of `inputs` has |x| > `INPUT_LIMIT`,
+    naming each float input's largest magnitude. One host sync: the model's forward runs it unless `InSubTrainer`
+    trains the model, which checks every step on the CPU and, on an accelerator, at logging steps only."""
+    loss_bad, largest = training_step_flags(loss, inputs)
+    if bool(step_flags_bad(loss_bad, largest)):
+        raise training_step_error(str(loss.item()), largest)
 
 
 class InSubPreTrainedModel(PreTrainedModel):
@@ -170,7 +131,7 @@ class InSubPreTrainedModel(PreTrainedModel):
 
     def _init_weights(self, module: nn.Module) -> None:
         # Encoders that are PreTrainedModels initialise themselves; timm models are initialised when built.
-        if isinstance(module, (BatchedHeads, WeightNormedLinear, DistanceProjections)):
+        if isinstance(module, OWN_MODULES):
             module.reset_parameters()
 
     # `{regex: replacement}` from checkpoint key names of earlier releases to today's (applied in turn on load)
@@ -178,126 +139,32 @@ class InSubPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        """`PreTrainedModel.from_pretrained`, after checking the weights against the checksums their files carry
-        (`checksums.py`; a changed, truncated or garbage file is refused, naming it) and refusing a local path that
-        does not exist (rather than trying it as a Hub repo id)."""
-        legacy = cls._legacy_keys if "key_mapping" not in kwargs else {}
-        name = str(pretrained_model_name_or_path)
-        local = Path(name).expanduser()
-        if local.is_dir():
-            verify_checksums(local / kwargs["subfolder"] if kwargs.get("subfolder") else local)
-        elif _looks_like_a_path(name):
-            raise FileNotFoundError(
-                f"from_pretrained({name!r}): no such local folder (and {name!r} is not a Hub repo id of the form "
-                "'namespace/name')."
-            )
-        wants_info = kwargs.pop("output_loading_info", False)
-        try:
-            model, info = super().from_pretrained(
-                pretrained_model_name_or_path, *args, key_mapping=legacy or None, output_loading_info=True, **kwargs
-            )
-        except OSError as error:
-            clearer = _package_module("hub").offline_load_error(name, error)
-            if clearer is None:
-                raise
-            raise clearer from error
-        except RuntimeError as error:
-            if "ignore_mismatched_sizes" not in str(error):
-                raise
-            found = _shape_mismatches(cls, local / (kwargs.get("subfolder") or ""), kwargs.get("config"))
-            raise ValueError(
-                f"from_pretrained({name!r}): the weights do not have the shapes the config gives them"
-                f"{': ' + '; '.join(found[:3]) if found else ''}. The config (num_heads, head_hidden_sizes, "
-                "head_output_size, encoder_config, ...) was edited after saving, or another config was passed: "
-                "load with the config the weights were saved with."
-            ) from None
-        objective_missing = sorted(k for k in info.get("missing_keys", ()) if k.startswith("objective."))
-        if objective_missing:  # e.g. a config edited from simclr to dino: the teacher would start random
-            raise ValueError(
-                f"from_pretrained({name!r}): the checkpoint lacks {len(objective_missing)} weights of its config's "
-                f"objective {model.config.objective!r} (e.g. {objective_missing[:2]}); it was saved with another "
-                "objective. Load it with the config it was saved with, or as InSubModel (encoder and heads only)."
-            )
-        if not local.is_dir():  # a Hub repo: its files are in the local cache now
-            for file in _cached_weight_files(name, kwargs):
-                verify_checksums(file)
-        # transformers reverses the renamings a model was loaded with when it saves it: the legacy ones only read
-        # old checkpoints, so saves write today's names
-        conversions = getattr(model, "_weight_conversions", None)
-        if legacy and conversions:
-            model._weight_conversions = [
-                c for c in conversions if not set(getattr(c, "_original_source_patterns", ())) & set(legacy)
-            ] or None
-        return (model, info) if wants_info else model
+        """`PreTrainedModel.from_pretrained`, after checking the weights against the checksums their files carry (a
+        changed, truncated or garbage file is refused, naming it), refusing a local path that does not exist (rather
+        than trying it as a Hub repo id) and naming what does not fit (`model_files.checked_from_pretrained`)."""
+        return checked_from_pretrained(cls, super().from_pretrained, pretrained_model_name_or_path, *args, **kwargs)
 
     def save_pretrained(self, save_directory, *args, remote_code: bool | None = None, **kwargs) -> None:
-        """`PreTrainedModel.save_pretrained`, plus the model code as flat files with an `auto_map` when
+        """`PreTrainedModel.save_pretrained` with checksums, plus the model code as flat files with an `auto_map` when
         `remote_code` (default: when the class was registered with `register_for_auto_class`), so that the folder
-        loads with `trust_remote_code=True` without insub-hf (see `remote_code.py`). `push_to_hub=True` goes
-        through `push_to_hub` (weights, remote code and the generated model card)."""
+        loads with `trust_remote_code=True` without insub-hf (`model_files.checked_save_pretrained`). `push_to_hub=True`
+        goes through `push_to_hub` (weights, remote code and the generated model card)."""
         if kwargs.pop("push_to_hub", False):
             repo_id = kwargs.pop("repo_id", None) or os.path.basename(os.path.normpath(save_directory))
             self.save_pretrained(save_directory, *args, remote_code=remote_code is not False, **kwargs)
             return self.push_to_hub(repo_id, token=kwargs.get("token"))
-        if os.path.exists(save_directory) and not os.path.isdir(save_directory):
-            raise NotADirectoryError(
-                f"save_pretrained({str(save_directory)!r}): that path is a file, not a folder; nothing was written."
-            )
-        getattr(self, self.base_model_prefix, self).check_config_matches_heads()
-        cls = type(self)
-        remote_code = cls._auto_class is not None if remote_code is None else remote_code
-        # transformers' own copy (`is_remote_code()` reads the class) handles flat packages only; the flat files are
-        # written below instead
-        registered, cls._auto_class = cls._auto_class, None
-        # one small file: no "Writing model shards" bar between a job's progress lines at every checkpoint
-        bars = logging.is_progress_bar_enabled()
-        logging.disable_progress_bar()
-        try:
-            super().save_pretrained(save_directory, *args, **kwargs)
-        finally:
-            cls._auto_class = registered
-            if bars:
-                logging.enable_progress_bar()
-        add_checksums(save_directory)
-        if remote_code:
-            _package_module("remote_code").write_remote_code(save_directory)
+        checked_save_pretrained(self, super().save_pretrained, save_directory, *args, remote_code=remote_code, **kwargs)
 
-    def push_to_hub(
-        self,
-        repo_id: str,
-        *,
-        commit_message: str | None = None,
-        commit_description: str | None = None,
-        private: bool | None = None,
-        token: bool | str | None = None,
-        revision: str | None = None,
-        create_pr: bool = False,
-        eval_results: list | None = None,
-        training_data: str | None = None,
-        datasets: list[str] | None = None,
-        tokenizer=None,
-        extra_files: dict | None = None,
-        tags: list[str] | None = None,
-        max_shard_size: int | str = "50GB",
-    ):
+    def push_to_hub(self, repo_id: str, card=None, **upload):
         """Uploads the model to the Hub repo `repo_id` (created if needed) as one commit: safetensors weights,
-        config, remote code (loads with `trust_remote_code=True` without insub-hf) and a generated model card.
+        config, remote code (loads with `trust_remote_code=True` without insub-hf) and a model card generated with
+        `card` (an `insub_hf.hub.HubCard`: metrics, training data, tokenizer, extra files).
 
-        Args:
-            eval_results: `huggingface_hub.EvalResult`s for the card's model-index (`insub_hf.hub.harness_eval_results`,
-                `senteval_eval_results`).
-            training_data: what the model was pretrained on (card text); datasets: their Hub ids (card metadata).
-            tokenizer: saved beside the model (text models).
-            extra_files: `{path in repo: local file}`, e.g. evaluation results.
-            tags: extra card tags; max_shard_size: as in `save_pretrained`.
-        Raises before building or sending anything when HF_HUB_OFFLINE=1 is set or no token is available.
+        `upload`: `token`, `private`, `commit_message`, `commit_description`, `revision`, `create_pr`,
+        `max_shard_size`, as `insub_hf.hub.push_model_to_hub` takes them. Raises before building or sending anything
+        when HF_HUB_OFFLINE=1 is set or no token is available.
         """
-        return _package_module("hub").push_model_to_hub(
-            self, repo_id, token=token, private=private, commit_message=commit_message,
-            commit_description=commit_description, revision=revision, create_pr=create_pr,
-            eval_results=eval_results, training_data=training_data, datasets=datasets, tokenizer=tokenizer,
-            extra_files=extra_files, tags=tags, max_shard_size=max_shard_size,
-        )
+        return package_module("hub").push_model_to_hub(self, repo_id, card, **upload)
 
 
 class InSubModel(InSubPreTrainedModel):
@@ -350,13 +217,20 @@ class InSubModel(InSubPreTrainedModel):
                 "new model from the edited config (or set the field back)."
             )
 
-    def embed_heads(self, representation: torch.Tensor) -> torch.Tensor:
-        """Head embeddings `(B, M, q)` of representations `(B, d)`, normalised as the config says; float32 also
-        under bf16 autocast (their mean, spread and losses need the precision; they are small), float64 in a float64
-        model."""
+    def head_outputs(self, representation: torch.Tensor) -> torch.Tensor:
+        """The M heads' outputs `(B, M, q)` of representations `(B, d)` before any normalisation; float32 also under
+        bf16 autocast (their mean, spread and losses need the precision; they are small), float64 in a float64
+        model. For objectives whose loss reads unnormalised embeddings (VICReg, Barlow Twins)."""
         self.check_config_matches_heads()
-        z = upcast_half(self.heads(representation))
+        return upcast_half(self.heads(representation))
+
+    def normalize_embeddings(self, z: torch.Tensor) -> torch.Tensor:
+        """Head outputs `(..., M, q)` L2-normalised as `config.normalize_heads` says: what the hinge and sigma read."""
         return F.normalize(z, dim=-1) if self.config.normalize_heads else z
+
+    def embed_heads(self, representation: torch.Tensor) -> torch.Tensor:
+        """Head embeddings `(B, M, q)` of representations `(B, d)`: `head_outputs`, normalised as the config says."""
+        return self.normalize_embeddings(self.head_outputs(representation))
 
     def forward(
         self,
@@ -400,6 +274,9 @@ class InSubForPreTraining(InSubPreTrainedModel):
     """
 
     _legacy_keys = {k: v for objective in OBJECTIVES.values() for k, v in objective.legacy_keys.items()}
+    # whether forward refuses a NaN/inf loss or unnormalised inputs itself (one host sync); InSubTrainer turns it off
+    # and checks the batches itself, deferring the sync to logging steps on an accelerator
+    check_steps_in_forward = True
 
     def __init__(self, config: InSubConfig):
         super().__init__(config)
@@ -468,7 +345,7 @@ class InSubForPreTraining(InSubPreTrainedModel):
         z1, z2 = out.head_embeddings.chunk(2, dim=0)  # (B, M, q) each
         diversity_loss = self.diversity(z1, z2).mean()
         loss = out.ssl_loss + self.config.diversity_weight * diversity_loss
-        if not torch.compiler.is_compiling():  # compiled: InSubTrainer checks the batch
+        if self.check_steps_in_forward and not torch.compiler.is_compiling():  # else: InSubTrainer checks the batch
             check_training_step(loss, {**given, **extra})
         if views[self.insub.encoder.main_input_name].shape[0] == 2:
             logger.warning_once(

@@ -16,7 +16,7 @@ from .checkpointing import checkpoint_problems, last_complete_checkpoint
 from .data.batch_views import check_unit_images
 from .data.seeding import SeededSamples, mix_seed, seeded_draws
 from .distributed import check_same_across_processes, convert_sync_batchnorm
-from .modeling_insub import check_training_step
+from .modeling_insub import step_flags_bad, training_step_error, training_step_flags
 from .validation import check_range
 
 SIDE_METRICS = ("ssl_loss", "diversity_loss", "mean_sigma", "hinge_active")
@@ -138,7 +138,10 @@ class InSubTrainer(Trainer):
     `compute_loss` returns the batch-mean loss; `loss_is_scaled_for_ga = False` makes `training_step` divide it by
     the gradient accumulation steps, so an accumulated step follows the gradient of the mean over micro-batches.
     The side metrics `ssl_loss`, `diversity_loss`, `mean_sigma` and `hinge_active` are averaged over each logging
-    interval.
+    interval; they stay on the device until the logging step reads them.
+    Each batch is checked for a NaN/inf loss and unnormalised inputs (`check_batch`): at once on the CPU, at the
+    next logging step on an accelerator (no host sync inside a step). The trainer turns the model's own check in its
+    forward off (`model.check_steps_in_forward = False`, for as long as the model lives) and does it instead.
     `ObjectiveStepCallback` runs the model's per-step hooks (the objective's schedules, e.g. an EMA teacher).
 
     With `batch_views` (e.g. `BatchTwoViews`), training batches carry plain images (`pixel_values` in [0, 1]) and
@@ -188,10 +191,14 @@ class InSubTrainer(Trainer):
         self.add_callback(ObjectiveStepCallback)
         if getattr(self.args, "sync_batchnorm", False):
             self.model = convert_sync_batchnorm(self.model)
-        self._side_metrics: dict[str, dict[str, list[float]]] = {
+        # per-step values stay on the device until a logging step reads them (one host sync there)
+        self._side_metrics: dict[str, dict[str, list[torch.Tensor]]] = {
             "train": defaultdict(list),
             "eval": defaultdict(list),
         }
+        if isinstance(model, PreTrainedModel) and hasattr(model, "check_steps_in_forward"):
+            model.check_steps_in_forward = False  # compute_loss checks each batch (`check_batches`)
+        self._pending_check: tuple[int, torch.Tensor, dict[str, torch.Tensor]] | None = None
 
     def _check_training_rows(self, main_input: str | None) -> None:
         """A training set with no rows, or whose rows lack the model's input (a data set without its view
@@ -255,7 +262,9 @@ class InSubTrainer(Trainer):
         if channels_last:
             self.model.to(memory_format=torch.channels_last)
         try:
-            return super().train(resume_from_checkpoint, *args, **kwargs)
+            result = super().train(resume_from_checkpoint, *args, **kwargs)
+            self.check_pending_batches()
+            return result
         finally:
             if channels_last:  # the trained model then computes exactly what its saved and reloaded copy does
                 self.model.to(memory_format=torch.contiguous_format)
@@ -292,11 +301,40 @@ class InSubTrainer(Trainer):
         for name in SIDE_METRICS:
             value = outputs.get(name) if isinstance(outputs, dict) else None
             if value is not None:
-                self._side_metrics[mode][name].append(float(value.detach().mean()))
+                self._side_metrics[mode][name].append(value.detach().mean())
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs[0]
-        if self.args.torch_compile:  # the compiled forward skips the model's own check: the same one, on the batch
-            check_training_step(loss, inputs)
+        self.check_batch(loss, inputs)
         return (loss, outputs) if return_outputs else loss
+
+    def check_batch(self, loss: torch.Tensor, inputs: dict[str, torch.Tensor]) -> None:
+        """The model's `check_training_step`, for eager and compiled training alike: at once when the loss is on the
+        CPU (no device to wait for); on an accelerator the flags stay on the device and `check_pending_batches`
+        reads them at the next logging step (and when training ends), so a step holds no extra host sync."""
+        loss_bad, largest = training_step_flags(loss, inputs)
+        if self.checks_at_once(loss):
+            if bool(step_flags_bad(loss_bad, largest)):
+                raise training_step_error(str(loss.item()), largest)
+            return
+        if self._pending_check is None:
+            self._pending_check = (self.state.global_step, loss_bad, largest)
+            return
+        first, bad, seen = self._pending_check
+        merged = {k: torch.maximum(seen[k], v) if k in seen else v for k, v in largest.items()}
+        self._pending_check = (first, bad | loss_bad, {**seen, **merged})
+
+    @staticmethod
+    def checks_at_once(loss: torch.Tensor) -> bool:
+        """Whether `check_batch` reads its flags at once: on the CPU, where that waits for nothing."""
+        return loss.device.type == "cpu"
+
+    def check_pending_batches(self) -> None:
+        """Raises `check_training_step`'s error for the batches since the last check (deferred on an accelerator)."""
+        if self._pending_check is None:
+            return
+        (first, loss_bad, largest), self._pending_check = self._pending_check, None
+        if bool(step_flags_bad(loss_bad, largest)):
+            state = "not finite" if bool(loss_bad) else "finite"
+            raise training_step_error(f"{state} at a step in {first}..{self.state.global_step}", largest)
 
     def make_views(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """A training batch of plain images -> the same batch with both views (`pixel_values`, `pixel_values_2`)
@@ -318,12 +356,13 @@ class InSubTrainer(Trainer):
         return inputs
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        self.check_pending_batches()
         mode = "train" if "loss" in logs else "eval" if "eval_loss" in logs else None
         if mode is not None:
             prefix = "eval_" if mode == "eval" else ""
             for name, values in self._side_metrics[mode].items():
                 if values:
-                    logs[prefix + name] = round(sum(values) / len(values), 6)
+                    logs[prefix + name] = round(torch.stack(values).float().mean().item(), 6)
             self._side_metrics[mode].clear()
         super().log(logs, start_time)
 

@@ -23,7 +23,9 @@ from conftest import tiny_config  # noqa: E402
 
 from insub_hf import InSubForPreTraining, InSubTrainer, InSubTrainingArguments  # noqa: E402
 from insub_hf.distributed import world  # noqa: E402
-from insub_hf.losses import DINOLoss, nt_xent_loss, scd_loss, self_genomenet_loss  # noqa: E402
+from insub_hf.losses import (  # noqa: E402
+    DINOLoss, barlow_twins_loss, nt_xent_loss, scd_loss, self_genomenet_loss, vicreg_loss,
+)
 
 GLOBAL_BATCH = 8
 STEPS = 2
@@ -96,7 +98,7 @@ def trainer_steps(out: Path) -> None:
 
 
 def loss_gradients(out: Path, rank: int, size: int) -> None:
-    """SCD, Self-GenomeNet and NT-Xent (eager and torch.compile'd: the gather must trace) losses of this process's
+    """SCD, Self-GenomeNet, VICReg, Barlow Twins and NT-Xent (eager and torch.compile'd: the gather must trace) losses of this process's
     share and the gradient of each share's inputs; the DINO centre after one update from this process's share."""
     generator = torch.Generator().manual_seed(2)
     h = torch.randn(2, GLOBAL_BATCH, 12, generator=generator)
@@ -111,6 +113,8 @@ def loss_gradients(out: Path, rank: int, size: int) -> None:
         ("scd", [h[0], h[1], p[0], p[1]], lambda a, b, c, d: scd_loss(a, b, c, d, beta=0.5)),
         ("genomenet", [context[0], context[1], projections], lambda a, b, w: self_genomenet_loss(a, b, w).mean()),
         ("ntxent", [z[0], z[1]], ntxent),
+        ("vicreg", [z[0], z[1]], vicreg_loss),
+        ("barlow_twins", [z[0], z[1]], barlow_twins_loss),
         ("ntxent_compiled", [z[0], z[1]], torch.compile(ntxent, backend="aot_eager", fullgraph=True)),
     ):
         local = [x[share].clone().requires_grad_(True) for x in inputs[: len(inputs) - (name == "genomenet")]]

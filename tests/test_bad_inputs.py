@@ -25,7 +25,7 @@ from .conftest import TINY_VIT, tiny_config
     "kwargs, message",
     [
         (dict(normalize_heads="no"), "InSubConfig.normalize_heads must be one of [True, False], got 'no'"),
-        (dict(normalize_mean=None), "InSubConfig.normalize_mean must be one of [True, False], got None"),
+        (dict(objective_config={"normalize_mean": None}), "SimCLRConfig.normalize_mean must be one of [True, False], got None"),
         (dict(head_hidden_sizes=64), "InSubConfig.head_hidden_sizes must be a list of hidden widths"),
         (dict(encoder_config=dict(TINY_VIT, hidden_size=30, num_attention_heads=4)),
          "hidden_size=30 must be a multiple of num_attention_heads=4"),
@@ -222,6 +222,11 @@ def test_a_checkpoint_loaded_with_another_objective_is_refused_and_left_alone(tm
     InSubForPreTraining(tiny_config(num_heads=2)).save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps({**config, "objective": "dino"}))
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in tmp_path.iterdir()}
+    with pytest.raises(ValueError, match=r"\['base_temperature', 'normalize_mean', 'temperature'\] are not settings "
+                                         r"of objective='dino' \(DINOConfig\)"):
+        InSubForPreTraining.from_pretrained(tmp_path)  # the objective's settings are SimCLR's
+    (tmp_path / "config.json").write_text(json.dumps({**config, "objective": "dino", "objective_config": {}}))
     before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in tmp_path.iterdir()}
     with pytest.raises(ValueError, match="lacks .* weights of its config's objective 'dino'"):
         InSubForPreTraining.from_pretrained(tmp_path)

@@ -2,6 +2,7 @@ import pytest
 from transformers import AutoConfig, BertConfig, ResNetConfig, ViTConfig
 
 from insub_hf import GenomicEncoderConfig, InSubConfig
+from insub_hf.objectives import SimCLRConfig
 
 
 def test_defaults_follow_the_authors_code():
@@ -11,7 +12,7 @@ def test_defaults_follow_the_authors_code():
     assert config.head_hidden_sizes == [2048] and config.head_output_size == 128
     # lambda1 = 1 on a hinge summed over batch, views and dims / 2B (their code; the paper's text says 1.5)
     assert (config.diversity_eps, config.diversity_alpha, config.diversity_weight) == (1e-4, 0.08, 1.0)
-    assert (config.temperature, config.base_temperature, config.normalize_mean) == (0.5, 0.07, False)
+    assert config.objective_options == SimCLRConfig(temperature=0.5, base_temperature=0.07, normalize_mean=False)
     assert config.head_norm == "batchnorm" and config.objective == "simclr"
 
 
@@ -42,12 +43,16 @@ def test_timm_encoder_config():
         (dict(num_heads=0), "InSubConfig.num_heads must be an integer >= 1, got 0"),
         (dict(num_heads=2.5), "InSubConfig.num_heads must be an integer >= 1, got 2.5"),
         (dict(head_norm="layernorm"), "InSubConfig.head_norm must be one of ['batchnorm', 'none'], got 'layernorm'"),
-        (dict(objective="byol"), "InSubConfig.objective must be one of ['simclr', 'dino', 'scd', 'genomenet'], got 'byol'"),
+        (dict(objective="mocov3"), "InSubConfig.objective must be one of ['simclr', 'dino', 'scd', 'genomenet', 'byol', 'vicreg', 'barlow_twins'], got 'mocov3'"),
         (dict(pooling="max"), "InSubConfig.pooling must be one of ['cls', 'mean'], got 'max'"),
         (dict(diversity_alpha=-0.1), "InSubConfig.diversity_alpha must be a number >= 0.0, got -0.1"),
         (dict(diversity_weight=float("nan")), "InSubConfig.diversity_weight must be a number >= 0.0, got nan"),
         (dict(diversity_eps=0.0), "InSubConfig.diversity_eps must be a number > 0.0, got 0.0"),
-        (dict(temperature=0), "InSubConfig.temperature must be a number > 0.0, got 0"),
+        (dict(objective_config={"temperature": 0}), "SimCLRConfig.temperature must be a number > 0.0, got 0"),
+        (dict(objective_config={"tau": 0.1}), "InSubConfig.objective_config: ['tau'] are not settings of objective='simclr' (SimCLRConfig); allowed: ['temperature', 'base_temperature', 'normalize_mean']"),
+        (dict(temperature=0.2), "InSubConfig got temperature=0.2, a setting of objective='simclr': set it in objective_config (objective='simclr', objective_config={'temperature': 0.2})"),
+        (dict(objective="dino", objective_config=SimCLRConfig()), "InSubConfig.objective_config is a SimCLRConfig; objective='dino' takes a DINOConfig"),
+        (dict(objective_config=[0.5]), "InSubConfig.objective_config must be a dict of SimCLRConfig fields or a SimCLRConfig, got [0.5]"),
         (dict(head_hidden_sizes=[64, 0]), "InSubConfig.head_hidden_sizes[1] must be an integer >= 1, got 0"),
         (dict(head_output_size=True), "InSubConfig.head_output_size must be an integer >= 1, got True"),
         (dict(encoder_config={"hidden_size": 8}), "encoder_config: a dict needs a `model_type`"),

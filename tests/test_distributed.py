@@ -55,7 +55,8 @@ def test_two_processes_match_one_process_step_for_step(equivalence):
 
 
 def test_batch_level_losses_gather_with_the_right_gradient_scale(equivalence):
-    """SCD (cross-correlation over the batch) and Self-GenomeNet (negatives from the batch): DDP averages the
+    """SCD and Barlow Twins (cross-correlation over the batch), VICReg (variance and covariance over the batch) and
+    Self-GenomeNet (negatives from the batch): DDP averages the
     processes' gradients, so the average of the per-process input gradients (W = 2) must equal the single-process
     gradient of the global loss. The DINO centre is all-reduced."""
     (single,), multi = _load(equivalence, "losses", "single"), _load(equivalence, "losses", "multi")

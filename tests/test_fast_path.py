@@ -29,8 +29,11 @@ CASES = {
     "simclr_resnet": (resnet_config, {}),
     "simclr_vit": (lambda: InSubConfig(encoder_config=dict(TINY_VIT), num_heads=3, head_hidden_sizes=[48],
                                        head_output_size=16), {}),
-    "dino_resnet": (lambda: resnet_config(objective="dino", dino_out_dim=64),
+    "dino_resnet": (lambda: resnet_config(objective="dino", objective_config={"out_dim": 64}),
                     {"local_pixel_values": torch.randn(4, 2, 3, 16, 16)}),
+    "byol_resnet": (lambda: resnet_config(objective="byol", objective_config={"predictor_hidden_size": 32}), {}),
+    "vicreg_resnet": (lambda: resnet_config(objective="vicreg"), {}),
+    "barlow_twins_resnet": (lambda: resnet_config(objective="barlow_twins"), {}),
     "scd_bert": (lambda: InSubConfig(encoder_config=BERT, objective="scd", num_heads=3, head_hidden_sizes=[24],
                                      head_output_size=24, normalize_heads=False, pooling="mean"), None),
 }
@@ -88,11 +91,12 @@ def _train(tmp_path, config: InSubConfig, compile_backend: str | None, steps: in
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("objective", ["simclr", "dino"])
+@pytest.mark.parametrize("objective", ["simclr", "dino", "byol"])
 def test_trainer_with_torch_compile_trains_like_eager(tmp_path, objective):
     # the whole Trainer path: batch views, channels_last, the compiled forward, and DINO's teacher and centre updates
     # (ObjectiveStepCallback through the compiled wrapper); aot_eager traces like inductor without its C++ build
-    config = resnet_config(objective=objective, dino_out_dim=64) if objective == "dino" else resnet_config()
+    options = {"dino": {"out_dim": 64}, "byol": {"predictor_hidden_size": 32}}.get(objective, {})
+    config = resnet_config(objective=objective, objective_config=options)
     eager_losses, eager = _train(tmp_path / "eager", config, None)
     compiled_losses, compiled = _train(tmp_path / "compiled", config, "aot_eager")
     assert len(eager_losses) == 3

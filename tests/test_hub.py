@@ -17,7 +17,7 @@ from huggingface_hub import ModelCard
 
 from insub_hf import InSubConfig, InSubForPreTraining, InSubForSequenceClassification, InSubModel, named_encoder
 from insub_hf_cli import main
-from insub_hf.hub import check_hub_folder, harness_eval_results, save_for_hub, senteval_eval_results
+from insub_hf.hub import HubCard, check_hub_folder, harness_eval_results, save_for_hub, senteval_eval_results
 
 from .conftest import compare_argv, tiny_config
 
@@ -115,7 +115,7 @@ def test_push_to_hub_of_every_model_class_sends_one_checked_folder(tmp_path, fak
         InSubForSequenceClassification(tiny_config(num_labels=3)),
     ]):
         fake_api.snapshot = tmp_path / f"uploaded{i}"
-        model.push_to_hub(f"someone/m{i}", token="hf_test", private=True, tags=["demo"])
+        model.push_to_hub(f"someone/m{i}", HubCard(tags=["demo"]), token="hf_test", private=True)
         files = check_hub_folder(fake_api.snapshot)
         assert not any(f.endswith((".bin", ".pt", ".pkl")) for f in files)
         card = ModelCard.load(fake_api.snapshot / "README.md")
@@ -148,7 +148,8 @@ def test_the_card_of_text_results_and_a_bad_folder(tmp_path):
     ]
     numbers = {"test": {"accuracy": 0.5, "ece": 0.25, "tace": 0.2, "nll": 1.5, "brier": 0.6}, "ood": {"svhn": {"msp": 0.9}}}
     folder = tmp_path / "repo"
-    save_for_hub(InSubModel(tiny_config()), folder, "someone/r", harness_eval_results(numbers, "CIFAR-10", "cifar10"))
+    save_for_hub(InSubModel(tiny_config()), folder, "someone/r",
+                 HubCard(eval_results=harness_eval_results(numbers, "CIFAR-10", "cifar10")))
     assert card_metrics(folder / "README.md") == {
         "Accuracy": 0.5, "ECE": 0.25, "TACE": 0.2, "NLL": 1.5, "Brier": 0.6, "OOD AUROC vs svhn (MSP)": 0.9,
     }
@@ -223,7 +224,7 @@ def test_the_text_job_pushes_the_sentence_model_with_its_tokenizer_and_transfer_
     experiment = Experiment(tmp_path / "text", PretrainingSettings(1, 8, 1e-3), {}, hub)
     tokenizer = AutoTokenizer.from_pretrained(packaged_minilm_path())
     card = text_model_card(TextArguments(), tokenizer, per_task, results_file)
-    experiment.push(InSubModel(tiny_bert_config()), **card)
+    experiment.push(InSubModel(tiny_bert_config()), card)
     files = check_hub_folder(fake_api.snapshot)
     assert {"tokenizer_config.json", "evaluation/results.json", "encoders_text.py"} <= set(files)
     assert card_metrics(fake_api.snapshot / "README.md") == {"Accuracy": 0.61, "ECE": 0.07, "NLL": 0.9}

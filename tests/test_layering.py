@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "insub_hf"
 LAYERS = [  # (rank, module prefixes)
     (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "heads", "losses", "encoders", "data"]),
     (1, ["objectives"]),
-    (2, ["configuration_insub", "hub", "remote_code"]),
+    (2, ["configuration_insub", "hub", "remote_code", "model_files"]),
     (3, ["modeling_insub", "sentence_embeddings"]),
     (4, ["evaluation"]),
     (5, ["trainer"]),
@@ -50,7 +50,7 @@ def modules() -> dict[str, Path]:
 
 def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """Every package module `name` imports, anywhere in the file (module level or inside functions), including the
-    Hub tools the model code imports by name (`_package_module("hub")`). Names are relative to the package."""
+    Hub tools the model code imports by name (`package_module("hub")`). Names are relative to the package."""
     found = set()
     for node, target in relative_imports(f"insub_hf.{name}"):
         target = target.removeprefix("insub_hf").removeprefix(".")
@@ -61,7 +61,7 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
         if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             found |= {n.split(".", 1)[1] if "." in n else "" for n in names if n.split(".")[0] == "insub_hf"}
-    found |= set(re.findall(r'_package_module\("(\w+)"\)', path.read_text()))
+    found |= set(re.findall(r'package_module\("(\w+)"\)', path.read_text()))
     return {m for m in found if m != name}
 
 

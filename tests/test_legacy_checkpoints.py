@@ -16,7 +16,8 @@ from safetensors.torch import load_file
 from transformers import AutoModel
 
 from insub_hf import InSubConfig, InSubForPreTraining, InSubModel
-from insub_hf.configuration_insub import LEGACY_LOSS_FIELDS, small_vit_encoder
+from insub_hf.configuration_insub import LEGACY_LOSS_FIELDS, objective_config_to_flat, small_vit_encoder
+from insub_hf.objectives import DINOConfig
 
 pytestmark = pytest.mark.numeric
 
@@ -85,23 +86,28 @@ def test_an_old_config_keeps_the_loss_it_was_trained_with(tmp_path):
     old = json.loads((LEGACY / "dino" / "config.json").read_text())
     assert "diversity_reduction" not in old and "base_temperature" not in old
     config = InSubConfig.from_pretrained(LEGACY / "dino")
-    assert (config.diversity_reduction, config.base_temperature) == ("sum", None)
-    # a SimCLR folder as that code wrote it (every field of the time; normalize_mean was always written)
+    assert config.diversity_reduction == "sum" and config.objective == "dino"
+    # its flat dino_* fields became its objective_config; the other objectives' flat fields were dropped
+    assert config.objective_config == {**DINOConfig(out_dim=old["dino_out_dim"]).to_dict(), **{
+        field: old[flat] for flat, field in DINOConfig.legacy_fields.items()}}
+    assert not any(hasattr(config, flat) for flat in ("dino_out_dim", "temperature", "scd_dropout"))
+    # a SimCLR folder as that code wrote it (every field of the time, flat; normalize_mean was always written)
     model = InSubForPreTraining(InSubConfig(
         encoder_config=small_vit_encoder(8, 1, hidden_size=8, num_layers=1), num_heads=3, head_output_size=4,
-        head_hidden_sizes=[8], normalize_mean=True, base_temperature=None, diversity_reduction="sum",
-        diversity_weight=1.5, diversity_alpha=0.5,
+        head_hidden_sizes=[8], objective_config={"normalize_mean": True, "base_temperature": None},
+        diversity_reduction="sum", diversity_weight=1.5, diversity_alpha=0.5,
     ))
     model.save_pretrained(tmp_path / "old")
     saved = json.loads((tmp_path / "old" / "config.json").read_text())
-    assert (saved["normalize_mean"], saved["base_temperature"], saved["diversity_reduction"]) == (True, None, "sum")
+    assert saved["objective_config"] == {"temperature": 0.5, "base_temperature": None, "normalize_mean": True}
+    saved = objective_config_to_flat(saved)  # the flat fields of the time
+    assert (saved["normalize_mean"], saved["base_temperature"], saved["dino_out_dim"]) == (True, None, 256)
     for key in LEGACY_LOSS_FIELDS:
         del saved[key]
     (tmp_path / "old" / "config.json").write_text(json.dumps(saved))
     loaded = InSubForPreTraining.from_pretrained(tmp_path / "old")
-    assert (loaded.config.normalize_mean, loaded.config.base_temperature, loaded.config.diversity_reduction) == (
-        True, None, "sum"
-    )
+    assert loaded.config.objective_config == {"temperature": 0.5, "base_temperature": None, "normalize_mean": True}
+    assert loaded.config.diversity_reduction == "sum"
     x1, x2 = torch.randn(4, 1, 8, 8), torch.randn(4, 1, 8, 8)
     model.eval(), loaded.eval()
     with torch.no_grad():

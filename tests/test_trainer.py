@@ -7,6 +7,7 @@ import torch
 from datasets import Dataset
 from transformers import TrainerCallback
 
+import insub_hf.trainer
 from insub_hf import InSubConfig, InSubForPreTraining, named_encoder
 from insub_hf.checkpointing import last_complete_checkpoint
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
@@ -73,7 +74,7 @@ def test_gradient_accumulation_follows_the_mean_of_micro_batch_gradients(tmp_pat
 def test_channels_last_trains_a_conv_encoder_like_the_default_layout_and_saves_plain_weights(tmp_path):
     config = InSubConfig(
         encoder_config=named_encoder("resnet10_cifar", 32, 3, width=0.0625), num_heads=2, head_hidden_sizes=[8],
-        head_output_size=4, base_temperature=None,  # unscaled: at lr 0.1 the 7x-scaled loss takes steps of norm ~16,
+        head_output_size=4, objective_config={"base_temperature": None},  # unscaled: at lr 0.1 the 7x-scaled loss takes steps of norm ~16,
     )  # where float32 reordering between the two layouts (what this test is about) grows past any tolerance
     dataset, _ = fixed_views(8)
     models, layouts = {}, []
@@ -279,3 +280,31 @@ def test_views_are_random_but_not_the_global_generators(tmp_path):
         assert torch.equal(torch.rand(3), a)
     assert torch.equal(torch.random.get_rng_state(), state)
     del dataset
+
+
+class DeferringTrainer(InSubTrainer):
+    """Checks batches as on an accelerator: at logging steps."""
+
+    checks_at_once = staticmethod(lambda loss: False)
+
+
+def test_on_an_accelerator_batches_are_checked_at_the_logging_step(tmp_path, monkeypatch):
+    _, data = fixed_views(8)
+    data["pixel_values"][5] = 2e4  # the second batch of 4 holds an unnormalised image
+    rows = Dataset.from_dict({k: v.numpy() for k, v in data.items()}).with_format("torch")
+    model = InSubForPreTraining(tiny_config(num_heads=2))
+    trainer = DeferringTrainer(model=model, args=args(tmp_path, max_steps=2, logging_steps=2), train_dataset=rows)
+    assert model.check_steps_in_forward is False  # the trainer checks the batches, not the forward
+    reads = []
+    read = insub_hf.trainer.step_flags_bad
+    monkeypatch.setattr(insub_hf.trainer, "step_flags_bad", lambda *a: reads.append(trainer.state.global_step) or read(*a))
+    with pytest.raises(FloatingPointError, match=r"The pretraining loss is finite at a step in 0\.\.2 for inputs "
+                                                 r"pixel_values max \|x\| = 2e\+04.*must be normalised"):
+        trainer.train()
+    assert reads == [2]  # the flags of both steps were read once, at the logging step
+    # on the CPU the same batch is refused at its own step, with the loss value, before the optimiser step
+    model = InSubForPreTraining(tiny_config(num_heads=2))
+    trainer = InSubTrainer(model=model, args=args(tmp_path, max_steps=2, logging_steps=2), train_dataset=rows)
+    with pytest.raises(FloatingPointError, match=r"The pretraining loss is \d.* for inputs pixel_values max \|x\| = 2e\+04"):
+        trainer.train()
+    assert trainer.state.global_step == 1

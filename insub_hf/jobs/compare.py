@@ -30,7 +30,7 @@ from ..evaluation.cost import device_description
 from ..evaluation.ood_sets import load_mnist_images, load_sklearn_digits, noise_ood_sets
 from ..evaluation.probes import ProbeArguments
 from ..evaluation.report import paired_differences
-from ..hub import harness_eval_results
+from ..hub import HubCard, harness_eval_results
 from ..modeling_insub import InSubForPreTraining
 from ..trainer import fast_path_arguments
 from ..validation import check_choice, checked
@@ -42,9 +42,8 @@ METHODS = ("baseline", "ssl_ensemble", "mc_dropout", "batch_ensemble", "insub", 
 USES_M = ("ssl_ensemble", "batch_ensemble", "insub", "insub_cosine", "finetune_insub")
 # The control: InSub as this package trained it before the authors' objective became the default (2026-11-23):
 # cosine of the mean, unscaled NT-Xent, hinge summed over views, with that protocol's alpha 0.12 and lambda 1.5.
-COSINE_CONTROL = dict(
-    normalize_mean=True, base_temperature=None, diversity_reduction="sum", diversity_alpha=0.12, diversity_weight=1.5
-)
+COSINE_CONTROL = dict(diversity_reduction="sum", diversity_alpha=0.12, diversity_weight=1.5)
+COSINE_CONTROL_SIMCLR = {"normalize_mean": True, "base_temperature": None}
 # The linear probe a converged baseline reaches on the full Fashion-MNIST with the default protocol (at least).
 FASHION_MNIST_PLATEAU = 0.85
 # A run whose ssl loss still fell by more than this over its last fifth of steps has not reached its plateau.
@@ -192,11 +191,12 @@ def method_config(args: ComparisonArguments, method: str, num_heads: int | None)
     loss = {"diversity_alpha": args.diversity_alpha, "diversity_weight": args.diversity_weight} if insub else {
         "diversity_weight": 0.0
     }
+    simclr = {"temperature": args.temperature}
     if method == "insub_cosine":
-        loss = COSINE_CONTROL
+        loss, simclr = COSINE_CONTROL, {**simclr, **COSINE_CONTROL_SIMCLR}
     return InSubConfig(
         **loss, encoder_config=encoder, num_heads=num_heads if insub else 1, head_hidden_sizes=[args.head_hidden_size],
-        temperature=args.temperature, batch_ensemble_size=num_heads if method == "batch_ensemble" else 1,
+        objective_config=simclr, batch_ensemble_size=num_heads if method == "batch_ensemble" else 1,
     )
 
 
@@ -370,8 +370,7 @@ def push_comparison(experiment: Experiment, args: ComparisonArguments, results: 
     model, _ = cache.get(method_config(args, "insub", row["num_heads"]), row["seed"])
     preset = IMAGE_DATASET_PRESETS[args.dataset]
     hub_ids = [name for name, known in IMAGE_DATASET_PRESETS.items() if known is preset and "/" in name]
-    return experiment.push(
-        model,
+    card = HubCard(
         eval_results=harness_eval_results(row, args.dataset, (hub_ids or [args.dataset])[0]),
         training_data=(
             f"{results['data']['train']} training images of {args.dataset} (SimCLR augmentations), "
@@ -379,8 +378,8 @@ def push_comparison(experiment: Experiment, args: ComparisonArguments, results: 
         ),
         datasets=hub_ids or None,
         extra_files={"evaluation/results.md": out / "results.md", "evaluation/results.json": out / "results.json"},
-        commit_message=f"{row['name']}: model and insub-hf compare results",
     )
+    return experiment.push(model, card, commit_message=f"{row['name']}: model and insub-hf compare results")
 
 
 ARGUMENT_GROUPS = (ComparisonArguments, ProbeArguments, HarnessArguments, HubArguments)

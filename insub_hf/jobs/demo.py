@@ -19,6 +19,7 @@ from ..data import (
 from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
 from ..evaluation.ood_sets import load_mnist_images, noise_ood_sets
 from ..evaluation.probes import ProbeArguments
+from ..objectives import OBJECTIVES
 from ..validation import checked
 from .arguments import INSUB_SETTING, OVERWRITE_HELP, ImageRecipeArguments
 from .callbacks import KNNReportCallback
@@ -50,8 +51,8 @@ class DemoArguments(ImageRecipeArguments):
     head_hidden_size: int = checked(512, "Hidden width of each projection head.", low=1, integer=True)
     knn_k: int = checked(20, "Neighbours of the per-epoch k-NN accuracy.", low=1, integer=True)
     objective: str = checked(
-        "simclr", "simclr, dino (EMA teacher, multi-crop), or scd (text: `insub-hf text` with its defaults).",
-        choices=("simclr", "dino", "scd"),
+        "simclr", f"Any of {tuple(OBJECTIVES)}: image objectives train here (dino with local crops); scd runs "
+        "`insub-hf text` and genomenet `insub-hf genomics` with their defaults.", choices=tuple(OBJECTIVES),
     )
     num_local_crops: int = checked(4, "DINO: local crops per image (12x12 for 28x28).", low=0, integer=True)
     dino_out_dim: int = checked(256, "DINO: output size K of each head's last layer.", low=1, integer=True)
@@ -60,19 +61,25 @@ class DemoArguments(ImageRecipeArguments):
     overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
 
 
+# The demo's flags that set an objective's own settings (the others train with their objective's defaults)
+DEMO_OBJECTIVE_FLAGS = {
+    "simclr": lambda args: {"temperature": args.temperature}, "dino": lambda args: {"out_dim": args.dino_out_dim},
+}
+
+
 def demo_config(args: DemoArguments, num_heads: int, diversity_weight: float) -> InSubConfig:
     """The demo's encoder (`args.encoder`, 28x28 grey) with `num_heads` heads."""
     return InSubConfig(
         encoder_config=args.encoder_config(FASHION_MNIST.image_size, FASHION_MNIST.num_channels),
         num_heads=num_heads, head_hidden_sizes=[args.head_hidden_size], head_output_size=128,
-        diversity_alpha=args.diversity_alpha, diversity_weight=diversity_weight, temperature=args.temperature,
-        objective=args.objective, dino_out_dim=args.dino_out_dim,
+        diversity_alpha=args.diversity_alpha, diversity_weight=diversity_weight, objective=args.objective,
+        objective_config=DEMO_OBJECTIVE_FLAGS.get(args.objective, lambda a: {})(args),
     )
 
 
 def demo_training_set(data, evaluation: ImageEvaluationData, args: DemoArguments):
     """(rows, per-batch view maker or None): plain images with kornia views for SimCLR, DINO's crops per image."""
-    if args.objective == "dino":
+    if "local_pixel_values" in OBJECTIVES[args.objective].extra_inputs:  # DINO: global and local crops per image
         views = MultiCropViews(FASHION_MNIST.multicrop(), args.num_local_crops, FASHION_MNIST.image_column)
         return data["train"].with_transform(views), None
     views = args.make_batch_views(FASHION_MNIST)
@@ -103,11 +110,18 @@ def run_demo(args: DemoArguments) -> dict:
     prints one line per epoch and the table."""
     from ..evaluation.plots import certainty_strip, ood_histograms, reliability_diagrams
 
-    if args.objective == "scd":
+    modality = OBJECTIVES[args.objective].modality
+    if modality == "text":
         from .text import TextArguments, run_text
 
         return run_text(TextArguments(
             output_dir=f"{args.output_dir}/text", seed=args.seed, overwrite_output_dir=args.overwrite_output_dir
+        ))
+    if modality == "dna":
+        from .genomics import GenomicsArguments, run_genomics
+
+        return run_genomics(GenomicsArguments(
+            output_dir=f"{args.output_dir}/genomics", seed=args.seed, overwrite_output_dir=args.overwrite_output_dir
         ))
     experiment = Experiment(  # refuses an output_dir holding a finished run before any work
         args.output_dir, PretrainingSettings(

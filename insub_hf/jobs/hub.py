@@ -10,7 +10,7 @@ from pathlib import Path
 from transformers import AutoConfig, AutoModel, AutoModelForPreTraining, AutoModelForSequenceClassification
 
 from ..checkpointing import atomic_folder
-from ..hub import harness_eval_results, push_model_to_hub, save_for_hub, senteval_eval_results
+from ..hub import HubCard, harness_eval_results, push_model_to_hub, save_for_hub, senteval_eval_results
 from .arguments import HubArguments
 
 
@@ -74,13 +74,13 @@ def run_hub(args: HubCommandArguments, hub: HubArguments):
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
-    kwargs = dict(eval_results=eval_results, training_data=args.training_data, tokenizer=tokenizer)
+    card = HubCard(eval_results=eval_results, training_data=args.training_data, tokenizer=tokenizer)
     if args.push:
-        commit = push_model_to_hub(model, repo_id, token=token, private=hub.hub_private_repo, **kwargs)
+        commit = push_model_to_hub(model, repo_id, card, token=token, private=hub.hub_private_repo)
         print(f"pushed {args.model_dir} to {repo_id}: {commit}")
         return commit
     with atomic_folder(folder) as tmp:  # only a complete, checked folder appears under its name
-        files = save_for_hub(model, tmp, repo_id, **kwargs)
+        files = save_for_hub(model, tmp, repo_id, card)
     print(f"{folder}: {len(files)} files, checked; the card is {folder / 'README.md'}. Upload with --push true.")
     return files
 

@@ -1,6 +1,6 @@
 """Does an objective pull the M heads together, and does the diversity hinge hold them apart?
 
-For each objective (SimCLR, DINO, SCD, Self-GenomeNet) this job trains the same model twice for a short run, with
+For each objective of the registry (SimCLR, DINO, SCD, Self-GenomeNet, BYOL, VICReg, Barlow Twins) this job trains the same model twice for a short run, with
 lambda 0 and with the hinge on at that objective's job defaults, and for SimCLR also with the cosine of the mean (the
 paper's written formula) instead of the raw mean; it records the mean head spread sigma over training. Where sigma
 with lambda 0 falls below alpha, the objective pulls the heads together and the hinge has work to do; where it stays
@@ -18,6 +18,7 @@ from transformers import AutoConfig, AutoTokenizer
 from ..configuration_insub import InSubConfig
 from ..data import DNAViews, TextViews, bundled_upstream_path, load_fasta_dataset, load_sentence_corpus
 from ..evaluation.cost import device_description
+from ..objectives import OBJECTIVES
 from ..validation import checked
 from .arguments import INSUB_SETTING, OVERWRITE_HELP, TrainingSpeedArguments
 from .compare import ComparisonArguments, load_comparison_data, method_config
@@ -27,14 +28,13 @@ from .runner import (
 )
 from .text import TextArguments, packaged_minilm_path, text_config
 
-OBJECTIVES = ("simclr", "dino", "scd", "genomenet")
 
 
 @dataclass
 class MechanismArguments(TrainingSpeedArguments):
     output_dir: str = field(default="runs/mechanism", metadata={"help": "Where runs, tables and the plot go."})
     objectives: list[str] = checked(
-        default_factory=lambda: list(OBJECTIVES), help=f"Any of {OBJECTIVES}.", choices=OBJECTIVES
+        default_factory=lambda: list(OBJECTIVES), help=f"Any of {tuple(OBJECTIVES)}.", choices=tuple(OBJECTIVES)
     )
     steps: int = checked(150, "Optimiser steps of every run.", low=1, integer=True)
     num_heads: int = checked(INSUB_SETTING["num_heads"], "M of every run.", low=2, integer=True)
@@ -75,8 +75,8 @@ def hinge_variants(config: InSubConfig, prefix: str = "") -> dict[str, InSubConf
 
 
 def image_setup(args: MechanismArguments, objective: str) -> ObjectiveSetup:
-    """SimCLR or DINO on Fashion-MNIST with the comparison's encoder, views and optimiser (alpha, lambda: its
-    defaults)."""
+    """An image objective on Fashion-MNIST with the comparison's encoder, two views per image and optimiser (alpha,
+    lambda: its defaults; the objective's own settings: its defaults, SimCLR's temperature the comparison's)."""
     compare = ComparisonArguments(train_per_class=args.train_per_class, ood_dataset="none", seeds=[args.seed])
     data = load_comparison_data(compare)
     settings = PretrainingSettings(
@@ -88,7 +88,7 @@ def image_setup(args: MechanismArguments, objective: str) -> ObjectiveSetup:
         variants = {**hinge_variants(raw, "raw mean, "),
                     **hinge_variants(method_config(compare, "insub_cosine", args.num_heads), "cosine, ")}
     else:
-        variants = hinge_variants(InSubConfig.from_dict({**raw.to_dict(), "objective": objective}))
+        variants = hinge_variants(InSubConfig.from_dict({**raw.to_dict(), "objective": objective, "objective_config": {}}))
     return ObjectiveSetup(data.train, data.views, settings, variants, raw.diversity_alpha, data.description)
 
 
@@ -123,9 +123,10 @@ def genomics_setup(args: MechanismArguments) -> ObjectiveSetup:
 
 
 def objective_setup(args: MechanismArguments, objective: str) -> ObjectiveSetup:
-    if objective in ("simclr", "dino"):
+    modality = OBJECTIVES[objective].modality
+    if modality == "image":
         return image_setup(args, objective)
-    return text_setup(args) if objective == "scd" else genomics_setup(args)
+    return text_setup(args) if modality == "text" else genomics_setup(args)
 
 
 def summarize(curve: list[tuple[int, float]], alpha: float, weight: float, hinge_active: float | None) -> dict:
@@ -194,7 +195,7 @@ def run_mechanism(args: MechanismArguments) -> dict:
             curves[objective][name] = record["sigma_over_training"]
             runs[name] = {**summarize(record["sigma_over_training"], config.diversity_alpha, config.diversity_weight,
                                       record["hinge_active_mean"]),
-                          "normalize_mean": config.normalize_mean, "run": f"runs/{objective}-{key}",
+                          "normalize_mean": config.objective_config.get("normalize_mean"), "run": f"runs/{objective}-{key}",
                           "sigma_over_training": record["sigma_over_training"]}
             print(f"[mechanism] {objective}, {name}: sigma {runs[name]['first_sigma']:.4f} -> "
                   f"{runs[name]['final_sigma']:.4f}", flush=True)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
-from ..configuration_insub import InSubConfig
+from ..configuration_insub import InSubConfig, objective_config_to_flat
 from ..modeling_insub import InSubForPreTraining
 from .arguments import HubArguments
 from .pretraining import PretrainingResult, pretrain
@@ -110,13 +110,14 @@ class Experiment:
         print(table)
         return path
 
-    def push(self, model, **card):
-        """Pushes `model` with its card (`push_to_hub` keyword arguments) when `hub_model_id` was given; returns the
-        upload's `CommitInfo`, or None."""
+    def push(self, model, card=None, commit_message: str | None = None):
+        """Pushes `model` with `card` (an `insub_hf.hub.HubCard`) when `hub_model_id` was given; returns the upload's
+        `CommitInfo`, or None."""
         if not self.hub.hub_model_id:
             return None
         return model.push_to_hub(
-            self.hub.hub_model_id, token=self.token, private=self.hub.hub_private_repo, **card
+            self.hub.hub_model_id, card, token=self.token, private=self.hub.hub_private_repo,
+            commit_message=commit_message,
         )
 
 
@@ -144,7 +145,9 @@ def training_record(log_history: list[dict], cost: dict) -> dict:
 def settings_key(config: InSubConfig, **settings) -> str:
     """A short hash of a run's config (its non-default fields) and the other `settings` it depends on, so a changed
     setting names another run in a cache instead of reusing one."""
-    spec = {"config": config.to_diff_dict(), **settings}
+    # the objective's settings as the flat fields they were before each objective had its own config, so that runs
+    # cached then (hours of CPU training) keep their keys
+    spec = {"config": objective_config_to_flat(config.to_diff_dict()), **settings}
     spec["config"].pop("transformers_version", None)
     return short_hash(spec)
 

@@ -14,7 +14,7 @@ from ..data import TextViews, balanced_indices, load_sentence_corpus, load_tweet
 from ..data.package_files import installed_package_file
 from ..encoders import load_encoder_weights
 from ..evaluation.senteval import evaluate_task, load_senteval_task
-from ..hub import senteval_eval_results
+from ..hub import HubCard, senteval_eval_results
 from ..modeling_insub import InSubModel
 from ..sentence_embeddings import InSubSentenceEncoder
 from ..validation import checked
@@ -121,14 +121,15 @@ def run_text(args: TextArguments, hub: HubArguments | None = None) -> dict:
     lines.append(f"models: {out}/<name>/model (InSubSentenceEncoder.from_pretrained); numbers: {out}/results.json")
     results_file = experiment.finish({"results": results}, "\n".join(lines))
     name = f"scd_insub_m{args.num_heads}"
-    experiment.push(models[name], **text_model_card(args, tokenizer, results[name], results_file))
+    experiment.push(models[name], text_model_card(args, tokenizer, results[name], results_file),
+                    commit_message="InSub sentence model and insub-hf text results")
     return results
 
 
-def text_model_card(args: TextArguments, tokenizer, per_task: dict, results_file: Path) -> dict:
+def text_model_card(args: TextArguments, tokenizer, per_task: dict, results_file: Path) -> HubCard:
     """What the InSub sentence model is pushed with: its tokenizer, its transfer numbers as model-index metrics and
     the whole results.json under `evaluation/`."""
-    return dict(
+    return HubCard(
         tokenizer=tokenizer,
         eval_results=senteval_eval_results(per_task),
         training_data=(
@@ -136,7 +137,6 @@ def text_model_card(args: TextArguments, tokenizer, per_task: dict, results_file
             f"{args.encoder}."
         ),
         extra_files={"evaluation/results.json": results_file},
-        commit_message="InSub sentence model and insub-hf text results",
     )
 
 

@@ -1,26 +1,45 @@
-"""Self-supervised objectives behind one interface (`Objective`), looked up by `InSubConfig.objective`."""
+"""Self-supervised objectives behind one interface (`Objective`) with their own settings (`ObjectiveConfig`), looked
+up by `InSubConfig.objective`."""
 
 from __future__ import annotations
 
-from .base import Objective, ObjectiveOutput
-from .dino import DINOObjective, cosine_momentum, ema_update_, teacher_temperature
-from .genomenet import SelfGenomeNetObjective
-from .scd import SCDObjective
-from .simclr import SimCLRObjective
+from .barlow_twins import BarlowTwinsConfig, BarlowTwinsObjective
+from .base import Objective, ObjectiveConfig, ObjectiveOutput
+from .byol import BYOLConfig, BYOLObjective
+from .dino import DINOConfig, DINOObjective, teacher_temperature
+from .ema import cosine_momentum, ema_update_
+from .genomenet import SelfGenomeNetConfig, SelfGenomeNetObjective
+from .scd import SCDConfig, SCDObjective
+from .simclr import SimCLRConfig, SimCLRObjective
+from .vicreg import VICRegConfig, VICRegObjective
 
-# A new objective: one module with an `Objective` subclass, listed here.
+# A new objective: one module with an `Objective` subclass and its `ObjectiveConfig`, listed here.
 OBJECTIVES: dict[str, type[Objective]] = {
-    cls.name: cls for cls in (SimCLRObjective, DINOObjective, SCDObjective, SelfGenomeNetObjective)
+    cls.name: cls for cls in (
+        SimCLRObjective, DINOObjective, SCDObjective, SelfGenomeNetObjective, BYOLObjective, VICRegObjective,
+        BarlowTwinsObjective,
+    )
 }
 
 __all__ = [
+    "BYOLConfig",
+    "BYOLObjective",
+    "BarlowTwinsConfig",
+    "BarlowTwinsObjective",
+    "DINOConfig",
     "DINOObjective",
     "OBJECTIVES",
     "Objective",
+    "ObjectiveConfig",
     "ObjectiveOutput",
+    "SCDConfig",
     "SCDObjective",
+    "SelfGenomeNetConfig",
     "SelfGenomeNetObjective",
+    "SimCLRConfig",
     "SimCLRObjective",
+    "VICRegConfig",
+    "VICRegObjective",
     "cosine_momentum",
     "ema_update_",
     "teacher_temperature",

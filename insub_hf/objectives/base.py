@@ -2,11 +2,60 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import nn
+
+from ..validation import CheckedArguments
+
+
+@dataclass
+class ObjectiveConfig(CheckedArguments):
+    """An objective's own settings: a dataclass of `checked` fields (each checked when built, the message naming
+    `ClassName.field` and the allowed values), saved in the model's config.json as `InSubConfig.objective_config`.
+
+    Class attributes:
+        legacy_fields: `{flat InSubConfig field of earlier releases: field here}`, read from old config.json files.
+    """
+
+    legacy_fields: ClassVar[dict[str, str]] = {}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any] | None, objective: str) -> "ObjectiveConfig":
+        """`values` (a subset of the fields; the rest default) -> the checked config; an unknown key is refused,
+        naming the allowed ones."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(values or {}) - set(names))
+        if unknown:
+            raise ValueError(
+                f"InSubConfig.objective_config: {unknown} are not settings of objective={objective!r} "
+                f"({cls.__name__}); allowed: {names}."
+            )
+        return cls(**(values or {}))
+
+
+class Student(Protocol):
+    """What an objective uses of the student it trains (an `InSubModel`, passed in at every call)."""
+
+    config: Any  # the InSubConfig
+    encoder: nn.Module  # inputs -> representations (2B, d); `forward_features`, `pool` for token-level objectives
+    heads: nn.Module  # the M heads; `num_heads`
+
+    def head_outputs(self, representation: torch.Tensor) -> torch.Tensor:
+        """`(N, d)` -> `(N, M, q)` before normalisation."""
+
+    def normalize_embeddings(self, z: torch.Tensor) -> torch.Tensor:
+        """`(..., M, q)` normalised as the config says (what the hinge reads)."""
+
+    def embed_heads(self, representation: torch.Tensor) -> torch.Tensor:
+        """`(N, d)` -> `(N, M, q)`, `normalize_embeddings(head_outputs(...))`."""
+
+    def state_dict(self) -> dict[str, torch.Tensor]: ...
 
 
 @dataclass
@@ -35,20 +84,29 @@ class Objective(nn.Module):
     Class attributes:
         name: the `InSubConfig.objective` value that selects it.
         title: a human name (model cards).
+        config_class: its `ObjectiveConfig` (`InSubConfig.objective_config` is one, as a dict).
+        modality: what it trains on: `"image"` (two views, or DINO's crops), `"text"` or `"dna"` (the demo and the
+            jobs pick the data and the encoder by it).
         extra_inputs: batch keys beyond the two views that `forward` takes (DINO: `local_pixel_values`).
         legacy_keys: `{regex: replacement}` from checkpoint key names of earlier releases to today's names.
+        initialized_modules: module types of the objective's own state whose `reset_parameters` the model's
+            `post_init` calls (fresh weights only; loaded ones are kept).
 
     Args:
-        config: the `InSubConfig` (the objective reads its own fields).
+        config: the `InSubConfig` (the objective reads its own settings, `config.objective_options`, and the heads'
+            sizes).
         student: the `InSubModel` it trains (to size or copy its state; not kept).
     """
 
     name: ClassVar[str]
     title: ClassVar[str]
+    config_class: ClassVar[type[ObjectiveConfig]] = ObjectiveConfig
+    modality: ClassVar[str] = "image"
     extra_inputs: ClassVar[tuple[str, ...]] = ()
+    initialized_modules: ClassVar[tuple[type[nn.Module], ...]] = ()
     legacy_keys: ClassVar[dict[str, str]] = {}
 
-    def __init__(self, config, student: nn.Module):
+    def __init__(self, config, student: Student):
         super().__init__()
 
     def second_view(
@@ -58,7 +116,7 @@ class Objective(nn.Module):
         batch's second view; an objective that builds it from the first (Self-GenomeNet) returns that instead."""
         return second
 
-    def forward(self, student: nn.Module, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
+    def forward(self, student: Student, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
         """Args:
             student: the `InSubModel`.
             views: the encoder's inputs of both views joined along the batch, each `(2B, ...)`.
@@ -66,13 +124,13 @@ class Objective(nn.Module):
         """
         raise NotImplementedError
 
-    def sync_with_student(self, student: nn.Module) -> None:
+    def sync_with_student(self, student: Student) -> None:
         """Re-derives what the objective copies from the student (DINO's teacher), after initialisation or after
         encoder weights were loaded. Default: nothing."""
 
     def step_begin(self, step: int, total_steps: int) -> None:
         """Before optimiser step `step` (0-based) of `total_steps` (schedules). Default: nothing."""
 
-    def step_end(self, student: nn.Module, step: int, total_steps: int) -> None:
+    def step_end(self, student: Student, step: int, total_steps: int) -> None:
         """After optimiser step `step`, once per step whatever the gradient accumulation (EMA updates). Default:
         nothing."""

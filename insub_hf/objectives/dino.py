@@ -4,24 +4,47 @@ live here."""
 from __future__ import annotations
 
 import copy
-import math
+from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from ..heads import WeightNormedLinear
 from ..losses.dino import DINOLoss
-from ..validation import check_range
-from .base import Objective, ObjectiveOutput
+from ..validation import checked
+from .base import Objective, ObjectiveConfig, ObjectiveOutput, Student
+from .ema import cosine_momentum, ema_update_
 
 
-def cosine_momentum(step: int, total_steps: int, base: float = 0.996, final: float = 1.0) -> float:
-    """Teacher momentum at optimiser step `step` of `total_steps`: `final - (final - base) (cos(pi s / S) + 1) / 2`,
-    so `base` at step 0 and `final` at the last step."""
-    check_range("teacher momentum", base, low=0.0, high=1.0)
-    check_range("final teacher momentum", final, low=0.0, high=1.0)
-    progress = min(max(step, 0) / max(total_steps, 1), 1.0)
-    return final - (final - base) * (math.cos(math.pi * progress) + 1) / 2
+@dataclass
+class DINOConfig(ObjectiveConfig):
+    """DINO's settings (`InSubConfig.objective_config` with `objective="dino"`).
+
+    Args:
+        out_dim: K, the output size of DINO's weight-normalised last layer (65536 for ImageNet, a small default for
+            CPU). It is shared by the heads and reads the mean of their `head_output_size`-dim L2-normalised
+            bottleneck embeddings, which are what the diversity hinge spreads.
+        student_temperature: tau_s.
+        teacher_temperature: tau_t after the warm-up.
+        warmup_teacher_temperature: tau_t at step 0, raised linearly to `teacher_temperature`.
+        warmup_teacher_temperature_fraction: the share of training steps the warm-up takes (DINO: 30 of 100 epochs).
+        teacher_momentum: EMA momentum at step 0, cosine-scheduled to `final_teacher_momentum`.
+        final_teacher_momentum: EMA momentum at the last step.
+        center_momentum: momentum of the teacher-output centre.
+    """
+
+    out_dim: int = checked(256, low=1, integer=True)
+    student_temperature: float = checked(0.1, low=0.0, low_inclusive=False)
+    teacher_temperature: float = checked(0.07, low=0.0, low_inclusive=False)
+    warmup_teacher_temperature: float = checked(0.04, low=0.0, low_inclusive=False)
+    warmup_teacher_temperature_fraction: float = checked(0.3, low=0.0, high=1.0)
+    teacher_momentum: float = checked(0.996, low=0.0, high=1.0)
+    final_teacher_momentum: float = checked(1.0, low=0.0, high=1.0)
+    center_momentum: float = checked(0.9, low=0.0, high=1.0)
+
+    legacy_fields = {f"dino_{name}": name for name in (
+        "out_dim", "student_temperature", "teacher_temperature", "warmup_teacher_temperature",
+        "warmup_teacher_temperature_fraction", "teacher_momentum", "final_teacher_momentum", "center_momentum",
+    )}
 
 
 def teacher_temperature(step: int, warmup_steps: int, start: float = 0.04, end: float = 0.07) -> float:
@@ -29,25 +52,6 @@ def teacher_temperature(step: int, warmup_steps: int, start: float = 0.04, end: 
     if warmup_steps <= 0 or step >= warmup_steps:
         return end
     return start + (end - start) * max(step, 0) / warmup_steps
-
-
-@torch.no_grad()
-def ema_update_(teacher: nn.Module, student: nn.Module, momentum: float) -> None:
-    """`teacher <- momentum * teacher + (1 - momentum) * student`, parameter by parameter, in place.
-
-    Buffers (BatchNorm statistics) are not averaged: each network keeps its own, as in DINO.
-    """
-    teacher_params = list(teacher.parameters())
-    student_params = list(student.parameters())
-    if len(teacher_params) != len(student_params):
-        raise ValueError(
-            f"ema_update_: the teacher has {len(teacher_params)} parameter tensors, the student {len(student_params)}; "
-            "they must share the architecture."
-        )
-    for t, s in zip(teacher_params, student_params):
-        if t.shape != s.shape:
-            raise ValueError(f"ema_update_: teacher parameter {tuple(t.shape)} vs student {tuple(s.shape)}.")
-        t.mul_(momentum).add_(s.detach(), alpha=1 - momentum)
 
 
 class DINOObjective(Objective):
@@ -66,6 +70,7 @@ class DINOObjective(Objective):
 
     name = "dino"
     title = "DINO"
+    config_class = DINOConfig
     extra_inputs = ("local_pixel_values",)
     # applied in turn: the prototype layers before the rest of the teacher
     legacy_keys = {
@@ -75,33 +80,34 @@ class DINOObjective(Objective):
         r"^dino_loss\.": "objective.loss.",
     }
 
-    def __init__(self, config, student: nn.Module):
+    def __init__(self, config, student: Student):
         super().__init__(config, student)
-        self.prototypes = WeightNormedLinear(config.head_output_size, config.dino_out_dim)
+        options = config.objective_options
+        self.prototypes = WeightNormedLinear(config.head_output_size, options.out_dim)
         self.teacher = copy.deepcopy(student).requires_grad_(False)
         self.teacher_prototypes = copy.deepcopy(self.prototypes).requires_grad_(False)
-        self.loss = DINOLoss(config.dino_out_dim, config.dino_center_momentum, config.dino_student_temperature)
-        self.teacher_temperature = config.dino_warmup_teacher_temperature
-        self.warmup_fraction = config.dino_warmup_teacher_temperature_fraction
-        self.temperatures = (config.dino_warmup_teacher_temperature, config.dino_teacher_temperature)
-        self.momenta = (config.dino_teacher_momentum, config.dino_final_teacher_momentum)
+        self.loss = DINOLoss(options.out_dim, options.center_momentum, options.student_temperature)
+        self.teacher_temperature = options.warmup_teacher_temperature
+        self.warmup_fraction = options.warmup_teacher_temperature_fraction
+        self.temperatures = (options.warmup_teacher_temperature, options.teacher_temperature)
+        self.momenta = (options.teacher_momentum, options.final_teacher_momentum)
 
     @torch.no_grad()
-    def sync_with_student(self, student: nn.Module) -> None:
+    def sync_with_student(self, student: Student) -> None:
         self.teacher.load_state_dict(student.state_dict())
         self.teacher_prototypes.load_state_dict(self.prototypes.state_dict())
 
     def step_begin(self, step: int, total_steps: int) -> None:
         self.teacher_temperature = teacher_temperature(step, round(self.warmup_fraction * total_steps), *self.temperatures)
 
-    def step_end(self, student: nn.Module, step: int, total_steps: int) -> None:
+    def step_end(self, student: Student, step: int, total_steps: int) -> None:
         self.loss.update_center()
         momentum = cosine_momentum(step, total_steps, *self.momenta)
         ema_update_(self.teacher, student, momentum)
         ema_update_(self.teacher_prototypes, self.prototypes, momentum)
 
     def forward(
-        self, student: nn.Module, views: dict[str, torch.Tensor], local_pixel_values: torch.Tensor | None = None
+        self, student: Student, views: dict[str, torch.Tensor], local_pixel_values: torch.Tensor | None = None
     ) -> ObjectiveOutput:
         """views: the two global crops `pixel_values` `(2B, C, H, W)`; local crops `(B, N, C, h, w)`."""
         if "pixel_values" not in views:
@@ -120,7 +126,7 @@ class DINOObjective(Objective):
         loss = self.loss(torch.stack(outputs), torch.stack(teacher.chunk(2)), self.teacher_temperature)
         return ObjectiveOutput(loss.mean(), z, representation)
 
-    def _local_outputs(self, student: nn.Module, local: torch.Tensor, globals_: torch.Tensor) -> list[torch.Tensor]:
+    def _local_outputs(self, student: Student, local: torch.Tensor, globals_: torch.Tensor) -> list[torch.Tensor]:
         """The student's outputs of the N local crops `(B, N, C, h, w)`: N x `(B, K)`."""
         b = globals_.shape[0] // 2
         if local.dim() != 5 or local.shape[0] != b:

@@ -3,12 +3,27 @@ projections owned by the objective."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
-from torch import nn
 
 from ..data.dna_encoding import reverse_complement
 from ..losses.genomenet import DistanceProjections, self_genomenet_loss
-from .base import Objective, ObjectiveOutput
+from ..validation import checked
+from .base import Objective, ObjectiveConfig, ObjectiveOutput, Student
+
+
+@dataclass
+class SelfGenomeNetConfig(ObjectiveConfig):
+    """Self-GenomeNet's settings (`InSubConfig.objective_config` with `objective="genomenet"`).
+
+    Args:
+        distances: D, how many distances (in conv windows) the context predicts ahead.
+    """
+
+    distances: int = checked(3, low=1, integer=True)
+
+    legacy_fields = {"genomenet_distances": "distances"}
 
 
 class SelfGenomeNetObjective(Objective):
@@ -23,11 +38,14 @@ class SelfGenomeNetObjective(Objective):
 
     name = "genomenet"
     title = "Self-GenomeNet"
+    config_class = SelfGenomeNetConfig
+    modality = "dna"
+    initialized_modules = (DistanceProjections,)
     legacy_keys = {r"^genomenet_projections\.": "objective.projections."}
 
-    def __init__(self, config, student: nn.Module):
+    def __init__(self, config, student: Student):
         super().__init__(config, student)
-        self.projections = DistanceProjections(config.genomenet_distances, config.head_output_size)
+        self.projections = DistanceProjections(config.objective_options.distances, config.head_output_size)
 
     def second_view(
         self, first: dict[str, torch.Tensor | None], second: dict[str, torch.Tensor | None]
@@ -41,7 +59,7 @@ class SelfGenomeNetObjective(Objective):
             )
         return {**second, "dna_one_hot": reverse_complement(first["dna_one_hot"])}
 
-    def forward(self, student: nn.Module, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
+    def forward(self, student: Student, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
         """views: `dna_one_hot` `(2B, L, 4)`, the sequences then their reverse complements."""
         if set(views) != {"dna_one_hot"}:
             raise ValueError("InSubConfig.objective='genomenet' needs the genomic encoder (dna_one_hot).")

@@ -2,18 +2,43 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
-from torch import nn
 
 from ..encoders.text import dropout_rate
 from ..losses.scd import scd_loss
-from .base import Objective, ObjectiveOutput
+from ..validation import checked
+from .base import Objective, ObjectiveConfig, ObjectiveOutput, Student
+
+
+@dataclass
+class SCDConfig(ObjectiveConfig):
+    """SCD's settings (`InSubConfig.objective_config` with `objective="scd"`).
+
+    Args:
+        dropout, dropout_2: the encoder's dropout rate for the first and the second view.
+        temperature: tau of the self-contrast (repulsion) term.
+        alpha: weight of the self-contrast term.
+        beta: weight of the decorrelation term.
+        off_diagonal_weight: weight of the off-diagonal part inside the decorrelation term (SCD's lambda).
+    """
+
+    dropout: float = checked(0.05, low=0.0, high=1.0, high_inclusive=False)
+    dropout_2: float = checked(0.155, low=0.0, high=1.0, high_inclusive=False)
+    temperature: float = checked(0.05, low=0.0, low_inclusive=False)
+    alpha: float = checked(1.0, low=0.0)
+    beta: float = checked(0.005225, low=0.0)
+    off_diagonal_weight: float = checked(0.012, low=0.0)
+
+    legacy_fields = {"scd_dropout": "dropout", "scd_dropout_2": "dropout_2", "scd_temperature": "temperature",
+                     "scd_alpha": "alpha", "scd_beta": "beta", "scd_lambda": "off_diagonal_weight"}
 
 
 class SCDObjective(Objective):
     """Self-Contrastive Decorrelation with the decorrelation over the M heads (`losses/scd.py`).
 
-    The views are separate encoder passes under dropout rates `config.scd_dropout` and `config.scd_dropout_2`
+    The views are separate encoder passes under dropout rates `SCDConfig.dropout` and `SCDConfig.dropout_2`
     (every `nn.Dropout` of the encoder, attention dropout included).
 
     References:
@@ -22,16 +47,19 @@ class SCDObjective(Objective):
 
     name = "scd"
     title = "SCD (self-contrastive decorrelation)"
+    config_class = SCDConfig
+    modality = "text"
 
-    def __init__(self, config, student: nn.Module):
+    def __init__(self, config, student: Student):
         super().__init__(config, student)
-        self.dropout_rates = (config.scd_dropout, config.scd_dropout_2)
+        options = config.objective_options
+        self.dropout_rates = (options.dropout, options.dropout_2)
         self.loss_weights = dict(
-            temperature=config.scd_temperature, alpha=config.scd_alpha, beta=config.scd_beta,
-            off_diagonal_weight=config.scd_lambda,
+            temperature=options.temperature, alpha=options.alpha, beta=options.beta,
+            off_diagonal_weight=options.off_diagonal_weight,
         )
 
-    def forward(self, student: nn.Module, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
+    def forward(self, student: Student, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
         passes = []
         for i, rate in enumerate(self.dropout_rates):
             with dropout_rate(student.encoder, rate):

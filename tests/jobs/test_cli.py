@@ -66,6 +66,23 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("objective", ["byol", "vicreg", "barlow_twins"])
+def test_the_demo_runs_each_new_objective(tmp_path, capsys, objective):
+    out = tmp_path / objective
+    code = main([
+        "demo", "--objective", objective, "--output_dir", str(out), "--data_source", "bundled", "--train_per_class",
+        "4", "--test_per_class", "2", "--epochs", "1", "--batch_size", "16", "--width", "0.0625", "--ood_images",
+        "10", "--head_hidden_size", "16", "--num_heads", "2", "--knn_k", "3",
+    ])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert f"[{objective}_insub_m2] epoch 1 | ssl" in printed and "probe acc" in printed
+    model = InSubForPreTraining.from_pretrained(out / f"{objective}_insub_m2" / "model")
+    assert model.config.objective == objective and model.config.objective_config == \
+        type(model.config.objective_options)().to_dict()  # the objective's defaults
+
+
+@pytest.mark.slow
 def test_ablation_scores_on_validation_data_only_and_reuses_the_comparison_cache(tmp_path, capsys, monkeypatch):
     from insub_hf.evaluation import MethodEvaluator
 

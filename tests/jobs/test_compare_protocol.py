@@ -6,7 +6,8 @@ import torch
 
 from insub_hf.data import IMAGE_DATASET_PRESETS
 from insub_hf.jobs.compare import ComparisonArguments, convergence_warnings, method_config
-from insub_hf.jobs.runner import training_record
+from insub_hf import InSubConfig
+from insub_hf.jobs.runner import settings_key, training_record
 
 
 def test_training_record_measures_the_late_ssl_loss_drop_and_hinge_activity():
@@ -44,9 +45,11 @@ def test_methods_share_the_named_encoder_and_differ_only_where_the_method_does()
     assert (baseline.num_heads, insub.num_heads, batch.batch_ensemble_size) == (1, 5, 5)
     assert baseline.diversity_weight == 0.0 and insub.diversity_weight == args.diversity_weight
     # InSub trains the authors' objective; the control is the old cosine-of-the-mean default, whatever alpha is given
-    assert (insub.normalize_mean, insub.base_temperature, insub.diversity_reduction) == (False, 0.07, "mean")
+    assert insub.objective_config == {"temperature": args.temperature, "base_temperature": 0.07, "normalize_mean": False}
+    assert insub.diversity_reduction == "mean"
     control = method_config(replace(args, diversity_alpha=0.3), "insub_cosine", 5)
-    assert (control.normalize_mean, control.base_temperature, control.diversity_reduction) == (True, None, "sum")
+    assert control.objective_config == {"temperature": args.temperature, "base_temperature": None, "normalize_mean": True}
+    assert control.diversity_reduction == "sum"
     assert (control.diversity_alpha, control.diversity_weight, control.num_heads) == (0.12, 1.5, 5)
     assert control.encoder_config.to_dict() == insub.encoder_config.to_dict()
     with pytest.raises(ValueError, match="ComparisonArguments.encoder must be one of"):
@@ -56,7 +59,8 @@ def test_methods_share_the_named_encoder_and_differ_only_where_the_method_does()
 def test_recipe_settings_reach_the_config_and_the_views_and_are_checked():
     args = ComparisonArguments(temperature=0.3, min_crop_scale=0.6)
     assert (args.encoder, args.width) == ("resnet10_cifar", 0.25)  # the CPU protocol chosen on validation
-    assert method_config(args, "insub", 5).temperature == method_config(args, "baseline", None).temperature == 0.3
+    assert method_config(args, "insub", 5).objective_options.temperature == 0.3
+    assert method_config(args, "baseline", None).objective_options.temperature == 0.3
     views = args.make_batch_views(IMAGE_DATASET_PRESETS["fashion_mnist"])
     crop = next(m for m in views.augment.children() if isinstance(m, K.RandomResizedCrop))
     boxes = crop.forward_parameters(torch.Size((500, 1, 28, 28)))["src"]  # (B, 4 corners, xy)
@@ -66,3 +70,18 @@ def test_recipe_settings_reach_the_config_and_the_views_and_are_checked():
         ComparisonArguments(temperature=0.0)
     with pytest.raises(ValueError, match="ComparisonArguments.min_crop_scale"):
         ComparisonArguments(min_crop_scale=1.5)
+
+
+def test_run_cache_keys_are_those_of_runs_cached_before_objectives_had_their_own_config():
+    # keys printed by the release before objective_config (commit afb4458), for the comparison's methods and a DINO
+    # config: the flat fields of that time are what the key reads, so cached runs are found again
+    args = ComparisonArguments()
+    recorded = {"baseline": "7f31c6ddb733", "insub": "6e6ad2023788", "insub_cosine": "af0430889379",
+                "batch_ensemble": "e8eecf67daa4"}
+    for method, key in recorded.items():
+        assert settings_key(method_config(args, method, None if method == "baseline" else 5), seed=0, data="x") == key
+    dino = InSubConfig(objective="dino", objective_config={"out_dim": 64}, num_heads=2)
+    assert settings_key(dino, seed=1) == "23950aa6c153"
+    # another setting names another run
+    other = InSubConfig(objective="dino", objective_config={"out_dim": 65}, num_heads=2)
+    assert settings_key(other, seed=1) != settings_key(dino, seed=1)

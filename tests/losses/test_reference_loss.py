@@ -64,15 +64,16 @@ def tiny_model(**overrides) -> InSubForPreTraining:
 
 def test_the_default_config_is_the_authors_objective():
     config = InSubConfig()
-    assert (config.normalize_mean, config.base_temperature, config.diversity_reduction) == (False, 0.07, "mean")
+    assert config.objective_config == {"temperature": 0.5, "base_temperature": 0.07, "normalize_mean": False}
+    assert config.diversity_reduction == "mean"
     assert (config.diversity_alpha, config.diversity_weight, config.diversity_eps) == (0.08, 1.0, 1e-4)
 
 
 @pytest.mark.parametrize("temperature,alpha,weight", [(0.5, 0.4, 1.0), (0.2, 0.3, 2.5)])
 def test_default_loss_and_gradients_equal_the_authors_code(temperature, alpha, weight):
     torch.manual_seed(0)
-    model = tiny_model(temperature=temperature, diversity_alpha=alpha, diversity_weight=weight)
-    assert model.config.normalize_mean is False  # the default under test
+    model = tiny_model(objective_config={"temperature": temperature}, diversity_alpha=alpha, diversity_weight=weight)
+    assert model.config.objective_options.normalize_mean is False  # the default under test
     x1, x2 = torch.randn(6, 1, 8, 8, dtype=torch.double), torch.randn(6, 1, 8, 8, dtype=torch.double)
     out = model(x1, x2)
     assert out.diversity_loss > 0  # alpha above the spread somewhere: the hinge term is part of the check
@@ -103,9 +104,10 @@ def test_the_reference_loss_matches_on_random_head_outputs():
     # the loss pieces alone, on random head outputs (B=5, M=3, q=7), with gradients to them
     torch.manual_seed(1)
     raw = torch.randn(2, 5, 3, 7, dtype=torch.double, requires_grad=True)  # (views, B, M, q) before normalising
-    config = InSubConfig(temperature=0.5, diversity_alpha=0.5)
+    config = InSubConfig(objective_config={"temperature": 0.5}, diversity_alpha=0.5)
     z = F.normalize(raw, dim=-1)
-    ours = config.ssl_loss_scale * nt_xent_loss(z[0].mean(1), z[1].mean(1), 0.5, normalize=config.normalize_mean)
+    options = config.objective_options
+    ours = options.loss_scale * nt_xent_loss(z[0].mean(1), z[1].mean(1), 0.5, normalize=options.normalize_mean)
     hinge = DiversityLoss(config.diversity_alpha, config.diversity_eps, config.diversity_reduction)
     ours = ours.mean() + config.diversity_weight * hinge(z[0], z[1]).mean()
     (grad_ours,) = torch.autograd.grad(ours, raw, retain_graph=True)
@@ -121,7 +123,7 @@ def test_the_papers_cosine_variant_is_one_field_away():
     torch.manual_seed(2)
     x1, x2 = torch.randn(6, 1, 8, 8, dtype=torch.double), torch.randn(6, 1, 8, 8, dtype=torch.double)
     raw = tiny_model()
-    cosine = tiny_model(normalize_mean=True)
+    cosine = tiny_model(objective_config={"normalize_mean": True})
     cosine.load_state_dict(raw.state_dict())
     a, b = raw(x1, x2), cosine(x1, x2)
     torch.testing.assert_close(a.diversity_loss, b.diversity_loss)
@@ -136,7 +138,8 @@ def test_the_old_objective_is_expressible_and_its_hinge_twice_as_strong():
     torch.manual_seed(3)
     x1, x2 = torch.randn(6, 1, 8, 8, dtype=torch.double), torch.randn(6, 1, 8, 8, dtype=torch.double)
     new = tiny_model(diversity_alpha=0.5)
-    old = tiny_model(diversity_alpha=0.5, normalize_mean=True, base_temperature=None, diversity_reduction="sum")
+    old = tiny_model(diversity_alpha=0.5, objective_config={"normalize_mean": True, "base_temperature": None},
+                     diversity_reduction="sum")
     old.load_state_dict(new.state_dict())
     a, b = new(x1, x2), old(x1, x2)
     torch.testing.assert_close(b.diversity_loss, 2 * a.diversity_loss)

@@ -69,12 +69,12 @@ def test_scd_loss_matches_a_hand_computed_example():
 
 
 def test_the_two_dropout_views_differ_and_rates_are_restored():
-    model = InSubForPreTraining(tiny_bert_config(scd_dropout=0.0, scd_dropout_2=0.3)).train()
+    model = InSubForPreTraining(tiny_bert_config(objective_config={"dropout": 0.0, "dropout_2": 0.3})).train()
     ids = torch.randint(1000, 2000, (4, 12))
     out = model(input_ids=ids, attention_mask=torch.ones_like(ids))
     h1, h2 = out.representation
     assert not torch.allclose(h1, h2)
-    no_dropout = InSubForPreTraining(tiny_bert_config(scd_dropout=0.0, scd_dropout_2=0.0)).train()
+    no_dropout = InSubForPreTraining(tiny_bert_config(objective_config={"dropout": 0.0, "dropout_2": 0.0})).train()
     h1, h2 = no_dropout(input_ids=ids, attention_mask=torch.ones_like(ids)).representation
     torch.testing.assert_close(h1, h2)
     rates = {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)}

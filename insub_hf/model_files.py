@@ -1,0 +1,150 @@
+"""An InSub model's files: what `from_pretrained` and `save_pretrained` add around transformers' own.
+
+Loading: checksums verified before the weights are read (local folders and, after download, the Hub cache), a local
+path that does not exist refused rather than tried as a repo id, clearer errors offline and for weights whose shapes
+the config does not give, a checkpoint that lacks its objective's weights refused, legacy key names read but not
+written back. Saving: onto a file refused, heads checked against the config, checksums added, remote code written.
+The model classes (`modeling_insub.py`) call these two functions and hold no file handling themselves.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from typing import Callable
+
+import torch
+from safetensors import safe_open
+from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, cached_file, logging
+
+from .checksums import add_checksums, model_weight_files, verify_checksums
+
+
+def package_module(name: str):
+    """An insub-hf module the model code itself does not need (the Hub tools).
+
+    Imported by name, not by a relative import statement, so that the remote-code copy of the model files stays free
+    of them: a class loaded from a repo with `trust_remote_code=True` runs without insub-hf, except for these tools.
+    """
+    try:
+        return importlib.import_module(f"insub_hf.{name}")
+    except ImportError as error:
+        raise ImportError(
+            f"insub_hf.{name} is part of the insub-hf package, which this environment lacks (the model was loaded "
+            "from a repo's remote code); install insub-hf to push or to save remote code."
+        ) from error
+
+
+def looks_like_a_path(name: str) -> bool:
+    """A name that can only be a local path: absolute, relative with ./ ../ ~, or with more than one '/'."""
+    return name.startswith(("/", "./", "../", "~")) or "\\" in name or name.count("/") > 1
+
+
+def cached_weight_files(repo_id: str, kwargs: dict) -> list[Path]:
+    """The model weight files of a Hub repo in the local cache (what `from_pretrained` just read)."""
+    for filename in (SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME):
+        path = cached_file(
+            repo_id, filename, subfolder=kwargs.get("subfolder") or "", revision=kwargs.get("revision"),
+            cache_dir=kwargs.get("cache_dir"), _raise_exceptions_for_missing_entries=False,
+            _raise_exceptions_for_connection_errors=False, local_files_only=True,
+        )
+        if path is not None:
+            return model_weight_files(Path(path).parent)
+    return []
+
+
+def shape_mismatches(cls, folder: Path, config=None) -> list[str]:
+    """'name: checkpoint (shape), config (shape)' for each tensor of the local checkpoint in `folder` whose shape
+    differs from a model of `cls` built from `config` (default: the folder's config.json) on the meta device."""
+    if not folder.is_dir():
+        return []
+    config = config if isinstance(config, cls.config_class) else cls.config_class.from_pretrained(folder)
+    with torch.device("meta"):
+        built = {k.removeprefix(cls.base_model_prefix + "."): tuple(v.shape) for k, v in cls(config).state_dict().items()}
+    stored = {}
+    for file in model_weight_files(folder):
+        with safe_open(str(file), framework="pt") as handle:
+            stored.update({k.removeprefix(cls.base_model_prefix + "."): tuple(handle.get_slice(k).get_shape())
+                           for k in handle.keys()})
+    return [f"{k}: checkpoint {stored[k]}, config {built[k]}" for k in sorted(set(stored) & set(built))
+            if stored[k] != built[k]]
+
+
+def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
+    """`load(name_or_path, *args, **kwargs)` (transformers' `from_pretrained` of `cls`) with the checks of the module
+    note. `cls._legacy_keys` (`{regex: replacement}`) maps checkpoint key names of earlier releases to today's."""
+    legacy = cls._legacy_keys if "key_mapping" not in kwargs else {}
+    name = str(name_or_path)
+    local = Path(name).expanduser()
+    if local.is_dir():
+        verify_checksums(local / kwargs["subfolder"] if kwargs.get("subfolder") else local)
+    elif looks_like_a_path(name):
+        raise FileNotFoundError(
+            f"from_pretrained({name!r}): no such local folder (and {name!r} is not a Hub repo id of the form "
+            "'namespace/name')."
+        )
+    wants_info = kwargs.pop("output_loading_info", False)
+    try:
+        model, info = load(name_or_path, *args, key_mapping=legacy or None, output_loading_info=True, **kwargs)
+    except OSError as error:
+        clearer = package_module("hub").offline_load_error(name, error)
+        if clearer is None:
+            raise
+        raise clearer from error
+    except RuntimeError as error:
+        if "ignore_mismatched_sizes" not in str(error):
+            raise
+        found = shape_mismatches(cls, local / (kwargs.get("subfolder") or ""), kwargs.get("config"))
+        raise ValueError(
+            f"from_pretrained({name!r}): the weights do not have the shapes the config gives them"
+            f"{': ' + '; '.join(found[:3]) if found else ''}. The config (num_heads, head_hidden_sizes, "
+            "head_output_size, encoder_config, ...) was edited after saving, or another config was passed: "
+            "load with the config the weights were saved with."
+        ) from None
+    objective_missing = sorted(k for k in info.get("missing_keys", ()) if k.startswith("objective."))
+    if objective_missing:  # e.g. a config edited from simclr to dino: the teacher would start random
+        raise ValueError(
+            f"from_pretrained({name!r}): the checkpoint lacks {len(objective_missing)} weights of its config's "
+            f"objective {model.config.objective!r} (e.g. {objective_missing[:2]}); it was saved with another "
+            "objective. Load it with the config it was saved with, or as InSubModel (encoder and heads only)."
+        )
+    if not local.is_dir():  # a Hub repo: its files are in the local cache now
+        for file in cached_weight_files(name, kwargs):
+            verify_checksums(file)
+    # transformers reverses the renamings a model was loaded with when it saves it: the legacy ones only read old
+    # checkpoints, so saves write today's names
+    conversions = getattr(model, "_weight_conversions", None)
+    if legacy and conversions:
+        model._weight_conversions = [
+            c for c in conversions if not set(getattr(c, "_original_source_patterns", ())) & set(legacy)
+        ] or None
+    return (model, info) if wants_info else model
+
+
+def checked_save_pretrained(model, save: Callable, save_directory, *args, remote_code: bool | None = None, **kwargs) -> None:
+    """`save(save_directory, *args, **kwargs)` (transformers' `save_pretrained` of `model`) with the checks of the
+    module note, then checksums and, when `remote_code` (default: when the class was registered with
+    `register_for_auto_class`), the model code as flat files with an `auto_map` (`remote_code.py`)."""
+    if os.path.exists(save_directory) and not os.path.isdir(save_directory):
+        raise NotADirectoryError(
+            f"save_pretrained({str(save_directory)!r}): that path is a file, not a folder; nothing was written."
+        )
+    getattr(model, model.base_model_prefix, model).check_config_matches_heads()
+    cls = type(model)
+    remote_code = cls._auto_class is not None if remote_code is None else remote_code
+    # transformers' own copy (`is_remote_code()` reads the class) handles flat packages only; the flat files are
+    # written below instead
+    registered, cls._auto_class = cls._auto_class, None
+    # one small file: no "Writing model shards" bar between a job's progress lines at every checkpoint
+    bars = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        save(save_directory, *args, **kwargs)
+    finally:
+        cls._auto_class = registered
+        if bars:
+            logging.enable_progress_bar()
+    add_checksums(save_directory)
+    if remote_code:
+        package_module("remote_code").write_remote_code(save_directory)
