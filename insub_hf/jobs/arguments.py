@@ -13,9 +13,9 @@ from ..data.batch_views import BatchTwoViews
 from ..hub import hub_token
 from ..validation import CheckedArguments, checked
 
-# InSub's setting in the image jobs (compare, demo, mechanism): alpha, lambda and M as `insub-hf ablation` chooses them
-# on validation data (docs/evidence.md); until it has chosen, a placeholder inside its grid.
-INSUB_SETTING = {"diversity_alpha": 0.04, "diversity_weight": 1.0, "num_heads": 5}
+# InSub's setting in the image jobs (compare, demo, mechanism): alpha, lambda and M as `insub-hf ablation` chose them
+# on validation data by its rule fixed before the runs (docs/evidence.md; 2026-11-23, full Fashion-MNIST, seed 0).
+INSUB_SETTING = {"diversity_alpha": 0.08, "diversity_weight": 0.3, "num_heads": 5}
 ENCODER_HELP = f"One of {NAMED_ENCODERS} (CIFAR-stem ResNets: 3x3 stride-1 stem, no max-pool)."
 WIDTH_HELP = "Width multiplier of the resnet*_cifar encoders."
 OVERWRITE_HELP = (
