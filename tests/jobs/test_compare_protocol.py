@@ -74,8 +74,9 @@ def test_recipe_settings_reach_the_config_and_the_views_and_are_checked():
 
 def test_run_cache_keys_are_those_of_runs_cached_before_objectives_had_their_own_config():
     # keys printed by the release before objective_config (commit afb4458), for the comparison's methods and a DINO
-    # config: the flat fields of that time are what the key reads, so cached runs are found again
-    args = ComparisonArguments()
+    # config: the flat fields of that time are what the key reads, so cached runs are found again (InSub at that
+    # commit's default setting)
+    args = ComparisonArguments(diversity_alpha=0.04, diversity_weight=1.0)
     recorded = {"baseline": "7f31c6ddb733", "insub": "6e6ad2023788", "insub_cosine": "af0430889379",
                 "batch_ensemble": "e8eecf67daa4"}
     for method, key in recorded.items():
