@@ -16,7 +16,7 @@ from .checkpointing import checkpoint_problems, last_complete_checkpoint
 from .data.batch_views import check_unit_images
 from .data.seeding import SeededSamples, mix_seed, seeded_draws
 from .distributed import check_same_across_processes, convert_sync_batchnorm
-from .modeling_insub import step_flags_bad, training_step_error, training_step_flags
+from .modeling_insub import check_training_step, step_flags_bad, training_step_error, training_step_flags
 from .validation import check_range
 
 SIDE_METRICS = ("ssl_loss", "diversity_loss", "mean_sigma", "hinge_active")
@@ -196,8 +196,8 @@ class InSubTrainer(Trainer):
             "train": defaultdict(list),
             "eval": defaultdict(list),
         }
-        if isinstance(model, PreTrainedModel) and hasattr(model, "check_steps_in_forward"):
-            model.check_steps_in_forward = False  # compute_loss checks each batch (`check_batches`)
+        if hasattr(model, "check_steps_in_forward"):
+            model.check_steps_in_forward = False  # compute_loss checks each batch (`check_batch`)
         self._pending_check: tuple[int, torch.Tensor, dict[str, torch.Tensor]] | None = None
 
     def _check_training_rows(self, main_input: str | None) -> None:
@@ -310,11 +310,10 @@ class InSubTrainer(Trainer):
         """The model's `check_training_step`, for eager and compiled training alike: at once when the loss is on the
         CPU (no device to wait for); on an accelerator the flags stay on the device and `check_pending_batches`
         reads them at the next logging step (and when training ends), so a step holds no extra host sync."""
-        loss_bad, largest = training_step_flags(loss, inputs)
         if self.checks_at_once(loss):
-            if bool(step_flags_bad(loss_bad, largest)):
-                raise training_step_error(str(loss.item()), largest)
+            check_training_step(loss, inputs)
             return
+        loss_bad, largest = training_step_flags(loss, inputs)
         if self._pending_check is None:
             self._pending_check = (self.state.global_step, loss_bad, largest)
             return

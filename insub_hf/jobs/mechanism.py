@@ -1,10 +1,11 @@
 """Does an objective pull the M heads together, and does the diversity hinge hold them apart?
 
-For each objective of the registry (SimCLR, DINO, SCD, Self-GenomeNet, BYOL, VICReg, Barlow Twins) this job trains the same model twice for a short run, with
-lambda 0 and with the hinge on at that objective's job defaults, and for SimCLR also with the cosine of the mean (the
-paper's written formula) instead of the raw mean; it records the mean head spread sigma over training. Where sigma
-with lambda 0 falls below alpha, the objective pulls the heads together and the hinge has work to do; where it stays
-above alpha, the hinge is idle at that alpha. Output: `mechanism.json`, `mechanism.md` and `mechanism.png`.
+For each objective of the registry (SimCLR, DINO, SCD, Self-GenomeNet, BYOL, VICReg, Barlow Twins) this job trains
+the same model twice for a short run, with lambda 0 and with the hinge on at that objective's job defaults, and for
+SimCLR also with the cosine of the mean (the paper's written formula) instead of the raw mean; it records the mean
+head spread sigma over training. Where sigma with lambda 0 falls below alpha, the objective pulls the heads together
+and the hinge has work to do; where it stays above alpha, the hinge is idle at that alpha. Output: `mechanism.json`,
+`mechanism.md` and `mechanism.png`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from .runner import (
     Experiment, PretrainingSettings, Variant, check_output_dir, settings_key, training_record, write_json,
 )
 from .text import TextArguments, packaged_minilm_path, text_config
-
 
 
 @dataclass
