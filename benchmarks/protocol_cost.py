@@ -24,7 +24,8 @@ from insub_hf import InSubForPreTraining
 from insub_hf.data import IMAGE_DATASET_PRESETS
 from insub_hf.evaluation.cost import device_description
 from insub_hf.evaluation.features import extract_features
-from insub_hf.jobs.compare import ComparisonArguments, method_config
+from insub_hf.jobs.compare import ComparisonArguments
+from insub_hf.protocol.methods import method_config
 
 MEMBERS = {"baseline": 1, "ssl_ensemble": 5, "mc_dropout": 1, "batch_ensemble": 1, "insub": 1}
 

@@ -10,7 +10,7 @@
 
 from transformers import HfArgumentParser
 
-from insub_hf.jobs.arguments import HubArguments
+from insub_hf.protocol.arguments import HubArguments
 from insub_hf.jobs.text import TextArguments, run_text
 
 if __name__ == "__main__":

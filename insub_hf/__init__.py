@@ -36,7 +36,7 @@ _EXPORTS = {
     ".hub": ("HubCard",),
     ".evaluation": ("InSubOODDetector", "extract_representations", "knn_accuracy"),
     ".sentence_embeddings": ("InSubSentenceEncoder",),
-    ".jobs.callbacks": ("KNNReportCallback",),
+    ".protocol.callbacks": ("KNNReportCallback",),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 

@@ -211,8 +211,8 @@ def test_remote_code_round_trip_in_a_fresh_process_without_the_package(tmp_path)
 def test_the_text_job_pushes_the_sentence_model_with_its_tokenizer_and_transfer_results(tmp_path, fake_api):
     from transformers import AutoTokenizer
 
-    from insub_hf.jobs.arguments import HubArguments
-    from insub_hf.jobs.runner import Experiment, PretrainingSettings
+    from insub_hf.protocol.arguments import HubArguments
+    from insub_hf.protocol.experiment import Experiment, PretrainingSettings
     from insub_hf.jobs.text import TextArguments, packaged_minilm_path, text_model_card
 
     from .objectives.test_scd import tiny_bert_config

@@ -14,19 +14,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
+from ..evaluation.harness import HarnessArguments, ImageEvaluationData
 from ..evaluation.cost import device_description
 from ..evaluation.ood_sets import noise_ood_sets
 from ..evaluation.probes import ProbeArguments, train_val_split
+from ..protocol.arguments import OVERWRITE_HELP, ProtocolArguments
+from ..protocol.comparison import RunCache, evaluate_cell, load_protocol_data, pretraining_settings
+from ..protocol.experiment import Experiment, check_output_dir, write_json
 from ..validation import checked
-from .compare import ComparisonArguments, RunCache, load_comparison_data, method_config
-from .evaluation_cache import EvaluationCache
-from .runner import Experiment, PretrainingSettings, check_output_dir, write_json
 
 
 @dataclass
-class AblationArguments(ComparisonArguments):
-    """The comparison's protocol plus the grid (the comparison's `methods` and `num_heads` are not used)."""
+class AblationArguments(ProtocolArguments):
+    """The comparison's protocol plus the grid (the recipe's alpha, lambda and M are what the grid varies)."""
 
     output_dir: str = field(default="runs/ablation", metadata={"help": "Tables, plots (and a run cache) go here."})
     cache_dir: str | None = field(
@@ -46,6 +46,9 @@ class AblationArguments(ComparisonArguments):
     validation_fraction: float = checked(
         0.1, "Training images held out for scoring.", low=0, high=1, low_inclusive=False, high_inclusive=False
     )
+    seeds: list[int] = checked(default_factory=lambda: [0], help="Pretraining seeds of every setting.", low=0,
+                               integer=True)
+    overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP + " The run cache is kept."})
 
 
 def validation_data(evaluation: ImageEvaluationData, fraction: float, seed: int = 0) -> ImageEvaluationData:
@@ -93,30 +96,25 @@ def run_ablation(args: AblationArguments, probe_args: ProbeArguments | None = No
 
     probe_args = probe_args or ProbeArguments()
     harness = HarnessArguments(corruptions=[], label_fractions=[])
-    settings = PretrainingSettings(
-        args.pretrain_epochs, args.pretrain_batch_size, args.pretrain_learning_rate, logging_steps=args.logging_steps,
-        **args.speed_settings(),
-    )
     start = time.time()
     check_output_dir(args.output_dir, args.overwrite_output_dir)
     # the run cache only gains runs (finished ones are loaded, never retrained), also in a comparison's folder
-    experiment = Experiment(args.cache_dir or args.output_dir, settings, asdict(args), overwrite=True)
-    loaded = load_comparison_data(args)
+    experiment = Experiment(args.cache_dir or args.output_dir, pretraining_settings(args), asdict(args), overwrite=True)
+    loaded = load_protocol_data(args)
     print(f"[ablation] data: {loaded.description}; scored on {args.validation_fraction:.0%} of the training images")
     validation = validation_data(loaded.evaluation, args.validation_fraction)
-    cache = RunCache(experiment, args, loaded)
-    evaluations = EvaluationCache(experiment.output_dir / "evaluation_cache")
     rows, curves = [], {}
+    validation_key = {**RunCache(experiment, args, loaded).evaluation_data(), "validation_fraction":
+                      args.validation_fraction}
 
     def score(alpha: float | None, weight: float | None, m: int) -> None:
+        setting = replace(args, diversity_alpha=alpha, diversity_weight=weight) if m > 1 else args
+        cache = RunCache(experiment, setting, loaded)
         for seed in args.seeds:
-            setting = replace(args, diversity_alpha=alpha, diversity_weight=weight) if m > 1 else args
-            config = method_config(setting, "insub" if m > 1 else "baseline", m)
-            run_key = cache.key(config, seed)  # before training writes into the config
-            model, record = cache.get(config, seed)
-            key = evaluations.key([run_key], "validation", {**cache.evaluation_data(), "validation_fraction":
-                                                            args.validation_fraction}, probe_args, harness)
-            numbers, _ = evaluations.get(key, lambda: MethodEvaluator([model], validation, probe_args, harness).run())
+            numbers, arrays = evaluate_cell(
+                "insub" if m > 1 else "baseline", m, seed, cache, validation, probe_args, harness, validation_key
+            )
+            record = {**numbers["training"], **arrays}
             sigma = [v for _, v in record["sigma_over_training"]]
             row = {
                 "alpha": alpha, "weight": weight, "num_heads": m, "seed": seed, "validation": numbers["test"],

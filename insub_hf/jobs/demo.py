@@ -21,9 +21,9 @@ from ..evaluation.ood_sets import load_mnist_images, noise_ood_sets
 from ..evaluation.probes import ProbeArguments
 from ..objectives import OBJECTIVES
 from ..validation import checked
-from .arguments import INSUB_SETTING, OVERWRITE_HELP, ImageRecipeArguments
-from .callbacks import KNNReportCallback
-from .runner import Experiment, PretrainingSettings, Variant
+from ..protocol.arguments import OVERWRITE_HELP, ImageRecipeArguments
+from ..protocol.callbacks import KNNReportCallback
+from ..protocol.experiment import Experiment, PretrainingSettings, Variant
 
 FASHION_MNIST = IMAGE_DATASET_PRESETS["fashion_mnist"]
 
@@ -38,17 +38,11 @@ class DemoArguments(ImageRecipeArguments):
     train_per_class: int = checked(500, "Pretraining and probe images per class (10 classes).", low=1, integer=True)
     test_per_class: int = checked(100, "Test images per class.", low=1, integer=True)
     ood_images: int = checked(1000, "Images per OOD set (MNIST digits, uniform, Gaussian noise).", low=1, integer=True)
-    epochs: float = checked(8, "Pretraining epochs per model.", low=0, low_inclusive=False)
-    batch_size: int = checked(240, "Samples per step (two views each).", low=2, integer=True)
-    learning_rate: float = checked(3e-3, "AdamW learning rate.", low=0, low_inclusive=False)
-    num_heads: int = checked(
-        INSUB_SETTING["num_heads"], "M of the InSub model (the baseline has M=1).", low=2, integer=True
+    pretrain_epochs: float = checked(8, "Pretraining epochs per model.", low=0, low_inclusive=False, aliases=["--epochs"])
+    logging_steps: int | None = checked(
+        None, "Pretraining log interval (none: once per epoch, what the per-epoch report prints).", low=1,
+        integer=True, optional=True,
     )
-    diversity_alpha: float = checked(INSUB_SETTING["diversity_alpha"], "alpha of the diversity hinge.", low=0)
-    diversity_weight: float = checked(
-        INSUB_SETTING["diversity_weight"], "lambda of the InSub model (the authors' weighting; baseline: 0).", low=0
-    )
-    head_hidden_size: int = checked(512, "Hidden width of each projection head.", low=1, integer=True)
     knn_k: int = checked(20, "Neighbours of the per-epoch k-NN accuracy.", low=1, integer=True)
     objective: str = checked(
         "simclr", f"Any of {tuple(OBJECTIVES)}: image objectives train here (dino with local crops); scd runs "
@@ -61,19 +55,13 @@ class DemoArguments(ImageRecipeArguments):
     overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
 
 
-# The demo's flags that set an objective's own settings (the others train with their objective's defaults)
-DEMO_OBJECTIVE_FLAGS = {
-    "simclr": lambda args: {"temperature": args.temperature}, "dino": lambda args: {"out_dim": args.dino_out_dim},
-}
-
-
 def demo_config(args: DemoArguments, num_heads: int, diversity_weight: float) -> InSubConfig:
     """The demo's encoder (`args.encoder`, 28x28 grey) with `num_heads` heads."""
     return InSubConfig(
         encoder_config=args.encoder_config(FASHION_MNIST.image_size, FASHION_MNIST.num_channels),
         num_heads=num_heads, head_hidden_sizes=[args.head_hidden_size], head_output_size=128,
         diversity_alpha=args.diversity_alpha, diversity_weight=diversity_weight, objective=args.objective,
-        objective_config=DEMO_OBJECTIVE_FLAGS.get(args.objective, lambda a: {})(args),
+        objective_config={**args.objective_config(), **({"out_dim": args.dino_out_dim} if args.objective == "dino" else {})},
     )
 
 
@@ -125,7 +113,8 @@ def run_demo(args: DemoArguments) -> dict:
         ))
     experiment = Experiment(  # refuses an output_dir holding a finished run before any work
         args.output_dir, PretrainingSettings(
-            args.epochs, args.batch_size, args.learning_rate, resume=args.resume, **args.speed_settings()
+            args.pretrain_epochs, args.pretrain_batch_size, args.pretrain_learning_rate, args.logging_steps,
+            resume=args.resume, **args.speed_settings()
         ),
         asdict(args), overwrite=args.overwrite_output_dir,
     )

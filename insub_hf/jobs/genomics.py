@@ -18,8 +18,8 @@ from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from ..modeling_insub import InSubForSequenceClassification, InSubModel
 from ..trainer import InSubTrainer, InSubTrainingArguments
 from ..validation import checked
-from .arguments import OVERWRITE_HELP, TrainingSpeedArguments
-from .runner import Experiment, PretrainingSettings, Variant
+from ..protocol.arguments import OVERWRITE_HELP, TrainingSpeedArguments
+from ..protocol.experiment import Experiment, PretrainingSettings, Variant
 
 
 @dataclass

@@ -11,7 +11,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForPreTraining, AutoMod
 
 from ..checkpointing import atomic_folder
 from ..hub import HubCard, harness_eval_results, push_model_to_hub, save_for_hub, senteval_eval_results
-from .arguments import HubArguments
+from ..protocol.arguments import HubArguments
 
 
 AUTO_BY_ARCHITECTURE = {

@@ -20,11 +20,12 @@ from ..configuration_insub import InSubConfig
 from ..data import DNAViews, TextViews, bundled_upstream_path, load_fasta_dataset, load_sentence_corpus
 from ..evaluation.cost import device_description
 from ..objectives import OBJECTIVES
+from ..protocol.arguments import INSUB_SETTING, OVERWRITE_HELP, ProtocolArguments, TrainingSpeedArguments
+from ..protocol.comparison import load_protocol_data, pretraining_settings
+from ..protocol.methods import method_config
 from ..validation import checked
-from .arguments import INSUB_SETTING, OVERWRITE_HELP, TrainingSpeedArguments
-from .compare import ComparisonArguments, load_comparison_data, method_config
 from .genomics import GenomicsArguments, genomics_config
-from .runner import (
+from ..protocol.experiment import (
     Experiment, PretrainingSettings, Variant, check_output_dir, settings_key, training_record, write_json,
 )
 from .text import TextArguments, packaged_minilm_path, text_config
@@ -77,18 +78,16 @@ def hinge_variants(config: InSubConfig, prefix: str = "") -> dict[str, InSubConf
 def image_setup(args: MechanismArguments, objective: str) -> ObjectiveSetup:
     """An image objective on Fashion-MNIST with the comparison's encoder, two views per image and optimiser (alpha,
     lambda: its defaults; the objective's own settings: its defaults, SimCLR's temperature the comparison's)."""
-    compare = ComparisonArguments(train_per_class=args.train_per_class, ood_dataset="none", seeds=[args.seed])
-    data = load_comparison_data(compare)
-    settings = PretrainingSettings(
-        1, compare.pretrain_batch_size, compare.pretrain_learning_rate, logging_steps=args.logging_steps,
-        max_steps=args.steps, **args.speed_settings(),
+    protocol = ProtocolArguments(
+        train_per_class=args.train_per_class, ood_dataset="none", objective=objective, num_heads=args.num_heads,
+        logging_steps=args.logging_steps, **args.speed_settings(),
     )
-    raw = method_config(compare, "insub", args.num_heads)
+    data = load_protocol_data(protocol)
+    settings = pretraining_settings(protocol, epochs=1, max_steps=args.steps)
+    raw = method_config(protocol, "insub", args.num_heads)
+    variants = hinge_variants(raw, "raw mean, " if objective == "simclr" else "")
     if objective == "simclr":
-        variants = {**hinge_variants(raw, "raw mean, "),
-                    **hinge_variants(method_config(compare, "insub_cosine", args.num_heads), "cosine, ")}
-    else:
-        variants = hinge_variants(InSubConfig.from_dict({**raw.to_dict(), "objective": objective, "objective_config": {}}))
+        variants.update(hinge_variants(method_config(protocol, "insub_cosine", args.num_heads), "cosine, "))
     return ObjectiveSetup(data.train, data.views, settings, variants, raw.diversity_alpha, data.description)
 
 

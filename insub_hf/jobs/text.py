@@ -18,8 +18,8 @@ from ..hub import HubCard, senteval_eval_results
 from ..modeling_insub import InSubModel
 from ..sentence_embeddings import InSubSentenceEncoder
 from ..validation import checked
-from .arguments import OVERWRITE_HELP, HubArguments, TrainingSpeedArguments
-from .runner import Experiment, PretrainingSettings, Variant
+from ..protocol.arguments import OVERWRITE_HELP, HubArguments, TrainingSpeedArguments
+from ..protocol.experiment import Experiment, PretrainingSettings, Variant
 
 
 def packaged_minilm_path() -> Path:

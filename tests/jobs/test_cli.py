@@ -94,7 +94,8 @@ def test_ablation_scores_on_validation_data_only_and_reuses_the_comparison_cache
     assert main(argv) == 0
     baseline_runs = sorted((cache / "cache").iterdir())
     out = tmp_path / "ablation"
-    ablation = ["ablation", *argv[1:], "--output_dir", str(out), "--cache_dir", str(cache), "--alphas", "0.05", "0.5",
+    shared = argv[1:argv.index("--methods")] + argv[argv.index("--methods") + 2:]  # the protocol's flags
+    ablation = ["ablation", *shared, "--output_dir", str(out), "--cache_dir", str(cache), "--alphas", "0.05", "0.5",
                 "--weights", "0.5", "2", "--ablation_heads", "3", "5"]
     assert main(ablation) == 0
     results = json.loads((out / "ablation.json").read_text())

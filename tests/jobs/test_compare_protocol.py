@@ -5,9 +5,11 @@ import pytest
 import torch
 
 from insub_hf.data import IMAGE_DATASET_PRESETS
-from insub_hf.jobs.compare import ComparisonArguments, convergence_warnings, method_config
+from insub_hf.jobs.compare import ComparisonArguments
+from insub_hf.protocol.comparison import convergence_warnings
+from insub_hf.protocol.methods import method_config
 from insub_hf import InSubConfig
-from insub_hf.jobs.runner import settings_key, training_record
+from insub_hf.protocol.experiment import settings_key, training_record
 
 
 def test_training_record_measures_the_late_ssl_loss_drop_and_hinge_activity():

@@ -42,9 +42,9 @@ def test_every_numeric_field_of_every_job_argument_group_is_checked(group):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["demo", "--epochs", "-1"], "DemoArguments.epochs must be a number > 0, got -1"),
+        (["demo", "--epochs", "-1"], "DemoArguments.pretrain_epochs must be a number > 0, got -1"),
         (["demo", "--num_heads", "0"], "DemoArguments.num_heads must be an integer >= 2, got 0"),
-        (["demo", "--batch_size", "0"], "DemoArguments.batch_size must be an integer >= 2, got 0"),
+        (["demo", "--batch_size", "0"], "DemoArguments.pretrain_batch_size must be an integer >= 2, got 0"),
         (["demo", "--data_source", "web"], "DemoArguments.data_source must be one of ['bundled', 'debian', 'auto']"),
         (["compare", "--seeds", "0", "-3"], "ComparisonArguments.seeds must be an integer >= 0, got -3"),
         (["compare", "--probe_epochs", "0"], "ProbeArguments.probe_epochs must be an integer >= 1, got 0"),
@@ -120,7 +120,7 @@ def test_an_output_dir_that_cannot_be_written_is_refused_before_the_data_are_rea
 
 
 def test_resume_refuses_other_settings_naming_them_and_changes_nothing(tmp_path):
-    from insub_hf.jobs.runner import Experiment, PretrainingSettings
+    from insub_hf.protocol.experiment import Experiment, PretrainingSettings
 
     started = {"seed": 0, "temperature": 0.2, "epochs": 3, "resume": False, "dataloader_num_workers": None}
     Experiment(tmp_path, PretrainingSettings(3, 8, 1e-3), started)

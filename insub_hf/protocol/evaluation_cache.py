@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ..evaluation.metrics.ece import ReliabilityBins
-from .runner import short_hash, write_json
+from .experiment import short_hash, write_json
 
 EVALUATION_CODE = Path(__file__).parents[1] / "evaluation"
 
