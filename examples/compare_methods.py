@@ -3,6 +3,7 @@ corruptions and cost; writes results.md, results.json and PNG plots to --output_
 
     python examples/compare_methods.py                                  # bundled Fashion-MNIST, M=5, one seed
     python examples/compare_methods.py --num_heads 3 5 10 --seeds 0 1 2  # the full table (runs are cached)
+    python examples/compare_methods.py --objective byol --methods baseline insub    # another image objective
     python examples/compare_methods.py --dataset cifar10 --ood_dataset svhn --train_per_class 0 \\
         --test_per_class 0 --pretrain_epochs 200 --pretrain_batch_size 510 --encoder resnet18_cifar --width 1
 

@@ -66,10 +66,9 @@ class HubCard:
 
 
 # ----------------------------------------------------------------------------------------------- evaluation results
-def harness_eval_results(
-    numbers: dict, dataset_name: str, dataset_type: str, split: str = "test"
-) -> list[EvalResult]:
-    """model-index entries from one `MethodEvaluator.run()` result (a row of `insub-hf compare`'s results.json).
+def harness_eval_results(results, dataset_name: str, dataset_type: str, split: str = "test") -> list[EvalResult]:
+    """model-index entries from one method's `insub_hf.evaluation.MethodResults` (`MethodResults.from_dict` reads a
+    row of `insub-hf compare`'s results.json).
 
     Accuracy, ECE, TACE, NLL and Brier of the linear probe on `split`, and the OOD AUROC (max softmax probability)
     per OOD set. Values as the harness gives them (fractions; the card's table shows %).
@@ -78,10 +77,10 @@ def harness_eval_results(
     data = dict(dataset_type=dataset_type, dataset_name=dataset_name, dataset_split=split)
     out = [
         EvalResult(**task, **data, metric_type=key, metric_name=METRIC_NAMES[key],
-                   metric_value=float(numbers["test"][key]))
-        for key in ("accuracy", "ece", "tace", "nll", "brier") if key in numbers.get("test", {})
+                   metric_value=float(getattr(results.test, key)))
+        for key in ("accuracy", "ece", "tace", "nll", "brier")
     ]
-    for ood_set, scores in numbers.get("ood", {}).items():
+    for ood_set, scores in results.ood.items():
         out.append(EvalResult(
             **task, **data, metric_type="auroc", metric_name=f"OOD AUROC vs {ood_set} (MSP)",
             metric_value=float(scores["msp"]), metric_config=ood_set,

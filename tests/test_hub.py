@@ -17,6 +17,7 @@ from huggingface_hub import ModelCard
 
 from insub_hf import InSubConfig, InSubForPreTraining, InSubForSequenceClassification, InSubModel, named_encoder
 from insub_hf_cli import main
+from insub_hf.evaluation.results import MethodResults, Metrics
 from insub_hf.hub import HubCard, check_hub_folder, harness_eval_results, save_for_hub, senteval_eval_results
 
 from .conftest import compare_argv, tiny_config
@@ -146,7 +147,8 @@ def test_the_card_of_text_results_and_a_bad_folder(tmp_path):
         ("SentEval TWEETS", "accuracy", 0.6567), ("SentEval TWEETS", "ece", 0.0416), ("SentEval TWEETS", "nll", 0.807),
         ("SentEval STSB", "spearmanr", 0.71),
     ]
-    numbers = {"test": {"accuracy": 0.5, "ece": 0.25, "tace": 0.2, "nll": 1.5, "brier": 0.6}, "ood": {"svhn": {"msp": 0.9}}}
+    numbers = MethodResults(members=1, test=Metrics(accuracy=0.5, nll=1.5, ece=0.25, tace=0.2, brier=0.6),
+                            ood={"svhn": {"msp": 0.9, "knn": 0.7}})
     folder = tmp_path / "repo"
     save_for_hub(InSubModel(tiny_config()), folder, "someone/r",
                  HubCard(eval_results=harness_eval_results(numbers, "CIFAR-10", "cifar10")))

@@ -16,6 +16,10 @@ _EXPORTS = {
     ".knn": ("knn_accuracy", "knn_predict"),
     ".ood_detector": ("InSubOODDetector", "kth_neighbour_distance"),
     ".ood_sets": ("load_mnist_images", "noise_images"),
+    ".results": (
+        "OOD_SCORES", "ComparisonRow", "Cost", "CorruptionMetrics", "HeadSpreadCalibration", "MethodResults", "Metrics",
+        "TrainingRecord",
+    ),
     ".probes": (
         "LinearProbe", "ProbeArguments", "balanced_label_subset", "fit_linear_probe", "fit_probes",
         "member_probabilities", "train_val_split",

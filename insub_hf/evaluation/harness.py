@@ -2,22 +2,24 @@
 
 A method is a list of pretrained models (one, or M for a deep ensemble) plus how its members arise
 (BatchEnsemble members, MC-dropout passes, M probes for Finetune-InSub). Member probabilities are averaged
-before any metric, and the outputs say how many members went into each prediction.
+before any metric, and the results say how many members went into each prediction (`MethodResults`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
-from ..validation import CheckedArguments, check_choice, check_range, checked
+from ..validation import CheckedArguments, checked
 from . import metrics
 from .corruptions import CORRUPTIONS, SEVERITIES, corrupt
-from .features import extract_features
+from .features import FeatureSet, extract_features
+from .knn import knn_accuracy
 from .ood_detector import CALIBRATION_IMAGES, CALIBRATION_SEED, DEFAULT_K, InSubOODDetector
 from .ood_sets import check_same_geometry, noise_ood_sets, normalize_images
 from .probes import ProbeArguments, balanced_label_subset, check_probe_labels, fit_probes, member_probabilities
+from .results import CorruptionMetrics, HeadSpreadCalibration, MethodResults, Metrics
 
 
 @dataclass
@@ -69,48 +71,56 @@ class HarnessArguments(CheckedArguments):
     knn_k: int = checked(
         DEFAULT_K, "k of the label-free nearest-neighbour OOD scores (Sun et al. 2022: 50).", low=1, integer=True
     )
+    knn_classifier_k: int = checked(
+        20, "k of the k-NN classifier whose test accuracy is reported beside the probe's (cosine, majority vote).",
+        low=1, integer=True,
+    )
 
 
-def summarize(member_probs: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+def summarize(member_probs: torch.Tensor, labels: torch.Tensor) -> Metrics:
     """Accuracy, NLL, ECE, TACE, Brier of the averaged members `(N, K, C)`, and their diversity when K > 1."""
     probs = member_probs.mean(dim=1)
-    out = {
-        "accuracy": metrics.accuracy(probs, labels),
-        "nll": metrics.nll(probs, labels),
-        "ece": metrics.expected_calibration_error(probs, labels),
-        "tace": metrics.thresholded_adaptive_calibration_error(probs, labels),
-        "brier": metrics.brier_score(probs, labels),
-    }
-    if member_probs.shape[1] > 1:
-        out["disagreement_over_error"] = metrics.normalized_disagreement(member_probs, labels)
-    return out
-
-
-# Label-free scores of `InSubOODDetector` (higher = OOD) under the harness's names (higher = in-distribution)
-LABEL_FREE = {"knn": "neg_knn", "knn_heads": "neg_knn_heads", "knn_heads_spread": "neg_knn_heads_spread",
-              "head_spread": "neg_head_spread"}
+    return Metrics(
+        accuracy=metrics.accuracy(probs, labels), nll=metrics.nll(probs, labels),
+        ece=metrics.expected_calibration_error(probs, labels),
+        tace=metrics.thresholded_adaptive_calibration_error(probs, labels), brier=metrics.brier_score(probs, labels),
+        disagreement_over_error=metrics.normalized_disagreement(member_probs, labels)
+        if member_probs.shape[1] > 1 else None,
+    )
 
 
 def ood_scores(
     member_probs: torch.Tensor, head_sigma: torch.Tensor | None, label_free: dict[str, torch.Tensor] | None = None
 ) -> dict[str, torch.Tensor]:
-    """Per-input scores, each oriented so that higher means in-distribution: max probability, negative
-    entropy, negative mutual information (K > 1); label-free, with no probe, given `label_free` (`InSubOODDetector`
-    scores): the negative k-th neighbour distances (representation for every model; per head, and their spread over
-    heads, for M > 1) and, for M > 1 (`head_sigma` not None), the head spread in the direction each model's detector
-    fixed on validation noise (`neg_head_spread`)."""
+    """Per-input scores `(N,)` under the names of `OOD_SCORES`, each higher = more likely OOD: the negative max
+    probability, the entropy, the mutual information (K > 1); given `label_free` (`InSubOODDetector` scores, no
+    probe): the k-th neighbour distance of the representation for every model and, for models with heads
+    (`head_sigma` not None), the per-head ones, their spread and the oriented head spread."""
     probs = member_probs.mean(dim=1)
-    scores = {"msp": metrics.max_probability(probs), "neg_entropy": -metrics.predictive_entropy(probs)}
+    scores = {"msp": -metrics.max_probability(probs), "entropy": metrics.predictive_entropy(probs)}
     if member_probs.shape[1] > 1:
-        scores["neg_mutual_information"] = -metrics.mutual_information(member_probs)
+        scores["mutual_information"] = metrics.mutual_information(member_probs)
     for key, value in (label_free or {}).items():
         if key == "knn" or head_sigma is not None:
-            scores[LABEL_FREE[key]] = -value.double()
+            scores[key] = value.double()
     return scores
 
 
+def ood_auroc(in_scores: torch.Tensor, out_scores: torch.Tensor) -> float:
+    """AUROC of telling in-distribution from OOD inputs by a score where higher = more likely OOD."""
+    return metrics.ood_auroc(in_scores, out_scores, higher_is_in=False)
+
+
 class MethodEvaluator:
-    """Evaluates one method on `ImageEvaluationData`.
+    """Evaluates one method on `ImageEvaluationData`, in explicit steps that can be called one by one:
+
+    1. `extract_training_features()`: each frozen model's features of the training images;
+    2. `fit_probes()`: linear probes on them (P per model for Finetune-InSub);
+    3. `fit_detectors()`: the label-free k-NN detectors on the same features, and each model's head-spread direction
+       fixed on noise drawn for this only;
+    4. `evaluate()` -> `(MethodResults, arrays)`: test metrics, OOD, semi-supervised probes, corruptions.
+
+    `run()` runs the four.
 
     Args:
         models: the pretrained models whose members are averaged (M models for a deep ensemble).
@@ -128,35 +138,60 @@ class MethodEvaluator:
         self.num_probes = num_probes
         self.passes = harness_args.mc_dropout_passes if mc_dropout else 0
         self.has_heads = any(getattr(m, "config", None) is not None and m.config.num_heads > 1 for m in models)
-        self._train = [
-            self._features(m, data.inputs(data.train_images, data.train_labels), 0, keep_heads=True) for m in models
+        self.training_features: list[FeatureSet] | None = None
+        self.probes: list | None = None
+        self.detectors: list[InSubOODDetector] | None = None
+
+    def _require(self, step: str, value):
+        if value is None:
+            raise RuntimeError(f"MethodEvaluator: call {step}() first (or run()).")
+        return value
+
+    def extract_training_features(self) -> list[FeatureSet]:
+        """Step 1: per model, the training images' representations `(N, S, d)`, head embeddings and spread."""
+        data = self.data
+        self.training_features = [
+            self._features(m, data.inputs(data.train_images, data.train_labels), 0, keep_heads=True)
+            for m in self.models
         ]
-        self._probes = [
-            fit_probes(f.representations, f.labels, data.num_classes, num_probes, probe_args) for f in self._train
+        return self.training_features
+
+    def fit_probes(self) -> list:
+        """Step 2: per model, `num_probes` linear probes on its training representations."""
+        features = self._require("extract_training_features", self.training_features)
+        self.probes = [
+            fit_probes(f.representations, f.labels, self.data.num_classes, self.num_probes, self.probe_args)
+            for f in features
         ]
-        # label-free: one nearest-neighbour detector per model on its unlabelled training features
-        self._detectors = [
-            InSubOODDetector(f.representations.mean(dim=1), f.head_embeddings, min(harness_args.knn_k, len(f.labels)),
+        return self.probes
+
+    def fit_detectors(self) -> list[InSubOODDetector]:
+        """Step 3: per model, a label-free nearest-neighbour detector on its unlabelled training features (it keeps
+        the head embeddings), with the head spread's direction fixed on the training images against noise drawn
+        for this only."""
+        features = self._require("extract_training_features", self.training_features)
+        knn_k = self.harness_args.knn_k
+        self.detectors = [
+            InSubOODDetector(f.representations.mean(dim=1), f.head_embeddings, min(knn_k, len(f.labels)),
                              bank_sigma=f.head_sigma)
-            for f in self._train
+            for f in features
         ]
-        for f in self._train:
+        for f in features:
             f.head_embeddings = None  # the detectors keep them
-        # the head spread's direction, per model, from the training images against noise drawn for this only
-        noise = noise_ood_sets(
-            min(CALIBRATION_IMAGES, len(data.train_images)), tuple(data.train_images.shape[1:]), seed=CALIBRATION_SEED
-        )
-        calibration = data.inputs(torch.cat(list(noise.values())))
-        for model, detector in zip(models, self._detectors):
+        images = self.data.train_images
+        noise = noise_ood_sets(min(CALIBRATION_IMAGES, len(images)), tuple(images.shape[1:]), seed=CALIBRATION_SEED)
+        calibration = self.data.inputs(torch.cat(list(noise.values())))
+        for model, detector in zip(self.models, self.detectors):
             detector.calibrate_head_spread(self._features(model, calibration, 0).head_sigma)
+        return self.detectors
 
     @property
-    def head_spread_calibration(self) -> list[dict[str, float | int | None]]:
-        """Per model: the direction the head spread was read in (+1: high = OOD) and its validation AUROC."""
-        return [{"direction": d.spread_direction, "validation_auroc": d.spread_validation_auroc}
-                for d in self._detectors]
+    def head_spread_calibration(self) -> list[HeadSpreadCalibration]:
+        """Per model: the direction the head spread is read in (+1: high = OOD) and its validation AUROC."""
+        return [HeadSpreadCalibration(d.spread_direction, d.spread_validation_auroc)
+                for d in self._require("fit_detectors", self.detectors)]
 
-    def _features(self, model, inputs, passes: int, keep_heads: bool = False):
+    def _features(self, model, inputs, passes: int, keep_heads: bool = False) -> FeatureSet:
         return extract_features(model, inputs, self.harness_args.eval_batch_size, passes, keep_heads=keep_heads)
 
     def predict(
@@ -165,87 +200,106 @@ class MethodEvaluator:
         """Member probabilities `(N, K, C)`, mean head spread `(N,)` (None without multi-head models) and, with
         `label_free`, the `InSubOODDetector` scores averaged over the models (else None); `head_scores=False` skips
         the per-head k-NN searches."""
+        probes = probes or self._require("fit_probes", self.probes)
+        detectors = self._require("fit_detectors", self.detectors) if label_free else None
         probs, sigmas, free = [], [], []
         for i, model in enumerate(self.models):
             features = self._features(
                 model, self.data.inputs(images), self.passes, keep_heads=label_free and head_scores
             )
-            probs.append(member_probabilities((probes or self._probes)[i], features.representations))
+            probs.append(member_probabilities(probes[i], features.representations))
             sigmas.append(features.head_sigma)
             if label_free:
-                free.append(self._detectors[i].score_features(
+                free.append(detectors[i].score_features(
                     features.representations.mean(dim=1), features.head_embeddings, features.head_sigma
                 ))
         sigma = torch.stack(sigmas).mean(dim=0) if self.has_heads else None
         scores = {k: torch.stack([f[k] for f in free]).mean(dim=0) for k in free[0]} if free else None
         return torch.cat(probs, dim=1), sigma, scores
 
-    def run(self) -> tuple[dict, dict]:
-        """Returns (numbers for the JSON/table, arrays for the plots)."""
+    def run(self) -> tuple[MethodResults, dict]:
+        """The four steps; returns what `evaluate` returns."""
+        self.extract_training_features()
+        self.fit_probes()
+        self.fit_detectors()
+        return self.evaluate()
+
+    def evaluate(self) -> tuple[MethodResults, dict]:
+        """Step 4: returns (the results, arrays for the plots: `reliability` bins and `scores[split][name]`)."""
         data = self.data
         test_probs, test_sigma, test_free = self.predict(data.test_images, label_free=True)
-        results = {"members": test_probs.shape[1], "test": summarize(test_probs, data.test_labels)}
-        if self.has_heads:
-            results["head_spread_calibration"] = self.head_spread_calibration
+        results = MethodResults(
+            members=test_probs.shape[1], test=summarize(test_probs, data.test_labels),
+            knn_accuracy=self._knn_accuracy(),
+            head_spread_calibration=self.head_spread_calibration if self.has_heads else [],
+        )
         bins = metrics.reliability_bins(test_probs.mean(dim=1), data.test_labels)
         arrays = {"reliability": bins, "scores": {"in": ood_scores(test_probs, test_sigma, test_free)}}
-        results["ood"] = {}
         for name, images in data.ood_images.items():
             scores = ood_scores(*self.predict(images, label_free=True))
             arrays["scores"][name] = scores
-            results["ood"][name] = {
-                key: metrics.ood_auroc(arrays["scores"]["in"][key], value) for key, value in scores.items()
+            results.ood[name] = {key: ood_auroc(arrays["scores"]["in"][key], value) for key, value in scores.items()}
+        results.semi_supervised = self._semi_supervised()
+        results.corruptions = self._corruptions(arrays["scores"]["in"])
+        if results.corruptions:
+            results.corruption_mean = {
+                severity: _mean_metrics([per_type[severity] for per_type in results.corruptions.values()])
+                for severity in map(str, SEVERITIES)
             }
-        results["semi_supervised"] = self._semi_supervised()
-        results["corruptions"] = self._corruptions(arrays["scores"]["in"])
-        keys = ("accuracy", "ece", "tace", "auroc", "auroc_knn", *(("auroc_head_spread",) if self.has_heads else ()))
-        results["corruption_mean"] = {
-            severity: {
-                key: sum(per_type[severity][key] for per_type in results["corruptions"].values())
-                / len(results["corruptions"])
-                for key in keys
-            }
-            for severity in map(str, SEVERITIES)
-        } if results["corruptions"] else {}
         return results, arrays
 
-    def _semi_supervised(self) -> dict[str, dict[str, float]]:
+    def _knn_accuracy(self) -> float:
+        """The k-NN classifier's test accuracy on the first model's representation (mean over its members)."""
+        train = self._require("extract_training_features", self.training_features)[0]
+        test = self._features(self.models[0], self.data.inputs(self.data.test_images), 0)
+        return knn_accuracy(train.representations.mean(dim=1), train.labels, test.representations.mean(dim=1),
+                            self.data.test_labels, self.harness_args.knn_classifier_k)
+
+    def _semi_supervised(self) -> dict[str, Metrics]:
         out = {}
+        features = self._require("extract_training_features", self.training_features)
         for fraction in self.harness_args.label_fractions:
             subset = balanced_label_subset(self.data.train_labels, fraction, self.probe_args.probe_seed)
             probes = [
                 fit_probes(f.representations[subset], f.labels[subset], self.data.num_classes, self.num_probes,
                            self.probe_args)
-                for f in self._train
+                for f in features
             ]
             test_probs, _, _ = self.predict(self.data.test_images, probes)
             out[f"{100 * fraction:g}%"] = summarize(test_probs, self.data.test_labels)
         return out
 
-    def _corruptions(self, clean: dict[str, torch.Tensor]) -> dict[str, dict[str, dict[str, float]]]:
-        """Accuracy, ECE, TACE per corruption and severity, and the AUROC of telling the clean test images
-        (positive; `clean`: their scores) from their corrupted versions by max probability (`auroc`), by the
-        label-free negative k-NN distance (`auroc_knn`) and, for M > 1, by the oriented head spread
-        (`auroc_head_spread`)."""
+    def _corruptions(self, clean: dict[str, torch.Tensor]) -> dict[str, dict[str, CorruptionMetrics]]:
+        """Per corruption and severity: accuracy, ECE, TACE, and the AUROC of telling the corrupted test images from
+        their clean versions (`clean`: the clean images' scores) by the probe's max probability, by the label-free
+        k-NN distance and, for M > 1, by the oriented head spread."""
         n = min(self.harness_args.corruption_images, len(self.data.test_images))
         images, labels = self.data.test_images[:n], self.data.test_labels[:n]
         out = {}
         for name in self.harness_args.corruptions:
             out[name] = {}
             for severity in SEVERITIES:
-                probs, _, free = self.predict(
+                probs, sigma, free = self.predict(
                     corrupt(images, name, severity, seed=severity), label_free=True, head_scores=False
-                )  # only the representation's k-NN is read here
+                )  # only the representation's k-NN and the spread are read here
+                scores = ood_scores(probs, sigma, free)
                 mean = probs.mean(dim=1)
-                out[name][str(severity)] = {
-                    "accuracy": metrics.accuracy(mean, labels),
-                    "ece": metrics.expected_calibration_error(mean, labels),
-                    "tace": metrics.thresholded_adaptive_calibration_error(mean, labels),
-                    "auroc": metrics.ood_auroc(clean["msp"][:n], metrics.max_probability(mean)),
-                    "auroc_knn": metrics.ood_auroc(clean["neg_knn"][:n], -free["knn"].double()),
-                }
-                if self.has_heads:
-                    out[name][str(severity)]["auroc_head_spread"] = metrics.ood_auroc(
-                        clean["neg_head_spread"][:n], -free["head_spread"].double()
-                    )
+                out[name][str(severity)] = CorruptionMetrics(
+                    accuracy=metrics.accuracy(mean, labels),
+                    ece=metrics.expected_calibration_error(mean, labels),
+                    tace=metrics.thresholded_adaptive_calibration_error(mean, labels),
+                    auroc_msp=ood_auroc(clean["msp"][:n], scores["msp"]),
+                    auroc_knn=ood_auroc(clean["knn"][:n], scores["knn"]),
+                    auroc_head_spread=ood_auroc(clean["head_spread"][:n], scores["head_spread"])
+                    if self.has_heads else None,
+                )
         return out
+
+
+def _mean_metrics(items: list[CorruptionMetrics]) -> CorruptionMetrics:
+    """The field-wise mean of corruption metrics (None stays None)."""
+    def mean(name):
+        values = [getattr(m, name) for m in items]
+        return None if None in values else sum(values) / len(values)
+
+    return CorruptionMetrics(**{name: mean(name) for name in CorruptionMetrics.__dataclass_fields__})

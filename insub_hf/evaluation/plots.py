@@ -37,18 +37,19 @@ def reliability_diagrams(arrays: dict[str, dict], path: Path) -> None:
     plt.close(fig)
 
 
-def metrics_vs_m(rows: list[dict], path: Path) -> None:
-    """Accuracy, ECE, NLL against M per method (the baseline drawn at M = 1 for every curve)."""
+def metrics_vs_m(rows: list, path: Path) -> None:
+    """Accuracy, ECE, NLL against M per method (the baseline drawn at M = 1 for every curve); `rows`:
+    `ComparisonRow`s."""
     plt = _pyplot()
-    baseline = [r for r in rows if r["method"] == "baseline"]
+    baseline = [r for r in rows if r.method == "baseline"]
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
     for ax, (key, label) in zip(axes, (("accuracy", "accuracy"), ("ece", "ECE"), ("nll", "NLL"))):
         for method in ("ssl_ensemble", "batch_ensemble", "insub", "finetune_insub"):
             points = {}
             for r in baseline:
-                points.setdefault(1, []).append(r["test"][key])
-            for r in (r for r in rows if r["method"] == method):
-                points.setdefault(r["num_heads"], []).append(r["test"][key])
+                points.setdefault(1, []).append(getattr(r.results.test, key))
+            for r in (r for r in rows if r.method == method):
+                points.setdefault(r.num_heads, []).append(getattr(r.results.test, key))
             if len(points) > 1 or (points and not baseline):
                 ms = sorted(points)
                 ax.plot(ms, [np.mean(points[m]) for m in ms], "o-", label=method)
@@ -98,12 +99,12 @@ def mechanism_plot(curves: dict[str, dict], alphas: dict[str, dict], path: Path)
 
 
 def ood_histograms(arrays: dict[str, dict], path: Path) -> None:
-    """Histograms of the max probability, the k-NN distance and the head spread (each oriented so that higher =
-    in-distribution; the spread in the direction fixed on validation noise) for the test set and each OOD set, per
+    """Histograms of the OOD scores `msp` (negative max probability), `knn` (k-NN distance) and `head_spread` (in
+    the direction fixed on validation noise), each higher = more likely OOD, for the test set and each OOD set, per
     method."""
     plt = _pyplot()
     names = list(arrays)
-    keys = ["msp", "neg_knn", "neg_head_spread"]
+    keys = ["msp", "knn", "head_spread"]
     fig, axes = plt.subplots(len(names), len(keys), figsize=(4.5 * len(keys), 2.4 * len(names)), squeeze=False)
     for i, name in enumerate(names):
         for j, key in enumerate(keys):
@@ -114,7 +115,7 @@ def ood_histograms(arrays: dict[str, dict], path: Path) -> None:
             ax.set_title(f"{name}: {key}", fontsize=8)
             if ax.has_data():
                 ax.legend(fontsize=6)
-            elif key == "neg_head_spread":  # a single-head model has no spread across heads
+            elif key == "head_spread":  # a single-head model has no spread across heads
                 ax.text(0.5, 0.5, "no head spread:\nthis score needs M > 1 heads", ha="center", va="center",
                         transform=ax.transAxes, fontsize=9)
                 ax.set_axis_off()
@@ -123,18 +124,19 @@ def ood_histograms(arrays: dict[str, dict], path: Path) -> None:
     plt.close(fig)
 
 
-def corruption_curves(rows: list[dict], path: Path) -> None:
+def corruption_curves(rows: list, path: Path) -> None:
+    """Accuracy and ECE under corruption against severity, one curve per method (`ComparisonRow`s)."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     seen = set()
     for r in rows:
-        if r["name"] in seen or not r.get("corruption_mean"):
+        mean = r.results.corruption_mean
+        if r.name in seen or not mean:
             continue
-        seen.add(r["name"])
-        severities = sorted(r["corruption_mean"], key=int)
+        seen.add(r.name)
+        severities = sorted(mean, key=int)
         for ax, key in zip(axes, ("accuracy", "ece")):
-            ax.plot([int(s) for s in severities], [r["corruption_mean"][s][key] for s in severities], "o-",
-                    label=r["name"])
+            ax.plot([int(s) for s in severities], [getattr(mean[s], key) for s in severities], "o-", label=r.name)
     for ax, key in zip(axes, ("accuracy", "ECE")):
         ax.set(xlabel="severity", title=f"{key} under corruption (mean over types)")
     axes[0].legend(fontsize=7)
@@ -143,15 +145,15 @@ def corruption_curves(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def write_plots(results: dict, arrays: dict[str, dict], out: Path) -> list[Path]:
-    """Writes every plot of a comparison to `out`; returns the paths."""
+def write_plots(rows: list, arrays: dict[str, dict], out: Path) -> list[Path]:
+    """Writes every plot of a comparison (`rows`: its `ComparisonRow`s) to `out`; returns the paths."""
     paths = [out / name for name in ("reliability.png", "metrics_vs_m.png", "sigma_over_training.png",
                                      "ood_scores.png", "corruptions.png")]
     reliability_diagrams(arrays, paths[0])
-    metrics_vs_m(results["rows"], paths[1])
+    metrics_vs_m(rows, paths[1])
     sigma_over_training(arrays, paths[2])
     ood_histograms(arrays, paths[3])
-    corruption_curves(results["rows"], paths[4])
+    corruption_curves(rows, paths[4])
     return paths
 
 

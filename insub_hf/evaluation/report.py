@@ -1,4 +1,5 @@
-"""Markdown tables of a comparison run, like the paper's (mean +- std over seeds when there are several)."""
+"""Markdown tables of a comparison run, like the paper's (mean +- std over seeds when there are several). Rows are
+`ComparisonRow`s; a value is read by its path through the row's `MethodResults` (fields, then dict keys)."""
 
 from __future__ import annotations
 
@@ -6,20 +7,24 @@ from collections import defaultdict
 
 import numpy as np
 
+from .results import ComparisonRow
 
-def _by_name(rows: list[dict]) -> dict[str, list[dict]]:
-    groups: dict[str, list[dict]] = defaultdict(list)
+
+def _by_name(rows: list[ComparisonRow]) -> dict[str, list[ComparisonRow]]:
+    groups: dict[str, list[ComparisonRow]] = defaultdict(list)
     for row in rows:
-        groups[row["name"]].append(row)
+        groups[row.name].append(row)
     return groups
 
 
-def _get(row: dict, path: tuple[str, ...]):
+def _get(row: ComparisonRow, path: tuple[str, ...]):
+    """The value at `path` in `row.results` (None where a part is missing)."""
+    node = row.results
     for key in path:
-        if not isinstance(row, dict) or key not in row:
+        node = node.get(key) if isinstance(node, dict) else getattr(node, key, None)
+        if node is None:
             return None
-        row = row[key]
-    return row
+    return node
 
 
 def _cell(rows: list[dict], path: tuple[str, ...], scale: float = 1.0, digits: int = 2) -> str:
@@ -34,8 +39,8 @@ def _cell(rows: list[dict], path: tuple[str, ...], scale: float = 1.0, digits: i
 
 def _corruption_mean(key: str):
     """A row's corruption `key` (accuracy, ece) averaged over severities (None without corruptions)."""
-    def get(row: dict):
-        per_severity = [v.get(key) for v in (row.get("corruption_mean") or {}).values()]
+    def get(row: ComparisonRow):
+        per_severity = [getattr(v, key) for v in row.results.corruption_mean.values()]
         return float(np.mean(per_severity)) if per_severity and None not in per_severity else None
     return get
 
@@ -47,6 +52,7 @@ def _at(*path: str):
 # (label, value of a row, scale, digits, lower is better) of every metric the paired differences cover
 PAIRED_METRICS = (
     ("Acc", _at("test", "accuracy"), 100, 2, False),
+    ("k-NN Acc", _at("knn_accuracy"), 100, 2, False),
     ("ECE", _at("test", "ece"), 100, 2, True),
     ("TACE", _at("test", "tace"), 100, 2, True),
     ("NLL", _at("test", "nll"), 1, 3, True),
@@ -55,16 +61,16 @@ PAIRED_METRICS = (
     ("Corr. ECE", _corruption_mean("ece"), 100, 2, True),
 )
 # OOD scores every method has (the head spread has no baseline value: `spread_against_chance` reports it)
-PAIRED_OOD_SCORES = (("msp", "MSP"), ("neg_entropy", "entropy"), ("neg_knn", "k-NN"))
+PAIRED_OOD_SCORES = (("msp", "MSP"), ("entropy", "entropy"), ("knn", "k-NN"))
 
 
-def _ood_metrics(rows: list[dict]) -> tuple:
-    sets = sorted({name for row in rows for name in row.get("ood", {})})
+def _ood_metrics(rows: list[ComparisonRow]) -> tuple:
+    sets = sorted({name for row in rows for name in row.results.ood})
     return tuple((f"AUROC {s} {label}", _at("ood", s, key), 100, 2, False) for s in sets
                  for key, label in PAIRED_OOD_SCORES)
 
 
-def paired_differences(rows: list[dict], reference: str = "baseline") -> dict[str, dict[str, dict]]:
+def paired_differences(rows: list[ComparisonRow], reference: str = "baseline") -> dict[str, dict[str, dict]]:
     """Per-seed paired differences `method - reference` (same seed) for every metric of `PAIRED_METRICS` (test
     calibration, corruptions averaged over types and severities) and the OOD AUROC of every `PAIRED_OOD_SCORES`.
 
@@ -73,16 +79,16 @@ def paired_differences(rows: list[dict], reference: str = "baseline") -> dict[st
         "better_on": seeds where the method is better, "seeds": how many}` in the table's units (%, NLL as is).
         Rows whose seed has no reference row are skipped.
     """
-    references = {row["seed"]: row for row in rows if row["method"] == reference}
+    references = {row.seed: row for row in rows if row.method == reference}
     out: dict[str, dict[str, dict]] = {}
-    for name, group in _by_name([r for r in rows if r["method"] != reference]).items():
+    for name, group in _by_name([r for r in rows if r.method != reference]).items():
         for label, value, scale, _, lower_better in PAIRED_METRICS + _ood_metrics(rows):
             per_seed = {}
             for row in group:
-                ref = references.get(row["seed"])
+                ref = references.get(row.seed)
                 mine, theirs = value(row), value(ref) if ref else None
                 if mine is not None and theirs is not None:
-                    per_seed[row["seed"]] = scale * (mine - theirs)
+                    per_seed[row.seed] = scale * (mine - theirs)
             if not per_seed:
                 continue
             values = list(per_seed.values())
@@ -95,14 +101,14 @@ def paired_differences(rows: list[dict], reference: str = "baseline") -> dict[st
     return out
 
 
-def spread_against_chance(rows: list[dict]) -> dict[str, dict[str, dict]]:
+def spread_against_chance(rows: list[ComparisonRow]) -> dict[str, dict[str, dict]]:
     """The head spread's OOD AUROC (in the direction fixed per model on validation noise) per seed against chance
     (50%): row name -> OOD set -> `{"per_seed": {seed: AUROC %}, "mean", "better_on": seeds above 50, "seeds"}`."""
     out: dict[str, dict[str, dict]] = {}
     for name, group in _by_name(rows).items():
-        for ood_set in sorted({s for row in group for s in row.get("ood", {})}):
-            per_seed = {row["seed"]: 100 * value for row in group
-                        if (value := _get(row, ("ood", ood_set, "neg_head_spread"))) is not None}
+        for ood_set in sorted({s for row in group for s in row.results.ood}):
+            per_seed = {row.seed: 100 * value for row in group
+                        if (value := _get(row, ("ood", ood_set, "head_spread"))) is not None}
             if per_seed:
                 out.setdefault(name, {})[ood_set] = {
                     "per_seed": per_seed, "mean": float(np.mean(list(per_seed.values()))),
@@ -137,7 +143,7 @@ def _cells_table(first: str, cells_by_name: dict[str, dict[str, dict]], labels: 
     return _table([first, *labels], lines)
 
 
-def paired_table(differences: dict[str, dict[str, dict]], rows: list[dict], ood: bool | None = None) -> str:
+def paired_table(differences: dict[str, dict[str, dict]], rows: list[ComparisonRow], ood: bool | None = None) -> str:
     """Markdown: one line per method, one cell per metric: `mean (d_seed0, d_seed1, ...)`, then the verdict.
     `ood`: only the OOD AUROC columns (True), only the others (False), or all (None)."""
     digits = {label: d for label, _, _, d, _ in PAIRED_METRICS + _ood_metrics(rows)}
@@ -160,13 +166,14 @@ def _table(header: list[str], lines: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def markdown_report(results: dict) -> str:
+def markdown_report(results: dict, rows: list[ComparisonRow]) -> str:
     """The comparison as markdown: main table (calibration, OOD by max probability, diversity, cost), OOD by every
-    score, semi-supervised probes and corruptions averaged over types."""
-    groups = _by_name(results["rows"])
+    score, semi-supervised probes and corruptions averaged over types. `results`: what results.json holds besides
+    the rows (args, data, device, wall_seconds, paired_differences)."""
+    groups = _by_name(rows)
     ood_sets = list(results["data"]["ood"])
-    first = next(iter(groups.values()))[0] if groups else {}
-    seeds = sorted({r["seed"] for r in results["rows"]})
+    first = next(iter(groups.values()))[0].results if groups else None
+    seeds = sorted({r.seed for r in rows})
     parts = [
         f"Data: {results['args']['dataset']}, {results['data']['train']} train / {results['data']['test']} test "
         f"images; OOD sets {', '.join(f'{k} ({v})' for k, v in results['data']['ood'].items())}; seeds {seeds}; "
@@ -176,10 +183,11 @@ def markdown_report(results: dict) -> str:
         "(SSL-Ensemble: sum over its members).",
         "",
         _table(
-            ["Method", "Members", "Acc", "ECE", "TACE", "NLL", "Brier", *[f"AUROC {s}" for s in ood_sets],
+            ["Method", "Members", "Acc", "k-NN Acc", "ECE", "TACE", "NLL", "Brier", *[f"AUROC {s}" for s in ood_sets],
              "Disagr./err", "Params (M)", "s/step", "Memory (MB)"],
             [
-                [name, str(rows[0]["members"]), _cell(rows, ("test", "accuracy"), 100),
+                [name, str(rows[0].results.members), _cell(rows, ("test", "accuracy"), 100),
+                 _cell(rows, ("knn_accuracy",), 100),
                  _cell(rows, ("test", "ece"), 100), _cell(rows, ("test", "tace"), 100),
                  _cell(rows, ("test", "nll"), digits=3), _cell(rows, ("test", "brier"), digits=3),
                  *[_cell(rows, ("ood", s, "msp"), 100) for s in ood_sets],
@@ -200,23 +208,23 @@ def markdown_report(results: dict) -> str:
     if differences:
         parts += ["", "Paired differences to the baseline of the same seed (mean, then per seed; ECE, TACE, NLL, "
                   "Brier: lower is better; corruptions: mean over types and severities):", "",
-                  paired_table(differences, results["rows"], ood=False), "",
+                  paired_table(differences, rows, ood=False), "",
                   "OOD AUROC (%), paired differences to the baseline of the same seed, by score:", "",
-                  paired_table(differences, results["rows"], ood=True)]
-    spread = spread_against_chance(results["rows"])
+                  paired_table(differences, rows, ood=True)]
+    spread = spread_against_chance(rows)
     if spread:
         parts += ["", "Head spread (label-free; InSub only, no baseline value): OOD AUROC per seed against chance:", "",
                   spread_table(spread)]
-    scores = [("msp", "MSP"), ("neg_entropy", "entropy"), ("neg_mutual_information", "MI"),
-              ("neg_knn", "k-NN (label-free)"), ("neg_knn_heads", "k-NN heads (label-free)"),
-              ("neg_head_spread", "head spread (label-free, direction fixed on validation noise)")]
+    scores = [("msp", "MSP"), ("entropy", "entropy"), ("mutual_information", "MI"),
+              ("knn", "k-NN (label-free)"), ("knn_heads", "k-NN heads (label-free)"),
+              ("head_spread", "head spread (label-free, direction fixed on validation noise)")]
     parts += ["", "OOD AUROC (%) by score (probe: MSP, entropy, MI; label-free, no probe: k-th neighbour distance to the "
               "training representations and in each head's space, and the head spread read in the direction fixed per model on validation noise):", "", _table(
         ["Method", *[f"{s}: {label}" for s in ood_sets for _, label in scores]],
         [[name, *[_cell(rows, ("ood", s, key), 100) for s in ood_sets for key, _ in scores]]
          for name, rows in groups.items()],
     )]
-    fractions = list(first.get("semi_supervised", {}))
+    fractions = list(first.semi_supervised) if first else []
     if fractions:
         parts += ["", "Semi-supervised linear probes (labels used: Acc / ECE / NLL):", "", _table(
             ["Method", *[f"{f} {m}" for f in fractions for m in ("Acc", "ECE", "NLL")]],
@@ -224,9 +232,9 @@ def markdown_report(results: dict) -> str:
                       for key, scale, d in (("accuracy", 100, 2), ("ece", 100, 2), ("nll", 1, 3))]]
              for name, rows in groups.items()],
         )]
-    corruptions = first.get("corruptions", {})
+    corruptions = first.corruptions if first else {}
     if corruptions:
-        severities = list(first["corruption_mean"])
+        severities = list(first.corruption_mean)
         parts += ["", f"Corruptions ({len(corruptions)} types, mean over types; Acc / ECE per severity):", "", _table(
             ["Method", *[f"s{s} {m}" for s in severities for m in ("Acc", "ECE")]],
             [[name, *[_cell(rows, ("corruption_mean", s, key), 100) for s in severities for key in ("accuracy", "ece")]]
@@ -234,7 +242,7 @@ def markdown_report(results: dict) -> str:
         )]
         parts += ["", "Corrupted vs clean test images, AUROC (%) per severity: probe MSP / label-free k-NN:", "", _table(
             ["Method", *[f"s{s} {m}" for s in severities for m in ("MSP", "k-NN")]],
-            [[name, *[_cell(rows, ("corruption_mean", s, key), 100) for s in severities for key in ("auroc", "auroc_knn")]]
+            [[name, *[_cell(rows, ("corruption_mean", s, key), 100) for s in severities for key in ("auroc_msp", "auroc_knn")]]
              for name, rows in groups.items()],
         )]
     return "\n".join(parts) + "\n"

@@ -111,24 +111,24 @@ def run_ablation(args: AblationArguments, probe_args: ProbeArguments | None = No
         setting = replace(args, diversity_alpha=alpha, diversity_weight=weight) if m > 1 else args
         cache = RunCache(experiment, setting, loaded)
         for seed in args.seeds:
-            numbers, arrays = evaluate_cell(
+            measured, arrays = evaluate_cell(
                 "insub" if m > 1 else "baseline", m, seed, cache, validation, probe_args, harness, validation_key
             )
-            record = {**numbers["training"], **arrays}
-            sigma = [v for _, v in record["sigma_over_training"]]
+            sigma = [v for _, v in arrays["sigma_over_training"]]
             row = {
-                "alpha": alpha, "weight": weight, "num_heads": m, "seed": seed, "validation": numbers["test"],
-                "ood": {k: v["msp"] for k, v in numbers["ood"].items()},
-                "ood_head_spread": {k: v["neg_head_spread"] for k, v in numbers["ood"].items() if "neg_head_spread" in v},
-                "head_spread_calibration": numbers.get("head_spread_calibration"),
-                "hinge_active_mean": record["hinge_active_mean"] if m > 1 else None,
+                "alpha": alpha, "weight": weight, "num_heads": m, "seed": seed,
+                "validation": asdict(measured.test), "knn_accuracy": measured.knn_accuracy,
+                "ood": {k: v["msp"] for k, v in measured.ood.items()},
+                "ood_head_spread": {k: v["head_spread"] for k, v in measured.ood.items() if "head_spread" in v},
+                "head_spread_calibration": [asdict(c) for c in measured.head_spread_calibration] or None,
+                "hinge_active_mean": measured.training.hinge_active_mean if m > 1 else None,
                 "final_sigma": sigma[-1] if sigma and m > 1 else None,
-                "ssl_loss_final": record["ssl_loss_final"],
+                "ssl_loss_final": measured.training.ssl_loss_final,
             }
             rows.append(row)
             name = f"M={m}, alpha={alpha:g}, lambda={weight:g}" if m > 1 else "M=1 (baseline)"
             if seed == args.seeds[0]:
-                curves[name] = {k: record[k] for k in ("sigma_over_training", "hinge_active_over_training")}
+                curves[name] = {k: arrays[k] for k in ("sigma_over_training", "hinge_active_over_training")}
             print(f"[ablation] seed {seed}: {name}: validation NLL {row['validation']['nll']:.4f}, accuracy "
                   f"{100 * row['validation']['accuracy']:.2f}%", flush=True)
 

@@ -17,6 +17,7 @@ from ..evaluation.cost import device_description
 from ..evaluation.harness import HarnessArguments
 from ..evaluation.probes import ProbeArguments
 from ..evaluation.report import paired_differences
+from ..evaluation.results import ComparisonRow
 from ..hub import HubCard, harness_eval_results
 from ..protocol.arguments import INSUB_SETTING, OVERWRITE_HELP, HubArguments, ProtocolArguments
 from ..protocol.comparison import (
@@ -95,12 +96,12 @@ def run_comparison(
             for m in args.num_heads if METHODS[method].uses_m else [None]:
                 name = METHODS[method].row_name(m, harness_args.mc_dropout_passes)
                 print(f"[compare] seed {seed}: {name}", flush=True)
-                numbers, arrays = evaluate_cell(method, m, seed, cache, data, probe_args, harness_args)
-                rows.append({"name": name, "method": method, "num_heads": m, "seed": seed, **numbers})
-                test = numbers["test"]
+                measured, arrays = evaluate_cell(method, m, seed, cache, data, probe_args, harness_args)
+                rows.append(ComparisonRow(name, method, m, seed, measured))
+                test = measured.test
                 print(
-                    f"[compare] seed {seed}: {name}: accuracy {100 * test['accuracy']:.2f}% | ECE "
-                    f"{100 * test['ece']:.2f}% | NLL {test['nll']:.3f}", flush=True,
+                    f"[compare] seed {seed}: {name}: accuracy {100 * test.accuracy:.2f}% | k-NN "
+                    f"{100 * measured.knn_accuracy:.2f}% | ECE {100 * test.ece:.2f}% | NLL {test.nll:.3f}", flush=True,
                 )
                 plot_arrays.setdefault(name, arrays)
     warnings = convergence_warnings(rows, len(data.train_images), args.dataset)
@@ -109,43 +110,46 @@ def run_comparison(
         "data": {"source": loaded.description, "train": len(data.train_images), "test": len(data.test_images),
                  "ood": {k: len(v) for k, v in data.ood_images.items()}, "num_classes": data.num_classes},
         "device": device_description(),
-        "rows": rows, "paired_differences": paired_differences(rows), "warnings": warnings,
-        "wall_seconds": round(time.time() - start, 1),
+        "rows": [row.to_dict() for row in rows], "paired_differences": paired_differences(rows),
+        "warnings": warnings, "wall_seconds": round(time.time() - start, 1),
     }
     recorded = {"args": experiment.arguments, **results}  # what results.json holds
-    report = markdown_report(recorded)
+    report = markdown_report(recorded, rows)
     out = experiment.output_dir
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.md").write_text(report)
-    write_plots(results, plot_arrays, out)
+    write_plots(rows, plot_arrays, out)
     experiment.finish(
         results,
         f"{report}\n" + "".join(f"[compare] warning: {w}\n" for w in warnings)
         + f"[compare] wrote {out}/results.md, results.json and plots in {results['wall_seconds']:.0f} s",
     )
     if experiment.hub.hub_model_id:
-        push_comparison(experiment, args, results, cache, out)
+        push_comparison(experiment, args, results, rows, cache, out)
     return recorded
 
 
-def push_comparison(experiment: Experiment, args: ComparisonArguments, results: dict, cache: RunCache, out: Path):
+def push_comparison(
+    experiment: Experiment, args: ComparisonArguments, results: dict, rows: list[ComparisonRow], cache: RunCache,
+    out: Path,
+):
     """Pushes the first InSub row's model with its numbers as model-index metrics, and the full comparison
     (results.md, results.json) under `evaluation/` in the repo. Returns the upload's `CommitInfo`."""
-    row = next(r for r in results["rows"] if r["method"] == "insub")
-    [(config, seed)] = method_members(args, "insub", row["num_heads"], row["seed"])
+    row = next(r for r in rows if r.method == "insub")
+    [(config, seed)] = method_members(args, "insub", row.num_heads, row.seed)
     model, _ = cache.get(config, seed)
     preset = IMAGE_DATASET_PRESETS[args.dataset]
     hub_ids = [name for name, known in IMAGE_DATASET_PRESETS.items() if known is preset and "/" in name]
     card = HubCard(
-        eval_results=harness_eval_results(row, args.dataset, (hub_ids or [args.dataset])[0]),
+        eval_results=harness_eval_results(row.results, args.dataset, (hub_ids or [args.dataset])[0]),
         training_data=(
             f"{results['data']['train']} training images of {args.dataset} ({args.objective}, SimCLR augmentations), "
-            f"{args.pretrain_epochs} epochs, batch {args.pretrain_batch_size}, seed {row['seed']}."
+            f"{args.pretrain_epochs} epochs, batch {args.pretrain_batch_size}, seed {row.seed}."
         ),
         datasets=hub_ids or None,
         extra_files={"evaluation/results.md": out / "results.md", "evaluation/results.json": out / "results.json"},
     )
-    return experiment.push(model, card, commit_message=f"{row['name']}: model and insub-hf compare results")
+    return experiment.push(model, card, commit_message=f"{row.name}: model and insub-hf compare results")
 
 
 ARGUMENT_GROUPS = (ComparisonArguments, ProbeArguments, HarnessArguments, HubArguments)

@@ -136,15 +136,16 @@ def run_demo(args: DemoArguments) -> dict:
         )
         variant = Variant(name, demo_config(args, m, weight), args.seed, [report])
         result = experiment.pretrain(variant, train, batch_views=views)
-        numbers, arrays[name] = MethodEvaluator([result.model], evaluation, ProbeArguments(), harness).run()
+        measured, arrays[name] = MethodEvaluator([result.model], evaluation, ProbeArguments(), harness).run()
         runs.append({"name": name, "num_heads": m, "diversity_weight": weight, "history": report.history,
-                     "test": numbers["test"], "ood": numbers["ood"],
-                     "head_spread_calibration": numbers.get("head_spread_calibration")})
+                     "test": asdict(measured.test), "knn_accuracy": measured.knn_accuracy, "ood": measured.ood,
+                     "head_spread_calibration": [asdict(c) for c in measured.head_spread_calibration]})
     out = experiment.output_dir
     reliability_diagrams(arrays, out / f"{prefix}reliability.png")
     ood_histograms(arrays, out / f"{prefix}uncertainty.png")
     insub = runs[-1]["name"]
-    certainty_strip(evaluation.test_images, arrays[insub]["scores"]["in"]["msp"], out / f"{prefix}certainty_strip.png",
+    confidence = -arrays[insub]["scores"]["in"]["msp"]  # the max probability (the score is higher = more likely OOD)
+    certainty_strip(evaluation.test_images, confidence, out / f"{prefix}certainty_strip.png",
                     title=f"{insub}: most (top) and least (bottom) certain test images")
     experiment.finish({"runs": runs}, demo_table(runs, out, prefix), f"{prefix}results.json")
     return {"runs": runs}
@@ -161,7 +162,7 @@ def demo_table(runs: list[dict], out, prefix: str) -> str:
     ]
 
     def spread(run, name):
-        value = run["ood"][name].get("neg_head_spread")
+        value = run["ood"][name].get("head_spread")
         return "    –" if value is None else f"{100 * value:5.1f}"
 
     for run in runs:
@@ -169,7 +170,7 @@ def demo_table(runs: list[dict], out, prefix: str) -> str:
         lines.append(
             f"{run['name']:<16} {100 * t['accuracy']:8.2f}% {100 * t['ece']:5.2f}% {t['nll']:6.3f} "
             + " ".join(
-                f"{100 * run['ood'][s]['msp']:13.1f} / {100 * run['ood'][s]['neg_knn']:5.1f} / {spread(run, s)}"
+                f"{100 * run['ood'][s]['msp']:13.1f} / {100 * run['ood'][s]['knn']:5.1f} / {spread(run, s)}"
                 for s in sets
             )
         )

@@ -10,6 +10,7 @@ from pathlib import Path
 from transformers import AutoConfig, AutoModel, AutoModelForPreTraining, AutoModelForSequenceClassification
 
 from ..checkpointing import atomic_folder
+from ..evaluation.results import ComparisonRow
 from ..hub import HubCard, harness_eval_results, push_model_to_hub, save_for_hub, senteval_eval_results
 from ..protocol.arguments import HubArguments
 
@@ -46,7 +47,7 @@ def eval_results_from_file(path: str | Path, row: str | None, dataset: str | Non
         if chosen is None:
             raise ValueError(f"HubCommandArguments.row={row!r} is not a row of {path}; allowed: {names}.")
         name = dataset or results["args"]["dataset"]
-        return harness_eval_results(chosen, name, name), "compare"
+        return harness_eval_results(ComparisonRow.from_dict(chosen).results, name, name), "compare"
     if "results" in results:  # insub-hf text
         if row not in results["results"]:
             raise ValueError(

@@ -22,6 +22,7 @@ from ..data import (
 from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
 from ..evaluation.ood_sets import load_mnist_images, load_sklearn_digits, noise_ood_sets
 from ..evaluation.probes import ProbeArguments
+from ..evaluation.results import ComparisonRow, Cost, MethodResults, TrainingRecord
 from ..modeling_insub import InSubForPreTraining
 from ..trainer import fast_path_arguments
 from .arguments import ProtocolArguments
@@ -144,54 +145,52 @@ class RunCache:
 def evaluate_cell(
     method: str, m: int | None, seed: int, cache: RunCache, data: ImageEvaluationData, probe_args: ProbeArguments,
     harness_args: HarnessArguments, evaluation_data: dict | None = None,
-) -> tuple[dict, dict]:
+) -> tuple[MethodResults, dict]:
     """Pretrains (or loads) the models of `method` at M=`m` for `seed` and runs the harness on `data` (cached in
     `output_dir/evaluation_cache`; `evaluation_data`: what identifies `data` there, default the protocol's test
-    data). Returns (numbers, arrays) with the training record of the first model and the summed cost."""
+    data). Returns the results, with the first model's training record and the cost summed over the models, and the
+    arrays of the plots (with that record's sigma and hinge activity over training)."""
     spec = METHODS[method]
     members = method_members(cache.args, method, m, seed)
     run_keys = [cache.key(config, run_seed) for config, run_seed in members]  # before training writes into the configs
     runs = [cache.get(config, run_seed) for config, run_seed in members]
     evaluations = EvaluationCache(cache.experiment.output_dir / "evaluation_cache")
     key = evaluations.key(run_keys, method, evaluation_data or cache.evaluation_data(), probe_args, harness_args)
-    numbers, arrays = evaluations.get(key, lambda: MethodEvaluator(  # its construction fits the probes
+    results, arrays, seconds = evaluations.get(key, lambda: MethodEvaluator(
         [model for model, _ in runs], data, probe_args, harness_args,
         num_probes=m if spec.probe_per_head else 1, mc_dropout=spec.dropout,
     ).run())
-    evaluation_seconds = numbers.pop("evaluation_seconds")
     costs = [record["cost"] for _, record in runs]
-    numbers["training"] = {
+    results.training = TrainingRecord(**{
         key: runs[0][1][key] for key in ("ssl_loss_final", "ssl_loss_late_drop", "hinge_active_mean")
-    }
-    numbers["cost"] = {
-        "parameters": sum(c["parameters"] for c in costs),
-        "seconds_per_step": sum(c["seconds_per_step"] for c in costs),
-        "peak_memory_mb": sum(c["peak_memory_mb"] for c in costs),
-        "pretrained_models": len(costs),
-        "pretraining_seconds": sum(c["seconds_per_step"] * c["steps"] for c in costs),
-        "evaluation_seconds": evaluation_seconds,
-    }
+    })
+    results.cost = Cost(
+        parameters=sum(c["parameters"] for c in costs), seconds_per_step=sum(c["seconds_per_step"] for c in costs),
+        peak_memory_mb=sum(c["peak_memory_mb"] for c in costs), pretrained_models=len(costs),
+        pretraining_seconds=sum(c["seconds_per_step"] * c["steps"] for c in costs), evaluation_seconds=seconds,
+    )
     for key in ("sigma_over_training", "hinge_active_over_training"):
         arrays[key] = runs[0][1][key]
-    return numbers, arrays
+    return results, arrays
 
 
-def convergence_warnings(rows: list[dict], evaluation_size: int, dataset: str) -> list[str]:
+def convergence_warnings(rows: list[ComparisonRow], evaluation_size: int, dataset: str) -> list[str]:
     """Warnings for runs that have not reached their plateau: the ssl loss still falling late in training, or a
     baseline probe far below what the protocol reaches on the full Fashion-MNIST."""
     warnings = []
     for row in rows:
-        drop = row.get("training", {}).get("ssl_loss_late_drop")
+        training = row.results.training
+        drop = training.ssl_loss_late_drop if training else None
         if drop is not None and drop > STILL_IMPROVING:
             warnings.append(
-                f"{row['name']} (seed {row['seed']}): the ssl loss still fell {100 * drop:.1f}% over the last fifth "
+                f"{row.name} (seed {row.seed}): the ssl loss still fell {100 * drop:.1f}% over the last fifth "
                 "of training; it has not reached its plateau (raise --pretrain_epochs)."
             )
-        if row["method"] == "baseline" and dataset == "fashion_mnist" and evaluation_size >= 60000:
-            accuracy = row["test"]["accuracy"]
+        if row.method == "baseline" and dataset == "fashion_mnist" and evaluation_size >= 60000:
+            accuracy = row.results.test.accuracy
             if accuracy < FASHION_MNIST_PLATEAU:
                 warnings.append(
-                    f"Baseline (seed {row['seed']}): linear probe {100 * accuracy:.1f}% < "
+                    f"Baseline (seed {row.seed}): linear probe {100 * accuracy:.1f}% < "
                     f"{100 * FASHION_MNIST_PLATEAU:.0f}%, far below the plateau on the full Fashion-MNIST; the numbers "
                     "compare under-trained encoders (raise --pretrain_epochs)."
                 )

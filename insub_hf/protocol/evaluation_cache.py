@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ..evaluation.metrics.ece import ReliabilityBins
+from ..evaluation.results import MethodResults
 from .experiment import short_hash, write_json
 
 EVALUATION_CODE = Path(__file__).parents[1] / "evaluation"
@@ -68,28 +69,30 @@ class EvaluationCache:
         return short_hash({"runs": run_keys, "method": method, "data": evaluation_data, "probe": asdict(probe_args),
                            "harness": asdict(harness_args), "code": evaluation_code_hash()})
 
-    def load(self, key: str) -> tuple[dict, dict] | None:
-        """(numbers, arrays) of a finished evaluation, or None."""
+    def load(self, key: str) -> tuple[MethodResults, dict, float] | None:
+        """(results, arrays, evaluation seconds) of a finished evaluation, or None."""
         entry = self.folder / key
         if not (entry / "numbers.json").exists() or not (entry / "arrays.safetensors").exists():
             return None
-        return json.loads((entry / "numbers.json").read_text()), _unflatten(load_file(entry / "arrays.safetensors"))
+        numbers = json.loads((entry / "numbers.json").read_text())
+        arrays = _unflatten(load_file(entry / "arrays.safetensors"))
+        return MethodResults.from_dict(numbers["results"]), arrays, numbers["evaluation_seconds"]
 
-    def store(self, key: str, numbers: dict, arrays: dict) -> None:
+    def store(self, key: str, results: MethodResults, arrays: dict, seconds: float) -> None:
         """Writes the arrays, then the numbers (whose presence marks the entry finished)."""
         entry = self.folder / key
         entry.mkdir(parents=True, exist_ok=True)
         save_file(_flatten(arrays), str(entry / "arrays.safetensors"))
-        write_json(entry / "numbers.json", numbers)
+        write_json(entry / "numbers.json", {"results": results.to_dict(), "evaluation_seconds": seconds})
 
-    def get(self, key: str, evaluate) -> tuple[dict, dict]:
-        """(numbers, arrays) of entry `key`: loaded when finished, else `evaluate()` run, timed
-        (`numbers["evaluation_seconds"]`) and stored."""
+    def get(self, key: str, evaluate) -> tuple[MethodResults, dict, float]:
+        """(results, arrays, evaluation seconds) of entry `key`: loaded when finished, else `evaluate()` (which
+        returns results and arrays) run, timed and stored."""
         stored = self.load(key)
         if stored is not None:
             return stored
         start = time.time()
-        numbers, arrays = evaluate()
-        numbers["evaluation_seconds"] = round(time.time() - start, 1)
-        self.store(key, numbers, arrays)
-        return numbers, arrays
+        results, arrays = evaluate()
+        seconds = round(time.time() - start, 1)
+        self.store(key, results, arrays, seconds)
+        return results, arrays, seconds

@@ -9,6 +9,7 @@ from insub_hf.evaluation import HarnessArguments, ImageEvaluationData, MethodEva
 from insub_hf.jobs.compare import ComparisonArguments
 from insub_hf.evaluation.ood_detector import CALIBRATION_IMAGES, CALIBRATION_SEED
 from insub_hf.evaluation.ood_sets import load_mnist_images, noise_ood_sets, normalize_images
+from insub_hf.evaluation.results import OOD_SCORES, MethodResults
 
 from ..conftest import compare_argv
 
@@ -40,29 +41,69 @@ def fast(**kwargs):
 def test_results_follow_the_members_and_match_a_direct_computation(data):
     torch.manual_seed(0)
     model = tiny_model()
-    evaluator = MethodEvaluator([model], data, ProbeArguments(probe_epochs=3), fast())
+    evaluator = MethodEvaluator([model], data, ProbeArguments(probe_epochs=3), fast(knn_classifier_k=5))
     results, arrays = evaluator.run()
     with torch.no_grad():
         rep = model.insub.get_representation(pixel_values=normalize_images(data.test_images, MEAN, STD))
-        probs = torch.softmax(evaluator._probes[0][0](rep).double(), dim=-1)
-    assert results["members"] == 1
-    assert results["test"]["accuracy"] == pytest.approx(metrics.accuracy(probs, data.test_labels))
-    assert results["test"]["ece"] == pytest.approx(metrics.expected_calibration_error(probs, data.test_labels), abs=1e-6)
-    assert results["test"]["nll"] == pytest.approx(metrics.nll(probs, data.test_labels), abs=1e-6)
-    msp_auroc = metrics.ood_auroc(probs.max(1).values, arrays["scores"]["uniform"]["msp"])
-    assert results["ood"]["uniform"]["msp"] == pytest.approx(msp_auroc, abs=1e-6)
-    assert set(results["ood"]["uniform"]) == {
-        "msp", "neg_entropy", "neg_head_spread", "neg_knn", "neg_knn_heads", "neg_knn_heads_spread",
-    }
-    (calibration,) = results["head_spread_calibration"]  # the direction, fixed on noise drawn for it
-    assert calibration["direction"] in (1, -1)
-    assert (calibration["validation_auroc"] >= 0.5) == (calibration["direction"] == 1)
-    assert 0 <= results["corruption_mean"]["3"]["auroc_head_spread"] <= 1
-    assert set(results["semi_supervised"]) == {"1%", "10%"}
-    assert set(results["corruptions"]) == {"fog", "pixelate"} and set(results["corruptions"]["fog"]) == set("12345")
-    mean_s3 = (results["corruptions"]["fog"]["3"]["ece"] + results["corruptions"]["pixelate"]["3"]["ece"]) / 2
-    assert results["corruption_mean"]["3"]["ece"] == pytest.approx(mean_s3)
-    assert 0 <= results["corruption_mean"]["3"]["auroc_knn"] <= 1  # label-free: corrupted vs clean by k-NN
+        train_rep = model.insub.get_representation(pixel_values=normalize_images(data.train_images, MEAN, STD))
+        probs = torch.softmax(evaluator.probes[0][0](rep).double(), dim=-1)
+    assert results.members == 1
+    assert results.test.accuracy == pytest.approx(metrics.accuracy(probs, data.test_labels))
+    assert results.test.ece == pytest.approx(metrics.expected_calibration_error(probs, data.test_labels), abs=1e-6)
+    assert results.test.nll == pytest.approx(metrics.nll(probs, data.test_labels), abs=1e-6)
+    # every OOD score is higher = more likely OOD: the probe's is the negative max probability
+    torch.testing.assert_close(arrays["scores"]["in"]["msp"], -probs.max(1).values, atol=1e-6, rtol=0)
+    msp_auroc = metrics.ood_auroc(probs.max(1).values, -arrays["scores"]["uniform"]["msp"])
+    assert results.ood["uniform"]["msp"] == pytest.approx(msp_auroc, abs=1e-6)
+    assert set(results.ood["uniform"]) == {"msp", "entropy", "head_spread", "knn", "knn_heads", "knn_heads_spread"}
+    assert set(results.ood["uniform"]) <= set(OOD_SCORES)
+    # the k-NN classifier's accuracy, against sklearn's cosine majority vote on the same representations
+    from sklearn.neighbors import KNeighborsClassifier
+
+    knn = KNeighborsClassifier(5, metric="cosine").fit(train_rep.numpy(), data.train_labels.numpy())
+    expected = (knn.predict(rep.numpy()) == data.test_labels.numpy()).mean()
+    assert results.knn_accuracy == pytest.approx(expected)
+    (calibration,) = results.head_spread_calibration  # the direction, fixed on noise drawn for it
+    assert calibration.direction in (1, -1)
+    assert (calibration.validation_auroc >= 0.5) == (calibration.direction == 1)
+    assert 0 <= results.corruption_mean["3"].auroc_head_spread <= 1
+    assert set(results.semi_supervised) == {"1%", "10%"}
+    assert set(results.corruptions) == {"fog", "pixelate"} and set(results.corruptions["fog"]) == set("12345")
+    mean_s3 = (results.corruptions["fog"]["3"].ece + results.corruptions["pixelate"]["3"].ece) / 2
+    assert results.corruption_mean["3"].ece == pytest.approx(mean_s3)
+    assert 0 <= results.corruption_mean["3"].auroc_knn <= 1  # label-free: corrupted vs clean by k-NN
+    # the JSON form reads back to the same results
+    assert MethodResults.from_dict(json.loads(json.dumps(results.to_dict()))) == results
+
+
+def test_the_harness_runs_as_separate_steps_in_order(data):
+    torch.manual_seed(0)
+    evaluator = MethodEvaluator([tiny_model()], data, ProbeArguments(probe_epochs=2), fast(corruptions=[]))
+    with pytest.raises(RuntimeError, match=r"call extract_training_features\(\) first"):
+        evaluator.fit_probes()
+    features = evaluator.extract_training_features()
+    assert features[0].representations.shape[:2] == (60, 1)
+    with pytest.raises(RuntimeError, match=r"call fit_probes\(\) first"):
+        evaluator.evaluate()
+    evaluator.fit_probes()
+    with pytest.raises(RuntimeError, match=r"call fit_detectors\(\) first"):
+        evaluator.evaluate()
+    evaluator.fit_detectors()
+    stepwise, _ = evaluator.evaluate()
+    torch.manual_seed(0)
+    whole, _ = MethodEvaluator([tiny_model()], data, ProbeArguments(probe_epochs=2), fast(corruptions=[])).run()
+    assert stepwise == whole
+
+
+def test_results_written_before_the_scores_had_one_direction_still_load():
+    legacy = {"members": 1, "test": {"accuracy": 0.8, "nll": 0.5, "ece": 0.02, "tace": 0.01, "brier": 0.3},
+              "ood": {"mnist": {"msp": 0.7, "neg_knn": 0.9, "neg_head_spread": 0.6}},
+              "corruption_mean": {"1": {"accuracy": 0.7, "ece": 0.05, "tace": 0.02, "auroc": 0.6, "auroc_knn": 0.8}}}
+    results = MethodResults.from_dict(legacy)
+    assert results.ood["mnist"] == {"msp": 0.7, "knn": 0.9, "head_spread": 0.6}  # the same AUROCs
+    assert results.corruption_mean["1"].auroc_msp == 0.6 and results.knn_accuracy is None
+    with pytest.raises(ValueError, match=r"unknown keys \['tset'\]"):
+        MethodResults.from_dict({**legacy, "tset": {}})
 
 
 @pytest.mark.parametrize(
@@ -77,9 +118,9 @@ def test_results_follow_the_members_and_match_a_direct_computation(data):
 )
 def test_every_method_averages_its_members(data, make, kwargs, members):
     results, _ = MethodEvaluator(make(), data, ProbeArguments(probe_epochs=2), fast(), **kwargs).run()
-    assert results["members"] == members
-    assert 0 <= results["test"]["disagreement_over_error"] < 10
-    assert "neg_mutual_information" in results["ood"]["uniform"]
+    assert results.members == members
+    assert 0 <= results.test.disagreement_over_error < 10
+    assert "mutual_information" in results.ood["uniform"]
 
 
 def test_bad_evaluation_data_is_refused():
@@ -117,7 +158,7 @@ def test_compare_command_writes_table_json_plots_and_reuses_cached_runs_and_eval
     assert ensemble["cost"]["parameters"] == 2 * results["rows"][0]["cost"]["parameters"]
     assert insub["cost"]["parameters"] > results["rows"][0]["cost"]["parameters"]
     table = (out / "results.md").read_text()
-    assert "| Method | Members | Acc | ECE | TACE | NLL | Brier |" in table and "| InSub (M=2) | 1 |" in table
+    assert "| Method | Members | Acc | k-NN Acc | ECE | TACE | NLL | Brier |" in table and "| InSub (M=2) | 1 |" in table
     for plot in ("reliability", "metrics_vs_m", "sigma_over_training", "ood_scores", "corruptions"):
         assert (out / f"{plot}.png").read_bytes()[:4] == b"\x89PNG"
     # baseline, one more ensemble member, MC dropout, BatchEnsemble, InSub, its control (Finetune-InSub reuses InSub)
@@ -157,13 +198,12 @@ def test_label_free_scores_are_the_detectors_fitted_on_the_unlabelled_training_i
                            seed=CALIBRATION_SEED)
     detector = InSubOODDetector.fit(model, data.inputs(data.train_images), k=7, backend="torch",
                                     calibration_inputs=data.inputs(torch.cat(list(noise.values()))))
-    assert detector.spread_direction == results["head_spread_calibration"][0]["direction"]
+    assert detector.spread_direction == results.head_spread_calibration[0].direction
     test, ood = detector.score(model, data.inputs(data.test_images)), detector.score(model, data.inputs(data.ood_images["uniform"]))
-    for harness_key, key, sign in (("neg_knn", "knn", -1), ("neg_knn_heads", "knn_heads", -1),
-                                   ("neg_head_spread", "head_spread", -1)):
-        torch.testing.assert_close(arrays["scores"]["in"][harness_key], sign * test[key].double(), atol=1e-6, rtol=0)
-        auroc = metrics.ood_auroc(sign * test[key], sign * ood[key])
-        assert results["ood"]["uniform"][harness_key] == pytest.approx(auroc, abs=1e-9), harness_key
+    for key in ("knn", "knn_heads", "head_spread"):  # the detector's scores as they are: higher = more likely OOD
+        torch.testing.assert_close(arrays["scores"]["in"][key], test[key].double(), atol=1e-6, rtol=0)
+        auroc = metrics.ood_auroc(test[key], ood[key], higher_is_in=False)
+        assert results.ood["uniform"][key] == pytest.approx(auroc, abs=1e-9), key
 
 
 def test_sklearn_digits_are_an_ood_set_of_the_target_geometry():

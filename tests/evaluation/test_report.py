@@ -1,19 +1,24 @@
 import pytest
 
 from insub_hf.evaluation.report import paired_differences, paired_table, spread_against_chance, spread_table
+from insub_hf.evaluation.results import ComparisonRow, CorruptionMetrics, MethodResults, Metrics
 
 
 def _row(method, seed, accuracy, ece, nll, auroc):
     name = {"baseline": "Baseline", "insub": "InSub (M=5)"}[method]
-    ood = {"msp": auroc, "neg_knn": auroc - 0.1}
+    ood = {"msp": auroc, "knn": auroc - 0.1}
     if method == "insub":
-        ood["neg_head_spread"] = auroc - 0.2
-    return {"name": name, "method": method, "seed": seed,
-            "test": {"accuracy": accuracy, "ece": ece, "tace": ece, "nll": nll, "brier": nll / 4},
-            "ood": {"mnist": ood},
-            # two severities: the paired corruption numbers average them
-            "corruption_mean": {"1": {"accuracy": accuracy - 0.1, "ece": ece}, "5": {"accuracy": accuracy - 0.3,
-                                                                                       "ece": 2 * ece}}}
+        ood["head_spread"] = auroc - 0.2
+
+    def corrupted(accuracy, ece):
+        return CorruptionMetrics(accuracy, ece, ece, auroc_msp=0.5, auroc_knn=0.5)
+
+    results = MethodResults(
+        members=1, test=Metrics(accuracy, nll, ece, ece, nll / 4), ood={"mnist": ood},
+        # two severities: the paired corruption numbers average them
+        corruption_mean={"1": corrupted(accuracy - 0.1, ece), "5": corrupted(accuracy - 0.3, 2 * ece)},
+    )
+    return ComparisonRow(name, method, 5 if method == "insub" else None, seed, results)
 
 
 ROWS = [

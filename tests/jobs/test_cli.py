@@ -47,10 +47,10 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     results = json.loads((out / "results.json").read_text())
     baseline, insub = results["runs"]
     assert set(insub["ood"]) == {"mnist", "uniform", "gaussian"} and 0 <= insub["test"]["accuracy"] <= 1
-    knn = baseline["ood"]["mnist"]["neg_knn"]
+    knn = baseline["ood"]["mnist"]["knn"]
     assert 0 <= knn <= 1 and f"{100 * knn:5.1f}" in printed  # the label-free AUROC the table prints
-    spread = insub["ood"]["mnist"]["neg_head_spread"]
-    assert f"/ {100 * spread:5.1f}" in printed and "neg_head_spread" not in baseline["ood"]["mnist"]
+    spread = insub["ood"]["mnist"]["head_spread"]
+    assert f"/ {100 * spread:5.1f}" in printed and "head_spread" not in baseline["ood"]["mnist"]
     calibration = insub["head_spread_calibration"][0]  # the printed AUROC is the chosen reading's, never below chance
     chosen = calibration["validation_auroc"] if calibration["direction"] == 1 else 1 - calibration["validation_auroc"]
     assert chosen >= 0.5 and f"that reading has AUROC {100 * chosen:.1f}%" in printed

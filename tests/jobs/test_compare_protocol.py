@@ -6,6 +6,7 @@ import torch
 
 from insub_hf.data import IMAGE_DATASET_PRESETS
 from insub_hf.jobs.compare import ComparisonArguments
+from insub_hf.evaluation.results import ComparisonRow, MethodResults, Metrics, TrainingRecord
 from insub_hf.protocol.comparison import convergence_warnings
 from insub_hf.protocol.methods import method_config
 from insub_hf import InSubConfig
@@ -24,12 +25,12 @@ def test_training_record_measures_the_late_ssl_loss_drop_and_hinge_activity():
 
 
 def test_convergence_warnings_name_the_run_and_the_fix():
-    rows = [
-        {"name": "Baseline", "method": "baseline", "seed": 1, "test": {"accuracy": 0.80},
-         "training": {"ssl_loss_late_drop": 0.01}},
-        {"name": "InSub (M=5)", "method": "insub", "seed": 1, "test": {"accuracy": 0.70},
-         "training": {"ssl_loss_late_drop": 0.08}},
-    ]
+    def row(name, method, accuracy, drop):
+        results = MethodResults(members=1, test=Metrics(accuracy, 0.5, 0.02, 0.02, 0.3),
+                                training=TrainingRecord(ssl_loss_final=1.0, ssl_loss_late_drop=drop, hinge_active_mean=None))
+        return ComparisonRow(name, method, None, 1, results)
+
+    rows = [row("Baseline", "baseline", 0.80, 0.01), row("InSub (M=5)", "insub", 0.70, 0.08)]
     warnings = convergence_warnings(rows, 60000, "fashion_mnist")
     assert len(warnings) == 2
     assert warnings[0].startswith("Baseline (seed 1): linear probe 80.0% < 85%")
@@ -88,3 +89,29 @@ def test_run_cache_keys_are_those_of_runs_cached_before_objectives_had_their_own
     # another setting names another run
     other = InSubConfig(objective="dino", objective_config={"out_dim": 65}, num_heads=2)
     assert settings_key(other, seed=1) != settings_key(dino, seed=1)
+
+
+def test_the_protocol_trains_any_image_objective_and_keeps_the_cosine_control_to_simclr():
+    args = ComparisonArguments(objective="vicreg", methods=["baseline", "insub"])
+    baseline, insub = method_config(args, "baseline", None), method_config(args, "insub", 5)
+    assert baseline.objective == insub.objective == "vicreg"
+    assert "temperature" not in insub.objective_config  # VICReg's own settings: its config's defaults
+    assert (insub.num_heads, insub.diversity_alpha, insub.diversity_weight) == (5, args.diversity_alpha, args.diversity_weight)
+    with pytest.raises(ValueError, match=r"includes \['insub_cosine'\], SimCLR's cosine control; with objective='byol'"):
+        ComparisonArguments(objective="byol")  # the default methods include the control
+    with pytest.raises(ValueError, match="objective must be 'simclr' for it, got 'byol'"):
+        method_config(ComparisonArguments(objective="byol", methods=["insub"]), "insub_cosine", 5)
+    with pytest.raises(ValueError, match="ComparisonArguments.objective must be one of"):
+        ComparisonArguments(objective="scd", methods=["insub"])  # text: `insub-hf text`
+
+
+def test_every_method_is_declared_once_with_its_table_name():
+    from insub_hf.protocol.methods import METHODS, method_members
+
+    assert [METHODS[m].row_name(5, 3) for m in ("baseline", "ssl_ensemble", "mc_dropout", "insub")] == [
+        "Baseline", "SSL-Ensemble (M=5)", "MC Dropout (T=3)", "InSub (M=5)"]
+    args = ComparisonArguments()
+    members = method_members(args, "ssl_ensemble", 3, seed=2)
+    assert [seed for _, seed in members] == [2, 1002, 2002]  # member 0 is the baseline of the same seed
+    assert all(c.to_dict() == method_config(args, "baseline", None).to_dict() for c, _ in members)
+    assert [seed for _, seed in method_members(args, "insub", 3, seed=2)] == [2]

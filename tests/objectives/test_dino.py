@@ -236,8 +236,8 @@ def test_harness_evaluates_a_dino_checkpoint_unchanged(tmp_path):
     )
     harness = HarnessArguments(corruption_images=4, corruptions=["fog"], label_fractions=[0.5])
     results, _ = MethodEvaluator([loaded], data, ProbeArguments(probe_epochs=2), harness).run()
-    assert results["members"] == 1 and 0 <= results["test"]["accuracy"] <= 1
-    assert math.isfinite(results["test"]["nll"]) and "neg_head_spread" in results["ood"]["uniform"]
+    assert results.members == 1 and 0 <= results.test.accuracy <= 1
+    assert math.isfinite(results.test.nll) and "head_spread" in results.ood["uniform"]
 
 
 def test_starting_from_a_saved_dino_vit_copies_it_into_student_and_teacher(tmp_path):

@@ -1,0 +1,164 @@
+"""The harness's results as types: what one method measured (`MethodResults`) and its parts. `to_dict` gives the
+JSON form results.json and the evaluation cache hold; `from_dict` reads it back.
+
+OOD scores have one name and one direction everywhere: higher = more likely OOD (`OOD_SCORES`). Their AUROCs
+(`MethodResults.ood`) are those of telling the test images from an OOD set by that score."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+# name -> what the score is (each: higher = more likely OOD). The probe's scores need labels, the others do not.
+OOD_SCORES = {
+    "msp": "the negative max softmax probability of the probe",
+    "entropy": "the predictive entropy of the probe",
+    "mutual_information": "the mutual information between the prediction and the members (K > 1)",
+    "knn": "the k-th nearest-neighbour distance to the training representations (label-free)",
+    "knn_heads": "the k-th neighbour distance in each head's space, averaged over heads (label-free; M > 1)",
+    "knn_heads_spread": "the spread of the per-head k-th neighbour distances (label-free; M > 1)",
+    "head_spread": "the heads' spread, read in the direction fixed per model on validation noise (label-free; M > 1)",
+}
+
+
+@dataclass
+class Metrics:
+    """Accuracy and calibration of the averaged member probabilities (all in [0, 1] but NLL)."""
+
+    accuracy: float
+    nll: float
+    ece: float
+    tace: float
+    brier: float
+    disagreement_over_error: float | None = None  # with K > 1 members
+
+
+@dataclass
+class CorruptionMetrics:
+    """One corruption at one severity (or their mean): accuracy and calibration on the corrupted test images, and the
+    AUROC of telling them from their clean versions by the probe's max probability, the label-free k-NN distance and
+    (M > 1) the head spread."""
+
+    accuracy: float
+    ece: float
+    tace: float
+    auroc_msp: float
+    auroc_knn: float
+    auroc_head_spread: float | None = None
+
+
+@dataclass
+class HeadSpreadCalibration:
+    """How one model's head spread is read: `direction` +1 (high = OOD) or -1, fixed on training images against
+    validation noise, where that reading has AUROC `validation_auroc` (of the +1 reading)."""
+
+    direction: int
+    validation_auroc: float | None
+
+
+@dataclass
+class TrainingRecord:
+    """What the pretraining log says of a run: the final ssl loss, how much it still fell over the last fifth of the
+    steps, and the mean share of head spreads below alpha (None without heads)."""
+
+    ssl_loss_final: float | None
+    ssl_loss_late_drop: float | None
+    hinge_active_mean: float | None
+
+
+@dataclass
+class Cost:
+    """What a method cost (summed over the models an ensemble pretrains)."""
+
+    parameters: int
+    seconds_per_step: float
+    peak_memory_mb: float
+    pretrained_models: int
+    pretraining_seconds: float
+    evaluation_seconds: float | None = None
+
+
+@dataclass
+class MethodResults:
+    """Everything the harness measured for one method.
+
+    Attributes:
+        members: K, the probability vectors averaged per prediction (models x probes x dropout passes).
+        test: metrics on the clean test set.
+        knn_accuracy: the k-NN classifier's test accuracy on the (first model's) frozen representation.
+        ood: OOD set -> score name (`OOD_SCORES`) -> AUROC.
+        semi_supervised: label fraction ("1%") -> test metrics of probes fit on that share of the labels.
+        corruptions: corruption -> severity ("1".."5") -> metrics; corruption_mean: severity -> mean over types.
+        head_spread_calibration: per model with heads, how its spread is read.
+        training, cost: the pretraining record and cost (set by the protocol, None from the harness alone).
+    """
+
+    members: int
+    test: Metrics
+    knn_accuracy: float | None = None
+    ood: dict[str, dict[str, float]] = field(default_factory=dict)
+    semi_supervised: dict[str, Metrics] = field(default_factory=dict)
+    corruptions: dict[str, dict[str, CorruptionMetrics]] = field(default_factory=dict)
+    corruption_mean: dict[str, CorruptionMetrics] = field(default_factory=dict)
+    head_spread_calibration: list[HeadSpreadCalibration] = field(default_factory=list)
+    training: TrainingRecord | None = None
+    cost: Cost | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> MethodResults:
+        """The inverse of `to_dict` (unknown keys are refused, naming them). Results written before the scores had
+        one direction (2026-11-23: `neg_knn` etc., higher = in-distribution, the same AUROCs) are read under the
+        names of `OOD_SCORES`."""
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"MethodResults.from_dict: unknown keys {sorted(unknown)}.")
+        d = _from_legacy(data)
+        d["test"] = Metrics(**d["test"])
+        d["semi_supervised"] = {k: Metrics(**v) for k, v in d.get("semi_supervised", {}).items()}
+        d["corruptions"] = {name: {s: CorruptionMetrics(**m) for s, m in per.items()}
+                            for name, per in d.get("corruptions", {}).items()}
+        d["corruption_mean"] = {s: CorruptionMetrics(**m) for s, m in d.get("corruption_mean", {}).items()}
+        d["head_spread_calibration"] = [HeadSpreadCalibration(**c) for c in d.get("head_spread_calibration", [])]
+        if d.get("training") is not None:
+            d["training"] = TrainingRecord(**d["training"])
+        if d.get("cost") is not None:
+            d["cost"] = Cost(**d["cost"])
+        return cls(**d)
+
+
+def _from_legacy(data: dict) -> dict:
+    """A copy of `data` with the score names of before 2026-11-23 renamed (their AUROCs are unchanged: negating a
+    score and swapping the positive class leave the AUROC as it is)."""
+    d = dict(data)
+    d["ood"] = {s: {k.removeprefix("neg_"): v for k, v in scores.items()} for s, scores in d.get("ood", {}).items()}
+
+    def corruption(m: dict) -> dict:
+        return {("auroc_msp" if k == "auroc" else k): v for k, v in m.items()}
+
+    d["corruptions"] = {n: {s: corruption(m) for s, m in per.items()} for n, per in d.get("corruptions", {}).items()}
+    d["corruption_mean"] = {s: corruption(m) for s, m in d.get("corruption_mean", {}).items()}
+    return d
+
+
+@dataclass
+class ComparisonRow:
+    """One line of a comparison: a method at one M and seed, and what it measured. `to_dict` is the row of
+    results.json (the identity, then the results' fields)."""
+
+    name: str
+    method: str
+    num_heads: int | None
+    seed: int
+    results: MethodResults
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "method": self.method, "num_heads": self.num_heads, "seed": self.seed,
+                **self.results.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ComparisonRow:
+        identity = ("name", "method", "num_heads", "seed")
+        return cls(*(data[k] for k in identity),
+                   MethodResults.from_dict({k: v for k, v in data.items() if k not in identity}))
