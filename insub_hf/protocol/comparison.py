@@ -119,7 +119,9 @@ class RunCache:
         a = self.args
         spec = {
             "seed": seed, "dataset": a.dataset, "data": self.data.description,
-            "train_per_class": a.train_per_class, "epochs": a.pretrain_epochs, "batch": a.pretrain_batch_size,
+            # 3 and 3.0 (the default and `--pretrain_epochs 3`) are one run
+            "train_per_class": a.train_per_class, "batch": a.pretrain_batch_size,
+            "epochs": int(a.pretrain_epochs) if float(a.pretrain_epochs).is_integer() else a.pretrain_epochs,
             "lr": a.pretrain_learning_rate, "batch_views": a.batch_views,
             "min_crop_scale": a.min_crop_scale,
         }

@@ -115,3 +115,11 @@ def test_every_method_is_declared_once_with_its_table_name():
     assert [seed for _, seed in members] == [2, 1002, 2002]  # member 0 is the baseline of the same seed
     assert all(c.to_dict() == method_config(args, "baseline", None).to_dict() for c, _ in members)
     assert [seed for _, seed in method_members(args, "insub", 3, seed=2)] == [2]
+
+
+def test_an_integral_epoch_count_names_one_run_whether_given_as_int_or_float():
+    from insub_hf.protocol.comparison import ProtocolData, RunCache
+
+    data = ProtocolData(train=None, views=None, evaluation=None, description="x")
+    keys = [RunCache(None, ComparisonArguments(pretrain_epochs=e), data).key(InSubConfig(), 0) for e in (3, 3.0, 2.5)]
+    assert keys[0] == keys[1] != keys[2]
