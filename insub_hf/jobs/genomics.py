@@ -116,8 +116,8 @@ def run_genomics(args: GenomicsArguments) -> dict:
         finetuned = finetune(encoder, train, test, num_classes, args, out / name / "finetune")
         results[name] = {
             "pretraining": {"final_ssl_loss": [r["ssl_loss"] for r in run.log_history if "ssl_loss" in r][-1]},
-            "linear_probe": summarize(probe_probs, test[1]),
-            "finetune": summarize(finetuned.unsqueeze(1), test[1]),
+            "linear_probe": asdict(summarize(probe_probs, test[1])),
+            "finetune": asdict(summarize(finetuned.unsqueeze(1), test[1])),
         }
     lines = ["\nmodel          protocol        accuracy     ECE     TACE      NLL"]
     for name, r in results.items():

@@ -157,3 +157,26 @@ def test_every_example_script_prints_its_help(script, capsys, monkeypatch):
         runpy.run_path(str(path), run_name="__main__")
     assert done.value.code == 0
     assert "--output_dir" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_genomics_end_to_end_on_a_tiny_budget(tmp_path, capsys):
+    rng = __import__("random").Random(0)
+    fasta = tmp_path / "upstream.fasta"
+    fasta.write_text("".join(f">s{i}\n{''.join(rng.choice('ACGT') for _ in range(120))}\n" for i in range(32)))
+    labelled = tmp_path / "labelled.csv"
+    labelled.write_text("sequence,label\n" + "".join(
+        f"{''.join(rng.choice('ACGT') for _ in range(60))},{i % 2}\n" for i in range(40)))
+    out = tmp_path / "genomics"
+    assert main([
+        "genomics", "--output_dir", str(out), "--pretrain_fasta", str(fasta), "--labelled", str(labelled),
+        "--crop_length", "60", "--epochs", "1", "--batch_size", "16", "--num_heads", "2", "--conv_filters", "8",
+        "--lstm_hidden_size", "8", "--head_output_size", "8", "--finetune_epochs", "1",
+    ]) == 0
+    results = json.loads((out / "results.json").read_text())["results"]
+    printed = capsys.readouterr().out
+    for name in ("baseline", "insub_m2"):
+        for protocol in ("linear_probe", "finetune"):
+            numbers = results[name][protocol]
+            assert 0 <= numbers["accuracy"] <= 1 and numbers["nll"] > 0
+            assert f"{100 * numbers['accuracy']:8.2f}" in printed

@@ -129,7 +129,7 @@ def test_classification_on_a_real_splice_subset_beats_chance(tmp_path):
     probs = member_probabilities(probes, extract_features(model, {"dna_one_hot": test[0]}).representations)
     result = summarize(probs, test[1])
     majority = max(torch.bincount(test[1]).tolist()) / len(test[1])
-    assert result["accuracy"] > majority and all(math.isfinite(result[k]) for k in ("ece", "tace", "nll"))
+    assert result.accuracy > majority and all(math.isfinite(getattr(result, k)) for k in ("ece", "tace", "nll"))
 
     config = InSubConfig.from_dict({**model.config.to_dict(), "num_labels": 3})
     classifier = InSubForSequenceClassification(config)
