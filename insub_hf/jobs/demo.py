@@ -23,7 +23,8 @@ from ..objectives import OBJECTIVES
 from ..validation import checked
 from ..protocol.arguments import OVERWRITE_HELP, ImageRecipeArguments
 from ..protocol.callbacks import KNNReportCallback
-from ..protocol.experiment import Experiment, PretrainingSettings, Variant
+from ..protocol.comparison import pretraining_settings
+from ..protocol.experiment import Experiment, Variant
 
 FASHION_MNIST = IMAGE_DATASET_PRESETS["fashion_mnist"]
 
@@ -114,11 +115,8 @@ def run_demo(args: DemoArguments) -> dict:
             output_dir=f"{args.output_dir}/genomics", seed=args.seed, overwrite_output_dir=args.overwrite_output_dir
         ))
     experiment = Experiment(  # refuses an output_dir holding a finished run before any work
-        args.output_dir, PretrainingSettings(
-            args.pretrain_epochs, args.pretrain_batch_size, args.pretrain_learning_rate, args.logging_steps,
-            resume=args.resume, **args.speed_settings()
-        ),
-        asdict(args), overwrite=args.overwrite_output_dir,
+        args.output_dir, pretraining_settings(args, resume=args.resume), asdict(args),
+        overwrite=args.overwrite_output_dir,
     )
     source = resolve_fashion_mnist_source(args.data_source)
     data = load_fashion_mnist(source, args.train_per_class, args.test_per_class, seed=args.seed)

@@ -25,7 +25,7 @@ from ..evaluation.probes import ProbeArguments
 from ..evaluation.results import ComparisonRow, Cost, MethodResults, TrainingRecord
 from ..modeling_insub import InSubForPreTraining
 from ..trainer import fast_path_arguments
-from .arguments import ProtocolArguments
+from .arguments import ImageRecipeArguments, ProtocolArguments
 from .evaluation_cache import EvaluationCache
 from .experiment import Experiment, PretrainingSettings, Variant, settings_key, training_record
 from .methods import METHODS, method_members
@@ -36,8 +36,8 @@ FASHION_MNIST_PLATEAU = 0.85
 STILL_IMPROVING = 0.03
 
 
-def pretraining_settings(args: ProtocolArguments, **overrides) -> PretrainingSettings:
-    """How every model of the protocol is pretrained (`overrides`: e.g. `max_steps`)."""
+def pretraining_settings(args: ImageRecipeArguments, **overrides) -> PretrainingSettings:
+    """How an image job pretrains every model with the recipe `args` (`overrides`: e.g. `max_steps`, `resume`)."""
     return PretrainingSettings(**{
         "epochs": args.pretrain_epochs, "batch_size": args.pretrain_batch_size,
         "learning_rate": args.pretrain_learning_rate, "logging_steps": args.logging_steps,
@@ -119,8 +119,8 @@ class RunCache:
         a = self.args
         spec = {
             "seed": seed, "dataset": a.dataset, "data": self.data.description,
-            # 3 and 3.0 (the default and `--pretrain_epochs 3`) are one run
             "train_per_class": a.train_per_class, "batch": a.pretrain_batch_size,
+            # 3 and 3.0 (the default and `--pretrain_epochs 3`) are one run
             "epochs": int(a.pretrain_epochs) if float(a.pretrain_epochs).is_integer() else a.pretrain_epochs,
             "lr": a.pretrain_learning_rate, "batch_views": a.batch_views,
             "min_crop_scale": a.min_crop_scale,
