@@ -82,7 +82,9 @@ def main() -> None:
     model = InSubForPreTraining(build_config(model_args, preset.image_size, preset.num_channels))
     if model_args.encoder_name_or_path:
         load_encoder_weights(model, model_args.encoder_name_or_path)  # student and teacher
-    trainer = InSubTrainer(model=model, args=training_args, train_dataset=train)
+    trainer = InSubTrainer(  # the image processor is saved with every checkpoint (AutoImageProcessor, pipeline())
+        model=model, args=training_args, train_dataset=train, processing_class=preset.image_processor()
+    )
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     save_final_model(
         trainer, push, f"{data_args.dataset} ({data_args.split} split, {len(train)} images), DINO multi-crop."

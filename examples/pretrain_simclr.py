@@ -61,7 +61,10 @@ def main() -> None:
         num_heads=model_args.num_heads, diversity_alpha=model_args.diversity_alpha,
         diversity_weight=model_args.diversity_weight,
     )
-    trainer = InSubTrainer(model=InSubForPreTraining(config), args=training_args, train_dataset=train, batch_views=views)
+    trainer = InSubTrainer(  # the image processor is saved with every checkpoint (AutoImageProcessor, pipeline())
+        model=InSubForPreTraining(config), args=training_args, train_dataset=train, batch_views=views,
+        processing_class=preset.image_processor(),
+    )
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     save_final_model(
         trainer, push, f"{data_args.dataset} ({data_args.split} split, {len(train)} images), SimCLR augmentations."

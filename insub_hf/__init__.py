@@ -5,10 +5,19 @@ public name is imported when first used (PEP 562), so `import insub_hf` does not
 the evaluation harness or the Hub tools.
 """
 
-from transformers import AutoConfig, AutoModel, AutoModelForPreTraining, AutoModelForSequenceClassification
+from transformers import (
+    AutoConfig,
+    AutoImageProcessor,
+    AutoModel,
+    AutoModelForImageClassification,
+    AutoModelForPreTraining,
+    AutoModelForSequenceClassification,
+)
 
 from .configuration_insub import NAMED_ENCODERS, InSubConfig, named_encoder
+from .image_processing_insub import InSubImageProcessor
 from .lazy_exports import lazy_exports
+from .modeling_classification import InSubForImageClassification
 from .modeling_insub import InSubForPreTraining, InSubForSequenceClassification, InSubModel
 from .version import __version__
 
@@ -17,8 +26,11 @@ AutoConfig.register(InSubConfig.model_type, InSubConfig, exist_ok=True)
 AutoModel.register(InSubConfig, InSubModel, exist_ok=True)
 AutoModelForPreTraining.register(InSubConfig, InSubForPreTraining, exist_ok=True)
 AutoModelForSequenceClassification.register(InSubConfig, InSubForSequenceClassification, exist_ok=True)
+AutoModelForImageClassification.register(InSubConfig, InSubForImageClassification, exist_ok=True)
+AutoImageProcessor.register(InSubConfig, image_processor_classes={"torchvision": InSubImageProcessor}, exist_ok=True)
 
 _EXPORTS = {
+    ".modeling_classification": ("InSubImageClassifierOutput",),
     ".modeling_insub": ("InSubForPreTrainingOutput", "InSubModelOutput", "InSubPreTrainedModel"),
     ".encoders": (
         "CifarResNetConfig", "CifarResNetModel", "Encoder", "GenomicEncoderConfig", "GenomicEncoderModel", "build_encoder", "encoder_config_from_pretrained",
@@ -41,7 +53,7 @@ _EXPORTS = {
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = sorted([
-    "InSubConfig", "InSubForPreTraining", "InSubForSequenceClassification", "InSubModel", "NAMED_ENCODERS",
+    "InSubConfig", "InSubForImageClassification", "InSubForPreTraining", "InSubImageProcessor", "InSubForSequenceClassification", "InSubModel", "NAMED_ENCODERS",
     "__version__", "named_encoder",
     *(name for names in _EXPORTS.values() for name in names),
 ])

@@ -60,14 +60,18 @@ def clean_interrupted_saves(path: str | os.PathLike) -> list[Path]:
     return removed
 
 
-def save_pretrained_atomic(model, path: str | os.PathLike, **save_kwargs) -> Path:
-    """`model.save_pretrained(path)` written to a sibling temporary folder first, then swapped in.
+def save_pretrained_atomic(model, path: str | os.PathLike, processor=None, **save_kwargs) -> Path:
+    """`model.save_pretrained(path)` (and `processor.save_pretrained(path)`: an image processor or tokenizer, so that
+    the folder loads with `AutoImageProcessor` / `AutoTokenizer` and `pipeline()`) written to a sibling temporary
+    folder first, then swapped in.
 
     If saving fails (disk full, interrupt, an exception in the model), `path` keeps whatever checkpoint it held
     and the temporary folder is removed. Returns the final path.
     """
     with atomic_folder(path) as tmp:
         model.save_pretrained(tmp, **save_kwargs)
+        if processor is not None:
+            processor.save_pretrained(tmp)
         if not any(tmp.glob("*.safetensors")):
             raise RuntimeError(f"save_pretrained wrote no safetensors file into {tmp}.")
     return Path(path)

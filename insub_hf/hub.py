@@ -31,6 +31,7 @@ CITATION = """@inproceedings{vahidi2024insub,
 AUTO_CLASSES = {
     "InSubModel": "AutoModel", "InSubForPreTraining": "AutoModel",
     "InSubForSequenceClassification": "AutoModelForSequenceClassification",
+    "InSubForImageClassification": "AutoModelForImageClassification",
 }
 PERCENT_METRICS = ("accuracy", "ece", "tace", "auroc")
 # (encoder input, is a classifier) -> the Hub's pipeline tag
@@ -335,7 +336,7 @@ def save_final_model(trainer, push: tuple[str, str] | None, training_data: str) 
 
     if not trainer.is_world_process_zero():
         return
-    save_pretrained_atomic(trainer.model, Path(trainer.args.output_dir) / "model")
+    save_pretrained_atomic(trainer.model, Path(trainer.args.output_dir) / "model", processor=trainer.processing_class)
     if push is not None:
         repo_id, token = push
         trainer.model.push_to_hub(

@@ -23,8 +23,9 @@ AUTO_MAP = {
     "AutoModel": "modeling_insub.InSubModel",
     "AutoModelForPreTraining": "modeling_insub.InSubForPreTraining",
     "AutoModelForSequenceClassification": "modeling_insub.InSubForSequenceClassification",
+    "AutoModelForImageClassification": "modeling_classification.InSubForImageClassification",
 }
-ROOT_MODULES = ("configuration_insub", "modeling_insub")
+ROOT_MODULES = ("configuration_insub", "modeling_insub", "modeling_classification")
 
 
 def _source_file(module: str) -> Path:

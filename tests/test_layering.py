@@ -20,10 +20,11 @@ from insub_hf.remote_code import relative_imports
 PACKAGE = Path(__file__).resolve().parents[1] / "insub_hf"
 
 LAYERS = [  # (rank, module prefixes)
-    (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "heads", "losses", "encoders", "data"]),
+    (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "heads", "losses", "encoders", "data",
+         "image_processing_insub"]),
     (1, ["objectives"]),
     (2, ["configuration_insub", "hub", "remote_code", "model_files"]),
-    (3, ["modeling_insub", "sentence_embeddings"]),
+    (3, ["modeling_insub", "modeling_classification", "sentence_embeddings"]),
     (4, ["evaluation"]),
     (5, ["trainer"]),
     (6, ["protocol"]),

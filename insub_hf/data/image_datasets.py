@@ -14,6 +14,7 @@ from datasets import ClassLabel, Dataset, DatasetDict, Features, Image, load_dat
 from PIL import Image as PILImage
 from torch.utils.data import DataLoader
 
+from ..image_processing_insub import InSubImageProcessor
 from ..validation import CheckedArguments, check_choice, checked
 from .columns import check_dataset
 from .image_views import (
@@ -59,6 +60,11 @@ class ImageDatasetPreset:
     def normalization(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """Per-channel (mean, std)."""
         return IMAGE_STATS[self.stats]
+
+    def image_processor(self):
+        """The `InSubImageProcessor` of models trained on this data set (saved with their checkpoints): the test
+        transform's resize, crop and normalisation, for `AutoImageProcessor` and the pipelines."""
+        return InSubImageProcessor.for_images(self.image_size, self.num_channels, *self.normalization())
 
     def to_tensors(self, dataset: Dataset, batch_size: int = 1000) -> tuple[torch.Tensor, torch.Tensor | None]:
         """All images of `dataset` as `(N, C, H, W)` floats in [0, 1] (resized, not normalised) and the labels

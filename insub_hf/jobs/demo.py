@@ -135,7 +135,7 @@ def run_demo(args: DemoArguments) -> dict:
             path=experiment.output_dir / name / "epoch_report.jsonl",
         )
         variant = Variant(name, demo_config(args, m, weight), args.seed, [report])
-        result = experiment.pretrain(variant, train, batch_views=views)
+        result = experiment.pretrain(variant, train, batch_views=views, processor=FASHION_MNIST.image_processor())
         measured, arrays[name] = MethodEvaluator([result.model], evaluation, ProbeArguments(), harness).run()
         runs.append({"name": name, "num_heads": m, "diversity_weight": weight, "history": report.history,
                      "test": asdict(measured.test), "knn_accuracy": measured.knn_accuracy, "ood": measured.ood,

@@ -63,6 +63,7 @@ class ObjectiveSetup:
     variants: dict[str, InSubConfig]
     alpha: float
     source: str
+    processor: object = None
 
 
 def with_weight(config: InSubConfig, weight: float) -> InSubConfig:
@@ -88,7 +89,9 @@ def image_setup(args: MechanismArguments, objective: str) -> ObjectiveSetup:
     variants = hinge_variants(raw, "raw mean, " if objective == "simclr" else "")
     if objective == "simclr":
         variants.update(hinge_variants(method_config(protocol, "insub_cosine", args.num_heads), "cosine, "))
-    return ObjectiveSetup(data.train, data.views, settings, variants, raw.diversity_alpha, data.description)
+    return ObjectiveSetup(
+        data.train, data.views, settings, variants, raw.diversity_alpha, data.description, data.processor
+    )
 
 
 def text_setup(args: MechanismArguments) -> ObjectiveSetup:
@@ -188,7 +191,7 @@ def run_mechanism(args: MechanismArguments) -> dict:
             key = settings_key(config, settings=asdict(setup.settings), seed=args.seed, data=setup.source)
             result = experiment.pretrain(
                 Variant(f"runs/{objective}-{key}", config, args.seed), setup.train, cached=True,
-                batch_views=setup.batch_views,
+                batch_views=setup.batch_views, processor=setup.processor,
             )
             record = training_record(result.log_history, result.cost)
             curves[objective][name] = record["sigma_over_training"]

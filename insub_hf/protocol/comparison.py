@@ -60,6 +60,7 @@ class ProtocolData:
     views: BatchTwoViews | None
     evaluation: ImageEvaluationData
     description: str
+    processor: object = None
 
 
 def _per_class(value: int) -> int | None:
@@ -103,9 +104,11 @@ def load_protocol_data(args: ProtocolArguments) -> ProtocolData:
     description = f"{description}: {len(train_images)} train / {len(test_images)} test images"
     if args.batch_views:
         views = args.make_batch_views(preset)
-        return ProtocolData(image_tensor_dataset(train_images), views, evaluation, description)
+        return ProtocolData(
+            image_tensor_dataset(train_images), views, evaluation, description, preset.image_processor()
+        )
     train = data["train"].with_transform(ImageViews(preset.augmentation(), preset.image_column))
-    return ProtocolData(train, None, evaluation, description)
+    return ProtocolData(train, None, evaluation, description, preset.image_processor())
 
 
 class RunCache:
@@ -140,7 +143,9 @@ class RunCache:
         the head spread and the share of spreads below alpha over training, and how much the ssl loss still fell in
         the last fifth of the steps."""
         variant = Variant(f"cache/{self.key(config, seed)}", config, seed)
-        result = self.experiment.pretrain(variant, self.data.train, cached=True, batch_views=self.data.views)
+        result = self.experiment.pretrain(
+            variant, self.data.train, cached=True, batch_views=self.data.views, processor=self.data.processor
+        )
         return result.model, training_record(result.log_history, result.cost)
 
 

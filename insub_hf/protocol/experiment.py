@@ -81,15 +81,20 @@ class Experiment:
         write_json(self.output_dir / RUN_ARGUMENTS, recorded)
 
     def pretrain(
-        self, variant: Variant, train_dataset, cached: bool = False, batch_views: torch.nn.Module | None = None
+        self, variant: Variant, train_dataset, cached: bool = False, batch_views: torch.nn.Module | None = None,
+        processor=None,
     ) -> PretrainingResult:
-        """Pretrains `variant` on two-view rows (or on plain images with `batch_views`, see `pretrain`); with
-        `cached`, a finished run of the same name is loaded instead (its model and `record.json`: cost and log)."""
+        """Pretrains `variant` on two-view rows (or on plain images with `batch_views`, see `pretrain`), saving
+        `processor` (the data's image processor or tokenizer) with its checkpoints and model; with `cached`, a
+        finished run of the same name is loaded instead (its model and `record.json`: cost and log; a model folder
+        cached before processors were saved gains the processor)."""
         run_dir = self.output_dir / variant.name
         record_path = run_dir / "record.json"
         if cached and record_path.exists() and (run_dir / "model" / "config.json").exists():
             record = json.loads(record_path.read_text())
             model = InSubForPreTraining.from_pretrained(run_dir / "model")
+            if processor is not None and not (run_dir / "model" / "preprocessor_config.json").exists():
+                processor.save_pretrained(run_dir / "model")
             model = model.to("cuda" if torch.cuda.is_available() else "cpu")
             return PretrainingResult(model, record.get("log_history", []), record["cost"])
         s = self.settings
@@ -97,7 +102,7 @@ class Experiment:
             variant.config, train_dataset, run_dir, s.epochs, s.batch_size, s.learning_rate, seed=variant.seed,
             logging_steps=s.logging_steps, callbacks=variant.callbacks, resume=s.resume or cached,
             init_encoder_from=s.init_encoder_from, batch_views=batch_views, bf16=s.bf16, torch_compile=s.torch_compile,
-            dataloader_num_workers=s.dataloader_num_workers, max_steps=s.max_steps,
+            dataloader_num_workers=s.dataloader_num_workers, max_steps=s.max_steps, processor=processor,
         )
         if cached:
             write_json(record_path, {"cost": result.cost, "log_history": result.log_history})

@@ -50,6 +50,7 @@ def pretrain(
     torch_compile: bool = False,
     dataloader_num_workers: int | None = None,
     max_steps: int | None = None,
+    processor=None,
 ) -> PretrainingResult:
     """Pretrains a fresh `InSubForPreTraining(config)` on two-view batches and saves it atomically.
 
@@ -67,6 +68,8 @@ def pretrain(
         bf16, torch_compile, dataloader_num_workers: how fast to train; None takes the fast path where a GPU is
             present (see `InSubTrainingArguments`).
         max_steps: stop after this many optimiser steps instead (the data is cycled; `epochs` is then ignored).
+        processor: the image processor (or tokenizer) saved with every checkpoint and the model (the Trainer's
+            `processing_class`), so that they load with `AutoImageProcessor` and `pipeline()`.
     """
     set_seed(seed)
     model = InSubForPreTraining(config)
@@ -83,14 +86,15 @@ def pretrain(
         dataloader_pin_memory=torch.cuda.is_available(),
     )
     trainer = InSubTrainer(
-        model=model, args=args, train_dataset=train_dataset, callbacks=callbacks, batch_views=batch_views
+        model=model, args=args, train_dataset=train_dataset, callbacks=callbacks, batch_views=batch_views,
+        processing_class=processor,
     )
     for printer in (ProgressCallback, PrinterCallback):
         trainer.remove_callback(printer)
     trainer.add_callback(LogFileProgressCallback(run_dir / "train_log.jsonl"))
     checkpoint = last_complete_checkpoint(run_dir) if resume else None
     output = trainer.train(resume_from_checkpoint=checkpoint)
-    save_pretrained_atomic(model, run_dir / "model")
+    save_pretrained_atomic(model, run_dir / "model", processor=processor)
     batch = {k: v.to(model.device) for k, v in next(iter(trainer.get_train_dataloader())).items()}
     if batch_views is not None:
         batch = trainer.make_views(batch)
