@@ -134,6 +134,17 @@ class InSubPreTrainedModel(PreTrainedModel):
         if isinstance(module, OWN_MODULES):
             module.reset_parameters()
 
+    def _initialize_weights(self, module: nn.Module, is_custom_code: bool = False) -> None:
+        # For code outside transformers, `from_pretrained` skips a module whose *direct* parameters all loaded; the
+        # heads keep theirs in child ParameterLists, so it would leave fresh heads (a classifier's) uninitialised.
+        # Decide on all their parameters instead.
+        if isinstance(module, OWN_MODULES) and not getattr(module, "_is_hf_initialized", False):
+            if not all(getattr(p, "_is_hf_initialized", False) for p in module.parameters()):
+                self._init_weights(module)
+            module._is_hf_initialized = True
+            return
+        super()._initialize_weights(module, is_custom_code)
+
     # `{regex: replacement}` from checkpoint key names of earlier releases to today's (applied in turn on load)
     _legacy_keys: dict[str, str] = {}
 

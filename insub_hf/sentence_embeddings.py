@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from transformers import AutoTokenizer
 
-from .checkpointing import save_pretrained_atomic
+from .checkpointing import atomic_folder, save_pretrained_atomic
 from .data.text_views import SentenceTokenizer
 from .modeling_insub import InSubModel
 from .validation import check_range
+
+
+def default_max_length(tokenizer, model: InSubModel) -> int:
+    """The base model's length: the tokenizer's `model_max_length`, capped by the encoder's position embeddings."""
+    return min(tokenizer.model_max_length, position_embeddings(model) or tokenizer.model_max_length)
+
+
+def position_embeddings(model: InSubModel) -> int | None:
+    encoder = model.config.encoder_config
+    return (encoder.get if isinstance(encoder, dict) else lambda k: getattr(encoder, k, None))("max_position_embeddings")
 
 
 @dataclass
@@ -36,22 +49,22 @@ class InSubSentenceEncoder:
     Args:
         model: the InSub model (its encoder reads `input_ids`).
         tokenizer: the matching tokenizer (checked against the encoder's vocabulary).
-        max_length: tokens per sentence; longer ones are truncated (with one warning).
+        max_length: tokens per sentence; longer ones are truncated (with one warning). Default: the base model's
+            (the tokenizer's `model_max_length`, capped by the encoder's position embeddings).
 
     Example:
         >>> encoder = InSubSentenceEncoder.from_pretrained("runs/text/insub_m3/model")
         >>> out = encoder.encode(["A sentence.", "Another one."])  # out.embeddings (2, d), out.uncertainty (2,)
     """
 
-    def __init__(self, model: InSubModel, tokenizer, max_length: int = 32):
+    def __init__(self, model: InSubModel, tokenizer, max_length: int | None = None):
         if model.encoder.main_input_name != "input_ids":
             raise ValueError(
                 f"InSubSentenceEncoder needs a text encoder (input_ids); this model reads {model.encoder.main_input_name}."
             )
-        encoder = model.config.encoder_config
-        positions = (encoder.get if isinstance(encoder, dict) else lambda k: getattr(encoder, k, None))(
-            "max_position_embeddings"
-        )
+        positions = position_embeddings(model)
+        if max_length is None:
+            max_length = default_max_length(tokenizer, model)
         check_range("InSubSentenceEncoder: max_length", max_length, low=3, integer=True)  # 2 special tokens + 1 word
         if positions is not None and max_length > positions:
             raise ValueError(
@@ -63,7 +76,7 @@ class InSubSentenceEncoder:
         self.tokenize = SentenceTokenizer(tokenizer, max_length, model.encoder.vocab_size)
 
     @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, max_length: int = 32, **kwargs) -> InSubSentenceEncoder:
+    def from_pretrained(cls, path: str | os.PathLike, max_length: int | None = None, **kwargs) -> InSubSentenceEncoder:
         """Loads the model (an `InSubModel` or `InSubForPreTraining` checkpoint) and the tokenizer saved beside it."""
         model = InSubModel.from_pretrained(path, **kwargs)
         try:
@@ -78,8 +91,33 @@ class InSubSentenceEncoder:
 
     def save_pretrained(self, path: str | os.PathLike) -> None:
         """Writes model (safetensors, atomically) and tokenizer into one folder."""
-        save_pretrained_atomic(self.model, path)
-        self.tokenizer.save_pretrained(path)
+        save_pretrained_atomic(self.model, path, processor=self.tokenizer)
+
+    def save_sentence_transformer(self, path: str | os.PathLike) -> Path:
+        """Writes a sentence-transformers model folder (needs the `[st]` extra): `modules.json`, this model with its
+        remote code and tokenizer, and the `InSubSentenceTransformer` module's code, so that
+        `SentenceTransformer(path, trust_remote_code=True)` loads it without insub-hf. `encode(sentences)` then gives
+        these `embeddings`, `encode(sentences, output_value="uncertainty")` the per-sentence uncertainty."""
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as error:
+            raise ImportError("save_sentence_transformer needs sentence-transformers: pip install 'insub-hf[st]'.") \
+                from error
+        from . import sentence_transformer_module as st_module
+
+        module = st_module.InSubSentenceTransformer(model=self.model, tokenizer=self.tokenizer,
+                                                    max_seq_length=self.tokenize.max_length)
+        path = Path(path)
+        with atomic_folder(path) as tmp:
+            SentenceTransformer(modules=[module]).save(str(tmp))
+            # the module's type names the file beside it, not the installed package: loads where insub-hf is absent
+            file = Path(st_module.__file__)
+            shutil.copyfile(file, tmp / file.name)
+            modules = json.loads((tmp / "modules.json").read_text())
+            for entry in modules:
+                entry["type"] = f"{file.stem}.{st_module.InSubSentenceTransformer.__name__}"
+            (tmp / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
+        return path
 
     @torch.no_grad()
     def encode(self, sentences: list[str], batch_size: int = 64) -> SentenceEmbeddings:

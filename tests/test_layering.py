@@ -24,7 +24,7 @@ LAYERS = [  # (rank, module prefixes)
          "image_processing_insub"]),
     (1, ["objectives"]),
     (2, ["configuration_insub", "hub", "remote_code", "model_files"]),
-    (3, ["modeling_insub", "modeling_classification", "sentence_embeddings"]),
+    (3, ["modeling_insub", "modeling_classification", "sentence_embeddings", "sentence_transformer_module"]),
     (4, ["evaluation"]),
     (5, ["trainer"]),
     (6, ["protocol"]),

@@ -3,6 +3,7 @@ transfer of the frozen sentence embeddings (the bundled tweets offline; MR ... M
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -82,6 +83,9 @@ def run_text(args: TextArguments, hub: HubArguments | None = None) -> dict:
     )
     experiment = Experiment(args.output_dir, settings, asdict(args), hub, overwrite=args.overwrite_output_dir)
     tokenizer = AutoTokenizer.from_pretrained(path)
+    base = Path(path) / "sentence_bert_config.json"  # a sentence-transformers base model's length travels with the
+    if base.is_file():  # saved tokenizer: InSubSentenceEncoder and the sentence-transformers folder read it
+        tokenizer.model_max_length = json.loads(base.read_text())["max_seq_length"]
     encoder_config = AutoConfig.from_pretrained(path)
     corpus = load_sentence_corpus(args.corpus, args.text_column, max_sentences=args.max_sentences)
     views = TextViews(tokenizer, args.text_column, args.max_length, encoder_config.vocab_size)

@@ -1,0 +1,74 @@
+"""A sentence-transformers module serving an InSub text model: `SentenceTransformer(folder, trust_remote_code=True)`
+embeds with `encode(...)` and gives each sentence's uncertainty with `encode(..., output_value="uncertainty")`.
+
+This file is copied into the saved folder and loaded from there, so it imports only torch, transformers and
+sentence-transformers (the InSub model itself loads through its remote code beside it). Save a folder with
+`insub_hf.InSubSentenceEncoder.save_sentence_transformer`.
+"""
+
+from __future__ import annotations
+
+import torch
+from sentence_transformers.base.modules import InputModule
+from transformers import AutoModel, AutoTokenizer
+
+
+class InSubSentenceTransformer(InputModule):
+    """Tokeniser and InSub text model as one sentence-transformers input module.
+
+    `forward` adds to the features: `sentence_embedding (B, d)` (the encoder's representation, what `encode` returns),
+    `head_embeddings (B, M, q)`, `mean_embedding (B, q)` and `uncertainty (B,)` (the heads' spread sigma averaged over
+    dimensions: higher = the M heads disagree more about the sentence).
+
+    Args:
+        model_name_or_path: a folder holding the InSub model (with its remote code) and its tokenizer.
+        max_seq_length: tokens per sentence (saved in the module's config; default: the tokenizer's
+            `model_max_length`).
+        model, tokenizer: already loaded ones instead of `model_name_or_path`.
+    """
+
+    config_file_name = "insub_sentence_config.json"
+    config_keys = ["max_seq_length"]
+    save_in_root = True
+
+    def __init__(self, model_name_or_path: str | None = None, max_seq_length: int | None = None, model=None,
+                 tokenizer=None, trust_remote_code: bool = True):
+        super().__init__()
+        if model is None:
+            model = AutoModel.from_pretrained(model_name_or_path, trust_remote_code=trust_remote_code)
+        self.model = model.eval()
+        self.tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(
+            model_name_or_path, trust_remote_code=trust_remote_code  # its config.json names the remote code
+        )
+        self.max_seq_length = max_seq_length or self.tokenizer.model_max_length
+
+    def preprocess(self, inputs, prompt: str | None = None, **kwargs) -> dict[str, torch.Tensor]:
+        texts = [prompt + text for text in inputs] if prompt else list(inputs)
+        return dict(self.tokenizer(texts, max_length=self.max_seq_length, truncation=True, padding=True,
+                                   return_tensors="pt"))
+
+    def forward(self, features: dict[str, torch.Tensor], **kwargs) -> dict[str, torch.Tensor]:
+        inputs = {k: features[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in features}
+        out = self.model(**inputs)
+        features.update(sentence_embedding=out.representation, head_embeddings=out.head_embeddings,
+                        mean_embedding=out.mean_embedding, uncertainty=out.sigma.mean(dim=-1))
+        return features
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return self.model.encoder.output_dim
+
+    def get_max_seq_length(self) -> int:
+        return self.max_seq_length
+
+    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+        self.model.save_pretrained(output_path, remote_code=True)
+        self.save_tokenizer(output_path)
+        self.save_config(output_path)
+
+    @classmethod
+    def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None, revision=None,
+             local_files_only: bool = False, trust_remote_code: bool = False, **kwargs) -> InSubSentenceTransformer:
+        hub = dict(token=token, cache_folder=cache_folder, revision=revision, local_files_only=local_files_only)
+        config = cls.load_config(model_name_or_path, subfolder=subfolder, **hub)
+        folder = cls.load_dir_path(model_name_or_path, subfolder=subfolder, **hub)
+        return cls(folder, trust_remote_code=trust_remote_code, **config)

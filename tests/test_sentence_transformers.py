@@ -1,0 +1,75 @@
+"""An InSub text model as a sentence-transformers model: saved with its own module, loaded in a fresh process with
+`SentenceTransformer(path, trust_remote_code=True)`, embeddings equal to `InSubSentenceEncoder`'s, uncertainty one call
+away."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from insub_hf import InSubModel
+from insub_hf.jobs.text import packaged_minilm_path
+from insub_hf.sentence_embeddings import InSubSentenceEncoder
+
+from .objectives.test_scd import tiny_bert_config
+
+pytest.importorskip("sentence_transformers")
+
+SENTENCES = ["The car drove itself.", "I would never ride in one!", "A much longer sentence " * 4]
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(packaged_minilm_path())
+    return InSubSentenceEncoder(InSubModel(tiny_bert_config(num_heads=3)), tokenizer)
+
+
+def test_max_length_follows_the_base_model(encoder):
+    # the tokenizer's 512 capped by the tiny encoder's 64 position embeddings
+    assert encoder.tokenize.max_length == min(encoder.tokenizer.model_max_length, 64) == 64
+
+
+def test_a_saved_sentence_transformer_loads_in_a_fresh_process_and_matches_the_encoder(tmp_path, encoder):
+    expected = encoder.encode(SENTENCES)
+    path = encoder.save_sentence_transformer(tmp_path / "st")
+    modules = json.loads((path / "modules.json").read_text())
+    assert modules == [{"idx": 0, "name": "0", "path": "",
+                        "type": "sentence_transformer_module.InSubSentenceTransformer"}]
+    assert (path / "sentence_transformer_module.py").is_file() and (path / "modeling_insub.py").is_file()
+    code = f"""
+import json, sys
+sys.modules["insub_hf"] = None  # the folder must load without insub-hf
+from sentence_transformers import SentenceTransformer
+model = SentenceTransformer({str(path)!r}, trust_remote_code=True)
+sentences = {SENTENCES!r}
+embeddings = model.encode(sentences)
+uncertainty = [float(u) for u in model.encode(sentences, output_value="uncertainty")]
+print(json.dumps({{"embeddings": embeddings.tolist(), "uncertainty": uncertainty,
+                  "max_seq_length": model.max_seq_length}}))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={
+        "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+    })
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    torch.testing.assert_close(torch.tensor(out["embeddings"]), expected.embeddings, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(torch.tensor(out["uncertainty"]), expected.uncertainty, rtol=1e-4, atol=1e-6)
+    assert out["max_seq_length"] == 64
+
+
+def test_the_module_round_trips_through_save_and_load(tmp_path, encoder):
+    from sentence_transformers import SentenceTransformer
+
+    path = encoder.save_sentence_transformer(tmp_path / "st")
+    first = SentenceTransformer(str(path), trust_remote_code=True)
+    first.save(str(tmp_path / "again"))
+    second = SentenceTransformer(str(tmp_path / "again"), trust_remote_code=True)
+    torch.testing.assert_close(
+        torch.as_tensor(second.encode(SENTENCES)), torch.as_tensor(first.encode(SENTENCES)), rtol=0, atol=0
+    )
+    features = second.encode(SENTENCES[:1], output_value=None)[0]
+    assert features["head_embeddings"].shape == (3, 24) and features["uncertainty"].ndim == 0
