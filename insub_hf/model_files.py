@@ -19,6 +19,7 @@ from safetensors import safe_open
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, cached_file, logging
 
 from .checksums import add_checksums, model_weight_files, verify_checksums
+from .encoders.vision import LOADING_A_CHECKPOINT
 
 
 def package_module(name: str):
@@ -85,6 +86,7 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
             "'namespace/name')."
         )
     wants_info = kwargs.pop("output_loading_info", False)
+    loading = LOADING_A_CHECKPOINT.set(True)
     try:
         model, info = load(name_or_path, *args, key_mapping=legacy or None, output_loading_info=True, **kwargs)
     except OSError as error:
@@ -102,6 +104,8 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
             "head_output_size, encoder_config, ...) was edited after saving, or another config was passed: "
             "load with the config the weights were saved with."
         ) from None
+    finally:
+        LOADING_A_CHECKPOINT.reset(loading)
     objective_missing = sorted(k for k in info.get("missing_keys", ()) if k.startswith("objective."))
     if objective_missing:  # e.g. a config edited from simclr to dino: the teacher would start random
         raise ValueError(

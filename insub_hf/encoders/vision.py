@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import inspect
+from contextvars import ContextVar
 from typing import Any
 
 import torch
 from torch import nn
 
 from .base import Encoder, check_finite, check_rank
+
+# Set while a saved InSub checkpoint loads: its own weights replace a backbone's pretrained ones, so a timm encoder
+# configured with `pretrained=True` is built without fetching them (the file or Hub cache may be gone).
+LOADING_A_CHECKPOINT: ContextVar[bool] = ContextVar("LOADING_A_CHECKPOINT", default=False)
 
 
 def _check_pixels(pixel_values: torch.Tensor, num_channels: int) -> None:
@@ -90,7 +95,11 @@ class TimmEncoder(Encoder):
                 f"InSubConfig.timm_model_name={model_name!r} is not a timm model; see timm.list_models() for the "
                 "allowed names."
             )
-        self.model = timm.create_model(model_name, pretrained=False, num_classes=0, **kwargs)
+        # `pretrained=True` starts from timm's weights (the Hub cache, or a local file through
+        # `pretrained_cfg_overlay={"file": path}`); a saved InSub checkpoint then overwrites them with its own
+        if LOADING_A_CHECKPOINT.get():
+            kwargs.update(pretrained=False)
+        self.model = timm.create_model(model_name, num_classes=0, **{"pretrained": False, **kwargs})
         self.num_channels = kwargs.get("in_chans", 3)
         self.output_dim = self.model.num_features
 

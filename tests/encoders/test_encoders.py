@@ -75,3 +75,26 @@ def test_genomic_encoder_shapes_and_auto_registration(tmp_path):
 def test_encoder_of_an_unsupported_modality_is_refused():
     with pytest.raises(ValueError, match="reads 'input_features'; allowed encoders read one of"):
         build_encoder(InSubConfig(encoder_config=dict(model_type="whisper", d_model=8, encoder_attention_heads=2, decoder_attention_heads=2)))
+
+
+def test_a_timm_encoder_starts_from_pretrained_weights_and_a_checkpoint_reloads_without_them(tmp_path):
+    import timm
+    from safetensors.torch import save_file
+
+    from insub_hf import InSubConfig, InSubModel
+
+    backbone = timm.create_model("resnet10t", num_classes=0)
+    save_file(backbone.state_dict(), tmp_path / "backbone.safetensors")
+    config = InSubConfig(
+        timm_model_name="resnet10t", num_heads=2, head_hidden_sizes=[8], head_output_size=4,
+        timm_kwargs={"pretrained": True, "pretrained_cfg_overlay": {"file": str(tmp_path / "backbone.safetensors")}},
+    )
+    model = InSubModel(config)
+    for name, value in backbone.state_dict().items():
+        torch.testing.assert_close(model.encoder.model.state_dict()[name], value, rtol=0, atol=0)
+    with torch.no_grad():
+        model.encoder.model.conv1[0].weight.add_(1.0)  # fine-tuned: differs from the backbone file
+    model.save_pretrained(tmp_path / "insub")
+    (tmp_path / "backbone.safetensors").unlink()  # the checkpoint holds its own weights
+    loaded = InSubModel.from_pretrained(tmp_path / "insub")
+    torch.testing.assert_close(loaded.encoder.model.conv1[0].weight, model.encoder.model.conv1[0].weight, rtol=0, atol=0)

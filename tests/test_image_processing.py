@@ -1,0 +1,95 @@
+"""InSubImageProcessor: the test transform's numbers from PIL images, arrays and tensors, grey and colour; saved with
+checkpoints, found by AutoImageProcessor, used by pipeline("image-feature-extraction") in a fresh process."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from transformers import AutoImageProcessor
+
+from insub_hf import InSubConfig, InSubForPreTraining, InSubImageProcessor
+from insub_hf.checkpointing import save_pretrained_atomic
+from insub_hf.configuration_insub import named_encoder
+from insub_hf.data import IMAGE_DATASET_PRESETS, eval_image_transform
+
+RNG = np.random.default_rng(0)
+GREY = [Image.fromarray(RNG.integers(0, 256, (28, 28), dtype=np.uint8), "L") for _ in range(3)]
+COLOUR = [Image.fromarray(RNG.integers(0, 256, (40, 50, 3), dtype=np.uint8)) for _ in range(2)]
+
+
+def test_grey_images_given_as_rgb_come_back_as_the_test_transform_gives_them():
+    processor = IMAGE_DATASET_PRESETS["fashion_mnist"].image_processor()
+    expected = torch.stack([IMAGE_DATASET_PRESETS["fashion_mnist"].eval_transform()(im) for im in GREY])
+    as_rgb = processor([im.convert("RGB") for im in GREY], return_tensors="pt").pixel_values  # what pipelines pass
+    torch.testing.assert_close(as_rgb, expected, rtol=0, atol=0)
+    arrays = [np.asarray(im.convert("RGB")) for im in GREY]  # (H, W, 3) uint8
+    torch.testing.assert_close(processor(arrays, return_tensors="pt").pixel_values, expected, rtol=0, atol=0)
+    tensors = [torch.from_numpy(a).permute(2, 0, 1) for a in arrays]
+    torch.testing.assert_close(processor(tensors, return_tensors="pt").pixel_values, expected, rtol=0, atol=0)
+
+
+def test_colour_images_are_resized_cropped_and_normalised_as_the_test_transform():
+    mean, std = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
+    processor = InSubImageProcessor.for_images(32, 3, mean, std)
+    expected = torch.stack([eval_image_transform(32, mean, std, 3)(im) for im in COLOUR])
+    out = processor(COLOUR, return_tensors="pt").pixel_values
+    assert out.shape == (2, 3, 32, 32)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    grey_input = processor([GREY[0]], return_tensors="pt").pixel_values  # a grey image for a colour model: repeated
+    torch.testing.assert_close(grey_input[0, 0] * std[0] + mean[0], grey_input[0, 1] * std[1] + mean[1])
+
+
+def test_rgb_to_grey_is_pils_luma():
+    image = COLOUR[0]
+    processor = InSubImageProcessor.for_images(32, 1, (0.0,), (1.0,))
+    expected = eval_image_transform(32, (0.0,), (1.0,), 1)(image.convert("L"))
+    tensor = torch.from_numpy(np.asarray(image)).permute(2, 0, 1).contiguous()
+    torch.testing.assert_close(processor([tensor], return_tensors="pt").pixel_values[0], expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(num_channels=2), r"InSubImageProcessor.num_channels must be one of \(1, 3\), got 2"),
+    (dict(num_channels=1, image_mean=[0.5, 0.5, 0.5], image_std=[0.2]),
+     r"InSubImageProcessor.image_mean must give one value per channel \(num_channels=1\)"),
+    (dict(num_channels=1, image_mean=[0.5], image_std=[0.0]), r"image_std must be positive, got \[0.0\]"),
+])
+def test_bad_fields_are_refused_naming_them(fields, message):
+    with pytest.raises(ValueError, match=message):
+        InSubImageProcessor(**fields)
+
+
+def test_saved_processor_loads_with_auto_image_processor(tmp_path):
+    processor = IMAGE_DATASET_PRESETS["fashion_mnist"].image_processor()
+    processor.save_pretrained(tmp_path)
+    loaded = AutoImageProcessor.from_pretrained(tmp_path)
+    assert type(loaded) is InSubImageProcessor and loaded.num_channels == 1
+    torch.testing.assert_close(loaded(GREY, return_tensors="pt").pixel_values,
+                               processor(GREY, return_tensors="pt").pixel_values, rtol=0, atol=0)
+
+
+@pytest.mark.slow
+def test_image_feature_extraction_pipeline_on_a_checkpoint_in_a_fresh_process(tmp_path):
+    preset = IMAGE_DATASET_PRESETS["fashion_mnist"]
+    config = InSubConfig(encoder_config=named_encoder("resnet18_cifar", 28, 1, 0.0625), num_heads=3,
+                         head_hidden_sizes=[16], head_output_size=8)
+    model = InSubForPreTraining(config).eval()
+    save_pretrained_atomic(model, tmp_path / "model", processor=preset.image_processor())
+    for i, image in enumerate(GREY):
+        image.save(tmp_path / f"{i}.png")
+    code = f"""
+import json, insub_hf
+from transformers import pipeline
+extractor = pipeline("image-feature-extraction", model={str(tmp_path / "model")!r})
+print(json.dumps([extractor({str(tmp_path)!r} + f"/{{i}}.png")[0] for i in range(3)]))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    features = torch.tensor(json.loads(run.stdout.strip().splitlines()[-1]))
+    with torch.no_grad():
+        pixels = torch.stack([preset.eval_transform()(im) for im in GREY])
+        expected = model.insub.get_representation(pixel_values=pixels)
+    assert features.shape == (3, model.insub.encoder.output_dim)
+    torch.testing.assert_close(features, expected, rtol=1e-4, atol=1e-5)
