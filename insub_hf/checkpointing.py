@@ -69,9 +69,9 @@ def save_pretrained_atomic(model, path: str | os.PathLike, processor=None, **sav
     and the temporary folder is removed. Returns the final path.
     """
     with atomic_folder(path) as tmp:
-        model.save_pretrained(tmp, **save_kwargs)
-        if processor is not None:
+        if processor is not None:  # first: the model's remote code (if written) covers an InSub image processor
             processor.save_pretrained(tmp)
+        model.save_pretrained(tmp, **save_kwargs)
         if not any(tmp.glob("*.safetensors")):
             raise RuntimeError(f"save_pretrained wrote no safetensors file into {tmp}.")
     return Path(path)

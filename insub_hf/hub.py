@@ -54,6 +54,12 @@ class HubCard:
         notes: extra markdown under the evaluation table.
         tags: extra metadata tags.
         tokenizer: saved beside the model (text models).
+        processor: the image processor saved beside the model (`AutoImageProcessor`, `pipeline()`); the usage
+            snippet then reads images through it.
+        detector: an `insub_hf.evaluation.InSubOODDetector` fitted on the model, saved beside it.
+        license: the card's license (the package's, Apache-2.0, unless the data or base model says otherwise).
+        base_model: the Hub id the model started from (a pretrained backbone, or the InSub model it was fine-tuned
+            from), for the card's metadata.
         extra_files: `{path in repo: local file}`, e.g. evaluation results.
     """
 
@@ -63,6 +69,10 @@ class HubCard:
     notes: str | None = None
     tags: list[str] | None = None
     tokenizer: Any = None
+    processor: Any = None
+    detector: Any = None
+    license: str = "apache-2.0"
+    base_model: str | None = None
     extra_files: dict[str, str | Path] | None = None
 
 
@@ -71,8 +81,9 @@ def harness_eval_results(results, dataset_name: str, dataset_type: str, split: s
     """model-index entries from one method's `insub_hf.evaluation.MethodResults` (`MethodResults.from_dict` reads a
     row of `insub-hf compare`'s results.json).
 
-    Accuracy, ECE, TACE, NLL and Brier of the linear probe on `split`, and the OOD AUROC (max softmax probability)
-    per OOD set. Values as the harness gives them (fractions; the card's table shows %).
+    Accuracy, ECE, TACE, NLL and Brier of the linear probe on `split`, and per OOD set the AUROC of the max softmax
+    probability and of the label-free k-NN score. Values as the harness gives them (fractions; the card's table
+    shows accuracy, calibration errors and AUROC in %).
     """
     task = dict(task_type="image-classification", task_name="Linear probe on the frozen encoder")
     data = dict(dataset_type=dataset_type, dataset_name=dataset_name, dataset_split=split)
@@ -82,10 +93,12 @@ def harness_eval_results(results, dataset_name: str, dataset_type: str, split: s
         for key in ("accuracy", "ece", "tace", "nll", "brier")
     ]
     for ood_set, scores in results.ood.items():
-        out.append(EvalResult(
-            **task, **data, metric_type="auroc", metric_name=f"OOD AUROC vs {ood_set} (MSP)",
-            metric_value=float(scores["msp"]), metric_config=ood_set,
-        ))
+        for score, label in (("msp", "MSP"), ("knn", "k-NN, label-free")):
+            if score in scores:
+                out.append(EvalResult(
+                    **task, **data, metric_type="auroc", metric_name=f"OOD AUROC vs {ood_set} ({label})",
+                    metric_value=float(scores[score]), metric_config=ood_set,
+                ))
     return out
 
 
@@ -110,11 +123,12 @@ def senteval_eval_results(per_task: dict[str, dict]) -> list[EvalResult]:
 
 
 def eval_table(results: list[EvalResult]) -> str:
-    """The card's markdown table of `results` (fractions of accuracy, ECE, TACE, AUROC shown in %)."""
+    """The card's markdown table of `results`, each value with its unit: accuracy, ECE, TACE and AUROC (fractions)
+    in %, NLL (nats) and Brier as they are."""
     lines = ["| Dataset | Split | Metric | Value |", "|---|---|---|---|"]
     for r in results:
-        value = 100 * r.metric_value if r.metric_type in PERCENT_METRICS else r.metric_value
-        lines.append(f"| {r.dataset_name} | {r.dataset_split or '–'} | {r.metric_name or r.metric_type} | {value:.3f} |")
+        value = f"{100 * r.metric_value:.1f} %" if r.metric_type in PERCENT_METRICS else f"{r.metric_value:.3f}"
+        lines.append(f"| {r.dataset_name} | {r.dataset_split or '–'} | {r.metric_name or r.metric_type} | {value} |")
     return "\n".join(lines)
 
 
@@ -132,7 +146,7 @@ def describe_encoder(config) -> str:
     return " ".join(parts[:1]) + (f" ({', '.join(parts[1:])})" if len(parts) > 1 else "")
 
 
-def _usage(config, main_input: str, auto_class: str, repo_id: str) -> dict[str, str]:
+def _usage(config, main_input: str, auto_class: str, repo_id: str, processor: bool = False) -> dict[str, str]:
     if main_input == "input_ids":
         inputs = ("from transformers import AutoTokenizer\n\n"
                   f"tokenizer = AutoTokenizer.from_pretrained(\"{repo_id}\")\n"
@@ -142,13 +156,21 @@ def _usage(config, main_input: str, auto_class: str, repo_id: str) -> dict[str, 
         inputs = "from insub_hf.data import one_hot_dna  # or any (B, L, 4) one-hot tensor, channels A, C, G, T\n\n" \
                  "dna_one_hot = one_hot_dna(\"ACGT\" * 50)[None]"
         call = "(dna_one_hot=dna_one_hot)"
+    elif processor:
+        inputs = ("from PIL import Image\nfrom transformers import AutoImageProcessor\n\n"
+                  f"processor = AutoImageProcessor.from_pretrained(\"{repo_id}\", trust_remote_code=True)\n"
+                  "inputs = processor(Image.open(\"your_image.png\"), return_tensors=\"pt\")  # resize, crop, normalise")
+        call = "(**inputs)"
     else:
         encoder = config.encoder_config
         size = getattr(encoder, "image_size", 224) if encoder is not None else 224
         channels = getattr(encoder, "num_channels", 3) if encoder is not None else 3
         inputs = f"pixel_values = torch.randn(1, {channels}, {size}, {size})  # your normalised images"
         call = "(pixel_values=pixel_values)"
-    if auto_class == "AutoModelForSequenceClassification":
+    if auto_class == "AutoModelForImageClassification":
+        outputs = ("probabilities = out.logits.softmax(-1)  # the M heads' mean prediction\n"
+                   "uncertainty = out.mutual_information     # (B,): how much the heads disagree, higher = less certain")
+    elif auto_class == "AutoModelForSequenceClassification":
         outputs = "probabilities = out.logits.softmax(-1)"
     else:
         outputs = ("features = out.representation   # (B, d): what probes and k-NN read\n"
@@ -170,10 +192,11 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
     name = repo_id.split("/")[-1]
     heads = "MLP " + "-".join(str(s) for s in [*config.head_hidden_sizes, config.head_output_size])
     main_input = getattr(model, "main_input_name", "pixel_values")
+    classifier = auto_class in ("AutoModelForSequenceClassification", "AutoModelForImageClassification")
     card_data = ModelCardData(
         model_name=name, library_name="transformers", datasets=card.datasets, eval_results=eval_results or None,
         tags=["insub-hf", "insub", "self-supervised-learning", "uncertainty", config.objective, *(card.tags or [])],
-        pipeline_tag=PIPELINE_TAGS[main_input, auto_class == "AutoModelForSequenceClassification"],
+        pipeline_tag=PIPELINE_TAGS[main_input, classifier], license=card.license, base_model=card.base_model,
     )
     return ModelCard.from_template(
         card_data, template_path=str(TEMPLATE), model_name=name, repo_id=repo_id, class_name=class_name,
@@ -185,7 +208,7 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
         ), training_data=card.training_data or "Not recorded when this card was generated.",
         eval_table=eval_table(eval_results) if eval_results else "", notes=card.notes, citation=CITATION,
         insub_version=__version__, transformers_version=transformers.__version__,
-        **_usage(config, main_input, auto_class, repo_id),
+        **_usage(config, main_input, auto_class, repo_id, processor=card.processor is not None),
     )
 
 
@@ -241,13 +264,19 @@ def save_for_hub(
 ) -> list[str]:
     """Writes what the repo `repo_id` will hold into `folder` and checks it (`check_hub_folder`).
 
-    Weights and config (`save_pretrained`), the flat remote code with its `auto_map`, `card.tokenizer` if given, the
-    generated model card (README.md) and `card.extra_files`. Returns the folder's files.
+    Weights and config (`save_pretrained`), the flat remote code with its `auto_map` (the image processor's too),
+    `card.tokenizer`, `card.processor` and `card.detector` if given, the generated model card (README.md) and
+    `card.extra_files`. Returns the folder's files.
     """
     folder, card = Path(folder), card or HubCard()
+    folder.mkdir(parents=True, exist_ok=True)
+    if card.processor is not None:  # before the model: its remote code covers the processor
+        card.processor.save_pretrained(folder)
     model.save_pretrained(folder, remote_code=True, max_shard_size=max_shard_size)
     if card.tokenizer is not None:
         card.tokenizer.save_pretrained(folder)
+    if card.detector is not None:
+        card.detector.save_pretrained(folder)
     for name, source in (card.extra_files or {}).items():
         target = folder / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -332,13 +361,17 @@ def final_push_target(training_args) -> tuple[str, str] | None:
 def save_final_model(trainer, push: tuple[str, str] | None, training_data: str) -> None:
     """For training scripts, after `trainer.train()`: on the main process, saves `output_dir/model` atomically and,
     with a `final_push_target`, pushes the model with its generated card."""
+    from transformers.image_processing_utils import BaseImageProcessor
+
     from .checkpointing import save_pretrained_atomic
 
     if not trainer.is_world_process_zero():
         return
-    save_pretrained_atomic(trainer.model, Path(trainer.args.output_dir) / "model", processor=trainer.processing_class)
+    processor = trainer.processing_class
+    save_pretrained_atomic(trainer.model, Path(trainer.args.output_dir) / "model", processor=processor)
     if push is not None:
         repo_id, token = push
-        trainer.model.push_to_hub(
-            repo_id, HubCard(training_data=training_data), token=token, private=trainer.args.hub_private_repo
-        )
+        is_image = isinstance(processor, BaseImageProcessor)
+        card = HubCard(training_data=training_data, processor=processor if is_image else None,
+                       tokenizer=None if is_image else processor)
+        trainer.model.push_to_hub(repo_id, card, token=token, private=trainer.args.hub_private_repo)

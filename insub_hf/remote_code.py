@@ -26,6 +26,8 @@ AUTO_MAP = {
     "AutoModelForImageClassification": "modeling_classification.InSubForImageClassification",
 }
 ROOT_MODULES = ("configuration_insub", "modeling_insub", "modeling_classification")
+REGISTRY = f"{PACKAGE}.objectives"  # the objectives' registry: the flat copy lists the model's objective only
+IMAGE_PROCESSOR = ("image_processing_insub", "InSubImageProcessor")
 
 
 def _source_file(module: str) -> Path:
@@ -47,14 +49,38 @@ def _resolve(module: str, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def relative_imports(module: str) -> list[tuple[ast.ImportFrom, str]]:
-    """Every relative import in `module` (module level or inside functions), with the package module it reads."""
-    tree = ast.parse(_source_file(module).read_text(encoding="utf-8"))
+def relative_imports(module: str, source: str | None = None) -> list[tuple[ast.ImportFrom, str]]:
+    """Every relative import in `module` (module level or inside functions; of `source` when given, else of its
+    file), with the package module it reads."""
+    tree = ast.parse(source if source is not None else _source_file(module).read_text(encoding="utf-8"))
     return [(node, _resolve(module, node)) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level]
 
 
-def required_modules() -> list[str]:
-    """Every package module the config and model classes import, transitively (sorted)."""
+def registry_source(objective: str) -> str:
+    """The objectives' registry (`insub_hf/objectives/__init__.py`) listing `objective` only."""
+    from .objectives import OBJECTIVES
+
+    cls = OBJECTIVES[objective]
+    module = cls.__module__.rsplit(".", 1)[-1]
+    return (
+        '"""The objectives\' registry, as insub-hf wrote it for this model: its own objective only."""\n\n'
+        "from __future__ import annotations\n\n"
+        "from .base import Objective, ObjectiveConfig, ObjectiveOutput\n"
+        f"from .{module} import {cls.__name__}\n\n"
+        f"OBJECTIVES: dict[str, type[Objective]] = {{{cls.__name__}.name: {cls.__name__}}}\n"
+    )
+
+
+def module_source(module: str, objective: str | None = None) -> str:
+    """A package module's source; the objectives' registry trimmed to `objective` when given."""
+    if module == REGISTRY and objective is not None:
+        return registry_source(objective)
+    return _source_file(module).read_text(encoding="utf-8")
+
+
+def required_modules(objective: str | None = None) -> list[str]:
+    """Every package module the config and model classes import, transitively (sorted); with `objective`, only
+    that objective's modules of the registry's (the others are never built for the model)."""
     seen: set[str] = set()
     todo = [f"{PACKAGE}.{name}" for name in ROOT_MODULES]
     while todo:
@@ -62,15 +88,16 @@ def required_modules() -> list[str]:
         if module in seen:
             continue
         seen.add(module)
-        todo.extend(target for _, target in relative_imports(module))
+        todo.extend(target for _, target in relative_imports(module, module_source(module, objective)))
     return sorted(seen)
 
 
-def flat_source(module: str) -> str:
-    """The module's source with each relative import rewritten to `from .<flat name> import ...`."""
-    lines = _source_file(module).read_text(encoding="utf-8").splitlines(keepends=True)
+def flat_source(module: str, objective: str | None = None) -> str:
+    """The module's source (see `module_source`) with each relative import rewritten to `from .<flat name> import`."""
+    source = module_source(module, objective)
+    lines = source.splitlines(keepends=True)
     head = re.compile(r"from\s+\.+[\w.]*\s+import")
-    for node, target in relative_imports(module):
+    for node, target in relative_imports(module, source):
         if node.module is None:
             raise RuntimeError(
                 f"remote code: `from . import ...` on line {node.lineno} of {module} has no flat equivalent; import "
@@ -84,24 +111,34 @@ def flat_source(module: str) -> str:
 
 
 def write_remote_code(folder: str | Path) -> list[Path]:
-    """Writes the flat modules into `folder` and the `auto_map` into its `config.json` (which must exist).
+    """Writes the flat modules the model's objective needs into `folder` and the `auto_map` into its `config.json`
+    (which must exist); and, when the folder holds an `InSubImageProcessor` (`preprocessor_config.json`), its module
+    and `auto_map` too.
 
     Returns the written module files. The folder then loads with `AutoModel.from_pretrained(folder,
-    trust_remote_code=True)` (and the other Auto classes of `AUTO_MAP`) without insub-hf installed.
+    trust_remote_code=True)` (and the other Auto classes of `AUTO_MAP`, and `AutoImageProcessor`) without insub-hf.
     """
     folder = Path(folder)
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise FileNotFoundError(f"write_remote_code: {folder} has no config.json; save the model there first.")
-    names = {module: flat_name(module) for module in required_modules()}
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    objective = config.get("objective", "simclr")
+    modules = required_modules(objective)
+    processor_path = folder / "preprocessor_config.json"
+    processor = json.loads(processor_path.read_text(encoding="utf-8")) if processor_path.is_file() else {}
+    if processor.get("image_processor_type") == IMAGE_PROCESSOR[1]:
+        modules.append(f"{PACKAGE}.{IMAGE_PROCESSOR[0]}")
+        processor["auto_map"] = {"AutoImageProcessor": ".".join(IMAGE_PROCESSOR)}
+        processor_path.write_text(json.dumps(processor, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    names = {module: flat_name(module) for module in modules}
     if len(set(names.values())) != len(names):
         raise RuntimeError(f"remote code: two package modules flatten to the same file name: {sorted(names.values())}")
     written = []
     for module, name in names.items():
         path = folder / f"{name}.py"
-        path.write_text(flat_source(module), encoding="utf-8")
+        path.write_text(flat_source(module, objective), encoding="utf-8")
         written.append(path)
-    config = json.loads(config_path.read_text(encoding="utf-8"))
     config["auto_map"] = dict(AUTO_MAP)
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return written

@@ -15,7 +15,15 @@ import torch
 import yaml
 from huggingface_hub import ModelCard
 
-from insub_hf import InSubConfig, InSubForPreTraining, InSubForSequenceClassification, InSubModel, named_encoder
+from insub_hf import (
+    InSubConfig,
+    InSubForImageClassification,
+    InSubForPreTraining,
+    InSubForSequenceClassification,
+    InSubImageProcessor,
+    InSubModel,
+    named_encoder,
+)
 from insub_hf_cli import main
 from insub_hf.evaluation.results import MethodResults, Metrics
 from insub_hf.hub import HubCard, check_hub_folder, harness_eval_results, save_for_hub, senteval_eval_results
@@ -81,7 +89,16 @@ def test_compare_pushes_the_insub_model_with_its_measured_numbers(tmp_path, fake
     assert measured["NLL"] == pytest.approx(row["test"]["nll"])
     assert measured["OOD AUROC vs mnist (MSP)"] == pytest.approx(row["ood"]["mnist"]["msp"])
     card = (folder / "README.md").read_text()
-    assert f"| fashion_mnist | test | ECE | {100 * row['test']['ece']:.3f} |" in card
+    assert f"| fashion_mnist | test | ECE | {100 * row['test']['ece']:.1f} % |" in card  # each value with its unit
+    assert f"| fashion_mnist | test | NLL | {row['test']['nll']:.3f} |" in card
+    assert f"| fashion_mnist | test | Brier | {row['test']['brier']:.3f} |" in card
+    assert measured["OOD AUROC vs mnist (k-NN, label-free)"] == pytest.approx(row["ood"]["mnist"]["knn"])
+    meta = yaml.safe_load(card.split("---")[1])
+    assert meta["license"] == "apache-2.0" and "base_model" not in meta
+    # the image processor travels with the model, and the usage snippet reads images through it
+    assert "preprocessor_config.json" in files and "image_processing_insub.py" in files
+    assert 'AutoImageProcessor.from_pretrained("someone/insub-fmnist", trust_remote_code=True)' in card
+    assert not (folder / "objectives_dino.py").exists()  # the remote code of the model's own objective only
     alpha = json.loads((out / "results.json").read_text())["args"]["diversity_alpha"]
     from insub_hf.jobs.compare import ComparisonArguments
 
@@ -154,6 +171,7 @@ def test_the_card_of_text_results_and_a_bad_folder(tmp_path):
                  HubCard(eval_results=harness_eval_results(numbers, "CIFAR-10", "cifar10")))
     assert card_metrics(folder / "README.md") == {
         "Accuracy": 0.5, "ECE": 0.25, "TACE": 0.2, "NLL": 1.5, "Brier": 0.6, "OOD AUROC vs svhn (MSP)": 0.9,
+        "OOD AUROC vs svhn (k-NN, label-free)": 0.7,
     }
     torch.save({}, folder / "optimizer.pt")
     (folder / "README.md").unlink()
@@ -165,14 +183,19 @@ REMOTE_CHECK = """
 import sys
 sys.modules["insub_hf"] = None  # as if insub-hf were not installed
 import torch
-from transformers import AutoModel, AutoModelForSequenceClassification
-for name in ("vit", "resnet", "genomic", "text", "classifier"):
-    auto = AutoModelForSequenceClassification if name == "classifier" else AutoModel
-    model = auto.from_pretrained(name, trust_remote_code=True).eval()
+from transformers import AutoImageProcessor, AutoModel, AutoModelForImageClassification, AutoModelForSequenceClassification
+AUTO = {"classifier": AutoModelForSequenceClassification, "image_classifier": AutoModelForImageClassification}
+for name in ("vit", "resnet", "genomic", "text", "classifier", "dino", "image_classifier"):
+    model = AUTO.get(name, AutoModel).from_pretrained(name, trust_remote_code=True).eval()
     assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+    inputs = torch.load(f"x_{name}.pt")
+    if name == "image_classifier":
+        processor = AutoImageProcessor.from_pretrained(name, trust_remote_code=True)
+        assert type(processor).__module__.startswith("transformers_modules."), type(processor).__module__
+        inputs = processor(inputs["pixel_values"], return_tensors="pt")
     with torch.no_grad():
-        out = model(**torch.load(f"x_{name}.pt"))
-    got = out.logits if name == "classifier" else out.mean_embedding
+        out = model(**inputs)
+    got = out.logits if "classifier" in name else out.mean_embedding
     torch.testing.assert_close(got, torch.load(f"y_{name}.pt"), rtol=0, atol=1e-6)
 assert not any(m == "insub_hf" or m.startswith("insub_hf.") for m in sys.modules if sys.modules[m] is not None)
 print("remote code OK")
@@ -194,20 +217,32 @@ def test_remote_code_round_trip_in_a_fresh_process_without_the_package(tmp_path)
         "text": (InSubModel(tiny_bert_config()),
                  {"input_ids": torch.randint(0, 30522, (2, 9)), "attention_mask": torch.ones(2, 9, dtype=torch.long)}),
         "classifier": (InSubForSequenceClassification(tiny_config(num_labels=3)), image),
+        "dino": (InSubForPreTraining(tiny_config(objective="dino", head_norm="none")), image),
+        "image_classifier": (InSubForImageClassification(tiny_config(num_labels=3)),
+                             {"pixel_values": torch.randint(0, 256, (2, 3, 40, 40), dtype=torch.uint8)}),
     }
+    processor = InSubImageProcessor.for_images(32, 3, (0.5, 0.4, 0.3), (0.2, 0.2, 0.2))
     for name, (model, inputs) in models.items():
+        if name == "image_classifier":
+            processor.save_pretrained(tmp_path / name)
         model.eval().save_pretrained(tmp_path / name, remote_code=True)
         with torch.no_grad():
-            if name == "classifier":
+            if name == "image_classifier":
+                y = model(**processor(inputs["pixel_values"], return_tensors="pt")).logits
+            elif name == "classifier":
                 y = model(**inputs).logits
             else:
-                y = (model.insub if name == "vit" else model)(**inputs).mean_embedding
+                y = (model.insub if name in ("vit", "dino") else model)(**inputs).mean_embedding
         torch.save(inputs, tmp_path / f"x_{name}.pt")
         torch.save(y, tmp_path / f"y_{name}.pt")
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"))
     result = subprocess.run([sys.executable, "-c", REMOTE_CHECK], cwd=tmp_path, env=env, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0 and "remote code OK" in result.stdout, result.stderr[-3000:]
+    # each folder holds the code of its own objective only
+    assert (tmp_path / "dino" / "objectives_dino.py").is_file() and not (tmp_path / "vit" / "objectives_dino.py").exists()
+    assert not (tmp_path / "dino" / "objectives_simclr.py").exists() and not (tmp_path / "vit" / "losses_scd.py").exists()
+    assert "objectives_scd" not in (tmp_path / "vit" / "objectives.py").read_text()
 
 
 def test_the_text_job_pushes_the_sentence_model_with_its_tokenizer_and_transfer_results(tmp_path, fake_api):
@@ -310,3 +345,42 @@ def test_an_invalid_repo_id_is_refused_before_any_folder_is_written(tmp_path, mo
     with pytest.raises(ValueError, match=f"hub_model_id='{repo_id}' is not a Hub repo id: Repo id must"):
         main(["hub", "--model_dir", str(tmp_path / "model"), "--hub_model_id", repo_id])
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no runs/hub/<name> folder
+
+
+def test_the_demo_results_make_a_card_and_the_fitted_detector_travels_with_the_model(tmp_path):
+    from insub_hf import InSubOODDetector
+    from insub_hf.data import IMAGE_DATASET_PRESETS
+
+    torch.manual_seed(0)
+    model = InSubModel(InSubConfig(encoder_config=named_encoder("resnet18_cifar", 28, 1, 0.0625), num_heads=2,
+                                   head_hidden_sizes=[8], head_output_size=4)).eval()
+    model_dir = tmp_path / "insub_m2" / "model"
+    IMAGE_DATASET_PRESETS["fashion_mnist"].image_processor().save_pretrained(model_dir)
+    model.save_pretrained(model_dir)
+    detector = InSubOODDetector.fit(model, {"pixel_values": torch.randn(12, 1, 28, 28)}, k=3, backend="torch")
+    detector.save_pretrained(model_dir)
+    test = {"accuracy": 0.8, "nll": 0.55, "ece": 0.03, "tace": 0.02, "brier": 0.28}
+    runs = [{"name": name, "num_heads": m, "diversity_weight": w, "history": [], "test": test, "knn_accuracy": 0.7,
+             "ood": {"mnist": {"msp": 0.6, "knn": 0.65}}, "head_spread_calibration": []}
+            for name, m, w in (("baseline", 1, 0.0), ("insub_m2", 2, 1.0))]
+    (tmp_path / "results.json").write_text(json.dumps({"args": {}, "runs": runs}))
+    argv = ["hub", "--model_dir", str(model_dir), "--repo_id", "someone/insub-demo", "--results",
+            str(tmp_path / "results.json"), "--folder", str(tmp_path / "folder"), "--base_model", "someone/backbone"]
+    with pytest.raises(ValueError, match=r"row='insub_m9' is not a run of .*allowed: \['baseline', 'insub_m2'\]"):
+        main([*argv, "--row", "insub_m9"])
+    assert main([*argv, "--row", "insub_m2"]) == 0
+    folder = tmp_path / "folder"
+    card = (folder / "README.md").read_text()
+    assert card_metrics(folder / "README.md") == {
+        "Accuracy": 0.8, "ECE": 0.03, "TACE": 0.02, "NLL": 0.55, "Brier": 0.28, "OOD AUROC vs mnist (MSP)": 0.6,
+        "OOD AUROC vs mnist (k-NN, label-free)": 0.65,
+    }
+    meta = yaml.safe_load(card.split("---")[1])
+    assert meta["license"] == "apache-2.0" and meta["base_model"] == "someone/backbone"
+    assert "| Fashion-MNIST | test | Accuracy | 80.0 % |" in card and "| Fashion-MNIST | test | Brier | 0.280 |" in card
+    travelled = InSubOODDetector.from_pretrained(folder)
+    torch.testing.assert_close(travelled.representation_bank, detector.representation_bank, rtol=0, atol=0)
+    torch.testing.assert_close(travelled.head_banks, detector.head_banks, rtol=0, atol=0)
+    (tmp_path / "other.json").write_text(json.dumps({"args": {}}))
+    with pytest.raises(ValueError, match="is not a results.json of insub-hf demo, compare or text"):
+        main([*argv[:6], str(tmp_path / "other.json"), "--folder", str(tmp_path / "f2")])

@@ -146,7 +146,7 @@ def push_comparison(
             f"{results['data']['train']} training images of {args.dataset} ({args.objective}, SimCLR augmentations), "
             f"{args.pretrain_epochs} epochs, batch {args.pretrain_batch_size}, seed {row.seed}."
         ),
-        datasets=hub_ids or None,
+        datasets=hub_ids or None, processor=preset.image_processor(),
         extra_files={"evaluation/results.md": out / "results.md", "evaluation/results.json": out / "results.json"},
     )
     return experiment.push(model, card, commit_message=f"{row.name}: model and insub-hf compare results")

@@ -7,16 +7,29 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformers import AutoConfig, AutoModel, AutoModelForPreTraining, AutoModelForSequenceClassification
+from transformers import (
+    AutoConfig,
+    AutoImageProcessor,
+    AutoModel,
+    AutoModelForImageClassification,
+    AutoModelForPreTraining,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+)
 
 from ..checkpointing import atomic_folder
-from ..evaluation.results import ComparisonRow
+from ..evaluation.ood_detector import CONFIG_NAME as DETECTOR_CONFIG
+from ..evaluation.ood_detector import InSubOODDetector
+from ..evaluation.results import ComparisonRow, MethodResults
 from ..hub import HubCard, harness_eval_results, push_model_to_hub, save_for_hub, senteval_eval_results
 from ..protocol.arguments import HubArguments
 
 
+# what a demo run records of the harness's `MethodResults`
+DEMO_RESULT_KEYS = ("test", "knn_accuracy", "ood", "head_spread_calibration")
 AUTO_BY_ARCHITECTURE = {
     "InSubForPreTraining": AutoModelForPreTraining, "InSubForSequenceClassification": AutoModelForSequenceClassification,
+    "InSubForImageClassification": AutoModelForImageClassification,
 }
 
 
@@ -26,21 +39,34 @@ class HubCommandArguments:
 
     model_dir: str = field(metadata={"help": "A saved InSub model (save_pretrained folder)."})
     results: str | None = field(
-        default=None, metadata={"help": "results.json of `insub-hf compare` or `insub-hf text` to put on the card."}
+        default=None,
+        metadata={"help": "results.json of `insub-hf demo`, `compare` or `text` to put on the card."},
     )
     row: str | None = field(
-        default=None, metadata={"help": "Which model of the results: a compare row name ('InSub (M=5)') or a text "
-                                        "model name ('scd_insub_m3')."},
+        default=None, metadata={"help": "Which model of the results: a demo run ('insub_m5'), a compare row name "
+                                        "('InSub (M=5)') or a text model name ('scd_insub_m3')."},
     )
     dataset: str | None = field(default=None, metadata={"help": "Data set name on the card (compare results)."})
     training_data: str | None = field(default=None, metadata={"help": "A sentence on the pretraining data."})
+    license: str = field(default="apache-2.0", metadata={"help": "The card's license (a Hub license id)."})
+    base_model: str | None = field(
+        default=None, metadata={"help": "The Hub id the model started from (a pretrained backbone), for the card."}
+    )
     folder: str | None = field(default=None, metadata={"help": "Build the repo folder here (default runs/hub/NAME)."})
     push: bool = field(default=False, metadata={"help": "Upload the folder (needs a token)."})
 
 
 def eval_results_from_file(path: str | Path, row: str | None, dataset: str | None) -> tuple[list, str]:
-    """The model-index entries of one model in a compare or text results.json, and the file's kind."""
+    """The model-index entries of one model in a demo, compare or text results.json, and the file's kind."""
     results = json.loads(Path(path).read_text())
+    if "runs" in results:  # insub-hf demo: one run per model, the harness's numbers under their own keys
+        names = [r["name"] for r in results["runs"]]
+        chosen = next((r for r in results["runs"] if r["name"] == row), None)
+        if chosen is None:
+            raise ValueError(f"HubCommandArguments.row={row!r} is not a run of {path}; allowed: {names}.")
+        measured = MethodResults.from_dict({"members": 1, **{k: chosen[k] for k in DEMO_RESULT_KEYS if k in chosen}})
+        name = dataset or "Fashion-MNIST"
+        return harness_eval_results(measured, name, "fashion_mnist"), "demo"
     if "rows" in results:  # insub-hf compare
         names = [r["name"] for r in results["rows"]]
         chosen = next((r for r in results["rows"] if r["name"] == row), None)
@@ -54,7 +80,10 @@ def eval_results_from_file(path: str | Path, row: str | None, dataset: str | Non
                 f"HubCommandArguments.row={row!r} is not a model of {path}; allowed: {sorted(results['results'])}."
             )
         return senteval_eval_results(results["results"][row]), "text"
-    raise ValueError(f"HubCommandArguments.results={str(path)!r} is neither a compare nor a text results.json.")
+    raise ValueError(
+        f"HubCommandArguments.results={str(path)!r} is not a results.json of insub-hf demo, compare or text (it has "
+        "none of their keys 'runs', 'rows', 'results')."
+    )
 
 
 def run_hub(args: HubCommandArguments, hub: HubArguments):
@@ -70,12 +99,15 @@ def run_hub(args: HubCommandArguments, hub: HubArguments):
     architectures = AutoConfig.from_pretrained(args.model_dir).architectures or []
     auto = next((AUTO_BY_ARCHITECTURE[a] for a in architectures if a in AUTO_BY_ARCHITECTURE), AutoModel)
     model = auto.from_pretrained(args.model_dir)
-    tokenizer = None
-    if (Path(args.model_dir) / "tokenizer_config.json").is_file():
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
-    card = HubCard(eval_results=eval_results, training_data=args.training_data, tokenizer=tokenizer)
+    model_dir = Path(args.model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir) if (model_dir / "tokenizer_config.json").is_file() else None
+    processor = (AutoImageProcessor.from_pretrained(model_dir) if (model_dir / "preprocessor_config.json").is_file()
+                 else None)
+    detector = None
+    if (model_dir / DETECTOR_CONFIG).is_file():  # a fitted InSubOODDetector travels with its model
+        detector = InSubOODDetector.from_pretrained(model_dir)
+    card = HubCard(eval_results=eval_results, training_data=args.training_data, tokenizer=tokenizer,
+                   processor=processor, detector=detector, license=args.license, base_model=args.base_model)
     if args.push:
         commit = push_model_to_hub(model, repo_id, card, token=token, private=hub.hub_private_repo)
         print(f"pushed {args.model_dir} to {repo_id}: {commit}")

