@@ -6,11 +6,9 @@ import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from PIL import Image
 from transformers import AutoModelForImageClassification, Trainer, TrainingArguments
 
 from insub_hf import InSubConfig, InSubForImageClassification, InSubForPreTraining

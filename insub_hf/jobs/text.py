@@ -46,7 +46,10 @@ class TextArguments(TrainingSpeedArguments):
     max_sentences: int | None = checked(
         None, "Use only the first N corpus sentences.", low=1, integer=True, optional=True
     )
-    max_length: int = checked(32, "Tokens per sentence (longer ones are truncated).", low=2, integer=True)
+    max_length: int = checked(
+        32, "Tokens per pretraining sentence (longer ones are truncated); the transfer tasks embed whole sentences up "
+        "to the base model's length (256 for all-MiniLM-L6-v2).", low=2, integer=True,
+    )
     epochs: float = checked(1, "Pretraining epochs per model.", low=0, low_inclusive=False)
     batch_size: int = checked(64, "Sentences per step (paper: 192).", low=2, integer=True)
     learning_rate: float = checked(3e-5, "AdamW learning rate (paper: 3e-5).", low=0, low_inclusive=False)
@@ -109,7 +112,7 @@ def run_text(args: TextArguments, hub: HubArguments | None = None) -> dict:
         models[name] = result.model.insub
     results = {}
     for name, model in models.items():
-        encoder = InSubSentenceEncoder(model, tokenizer, args.max_length)
+        encoder = InSubSentenceEncoder(model, tokenizer)  # the base model's length, as its users embed
         embed = lambda sentences: encoder.encode(sentences).embeddings  # noqa: E731
         results[name] = {task: evaluate_task(embed, task, data, args.folds, args.seed) for task, data in task_data.items()}
         if "TWEETS" in task_data:

@@ -1,12 +1,15 @@
 import json
 import runpy
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from insub_hf import InSubForPreTraining
+from transformers import AutoImageProcessor
+
+from insub_hf import InSubForPreTraining, InSubModel
 from insub_hf_cli import COMMANDS, main
 
 
@@ -19,9 +22,6 @@ def test_help_and_unknown_command(capsys):
 
 
 def test_the_command_list_loads_neither_torch_nor_transformers():
-    import subprocess
-    import sys
-
     code = "import sys, insub_hf_cli; insub_hf_cli.main(['--help']); print(sorted({'torch', 'transformers'} & set(sys.modules)))"
     listed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "mechanism" in listed and listed.strip().endswith("[]")
@@ -63,6 +63,22 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     assert InSubForPreTraining.from_pretrained(out / "baseline" / "model").config.num_heads == 1
     assert torch.isfinite(model(torch.randn(2, 1, 28, 28), torch.randn(2, 1, 28, 28)).loss)
     assert any((out / "baseline").glob("checkpoint-*/model.safetensors"))  # resumable Trainer checkpoint
+    # the checkpoints carry their image processor: the pipeline embeds an image file in a fresh process
+    assert any((out / "baseline").glob("checkpoint-*/preprocessor_config.json"))
+    from insub_hf.data import load_fashion_mnist
+
+    image = load_fashion_mnist("bundled", test_per_class=1)["test"][0]["image"]
+    image.save(tmp_path / "image.png")
+    code = (f"import json, insub_hf; from transformers import pipeline; "
+            f"print(json.dumps(pipeline('image-feature-extraction', model={str(out / 'insub_m3' / 'model')!r})"
+            f"({str(tmp_path / 'image.png')!r})))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    features = torch.tensor(json.loads(run.stdout.strip().splitlines()[-1]))[0]
+    processor = AutoImageProcessor.from_pretrained(out / "insub_m3" / "model")
+    with torch.no_grad():
+        fresh = InSubModel.from_pretrained(out / "insub_m3" / "model").eval()
+        expected = fresh.get_representation(**processor(image, return_tensors="pt"))[0]
+    torch.testing.assert_close(features, expected, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.slow
