@@ -54,6 +54,7 @@ class ProtocolData:
         views: the per-batch view maker (`BatchTwoViews`) or None.
         evaluation: every image in [0, 1] with labels, and the OOD sets.
         description: where the data came from, for the log and results.json.
+        processor: the data's `InSubImageProcessor`, saved with the runs' checkpoints and models.
     """
 
     train: object
@@ -102,13 +103,12 @@ def load_protocol_data(args: ProtocolArguments) -> ProtocolData:
         train_images, train_labels, test_images, test_labels, ood, *preset.normalization(), num_classes
     )
     description = f"{description}: {len(train_images)} train / {len(test_images)} test images"
+    processor = preset.image_processor()  # saved with every run's checkpoints and model
     if args.batch_views:
         views = args.make_batch_views(preset)
-        return ProtocolData(
-            image_tensor_dataset(train_images), views, evaluation, description, preset.image_processor()
-        )
+        return ProtocolData(image_tensor_dataset(train_images), views, evaluation, description, processor)
     train = data["train"].with_transform(ImageViews(preset.augmentation(), preset.image_column))
-    return ProtocolData(train, None, evaluation, description, preset.image_processor())
+    return ProtocolData(train, None, evaluation, description, processor)
 
 
 class RunCache:
