@@ -128,10 +128,14 @@ def named_encoder(name: str, image_size: int = 32, num_channels: int = 3, width:
     return dict(base, image_size=image_size, num_channels=num_channels)
 
 
+def encoder_field(encoder_config, key: str):
+    """A field of an encoder config given as a config object or a dict (None where it has none)."""
+    return encoder_config.get(key) if isinstance(encoder_config, dict) else getattr(encoder_config, key, None)
+
+
 def _check_attention_heads(encoder_config) -> None:
     """A transformer encoder's hidden_size must split evenly over its attention heads."""
-    get = encoder_config.get if isinstance(encoder_config, dict) else lambda k: getattr(encoder_config, k, None)
-    hidden, heads = get("hidden_size"), get("num_attention_heads")
+    hidden, heads = (encoder_field(encoder_config, key) for key in ("hidden_size", "num_attention_heads"))
     if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 and hidden % heads:
         raise ValueError(
             f"InSubConfig.encoder_config: hidden_size={hidden} must be a multiple of num_attention_heads={heads} "

@@ -121,14 +121,17 @@ class InSubImageProcessor(TorchvisionBackend):
 
 
 def check_processor_fields(num_channels: int, mean, std) -> None:
+    """Refuses a channel count other than 1 or 3, a mean or std (a number or one per channel) of another length
+    than the channels, and a std that is not positive, naming the field."""
     if num_channels not in NUM_CHANNELS:
         raise ValueError(f"InSubImageProcessor.num_channels must be one of {NUM_CHANNELS}, got {num_channels!r}.")
-    for name, values in (("image_mean", mean), ("image_std", std)):
-        values = [values] if isinstance(values, (int, float)) else list(values)
+    fields = {name: [v] if isinstance(v, (int, float)) else list(v) for name, v in (("image_mean", mean),
+                                                                                     ("image_std", std))}
+    for name, values in fields.items():
         if len(values) != num_channels:
             raise ValueError(
                 f"InSubImageProcessor.{name} must give one value per channel (num_channels={num_channels}), got "
                 f"{values}."
             )
-    if any(s <= 0 for s in ([std] if isinstance(std, (int, float)) else std)):
-        raise ValueError(f"InSubImageProcessor.image_std must be positive, got {list(std)}.")
+    if any(s <= 0 for s in fields["image_std"]):
+        raise ValueError(f"InSubImageProcessor.image_std must be positive, got {fields['image_std']}.")

@@ -12,19 +12,10 @@ import torch
 from transformers import AutoTokenizer
 
 from .checkpointing import atomic_folder, save_pretrained_atomic
+from .configuration_insub import encoder_field
 from .data.text_views import SentenceTokenizer
 from .modeling_insub import InSubModel
 from .validation import check_range
-
-
-def default_max_length(tokenizer, model: InSubModel) -> int:
-    """The base model's length: the tokenizer's `model_max_length`, capped by the encoder's position embeddings."""
-    return min(tokenizer.model_max_length, position_embeddings(model) or tokenizer.model_max_length)
-
-
-def position_embeddings(model: InSubModel) -> int | None:
-    encoder = model.config.encoder_config
-    return (encoder.get if isinstance(encoder, dict) else lambda k: getattr(encoder, k, None))("max_position_embeddings")
 
 
 @dataclass
@@ -62,9 +53,9 @@ class InSubSentenceEncoder:
             raise ValueError(
                 f"InSubSentenceEncoder needs a text encoder (input_ids); this model reads {model.encoder.main_input_name}."
             )
-        positions = position_embeddings(model)
-        if max_length is None:
-            max_length = default_max_length(tokenizer, model)
+        positions = encoder_field(model.config.encoder_config, "max_position_embeddings")
+        if max_length is None:  # the base model's length
+            max_length = min(tokenizer.model_max_length, positions or tokenizer.model_max_length)
         check_range("InSubSentenceEncoder: max_length", max_length, low=3, integer=True)  # 2 special tokens + 1 word
         if positions is not None and max_length > positions:
             raise ValueError(

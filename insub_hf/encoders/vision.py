@@ -96,10 +96,9 @@ class TimmEncoder(Encoder):
                 "allowed names."
             )
         # `pretrained=True` starts from timm's weights (the Hub cache, or a local file through
-        # `pretrained_cfg_overlay={"file": path}`); a saved InSub checkpoint then overwrites them with its own
-        if LOADING_A_CHECKPOINT.get():
-            kwargs.update(pretrained=False)
-        self.model = timm.create_model(model_name, num_classes=0, **{"pretrained": False, **kwargs})
+        # `pretrained_cfg_overlay={"file": path}`); a saved InSub checkpoint loads its own instead
+        pretrained = kwargs.pop("pretrained", False) and not LOADING_A_CHECKPOINT.get()
+        self.model = timm.create_model(model_name, pretrained=pretrained, num_classes=0, **kwargs)
         self.num_channels = kwargs.get("in_chans", 3)
         self.output_dim = self.model.num_features
 

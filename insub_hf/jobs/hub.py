@@ -56,22 +56,25 @@ class HubCommandArguments:
     push: bool = field(default=False, metadata={"help": "Upload the folder (needs a token)."})
 
 
+def _named(entries: list[dict], row: str | None, kind: str, path) -> dict:
+    """The entry of `entries` (demo runs, compare rows) whose `name` is `row`; refuses another, naming the allowed."""
+    chosen = next((entry for entry in entries if entry["name"] == row), None)
+    if chosen is None:
+        names = [entry["name"] for entry in entries]
+        raise ValueError(f"HubCommandArguments.row={row!r} is not a {kind} of {path}; allowed: {names}.")
+    return chosen
+
+
 def eval_results_from_file(path: str | Path, row: str | None, dataset: str | None) -> tuple[list, str]:
     """The model-index entries of one model in a demo, compare or text results.json, and the file's kind."""
     results = json.loads(Path(path).read_text())
     if "runs" in results:  # insub-hf demo: one run per model, the harness's numbers under their own keys
-        names = [r["name"] for r in results["runs"]]
-        chosen = next((r for r in results["runs"] if r["name"] == row), None)
-        if chosen is None:
-            raise ValueError(f"HubCommandArguments.row={row!r} is not a run of {path}; allowed: {names}.")
+        chosen = _named(results["runs"], row, "run", path)
         measured = MethodResults.from_dict({"members": 1, **{k: chosen[k] for k in DEMO_RESULT_KEYS if k in chosen}})
         name = dataset or "Fashion-MNIST"
         return harness_eval_results(measured, name, "fashion_mnist"), "demo"
     if "rows" in results:  # insub-hf compare
-        names = [r["name"] for r in results["rows"]]
-        chosen = next((r for r in results["rows"] if r["name"] == row), None)
-        if chosen is None:
-            raise ValueError(f"HubCommandArguments.row={row!r} is not a row of {path}; allowed: {names}.")
+        chosen = _named(results["rows"], row, "row", path)
         name = dataset or results["args"]["dataset"]
         return harness_eval_results(ComparisonRow.from_dict(chosen).results, name, name), "compare"
     if "results" in results:  # insub-hf text
