@@ -1,7 +1,7 @@
 """What the comparison protocol (`insub-hf compare`) costs per method and per seed, measured side by side in one run.
 
 For every method it times a pretraining step of the protocol's model (views made per batch with kornia, AdamW, weights
-in channels_last as InSubTrainer keeps them),
+in channels_last where InSubTrainer keeps them so),
 in interleaved rounds so that every method sees the same machine load, and the feature extraction of the harness;
 then it prints seconds per step, the ratio to the baseline, and the projected wall time per seed: pretraining
 (steps x members x s/step) plus extraction of the train, test and OOD images. With `--results` it also prints the
@@ -24,6 +24,7 @@ from insub_hf import InSubForPreTraining
 from insub_hf.data import IMAGE_DATASET_PRESETS
 from insub_hf.evaluation.cost import device_description
 from insub_hf.evaluation.features import extract_features
+from insub_hf.memory_format import training_memory_format
 from insub_hf.jobs.compare import ComparisonArguments
 from insub_hf.protocol.methods import method_config
 
@@ -63,7 +64,7 @@ def main() -> None:
     torch.manual_seed(0)
     models = {
         method: InSubForPreTraining(method_config(args, "baseline" if method == "ssl_ensemble" else method, 5))
-        .train().to(memory_format=torch.channels_last)
+        .train().to(memory_format=training_memory_format(on_cpu=True))
         for method in MEMBERS
     }
     steps = {method: step_fn(model, views, images, args.pretrain_learning_rate) for method, model in models.items()}

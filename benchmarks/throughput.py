@@ -4,7 +4,8 @@
 Backbone: the CIFAR-stem ResNet-18 (`CifarResNetModel`) on Fashion-MNIST (28x28 grey; Debian's full 60,000 images
 when installed, else the bundled 5,000). Heads: insub-hf Linear-2048-BN-ReLU-Linear-128 per head; lightly's
 SimCLRProjectionHead(d, 2048, 128). Optimizer: fused AdamW (the Trainer's default) for both. Precision: bf16
-autocast on a GPU, float32 on CPU, for both. Memory layout: channels_last for both backbones.
+autocast on a GPU, float32 on CPU, for both. Memory layout: channels_last for both backbones
+where InSubTrainer would use it (a GPU, or a CPU where oneDNN runs AVX-512: `insub_hf.memory_format`).
 
 Each library's own data path is what is compared end to end:
 - insub-hf: `InSubTrainer.train` on plain image tensors, the two views made per batch on the device by
@@ -46,6 +47,7 @@ from insub_hf.data import IMAGE_DATASET_PRESETS, BatchTwoViews, image_tensor_dat
 from insub_hf.data.image_datasets import _fashion_mnist_arrays, resolve_fashion_mnist_source
 from insub_hf.encoders.modeling_resnet_cifar import CifarResNetConfig, CifarResNetModel
 from insub_hf.evaluation.cost import device_description, training_memory_mb
+from insub_hf.memory_format import training_memory_format
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments, fast_path_arguments
 
 PRESET = IMAGE_DATASET_PRESETS["fashion_mnist"]
@@ -229,7 +231,7 @@ def lightly_model(args, device: torch.device):
     from lightly.loss import NTXentLoss
 
     backbone = CifarResNetConfig(depth=18, width_multiplier=args.width, num_channels=1, image_size=PRESET.image_size)
-    model = LightlySimCLR(backbone).to(device).to(memory_format=torch.channels_last)
+    model = LightlySimCLR(backbone).to(device).to(memory_format=training_memory_format(device.type == "cpu"))
     model = torch.compile(model) if args.compile else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY, fused=True)
     return model, NTXentLoss(temperature=TEMPERATURE), optimizer
@@ -264,7 +266,8 @@ def step_rows(args, device: torch.device) -> tuple[dict, dict]:
     step_fns, memory = {}, {}
     for m in args.heads:
         set_seed(0)
-        model = InSubForPreTraining(insub_config(args, m)).to(device).to(memory_format=torch.channels_last)
+        model = InSubForPreTraining(insub_config(args, m)).to(device).to(
+            memory_format=training_memory_format(device.type == "cpu"))
         optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY, fused=True)
         runnable = torch.compile(model) if args.compile else model
         step_fns[f"insub-hf M={m}"] = insub_step(runnable, optimizer, args, device)
@@ -328,7 +331,7 @@ def main() -> None:
           f"{lightly.__version__}, {torch.get_num_threads()} threads")
     print(f"Fashion-MNIST ({source}, {len(images)} images), CIFAR ResNet-18 width {args.width:g}, batch "
           f"{args.batch_size} x 2 views, bf16 {speed['bf16']}, compile {args.compile}, loader workers "
-          f"{speed['dataloader_num_workers']}, channels_last, fused AdamW")
+          f"{speed['dataloader_num_workers']}, {training_memory_format(device.type == 'cpu')}, fused AdamW")
 
     rows = [f"insub-hf M={m}" for m in args.heads] + ["lightly SimCLR"]
     end_to_end, busy = {name: 0.0 for name in rows}, {}

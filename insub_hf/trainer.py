@@ -16,6 +16,7 @@ from .checkpointing import checkpoint_problems, last_complete_checkpoint
 from .data.batch_views import check_unit_images
 from .data.seeding import SeededSamples, mix_seed, seeded_draws
 from .distributed import check_same_across_processes, convert_sync_batchnorm
+from .memory_format import resolve_channels_last
 from .modeling_insub import check_training_step, step_flags_bad, training_step_error, training_step_flags
 from .validation import check_range
 
@@ -26,7 +27,7 @@ SIDE_METRICS = ("ssl_loss", "diversity_loss", "mean_sigma", "hinge_active")
 class InSubTrainingArguments(TrainingArguments):
     """`TrainingArguments` with defaults that suit multi-view self-supervised batches, and the fast path by default
     where a CUDA GPU is present: bf16 autocast and data loader workers (`fast_path_arguments`; a value given is
-    kept), channels_last for convolutional encoders. `torch_compile=True` compiles the training forward into one
+    kept), channels_last for convolutional encoders (on a CPU only where it is safe: `channels_last`). `torch_compile=True` compiles the training forward into one
     graph (no breaks from encoders, heads or losses; the genomic encoder's LSTM excepted)."""
 
     remove_unused_columns: bool = field(
@@ -44,12 +45,14 @@ class InSubTrainingArguments(TrainingArguments):
         default=False,
         metadata={"help": "Batch statistics over all processes in every BatchNorm (heads and encoder); GPU only."},
     )
-    channels_last: bool = field(
-        default=True,
+    channels_last: bool | None = field(
+        default=None,
         metadata={
-            "help": "Train a convolutional encoder with its weights in channels_last memory format (NHWC), which "
-            "oneDNN on CPU and cuDNN on GPU run faster; back to the default layout when train() returns. No effect "
-            "on encoders without Conv2d."
+            "help": "Train a convolutional encoder with its weights in channels_last memory format (NHWC), back to the "
+            "default layout when train() returns; no effect on encoders without Conv2d. Default (unset): on a GPU, and "
+            "on a CPU only where oneDNN runs its AVX-512 kernels (the CPU has AVX-512 and ONEDNN_MAX_CPU_ISA does not "
+            "cap it lower): oneDNN's AVX2 channels_last kernels hang or crash on narrow layers (an upstream bug), so "
+            "true on such a CPU is refused."
         },
     )
 
@@ -82,6 +85,9 @@ class InSubTrainingArguments(TrainingArguments):
             self.use_cpu = True
             self.ddp_backend = self.ddp_backend or "gloo"
         super().__post_init__()
+        self.channels_last = resolve_channels_last(
+            self.channels_last, on_cpu=self.use_cpu or not gpu_available(), field="InSubTrainingArguments.channels_last"
+        )
         for name in ("per_device_train_batch_size", "per_device_eval_batch_size"):
             check_range(f"InSubTrainingArguments.{name}", getattr(self, name), low=1, integer=True)
         if self.global_batch_size is not None:
@@ -256,7 +262,7 @@ class InSubTrainer(Trainer):
                     f"resume_from_checkpoint={str(resume_from_checkpoint)!r} cannot be resumed from: "
                     + "; ".join(problems) + "."
                 )
-        channels_last = getattr(self.args, "channels_last", False) and any(
+        channels_last = bool(getattr(self.args, "channels_last", False)) and any(
             isinstance(m, nn.Conv2d) for m in self.model.modules()
         )
         if channels_last:

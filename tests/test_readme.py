@@ -1,5 +1,5 @@
-"""The README's "Using a checkpoint" snippets, run as written in a fresh process on tiny checkpoints laid out where
-the snippets look for them (the fine-tuning runs 2 steps instead of 3 epochs)."""
+"""The README's quickstart and docs/usage.md's "Using a checkpoint" snippets, run as written in a fresh process on tiny
+checkpoints laid out where the snippets look for them (the fine-tuning runs 2 steps instead of its budget)."""
 
 import re
 import subprocess
@@ -18,9 +18,16 @@ from insub_hf.jobs.text import packaged_minilm_path
 
 from .objectives.test_scd import tiny_bert_config
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README, USAGE = ROOT / "README.md", ROOT / "docs" / "usage.md"
 # what the test budget changes in the snippets: (as written, as run)
-BUDGET = [("num_train_epochs=3,", "max_steps=2,")]
+BUDGET = [("num_train_epochs=3,", "max_steps=2,"), ("max_steps=100,", "max_steps=2,")]
+QUICKSTART_CHECKS = """
+assert out.representation.shape[0] == 8 and out.sigma.shape[0] == 8 and (out.sigma > 0).all()
+assert ood.shape == (8,) and (ood >= 0).all()
+assert classifier.config.num_labels == 10 and classifier.training
+print("README quickstart OK")
+"""
 CHECKS = """
 assert features.shape[0] == 8 and uncertainty.shape == (8,) and (uncertainty > 0).all()
 assert len(embeddings) == 8 and torch.allclose(torch.tensor(embeddings[0][0]), features[0], atol=1e-4)
@@ -33,41 +40,63 @@ print("README snippets OK")
 """
 
 
-def readme_section(title: str) -> str:
-    text = README.read_text()
+def section(path: Path, title: str) -> str:
+    text = path.read_text()
     start = text.index(f"## {title}\n")
     end = text.index("\n## ", start + 1)
     return text[start:end]
 
 
-def snippets(title: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", readme_section(title), flags=re.S)
+def snippets(path: Path, title: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", section(path, title), flags=re.S)
 
 
-def test_the_section_has_each_use_the_issue_names():
-    code = "\n".join(snippets("Using a checkpoint"))
+def test_the_readme_is_short_and_starts_with_the_quickstart():
+    text = README.read_text()
+    assert len(text.splitlines()) <= 200
+    assert re.findall(r"^## .*", text, flags=re.M)[:2] == ["## Quickstart", "## Two commands"]
+    code = "\n".join(snippets(README, "Quickstart"))
+    for needed in ("AutoModel.from_pretrained", "out.sigma", "InSubOODDetector.fit", "detector.score", "Trainer("):
+        assert needed in code, needed
+
+
+def test_the_usage_page_has_each_use_the_issue_names():
+    code = "\n".join(snippets(USAGE, "Using a checkpoint"))
     for needed in ('pipeline("image-feature-extraction"', 'pipeline("image-classification"', "Trainer(",
                    "InSubOODDetector.fit", "SentenceTransformer(", 'output_value="uncertainty"', "mutual_information"):
         assert needed in code, needed
-    for written, _ in BUDGET:
-        assert written in code
+    assert BUDGET[0][0] in code and BUDGET[1][0] in "\n".join(snippets(README, "Quickstart"))
+
+
+def run_as_written(code: str, cwd: Path, checks: str, ok: str) -> None:
+    for written, run in BUDGET:
+        code = code.replace(written, run)
+    run = subprocess.run([sys.executable, "-c", code + checks], cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and ok in run.stdout, run.stderr[-4000:]
+
+
+def save_demo_checkpoint(folder: Path) -> None:
+    """A tiny image checkpoint where the demo writes its InSub model (5 heads, 1 grey channel, 28x28)."""
+    torch.manual_seed(0)
+    config = InSubConfig(encoder_config=named_encoder("resnet18_cifar", 28, 1, 0.0625), num_heads=5,
+                         head_hidden_sizes=[16], head_output_size=8)
+    save_pretrained_atomic(InSubForPreTraining(config), folder / "runs/demo/insub_m5/model",
+                           processor=IMAGE_DATASET_PRESETS["fashion_mnist"].image_processor())
+
+
+@pytest.mark.slow
+def test_the_quickstart_runs_as_written(tmp_path):
+    save_demo_checkpoint(tmp_path)
+    run_as_written("\n".join(snippets(README, "Quickstart")), tmp_path, QUICKSTART_CHECKS, "README quickstart OK")
+    assert (tmp_path / "runs/ft").is_dir()
 
 
 @pytest.mark.slow
 def test_using_a_checkpoint_runs_as_written(tmp_path):
-    torch.manual_seed(0)
-    config = InSubConfig(encoder_config=named_encoder("resnet18_cifar", 28, 1, 0.0625), num_heads=5,
-                         head_hidden_sizes=[16], head_output_size=8)
-    save_pretrained_atomic(InSubForPreTraining(config), tmp_path / "runs/demo/insub_m5/model",
-                           processor=IMAGE_DATASET_PRESETS["fashion_mnist"].image_processor())
+    save_demo_checkpoint(tmp_path)
     text_model = InSubModel(tiny_bert_config(num_heads=3))
     save_pretrained_atomic(text_model, tmp_path / "runs/text/scd_insub_m3/model",
                            processor=AutoTokenizer.from_pretrained(packaged_minilm_path()))
-    code = "\n".join(snippets("Using a checkpoint"))
-    for written, run in BUDGET:
-        code = code.replace(written, run)
-    run = subprocess.run([sys.executable, "-c", code + CHECKS], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=600)
-    assert run.returncode == 0 and "README snippets OK" in run.stdout, run.stderr[-4000:]
+    run_as_written("\n".join(snippets(USAGE, "Using a checkpoint")), tmp_path, CHECKS, "README snippets OK")
     assert (tmp_path / "runs/demo/insub_m5/model/ood_detector.json").is_file()
     assert (tmp_path / "runs/finetune/model/preprocessor_config.json").is_file()

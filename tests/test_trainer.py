@@ -10,6 +10,7 @@ from transformers import TrainerCallback
 import insub_hf.trainer
 from insub_hf import InSubConfig, InSubForPreTraining, named_encoder
 from insub_hf.checkpointing import last_complete_checkpoint
+from insub_hf.memory_format import channels_last_hazard
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
 
 from .conftest import tiny_config
@@ -71,6 +72,7 @@ def test_gradient_accumulation_follows_the_mean_of_micro_batch_gradients(tmp_pat
     assert abs(logged - sum(losses)) < 1e-3  # the logged loss is the mean over the accumulated micro-batches
 
 
+@pytest.mark.skipif(channels_last_hazard() is not None, reason=f"channels_last is refused here: {channels_last_hazard()}")
 def test_channels_last_trains_a_conv_encoder_like_the_default_layout_and_saves_plain_weights(tmp_path):
     config = InSubConfig(
         encoder_config=named_encoder("resnet10_cifar", 32, 3, width=0.0625), num_heads=2, head_hidden_sizes=[8],
