@@ -17,8 +17,8 @@ from transformers import (
 from .configuration_insub import NAMED_ENCODERS, InSubConfig, named_encoder
 from .image_processing_insub import InSubImageProcessor
 from .lazy_exports import lazy_exports
-from .modeling_classification import InSubForImageClassification
-from .modeling_insub import InSubForPreTraining, InSubForSequenceClassification, InSubModel
+from .modeling_classification import InSubForImageClassification, InSubForSequenceClassification
+from .modeling_insub import InSubForPreTraining, InSubModel
 from .version import __version__
 
 # Registering with the Auto classes is what lets AutoModel.from_pretrained(dir) find the InSub classes.
@@ -36,7 +36,8 @@ _EXPORTS = {
         "CifarResNetConfig", "CifarResNetModel", "Encoder", "GenomicEncoderConfig", "GenomicEncoderModel", "build_encoder", "encoder_config_from_pretrained",
         "load_encoder_weights",
     ),
-    ".heads": ("BatchedHeads", "WeightNormedLinear"),
+    ".heads": ("BatchedHeads",),
+    ".objectives.dino": ("WeightNormedLinear",),
     ".losses": ("DINOLoss", "DiversityLoss", "NTXentLoss", "dino_loss", "diversity_hinge", "head_spread", "nt_xent_loss"),
     ".objectives": ("OBJECTIVES", "Objective", "ObjectiveOutput", "cosine_momentum", "ema_update_", "teacher_temperature"),
     ".data": (

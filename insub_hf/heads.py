@@ -126,30 +126,3 @@ def _slice_batchnorm(norm: nn.BatchNorm1d, head: int, width: int) -> nn.BatchNor
     bn.running_var.copy_(norm.running_var[part])
     bn.num_batches_tracked.copy_(norm.num_batches_tracked)
     return bn
-
-
-class WeightNormedLinear(nn.Module):
-    """DINO's weight-normalised last layer (`weight_norm` with the gain fixed to 1, `norm_last_layer=True`), no bias.
-
-    Every output column is used at unit norm, so for L2-normalised inputs the outputs are cosines in [-1, 1]. In
-    InSub it is shared by the M heads and applied to their mean bottleneck embedding: being linear, that equals the
-    mean of the M heads' outputs through it, at the cost of one head.
-
-    Args:
-        in_dim: q, the bottleneck size.
-        out_dim: K, DINO's output dimension (65536 for ImageNet).
-
-    Shapes: `(..., q)` -> `(..., K)`.
-    """
-
-    def __init__(self, in_dim: int, out_dim: int):
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(in_dim, out_dim))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        bound = 1.0 / math.sqrt(self.weight.shape[0])
-        nn.init.uniform_(self.weight, -bound, bound)
-
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return z @ torch.nn.functional.normalize(self.weight, dim=0)  # unit columns

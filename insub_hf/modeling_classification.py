@@ -1,6 +1,7 @@
-"""Finetune-InSub: M independent classifier heads on a pretrained InSub encoder, for `AutoModelForImageClassification`
-and `pipeline("image-classification")`. The prediction averages the heads' probabilities; how much they disagree
-(the mutual information) is each sample's uncertainty, kept after fine-tuning."""
+"""Classifiers on a pretrained InSub encoder. Finetune-InSub (`InSubForImageClassification`): M independent classifier
+heads, for `AutoModelForImageClassification` and `pipeline("image-classification")`; the prediction averages the heads'
+probabilities, and how much they disagree (the mutual information) is each sample's uncertainty, kept after
+fine-tuning. `InSubForSequenceClassification`: one linear classifier, for `AutoModelForSequenceClassification`."""
 
 from __future__ import annotations
 
@@ -9,11 +10,30 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch import nn
+from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.utils import ModelOutput
 
 from .configuration_insub import InSubConfig
 from .heads import BatchedHeads
-from .modeling_insub import InSubModel, InSubPreTrainedModel, check_labels
+from .modeling_insub import InSubModel, InSubPreTrainedModel
+
+
+def check_labels(labels: torch.Tensor, batch_size: int, num_labels: int) -> None:
+    """Class labels `(B,)`: integers in [0, num_labels) or -100 (ignored), not all ignored."""
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(f"labels must be integer class indices, got dtype {labels.dtype}.")
+    if labels.shape != (batch_size,):
+        raise ValueError(f"labels must have shape (batch,) = ({batch_size},), got {tuple(labels.shape)}.")
+    kept = labels[labels != -100]
+    if kept.numel() == 0:
+        raise ValueError("labels are all -100 (ignored) in this batch: its loss would be NaN; give at least one label.")
+    bad = kept[(kept < 0) | (kept >= num_labels)]
+    if bad.numel():
+        raise ValueError(
+            f"labels must lie in [0, num_labels={num_labels}) or be -100 (ignored), got {bad[0].item()}; set "
+            "num_labels in the config to the number of classes."
+        )
 
 
 @dataclass
@@ -102,4 +122,40 @@ class InSubForImageClassification(InSubPreTrainedModel):
             loss=loss, logits=logits, head_logits=head_logits, mutual_information=mutual_information.detach(),
             entropy=entropy.detach(), representation=representation,
         )
+        return out if return_dict is not False else out.to_tuple()
+
+
+class InSubForSequenceClassification(InSubPreTrainedModel):
+    """The pretrained encoder with a linear classifier, for fine-tuning (the heads are not used).
+
+    `from_pretrained(pretraining_checkpoint, num_labels=C)` loads the encoder of an `InSubForPreTraining` or
+    `InSubModel` checkpoint and starts the classifier fresh. Inputs as `InSubModel` (keywords), plus optional
+    `labels (B,)`. Outputs: `loss` (cross-entropy, when labels are given) and `logits (B, C)`.
+    """
+
+    def __init__(self, config: InSubConfig):
+        super().__init__(config)
+        self.insub = InSubModel(config)
+        self.main_input_name = self.insub.main_input_name
+        self.classifier = nn.Linear(self.insub.encoder.output_dim, config.num_labels)
+        self.post_init()
+
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, nn.Linear) and module is getattr(self, "classifier", None):
+            module.reset_parameters()
+
+    def forward(
+        self,
+        pixel_values: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        return_dict: bool | None = None,
+        **inputs: torch.Tensor | None,
+    ) -> SequenceClassifierOutput | tuple:
+        logits = self.classifier(self.insub.get_representation(pixel_values=pixel_values, **inputs))
+        loss = None
+        if labels is not None:
+            check_labels(labels, logits.shape[0], self.config.num_labels)
+            loss = F.cross_entropy(logits, labels)
+        out = SequenceClassifierOutput(loss=loss, logits=logits)
         return out if return_dict is not False else out.to_tuple()

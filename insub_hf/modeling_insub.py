@@ -1,5 +1,5 @@
 """InSub models: a shared encoder and M independent heads (InSubModel); pretraining adds the objective and the diversity
-hinge on top (InSubForPreTraining); fine-tuning a linear classifier (InSubForSequenceClassification)."""
+hinge on top (InSubForPreTraining). The classifiers are in `modeling_classification`."""
 
 from __future__ import annotations
 
@@ -10,21 +10,21 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
-from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.utils import ModelOutput, logging
 
 from .configuration_insub import InSubConfig
 from .encoders import build_encoder
-from .heads import BatchedHeads, WeightNormedLinear
+from .heads import BatchedHeads
 from .losses.diversity import DiversityLoss, head_spread
 from .losses.precision import upcast_half
 from .model_files import checked_from_pretrained, checked_save_pretrained, package_module
 from .objectives import OBJECTIVES
+from .step_checks import check_training_step
 
 logger = logging.get_logger(__name__)
 
 # The modules whose fresh weights the model initialises (`_init_weights`): the heads and the objectives' own state.
-OWN_MODULES = (BatchedHeads, WeightNormedLinear, *(m for o in OBJECTIVES.values() for m in o.initialized_modules))
+OWN_MODULES = (BatchedHeads, *(m for o in OBJECTIVES.values() for m in o.initialized_modules))
 
 
 @dataclass
@@ -67,60 +67,6 @@ class InSubForPreTrainingOutput(ModelOutput):
     head_embeddings: torch.Tensor | None = None
     representation: torch.Tensor | None = None
     hinge_active: torch.Tensor | None = None
-
-
-def check_labels(labels: torch.Tensor, batch_size: int, num_labels: int) -> None:
-    """Class labels `(B,)`: integers in [0, num_labels) or -100 (ignored), not all ignored."""
-    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
-        raise ValueError(f"labels must be integer class indices, got dtype {labels.dtype}.")
-    if labels.shape != (batch_size,):
-        raise ValueError(f"labels must have shape (batch,) = ({batch_size},), got {tuple(labels.shape)}.")
-    kept = labels[labels != -100]
-    if kept.numel() == 0:
-        raise ValueError("labels are all -100 (ignored) in this batch: its loss would be NaN; give at least one label.")
-    bad = kept[(kept < 0) | (kept >= num_labels)]
-    if bad.numel():
-        raise ValueError(
-            f"labels must lie in [0, num_labels={num_labels}) or be -100 (ignored), got {bad[0].item()}; set "
-            "num_labels in the config to the number of classes."
-        )
-
-
-# Normalised data (images by a mean and std, embeddings, one-hot DNA) stays within a few units; a float input beyond
-# this is unnormalised or corrupt, and may still give a finite loss (a compiled forward saturates where eager overflows).
-INPUT_LIMIT = 1e4
-
-
-def training_step_flags(loss: torch.Tensor, inputs: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """What `check_training_step` reads, on the loss's device and without a host sync: whether `loss` is NaN or inf
-    (a 0-d bool tensor) and each float input's largest magnitude (0-d float32 tensors, by input name)."""
-    largest = {name: value.detach().abs().amax().float() for name, value in inputs.items()
-               if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel()}
-    return ~torch.isfinite(loss.detach()), largest
-
-
-def step_flags_bad(loss_bad: torch.Tensor, largest: dict[str, torch.Tensor]) -> torch.Tensor:
-    """A 0-d bool tensor: the loss was not finite or an input exceeded `INPUT_LIMIT` (no host sync)."""
-    return loss_bad | (torch.stack(list(largest.values())).amax() > INPUT_LIMIT) if largest else loss_bad
-
-
-def training_step_error(loss_text: str, largest: dict[str, torch.Tensor]) -> FloatingPointError:
-    """The refusal `check_training_step` raises, naming each float input's largest magnitude."""
-    sizes = ", ".join(f"{name} max |x| = {value.item():.3g}" for name, value in largest.items())
-    return FloatingPointError(
-        f"The pretraining loss is {loss_text} for inputs {sizes or 'with no float tensors'}: inputs must be "
-        f"normalised (|x| <= {INPUT_LIMIT:g}); values far outside the normalised range overflow the encoder. "
-        "Normalise the inputs (e.g. Normalize(mean, std) of the data set)."
-    )
-
-
-def check_training_step(loss: torch.Tensor, inputs: dict) -> None:
-    """Raises `FloatingPointError` when `loss` is NaN or inf, or a float tensor of `inputs` has |x| > `INPUT_LIMIT`,
-    naming each float input's largest magnitude. One host sync: the model's forward runs it unless `InSubTrainer`
-    trains the model, which checks every step on the CPU and, on an accelerator, at logging steps only."""
-    loss_bad, largest = training_step_flags(loss, inputs)
-    if bool(step_flags_bad(loss_bad, largest)):
-        raise training_step_error(str(loss.item()), largest)
 
 
 class InSubPreTrainedModel(PreTrainedModel):
@@ -379,39 +325,3 @@ class InSubForPreTraining(InSubPreTrainedModel):
             hinge_active=hinge_active,
         )
         return result if return_dict is not False else result.to_tuple()
-
-
-class InSubForSequenceClassification(InSubPreTrainedModel):
-    """The pretrained encoder with a linear classifier, for fine-tuning (the heads are not used).
-
-    `from_pretrained(pretraining_checkpoint, num_labels=C)` loads the encoder of an `InSubForPreTraining` or
-    `InSubModel` checkpoint and starts the classifier fresh. Inputs as `InSubModel` (keywords), plus optional
-    `labels (B,)`. Outputs: `loss` (cross-entropy, when labels are given) and `logits (B, C)`.
-    """
-
-    def __init__(self, config: InSubConfig):
-        super().__init__(config)
-        self.insub = InSubModel(config)
-        self.main_input_name = self.insub.main_input_name
-        self.classifier = nn.Linear(self.insub.encoder.output_dim, config.num_labels)
-        self.post_init()
-
-    def _init_weights(self, module: nn.Module) -> None:
-        super()._init_weights(module)
-        if isinstance(module, nn.Linear) and module is getattr(self, "classifier", None):
-            module.reset_parameters()
-
-    def forward(
-        self,
-        pixel_values: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        return_dict: bool | None = None,
-        **inputs: torch.Tensor | None,
-    ) -> SequenceClassifierOutput | tuple:
-        logits = self.classifier(self.insub.get_representation(pixel_values=pixel_values, **inputs))
-        loss = None
-        if labels is not None:
-            check_labels(labels, logits.shape[0], self.config.num_labels)
-            loss = F.cross_entropy(logits, labels)
-        out = SequenceClassifierOutput(loss=loss, logits=logits)
-        return out if return_dict is not False else out.to_tuple()

@@ -22,7 +22,7 @@ AUTO_MAP = {
     "AutoConfig": "configuration_insub.InSubConfig",
     "AutoModel": "modeling_insub.InSubModel",
     "AutoModelForPreTraining": "modeling_insub.InSubForPreTraining",
-    "AutoModelForSequenceClassification": "modeling_insub.InSubForSequenceClassification",
+    "AutoModelForSequenceClassification": "modeling_classification.InSubForSequenceClassification",
     "AutoModelForImageClassification": "modeling_classification.InSubForImageClassification",
 }
 ROOT_MODULES = ("configuration_insub", "modeling_insub", "modeling_classification")

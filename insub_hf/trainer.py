@@ -17,7 +17,7 @@ from .data.batch_views import check_unit_images
 from .data.seeding import SeededSamples, mix_seed, seeded_draws
 from .distributed import check_same_across_processes, convert_sync_batchnorm
 from .memory_format import resolve_channels_last
-from .modeling_insub import check_training_step, step_flags_bad, training_step_error, training_step_flags
+from .step_checks import check_training_step, step_flags_bad, training_step_error, training_step_flags
 from .validation import check_range
 
 SIDE_METRICS = ("ssl_loss", "diversity_loss", "mean_sigma", "hinge_active")

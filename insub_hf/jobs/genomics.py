@@ -15,7 +15,8 @@ from ..data.dna_views import one_hot_dna
 from ..evaluation.features import extract_features
 from ..evaluation.harness import summarize
 from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
-from ..modeling_insub import InSubForSequenceClassification, InSubModel
+from ..modeling_classification import InSubForSequenceClassification
+from ..modeling_insub import InSubModel
 from ..trainer import InSubTrainer, InSubTrainingArguments
 from ..validation import checked
 from ..protocol.arguments import OVERWRITE_HELP, TrainingSpeedArguments

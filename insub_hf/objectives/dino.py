@@ -4,11 +4,12 @@ live here."""
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
-from ..heads import WeightNormedLinear
 from ..losses.dino import DINOLoss
 from ..validation import checked
 from .base import Objective, ObjectiveConfig, ObjectiveOutput, Student
@@ -54,6 +55,33 @@ def teacher_temperature(step: int, warmup_steps: int, start: float = 0.04, end: 
     return start + (end - start) * max(step, 0) / warmup_steps
 
 
+class WeightNormedLinear(nn.Module):
+    """DINO's weight-normalised last layer (`weight_norm` with the gain fixed to 1, `norm_last_layer=True`), no bias.
+
+    Every output column is used at unit norm, so for L2-normalised inputs the outputs are cosines in [-1, 1]. In
+    InSub it is shared by the M heads and applied to their mean bottleneck embedding: being linear, that equals the
+    mean of the M heads' outputs through it, at the cost of one head.
+
+    Args:
+        in_dim: q, the bottleneck size.
+        out_dim: K, DINO's output dimension (65536 for ImageNet).
+
+    Shapes: `(..., q)` -> `(..., K)`.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(in_dim, out_dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.weight.shape[0])
+        nn.init.uniform_(self.weight, -bound, bound)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return z @ torch.nn.functional.normalize(self.weight, dim=0)  # unit columns
+
+
 class DINOObjective(Objective):
     """DINO on the mean head output.
 
@@ -72,6 +100,7 @@ class DINOObjective(Objective):
     title = "DINO"
     config_class = DINOConfig
     extra_inputs = ("local_pixel_values",)
+    initialized_modules = (WeightNormedLinear,)
     # applied in turn: the prototype layers before the rest of the teacher
     legacy_keys = {
         r"^insub\.prototypes\.": "objective.prototypes.",
