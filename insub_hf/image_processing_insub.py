@@ -19,6 +19,8 @@ from transformers.image_processing_utils import BatchFeature
 from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, PILImageResampling
 from transformers.processing_utils import ImagesKwargs
 
+from .data.normalization import normalize_images
+
 NUM_CHANNELS = (1, 3)
 # ITU-R 601-2 luma in PIL's fixed point (`Image.convert("L")`): grey = (R*19595 + G*38470 + B*7471 + 2**15) >> 16
 LUMA = (19595, 38470, 7471)
@@ -108,7 +110,7 @@ class InSubImageProcessor(TorchvisionBackend):
             if do_center_crop:
                 image = TF.center_crop(image, [crop_size.height, crop_size.width])
             if do_normalize:
-                image = TF.normalize(image, list(image_mean), list(image_std))
+                image = normalize_images(image, image_mean, image_std)
             out.append(image)
         shapes = {tuple(image.shape) for image in out}
         if len(shapes) > 1 and return_tensors is not None:

@@ -78,11 +78,12 @@ def module_source(module: str, objective: str | None = None) -> str:
     return _source_file(module).read_text(encoding="utf-8")
 
 
-def required_modules(objective: str | None = None) -> list[str]:
-    """Every package module the config and model classes import, transitively (sorted); with `objective`, only
-    that objective's modules of the registry's (the others are never built for the model)."""
+def required_modules(objective: str | None = None, extra_roots: tuple[str, ...] = ()) -> list[str]:
+    """Every package module the config and model classes (and `extra_roots`, e.g. the image processor's module)
+    import, transitively (sorted); with `objective`, only that objective's modules of the registry's (the others are
+    never built for the model)."""
     seen: set[str] = set()
-    todo = [f"{PACKAGE}.{name}" for name in ROOT_MODULES]
+    todo = [f"{PACKAGE}.{name}" for name in (*ROOT_MODULES, *extra_roots)]
     while todo:
         module = todo.pop()
         if module in seen:
@@ -124,11 +125,11 @@ def write_remote_code(folder: str | Path) -> list[Path]:
         raise FileNotFoundError(f"write_remote_code: {folder} has no config.json; save the model there first.")
     config = json.loads(config_path.read_text(encoding="utf-8"))
     objective = config.get("objective", "simclr")
-    modules = required_modules(objective)
     processor_path = folder / "preprocessor_config.json"
     processor = json.loads(processor_path.read_text(encoding="utf-8")) if processor_path.is_file() else {}
-    if processor.get("image_processor_type") == IMAGE_PROCESSOR[1]:
-        modules.append(f"{PACKAGE}.{IMAGE_PROCESSOR[0]}")
+    with_processor = processor.get("image_processor_type") == IMAGE_PROCESSOR[1]
+    modules = required_modules(objective, (IMAGE_PROCESSOR[0],) if with_processor else ())
+    if with_processor:
         processor["auto_map"] = {"AutoImageProcessor": ".".join(IMAGE_PROCESSOR)}
         processor_path.write_text(json.dumps(processor, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     names = {module: flat_name(module) for module in modules}

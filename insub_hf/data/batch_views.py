@@ -15,6 +15,7 @@ from datasets import Array3D, Dataset, Features
 from torch import nn
 
 from ..validation import check_choice, check_range
+from .normalization import normalize_images
 
 
 class BatchTwoViews(nn.Module):
@@ -52,8 +53,8 @@ class BatchTwoViews(nn.Module):
             K.RandomResizedCrop((image_size, image_size), scale=crop_scale, ratio=(3 / 4, 4 / 3)),
             K.RandomHorizontalFlip(p=0.5),
             *colour,
-            K.Normalize(torch.tensor(mean), torch.tensor(std)),
         )
+        self.mean, self.std = tuple(mean), tuple(std)
 
     @torch.no_grad()
     def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -67,7 +68,8 @@ class BatchTwoViews(nn.Module):
                 f"BatchTwoViews takes float images in [0, 1], got dtype {images.dtype} (uint8 pixels: divide by 255)."
             )
         images = images.float()
-        return self.augment(images), self.augment(images)
+        return (normalize_images(self.augment(images), self.mean, self.std),
+                normalize_images(self.augment(images), self.mean, self.std))
 
 
 def check_unit_images(images: torch.Tensor, name: str) -> None:

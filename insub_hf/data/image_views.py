@@ -9,6 +9,7 @@ import torch
 from torchvision.transforms import v2
 
 from .columns import batch_column
+from .normalization import NormalizeImages
 
 # Per-channel normalisation of the data sets the package knows (METHOD.md; Fashion-MNIST from its training set).
 IMAGE_STATS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
@@ -55,7 +56,7 @@ def simclr_augmentation(
             v2.RandomResizedCrop(image_size, scale=(0.2, 1.0), ratio=(3 / 4, 4 / 3), antialias=True),
             v2.RandomHorizontalFlip(p=0.5),
             *_colour(num_channels, saturation=0.4),
-            v2.Normalize(mean, std),
+            NormalizeImages(mean, std),
         ]
     )
 
@@ -116,7 +117,7 @@ def dino_augmentation(
                 *_colour(num_channels, saturation=0.2),
                 _blur(size, blur),
                 *extra,
-                v2.Normalize(mean, std),
+                NormalizeImages(mean, std),
             ]
         )
 
@@ -140,7 +141,7 @@ def eval_image_transform(
     image_size: int, mean: tuple[float, ...], std: tuple[float, ...], num_channels: int = 3, column: str = "image"
 ) -> v2.Compose:
     """Test-time transform: resize, centre crop, normalise. Output: float `(C, image_size, image_size)`."""
-    return v2.Compose([unit_image_transform(image_size, num_channels, column), v2.Normalize(mean, std)])
+    return v2.Compose([unit_image_transform(image_size, num_channels, column), NormalizeImages(mean, std)])
 
 
 class ImageViews:

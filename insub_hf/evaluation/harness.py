@@ -11,13 +11,14 @@ from dataclasses import dataclass
 
 import torch
 
+from ..data.normalization import normalize_images
 from ..validation import CheckedArguments, checked
 from . import metrics
 from .corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from .features import FeatureSet, extract_features
 from .knn import knn_accuracy
 from .ood_detector import CALIBRATION_IMAGES, CALIBRATION_SEED, DEFAULT_K, InSubOODDetector
-from .ood_sets import check_same_geometry, noise_ood_sets, normalize_images
+from .ood_sets import check_same_geometry, noise_ood_sets
 from .probes import ProbeArguments, balanced_label_subset, check_probe_labels, fit_probes, member_probabilities
 from .results import CorruptionMetrics, HeadSpreadCalibration, MethodResults, Metrics
 

@@ -72,10 +72,3 @@ def check_same_geometry(name: str, images: torch.Tensor, reference: torch.Tensor
             f"OOD set {name!r} has images of shape {tuple(images.shape[1:])} but the in-distribution images are "
             f"{tuple(reference.shape[1:])}; resize/convert them to the same (C, H, W) first."
         )
-
-
-def normalize_images(images: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
-    """`(images - mean) / std` per channel for `(N, C, H, W)` images in [0, 1]."""
-    mean_t = torch.tensor(mean, dtype=images.dtype).view(1, -1, 1, 1)
-    std_t = torch.tensor(std, dtype=images.dtype).view(1, -1, 1, 1)
-    return (images - mean_t) / std_t
