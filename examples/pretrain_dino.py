@@ -25,6 +25,7 @@ from insub_hf.hub import final_push_target, save_final_model
 from insub_hf.configuration_insub import named_encoder
 from insub_hf.data import ImageDataArguments, MultiCropViews
 from insub_hf.encoders import encoder_config_from_pretrained, load_encoder_weights
+from insub_hf.recipes import IMAGE
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
 
 
@@ -44,9 +45,10 @@ class ModelArguments:
     encoder_name_or_path: str | None = field(
         default=None, metadata={"help": "Start from these transformers-format weights (e.g. a dino-vits16 copy)."}
     )
-    num_heads: int = field(default=5, metadata={"help": "M."})
-    diversity_alpha: float = field(default=0.15, metadata={"help": "alpha (paper, ImageNet: 0.15)."})
-    diversity_weight: float = field(default=2.0, metadata={"help": "lambda (paper, ImageNet: 2)."})
+    # M, alpha and lambda: the image recipe (insub_hf.recipes.IMAGE); the heads: DINO's (2048 -> 256, no BatchNorm)
+    num_heads: int = field(default=IMAGE.num_heads, metadata={"help": "M."})
+    diversity_alpha: float = field(default=IMAGE.diversity_alpha, metadata={"help": "alpha (paper, ImageNet: 0.15)."})
+    diversity_weight: float = field(default=IMAGE.diversity_weight, metadata={"help": "lambda (paper, ImageNet: 2)."})
     head_hidden_size: int = field(default=2048, metadata={"help": "Hidden width of each head."})
     head_output_size: int = field(default=256, metadata={"help": "Bottleneck before the weight-normalised layer."})
     dino_out_dim: int = field(default=65536, metadata={"help": "K, DINO's output dimension."})
@@ -61,7 +63,7 @@ def build_config(model_args: ModelArguments, image_size: int, num_channels: int)
         timm_kwargs = {"img_size": image_size, "in_chans": num_channels}
     else:
         encoder = named_encoder(model_args.encoder, image_size, num_channels, model_args.width)
-    return InSubConfig(
+    return InSubConfig.for_images(
         encoder_config=encoder, timm_model_name=timm_name, timm_kwargs=timm_kwargs, objective="dino",
         num_heads=model_args.num_heads, head_hidden_sizes=[model_args.head_hidden_size],
         head_output_size=model_args.head_output_size, head_norm="none",

@@ -21,14 +21,18 @@ from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.hub import final_push_target, save_final_model
 from insub_hf.data import BatchTwoViews, ImageDataArguments, ImageViews, ImageWithLabel, unit_image_transform
 from insub_hf.protocol.arguments import ImageEncoderArguments
+from insub_hf.recipes import IMAGE
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
 
 
 @dataclass
 class ModelArguments:
-    num_heads: int = field(default=5, metadata={"help": "M, independent projection heads."})
-    diversity_alpha: float = field(default=0.08, metadata={"help": "alpha of the diversity hinge."})
-    diversity_weight: float = field(default=1.5, metadata={"help": "lambda; 0 with num_heads=1 is the baseline."})
+    # the image recipe's setting (insub_hf.recipes.IMAGE), chosen on validation data
+    num_heads: int = field(default=IMAGE.num_heads, metadata={"help": "M, independent projection heads."})
+    diversity_alpha: float = field(default=IMAGE.diversity_alpha, metadata={"help": "alpha of the diversity hinge."})
+    diversity_weight: float = field(
+        default=IMAGE.diversity_weight, metadata={"help": "lambda; 0 with num_heads=1 is the baseline."}
+    )
     timm_model_name: str | None = field(default=None, metadata={"help": "A timm encoder instead of --encoder."})
     batch_views: bool | None = field(
         default=None,
@@ -56,7 +60,7 @@ def main() -> None:
     if model_args.timm_model_name is None:
         encoder = encoder_args.encoder_config(preset.image_size, preset.num_channels)
     timm_kwargs = {"in_chans": preset.num_channels} if encoder is None else None
-    config = InSubConfig(
+    config = InSubConfig.for_images(
         encoder_config=encoder, timm_model_name=model_args.timm_model_name, timm_kwargs=timm_kwargs,
         num_heads=model_args.num_heads, diversity_alpha=model_args.diversity_alpha,
         diversity_weight=model_args.diversity_weight,

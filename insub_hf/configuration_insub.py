@@ -14,6 +14,7 @@ from .encoders.configuration_genomic import GenomicEncoderConfig
 from .encoders.configuration_resnet_cifar import RESNET_LAYOUTS, CifarResNetConfig
 from .encoders.text import POOLINGS
 from .objectives import OBJECTIVES, ObjectiveConfig
+from .recipes import DNA, IMAGE, TEXT
 from .validation import check_choice, check_range
 
 # Registered here, next to the config that nests it, so that a checkpoint's config resolves wherever InSubConfig loads
@@ -285,6 +286,25 @@ class InSubConfig(PretrainedConfig):
         if config_dict.get("model_type") == cls.model_type and "diversity_reduction" not in config_dict:
             config_dict = {**LEGACY_LOSS_FIELDS, **config_dict}
         return super().from_dict(objective_config_from_flat(config_dict), **kwargs)
+
+    @classmethod
+    def for_images(cls, **overrides: Any) -> InSubConfig:
+        """The image recipe (`insub_hf.recipes.IMAGE`: SimCLR, M 5, alpha 0.08, lambda 0.3, heads 512 -> 128), on the
+        default encoder unless `encoder_config` (or `timm_model_name`) is given; `overrides` replace any field."""
+        return cls(**{**IMAGE.config_fields(), **overrides})
+
+    @classmethod
+    def for_text(cls, encoder_config, **overrides: Any) -> InSubConfig:
+        """The text recipe (`insub_hf.recipes.TEXT`: SCD, M 3, alpha 0.1, lambda 0.01, mean pooling) on a BERT-style
+        `encoder_config`; `overrides` replace any field."""
+        return cls(**{**TEXT.config_fields(), "pooling": "mean", "encoder_config": encoder_config, **overrides})
+
+    @classmethod
+    def for_dna(cls, encoder_config=None, **overrides: Any) -> InSubConfig:
+        """The DNA recipe (`insub_hf.recipes.DNA`: Self-GenomeNet, M 5, alpha 0.08, lambda 1.5, heads one Linear to
+        64) on the genomic encoder (`GenomicEncoderConfig()` unless `encoder_config` is given)."""
+        encoder_config = {"model_type": GenomicEncoderConfig.model_type} if encoder_config is None else encoder_config
+        return cls(**{**DNA.config_fields(), "encoder_config": encoder_config, **overrides})
 
     @property
     def objective_options(self) -> ObjectiveConfig:

@@ -1,7 +1,7 @@
 """The package's layering: no import cycle, no import that runs up the layers, and light imports stay light.
 
 Layers, bottom-up (a module may import its own layer and the ones below):
-core (validation, distributed, checkpointing, memory_format, step_checks, heads, losses/, encoders/, data/) <- objectives/ <- configuration and
+core (validation, distributed, checkpointing, memory_format, step_checks, recipes, heads, losses/, encoders/, data/) <- objectives/ <- configuration and
 Hub tools <- models <- evaluation (reads checkpoints) <- trainer <- protocol/ (experiments, the comparison) <- jobs/ <- cli. The package root only hands out
 names; no module of the package imports it.
 """
@@ -20,8 +20,8 @@ from insub_hf.remote_code import relative_imports
 PACKAGE = Path(__file__).resolve().parents[1] / "insub_hf"
 
 LAYERS = [  # (rank, module prefixes)
-    (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "memory_format", "step_checks", "heads",
-         "losses", "encoders", "data", "image_processing_insub"]),
+    (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "memory_format",
+         "step_checks", "recipes", "heads", "losses", "encoders", "data", "image_processing_insub"]),
     (1, ["objectives"]),
     (2, ["configuration_insub", "hub", "remote_code", "model_files"]),
     (3, ["modeling_insub", "modeling_classification", "sentence_embeddings", "sentence_transformer_module"]),

@@ -19,12 +19,13 @@ from ..evaluation.probes import ProbeArguments
 from ..evaluation.report import paired_differences
 from ..evaluation.results import ComparisonRow
 from ..hub import HubCard, harness_eval_results
-from ..protocol.arguments import INSUB_SETTING, OVERWRITE_HELP, HubArguments, ProtocolArguments
+from ..protocol.arguments import OVERWRITE_HELP, HubArguments, ProtocolArguments
 from ..protocol.comparison import (
     RunCache, convergence_warnings, evaluate_cell, load_protocol_data, pretraining_settings,
 )
 from ..protocol.experiment import Experiment
 from ..protocol.methods import METHODS, method_members
+from ..recipes import IMAGE
 from ..validation import checked
 
 
@@ -37,7 +38,7 @@ class ComparisonArguments(ProtocolArguments):
         default_factory=lambda: list(METHODS), help=f"Any of {tuple(METHODS)}.", choices=tuple(METHODS)
     )
     num_heads: list[int] = checked(
-        default_factory=lambda: [INSUB_SETTING["num_heads"]], help="Values of M (full table: 3 5 10).", low=2,
+        default_factory=lambda: [IMAGE.num_heads], help="Values of M (full table: 3 5 10).", low=2,
         integer=True,
     )
     seeds: list[int] = checked(

@@ -58,9 +58,9 @@ class DemoArguments(ImageRecipeArguments):
 
 def demo_config(args: DemoArguments, num_heads: int, diversity_weight: float) -> InSubConfig:
     """The demo's encoder (`args.encoder`, 28x28 grey) with `num_heads` heads."""
-    return InSubConfig(
+    return InSubConfig.for_images(
         encoder_config=args.encoder_config(FASHION_MNIST.image_size, FASHION_MNIST.num_channels),
-        num_heads=num_heads, head_hidden_sizes=[args.head_hidden_size], head_output_size=128,
+        num_heads=num_heads, head_hidden_sizes=[args.head_hidden_size],
         diversity_alpha=args.diversity_alpha, diversity_weight=diversity_weight, objective=args.objective,
         objective_config={**args.objective_config(), **(
             {"out_dim": args.dino_out_dim} if args.objective == "dino" else {}

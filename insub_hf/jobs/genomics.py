@@ -17,6 +17,7 @@ from ..evaluation.harness import summarize
 from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from ..modeling_classification import InSubForSequenceClassification
 from ..modeling_insub import InSubModel
+from ..recipes import DNA
 from ..trainer import InSubTrainer, InSubTrainingArguments
 from ..validation import checked
 from ..protocol.arguments import OVERWRITE_HELP, TrainingSpeedArguments
@@ -36,10 +37,12 @@ class GenomicsArguments(TrainingSpeedArguments):
     epochs: float = checked(4, "Pretraining epochs per model.", low=0, low_inclusive=False)
     batch_size: int = checked(64, "Sequences per step (each with its reverse complement).", low=2, integer=True)
     learning_rate: float = checked(1e-3, "AdamW learning rate (paper: Adam 1e-4).", low=0, low_inclusive=False)
-    num_heads: int = checked(5, "M of the InSub model; the baseline has 1.", low=2, integer=True)
-    diversity_alpha: float = checked(0.08, "alpha.", low=0)
-    diversity_weight: float = checked(1.5, "lambda of the InSub model.", low=0)
-    head_output_size: int = checked(64, "Each head: one Linear to this size (paper: 256).", low=1, integer=True)
+    num_heads: int = checked(DNA.num_heads, "M of the InSub model; the baseline has 1.", low=2, integer=True)
+    diversity_alpha: float = checked(DNA.diversity_alpha, "alpha.", low=0)
+    diversity_weight: float = checked(DNA.diversity_weight, "lambda of the InSub model.", low=0)
+    head_output_size: int = checked(
+        DNA.head_output_size, "Each head: one Linear to this size (paper: 256).", low=1, integer=True
+    )
     conv_filters: int = checked(64, "Conv1D filters (paper: 1024).", low=1, integer=True)
     lstm_hidden_size: int = checked(64, "LSTM size (paper: 512).", low=1, integer=True)
     test_fraction: float = checked(
@@ -54,10 +57,8 @@ class GenomicsArguments(TrainingSpeedArguments):
 def genomics_config(args: GenomicsArguments, num_heads: int, diversity_weight: float) -> InSubConfig:
     encoder = dict(model_type="insub_genomic", conv_filters=args.conv_filters, lstm_hidden_size=args.lstm_hidden_size,
                    kernel_size=24, stride=6)
-    return InSubConfig(
-        encoder_config=encoder, objective="genomenet", num_heads=num_heads, head_hidden_sizes=[],
-        head_output_size=args.head_output_size, head_norm="none", normalize_heads=False,
-        diversity_alpha=args.diversity_alpha,
+    return InSubConfig.for_dna(
+        encoder, num_heads=num_heads, head_output_size=args.head_output_size, diversity_alpha=args.diversity_alpha,
         diversity_weight=diversity_weight,
     )
 

@@ -20,9 +20,10 @@ from ..configuration_insub import InSubConfig
 from ..data import DNAViews, TextViews, bundled_upstream_path, load_fasta_dataset, load_sentence_corpus
 from ..evaluation.cost import device_description
 from ..objectives import OBJECTIVES
-from ..protocol.arguments import INSUB_SETTING, OVERWRITE_HELP, ProtocolArguments, TrainingSpeedArguments
+from ..protocol.arguments import OVERWRITE_HELP, ProtocolArguments, TrainingSpeedArguments
 from ..protocol.comparison import load_protocol_data, pretraining_settings
 from ..protocol.methods import method_config
+from ..recipes import IMAGE
 from ..validation import checked
 from .genomics import GenomicsArguments, genomics_config
 from ..protocol.experiment import (
@@ -38,7 +39,7 @@ class MechanismArguments(TrainingSpeedArguments):
         default_factory=lambda: list(OBJECTIVES), help=f"Any of {tuple(OBJECTIVES)}.", choices=tuple(OBJECTIVES)
     )
     steps: int = checked(150, "Optimiser steps of every run.", low=1, integer=True)
-    num_heads: int = checked(INSUB_SETTING["num_heads"], "M of every run.", low=2, integer=True)
+    num_heads: int = checked(IMAGE.num_heads, "M of every run.", low=2, integer=True)
     train_per_class: int = checked(
         0, "SimCLR/DINO: Fashion-MNIST training images per class (0: all).", low=0, integer=True
     )

@@ -17,6 +17,7 @@ from ..encoders import load_encoder_weights
 from ..evaluation.senteval import evaluate_task, load_senteval_task
 from ..hub import HubCard, senteval_eval_results
 from ..modeling_insub import InSubModel
+from ..recipes import TEXT
 from ..sentence_embeddings import InSubSentenceEncoder
 from ..validation import checked
 from ..protocol.arguments import OVERWRITE_HELP, HubArguments, TrainingSpeedArguments
@@ -53,10 +54,14 @@ class TextArguments(TrainingSpeedArguments):
     epochs: float = checked(1, "Pretraining epochs per model.", low=0, low_inclusive=False)
     batch_size: int = checked(64, "Sentences per step (paper: 192).", low=2, integer=True)
     learning_rate: float = checked(3e-5, "AdamW learning rate (paper: 3e-5).", low=0, low_inclusive=False)
-    num_heads: int = checked(3, "M of the InSub model (paper: 3); the baseline has 1.", low=2, integer=True)
-    diversity_alpha: float = checked(0.1, "alpha (paper, NLP: 0.1).", low=0)
-    diversity_weight: float = checked(0.01, "lambda (paper, NLP: 0.01).", low=0)
-    head_size: int = checked(512, "Width of the 3 projector layers (paper: 4096).", low=1, integer=True)
+    num_heads: int = checked(
+        TEXT.num_heads, "M of the InSub model (paper: 3); the baseline has 1.", low=2, integer=True
+    )
+    diversity_alpha: float = checked(TEXT.diversity_alpha, "alpha (paper, NLP: 0.1).", low=0)
+    diversity_weight: float = checked(TEXT.diversity_weight, "lambda (paper, NLP: 0.01).", low=0)
+    head_size: int = checked(
+        TEXT.head_output_size, "Width of the 3 projector layers (paper: 4096).", low=1, integer=True
+    )
     tasks: list[str] = field(
         default_factory=lambda: ["TWEETS"], metadata={"help": "TWEETS (bundled) and/or MR CR SUBJ MPQA SST2 TREC MRPC STSB."}
     )
@@ -68,10 +73,9 @@ class TextArguments(TrainingSpeedArguments):
 
 
 def text_config(args: TextArguments, encoder_config, num_heads: int, diversity_weight: float) -> InSubConfig:
-    return InSubConfig(
-        encoder_config=encoder_config, pooling="mean", objective="scd", num_heads=num_heads,
-        head_hidden_sizes=[args.head_size, args.head_size], head_output_size=args.head_size, normalize_heads=False,
-        diversity_alpha=args.diversity_alpha, diversity_weight=diversity_weight,
+    return InSubConfig.for_text(
+        encoder_config, num_heads=num_heads, head_hidden_sizes=[args.head_size, args.head_size],
+        head_output_size=args.head_size, diversity_alpha=args.diversity_alpha, diversity_weight=diversity_weight,
     )
 
 

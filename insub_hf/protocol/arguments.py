@@ -14,11 +14,9 @@ from ..data import IMAGE_DATASET_PRESETS
 from ..data.batch_views import BatchTwoViews
 from ..hub import hub_token
 from ..objectives import OBJECTIVES
+from ..recipes import IMAGE
 from ..validation import CheckedArguments, check_choice, checked
 
-# InSub's setting in the image jobs (compare, demo, mechanism): alpha, lambda and M as `insub-hf ablation` chose them
-# on validation data by its rule fixed before the runs (docs/evidence.md; 2026-11-23, full Fashion-MNIST, seed 0).
-INSUB_SETTING = {"diversity_alpha": 0.08, "diversity_weight": 0.3, "num_heads": 5}
 ENCODER_HELP = f"One of {NAMED_ENCODERS} (CIFAR-stem ResNets: 3x3 stride-1 stem, no max-pool)."
 WIDTH_HELP = "Width multiplier of the resnet*_cifar encoders."
 OVERWRITE_HELP = (
@@ -103,7 +101,7 @@ class ImageRecipeArguments(ImageEncoderArguments, TrainingSpeedArguments):
     """The pretraining recipe the image jobs share: encoder, objective, views, optimiser, heads and InSub's hinge.
     The defaults are the CPU protocol, chosen on a validation split of Fashion-MNIST's training images
     (docs/evidence_cosine_variant.md): a CIFAR-stem ResNet-10 at width 0.25 (128-d features) converges in minutes on
-    2 cores; alpha, lambda and M are `INSUB_SETTING`. A job changes a default by redeclaring the field."""
+    2 cores; M, alpha, lambda and the heads are the image recipe (`recipes.IMAGE`). A job changes a default by redeclaring the field."""
 
     encoder: str = checked("resnet10_cifar", ENCODER_HELP, choices=NAMED_ENCODERS)
     width: float = checked(0.25, WIDTH_HELP, low=0.0, low_inclusive=False)
@@ -126,16 +124,16 @@ class ImageRecipeArguments(ImageEncoderArguments, TrainingSpeedArguments):
     pretrain_learning_rate: float = checked(
         3e-3, "AdamW learning rate.", low=0, low_inclusive=False, aliases=["--learning_rate"]
     )
-    num_heads: int = checked(INSUB_SETTING["num_heads"], "M of InSub (the baseline has M=1).", low=2, integer=True)
+    num_heads: int = checked(IMAGE.num_heads, "M of InSub (the baseline has M=1).", low=2, integer=True)
     diversity_alpha: float = checked(
-        INSUB_SETTING["diversity_alpha"], "alpha of InSub's hinge (chosen by `insub-hf ablation` on validation "
+        IMAGE.diversity_alpha, "alpha of InSub's hinge (chosen by `insub-hf ablation` on validation "
         "data).", low=0,
     )
     diversity_weight: float = checked(
-        INSUB_SETTING["diversity_weight"], "lambda of InSub (the authors' weighting: loss = (tau / 0.07) NT-Xent + "
+        IMAGE.diversity_weight, "lambda of InSub (the authors' weighting: loss = (tau / 0.07) NT-Xent + "
         "lambda sum relu(alpha - sigma) / 2B; the baseline: 0).", low=0,
     )
-    head_hidden_size: int = checked(512, "Hidden width of each projection head.", low=1, integer=True)
+    head_hidden_size: int = checked(IMAGE.head_hidden_sizes[0], "Hidden width of each projection head.", low=1, integer=True)
     logging_steps: int | None = checked(
         5, "Pretraining log interval (the sigma-over-training curves; none: once per epoch).", low=1, integer=True,
         optional=True,

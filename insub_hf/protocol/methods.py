@@ -78,7 +78,7 @@ def method_config(args: ProtocolArguments, method: str, num_heads: int | None) -
     # alpha only where the hinge is on, so a baseline run is the same (and cached once) whatever alpha is chosen
     loss = {"diversity_alpha": args.diversity_alpha, "diversity_weight": args.diversity_weight} if spec.uses_heads \
         else {"diversity_weight": 0.0}
-    return InSubConfig(
+    return InSubConfig.for_images(
         **(spec.loss or loss), encoder_config=encoder, num_heads=num_heads if spec.uses_heads else 1,
         head_hidden_sizes=[args.head_hidden_size], objective=args.objective,
         objective_config={**args.objective_config(), **spec.objective_overrides},
