@@ -26,41 +26,27 @@ HEAD_NORMS = ("batchnorm", "none")
 # How the hinge's per-view sums over dimensions combine the two views: "mean" divides by the views (the authors' code:
 # sum over batch, views and dims / 2B), "sum" adds them (the paper's l_div(k)).
 DIVERSITY_REDUCTIONS = ("mean", "sum")
-# The loss fields as configs saved before the authors' objective became the default (2026-11-23) trained with: a
-# config.json without `diversity_reduction` was written by that code, and loads with these values (`from_dict`).
-LEGACY_LOSS_FIELDS = {"base_temperature": None, "diversity_reduction": "sum"}
 # Flat fields of configs saved before each objective had its own settings: flat name -> (objective, its field)
-LEGACY_OBJECTIVE_FIELDS = {
+FLAT_OBJECTIVE_FIELDS = {
     flat: (name, field) for name, objective in OBJECTIVES.items()
-    for flat, field in objective.config_class.legacy_fields.items()
+    for flat, field in objective.config_class.flat_fields.items()
 }
+CONVERTER = "python -m insub_hf.convert_insub_files FOLDER"
 
 
 def objective_config_to_flat(config_dict: dict[str, Any]) -> dict[str, Any]:
-    """A config dict with every objective's settings as the flat fields of earlier releases (its objective's from
+    """A config dict with every objective's settings as the flat fields of before 2026-11-23 (its objective's from
     `objective_config`, the others' defaults); settings without a flat field stay under `objective_config`. The
-    inverse of `objective_config_from_flat`: run-cache keys of earlier runs were made from this form."""
+    run-cache keys are made from this form, so runs cached then keep their keys."""
     objective, options = config_dict.get("objective", "simclr"), dict(config_dict.get("objective_config") or {})
     out = {k: v for k, v in config_dict.items() if k != "objective_config"}
     for name, cls in OBJECTIVES.items():
         values = options if name == objective else cls.config_class().to_dict()
-        out.update({flat: values[field] for flat, field in cls.config_class.legacy_fields.items()})
+        out.update({flat: values[field] for flat, field in cls.config_class.flat_fields.items()})
         if name == objective:
-            options = {k: v for k, v in options.items() if k not in cls.config_class.legacy_fields.values()}
+            options = {k: v for k, v in options.items() if k not in cls.config_class.flat_fields.values()}
     return {**out, "objective_config": options} if options else out
 
-
-def objective_config_from_flat(config_dict: dict[str, Any]) -> dict[str, Any]:
-    """A config.json dict of an earlier release, which held every objective's settings as flat fields (`dino_out_dim`,
-    `temperature`, ...), with its own objective's moved into `objective_config` and the others' dropped."""
-    present = set(config_dict) & set(LEGACY_OBJECTIVE_FIELDS)
-    if not present:
-        return config_dict
-    objective = config_dict.get("objective", "simclr")
-    moved = {LEGACY_OBJECTIVE_FIELDS[k][1]: config_dict[k] for k in sorted(present)
-             if LEGACY_OBJECTIVE_FIELDS[k][0] == objective}
-    kept = {k: v for k, v in config_dict.items() if k not in present}
-    return {**kept, "objective_config": {**moved, **(config_dict.get("objective_config") or {})}}
 
 # ViT-tiny at CIFAR scale (32x32 images, 4x4 patches -> 64 tokens), used when no encoder is given.
 DEFAULT_ENCODER = {
@@ -166,8 +152,8 @@ def _check_unknown_keys(kwargs: dict[str, Any], encoder_keys: set[str]) -> None:
                 f"InSubConfig got {key}={kwargs[key]!r}, a field of the encoder: set it in encoder_config "
                 f"(e.g. encoder_config={{..., {key!r}: {kwargs[key]!r}}})."
             )
-        if key in LEGACY_OBJECTIVE_FIELDS:
-            objective, name = LEGACY_OBJECTIVE_FIELDS[key]
+        if key in FLAT_OBJECTIVE_FIELDS:
+            objective, name = FLAT_OBJECTIVE_FIELDS[key]
             raise ValueError(
                 f"InSubConfig got {key}={kwargs[key]!r}, a setting of objective={objective!r}: set it in "
                 f"objective_config (objective={objective!r}, objective_config={{{name!r}: {kwargs[key]!r}}})."
@@ -280,12 +266,15 @@ class InSubConfig(PretrainedConfig):
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any):
-        """`PretrainedConfig.from_dict`; a saved config from before `diversity_reduction` existed keeps the loss it
-        was trained with (`LEGACY_LOSS_FIELDS`: unscaled NT-Xent, hinge summed over views; its `normalize_mean`
-        was always written to config.json)."""
-        if config_dict.get("model_type") == cls.model_type and "diversity_reduction" not in config_dict:
-            config_dict = {**LEGACY_LOSS_FIELDS, **config_dict}
-        return super().from_dict(objective_config_from_flat(config_dict), **kwargs)
+        """`PretrainedConfig.from_dict`; a config.json of before 2026-11-23 (each objective's settings as flat
+        fields) is refused, naming the converter that rewrites it once."""
+        old = sorted(set(config_dict) & set(FLAT_OBJECTIVE_FIELDS))
+        if old:
+            raise ValueError(
+                f"This InSub config.json was written by an earlier insub-hf (flat objective fields {old[:3]}); "
+                f"convert its folder once with `{CONVERTER}` (configs, weights and results)."
+            )
+        return super().from_dict(config_dict, **kwargs)
 
     @classmethod
     def for_images(cls, **overrides: Any) -> InSubConfig:

@@ -2,8 +2,8 @@
 
 Loading: checksums verified before the weights are read (local folders and, after download, the Hub cache), a local
 path that does not exist refused rather than tried as a repo id, clearer errors offline and for weights whose shapes
-the config does not give, a checkpoint that lacks its objective's weights refused, legacy key names read but not
-written back. Saving: onto a file refused, heads checked against the config, checksums added, remote code written.
+the config does not give, a checkpoint that lacks its objective's weights refused (naming the converter of earlier
+versions' files). Saving: onto a file refused, heads checked against the config, checksums added, remote code written.
 The model classes (`modeling_insub.py`) call these two functions and hold no file handling themselves.
 """
 
@@ -74,8 +74,7 @@ def shape_mismatches(cls, folder: Path, config=None) -> list[str]:
 
 def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
     """`load(name_or_path, *args, **kwargs)` (transformers' `from_pretrained` of `cls`) with the checks of the module
-    note. `cls._legacy_keys` (`{regex: replacement}`) maps checkpoint key names of earlier releases to today's."""
-    legacy = cls._legacy_keys if "key_mapping" not in kwargs else {}
+    note."""
     name = str(name_or_path)
     local = Path(name).expanduser()
     if local.is_dir():
@@ -88,7 +87,7 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
     wants_info = kwargs.pop("output_loading_info", False)
     loading = LOADING_A_CHECKPOINT.set(True)
     try:
-        model, info = load(name_or_path, *args, key_mapping=legacy or None, output_loading_info=True, **kwargs)
+        model, info = load(name_or_path, *args, output_loading_info=True, **kwargs)
     except OSError as error:
         clearer = package_module("hub").offline_load_error(name, error)
         if clearer is None:
@@ -111,18 +110,13 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
         raise ValueError(
             f"from_pretrained({name!r}): the checkpoint lacks {len(objective_missing)} weights of its config's "
             f"objective {model.config.objective!r} (e.g. {objective_missing[:2]}); it was saved with another "
-            "objective. Load it with the config it was saved with, or as InSubModel (encoder and heads only)."
+            "objective, or by an earlier insub-hf (convert its folder once with `python -m "
+            "insub_hf.convert_insub_files FOLDER`). Load it with the config it was saved with, or as InSubModel "
+            "(encoder and heads only)."
         )
     if not local.is_dir():  # a Hub repo: its files are in the local cache now
         for file in cached_weight_files(name, kwargs):
             verify_checksums(file)
-    # transformers reverses the renamings a model was loaded with when it saves it: the legacy ones only read old
-    # checkpoints, so saves write today's names
-    conversions = getattr(model, "_weight_conversions", None)
-    if legacy and conversions:
-        model._weight_conversions = [
-            c for c in conversions if not set(getattr(c, "_original_source_patterns", ())) & set(legacy)
-        ] or None
     return (model, info) if wants_info else model
 
 

@@ -91,9 +91,6 @@ class InSubPreTrainedModel(PreTrainedModel):
             return
         super()._initialize_weights(module, is_custom_code)
 
-    # `{regex: replacement}` from checkpoint key names of earlier releases to today's (applied in turn on load)
-    _legacy_keys: dict[str, str] = {}
-
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
         """`PreTrainedModel.from_pretrained`, after checking the weights against the checksums their files carry (a
@@ -230,7 +227,6 @@ class InSubForPreTraining(InSubPreTrainedModel):
     optimiser step by `InSubTrainer` through `step_begin` / `step_end`.
     """
 
-    _legacy_keys = {k: v for objective in OBJECTIVES.values() for k, v in objective.legacy_keys.items()}
     # whether forward refuses a NaN/inf loss or unnormalised inputs itself (one host sync); InSubTrainer turns it off
     # and checks the batches itself, deferring the sync to logging steps on an accelerator
     check_steps_in_forward = True

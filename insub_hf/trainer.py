@@ -278,7 +278,7 @@ class InSubTrainer(Trainer):
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:
         """Restores the weights through `from_pretrained`, strictly.
 
-        transformers 5 saves some encoders (ViT, ...) under their legacy key names and renames them back only in
+        transformers 5 saves some encoders (ViT, ...) under their older key names and renames them back only in
         `from_pretrained`; the stock resume loads the file as it is, non-strictly, and would leave every renamed
         weight (and the DINO teacher's) at its fresh initialisation with a mere warning.
         """

@@ -23,7 +23,7 @@ LAYERS = [  # (rank, module prefixes)
     (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "memory_format",
          "step_checks", "recipes", "heads", "losses", "encoders", "data", "image_processing_insub"]),
     (1, ["objectives"]),
-    (2, ["configuration_insub", "hub", "remote_code", "model_files"]),
+    (2, ["configuration_insub", "hub", "remote_code", "model_files", "convert_insub_files"]),
     (3, ["modeling_insub", "modeling_classification", "sentence_embeddings", "sentence_transformer_module"]),
     (4, ["evaluation"]),
     (5, ["trainer"]),

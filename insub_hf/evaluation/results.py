@@ -108,13 +108,19 @@ class MethodResults:
 
     @classmethod
     def from_dict(cls, data: dict) -> MethodResults:
-        """The inverse of `to_dict` (unknown keys are refused, naming them). Results written before the scores had
-        one direction (2026-11-23: `neg_knn` etc., higher = in-distribution, the same AUROCs) are read under the
-        names of `OOD_SCORES`."""
+        """The inverse of `to_dict` (unknown keys and OOD score names outside `OOD_SCORES` are refused, naming
+        them)."""
         unknown = set(data) - {f.name for f in fields(cls)}
         if unknown:
             raise ValueError(f"MethodResults.from_dict: unknown keys {sorted(unknown)}.")
-        d = _from_legacy(data)
+        scores = sorted({score for per_set in data.get("ood", {}).values() for score in per_set} - set(OOD_SCORES))
+        if scores:
+            raise ValueError(
+                f"MethodResults.from_dict: unknown OOD scores {scores[:3]} (known: {sorted(OOD_SCORES)}); results of "
+                "an earlier insub-hf (`neg_*` scores) are converted once with `python -m insub_hf.convert_insub_files "
+                "FOLDER`."
+            )
+        d = dict(data)
         d["test"] = Metrics(**d["test"])
         d["semi_supervised"] = {k: Metrics(**v) for k, v in d.get("semi_supervised", {}).items()}
         d["corruptions"] = {name: {s: CorruptionMetrics(**m) for s, m in per.items()}
@@ -126,20 +132,6 @@ class MethodResults:
         if d.get("cost") is not None:
             d["cost"] = Cost(**d["cost"])
         return cls(**d)
-
-
-def _from_legacy(data: dict) -> dict:
-    """A copy of `data` with the score names of before 2026-11-23 renamed (their AUROCs are unchanged: negating a
-    score and swapping the positive class leave the AUROC as it is)."""
-    d = dict(data)
-    d["ood"] = {s: {k.removeprefix("neg_"): v for k, v in scores.items()} for s, scores in d.get("ood", {}).items()}
-
-    def corruption(m: dict) -> dict:
-        return {("auroc_msp" if k == "auroc" else k): v for k, v in m.items()}
-
-    d["corruptions"] = {n: {s: corruption(m) for s, m in per.items()} for n, per in d.get("corruptions", {}).items()}
-    d["corruption_mean"] = {s: corruption(m) for s, m in d.get("corruption_mean", {}).items()}
-    return d
 
 
 @dataclass

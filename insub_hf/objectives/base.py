@@ -17,10 +17,11 @@ class ObjectiveConfig(CheckedArguments):
     `ClassName.field` and the allowed values), saved in the model's config.json as `InSubConfig.objective_config`.
 
     Class attributes:
-        legacy_fields: `{flat InSubConfig field of earlier releases: field here}`, read from old config.json files.
+        flat_fields: `{flat InSubConfig field of before 2026-11-23: field here}`: the run-cache keys' form, the
+            refusal of a flat keyword, and `convert_insub_files` read it.
     """
 
-    legacy_fields: ClassVar[dict[str, str]] = {}
+    flat_fields: ClassVar[dict[str, str]] = {}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,7 +89,6 @@ class Objective(nn.Module):
         modality: what it trains on: `"image"` (two views, or DINO's crops), `"text"` or `"dna"` (the demo and the
             jobs pick the data and the encoder by it).
         extra_inputs: batch keys beyond the two views that `forward` takes (DINO: `local_pixel_values`).
-        legacy_keys: `{regex: replacement}` from checkpoint key names of earlier releases to today's names.
         initialized_modules: module types of the objective's own state whose `reset_parameters` the model's
             `post_init` calls (fresh weights only; loaded ones are kept).
 
@@ -104,7 +104,6 @@ class Objective(nn.Module):
     modality: ClassVar[str] = "image"
     extra_inputs: ClassVar[tuple[str, ...]] = ()
     initialized_modules: ClassVar[tuple[type[nn.Module], ...]] = ()
-    legacy_keys: ClassVar[dict[str, str]] = {}
 
     def __init__(self, config, student: Student):
         super().__init__()

@@ -42,7 +42,7 @@ class DINOConfig(ObjectiveConfig):
     final_teacher_momentum: float = checked(1.0, low=0.0, high=1.0)
     center_momentum: float = checked(0.9, low=0.0, high=1.0)
 
-    legacy_fields = {f"dino_{name}": name for name in (
+    flat_fields = {f"dino_{name}": name for name in (
         "out_dim", "student_temperature", "teacher_temperature", "warmup_teacher_temperature",
         "warmup_teacher_temperature_fraction", "teacher_momentum", "final_teacher_momentum", "center_momentum",
     )}
@@ -101,13 +101,6 @@ class DINOObjective(Objective):
     config_class = DINOConfig
     extra_inputs = ("local_pixel_values",)
     initialized_modules = (WeightNormedLinear,)
-    # applied in turn: the prototype layers before the rest of the teacher
-    legacy_keys = {
-        r"^insub\.prototypes\.": "objective.prototypes.",
-        r"^teacher\.prototypes\.": "objective.teacher_prototypes.",
-        r"^teacher\.": "objective.teacher.",
-        r"^dino_loss\.": "objective.loss.",
-    }
 
     def __init__(self, config, student: Student):
         super().__init__(config, student)

@@ -23,7 +23,7 @@ class SelfGenomeNetConfig(ObjectiveConfig):
 
     distances: int = checked(3, low=1, integer=True)
 
-    legacy_fields = {"genomenet_distances": "distances"}
+    flat_fields = {"genomenet_distances": "distances"}
 
 
 class SelfGenomeNetObjective(Objective):
@@ -41,7 +41,6 @@ class SelfGenomeNetObjective(Objective):
     config_class = SelfGenomeNetConfig
     modality = "dna"
     initialized_modules = (DistanceProjections,)
-    legacy_keys = {r"^genomenet_projections\.": "objective.projections."}
 
     def __init__(self, config, student: Student):
         super().__init__(config, student)

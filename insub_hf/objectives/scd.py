@@ -31,7 +31,7 @@ class SCDConfig(ObjectiveConfig):
     beta: float = checked(0.005225, low=0.0)
     off_diagonal_weight: float = checked(0.012, low=0.0)
 
-    legacy_fields = {"scd_dropout": "dropout", "scd_dropout_2": "dropout_2", "scd_temperature": "temperature",
+    flat_fields = {"scd_dropout": "dropout", "scd_dropout_2": "dropout_2", "scd_temperature": "temperature",
                      "scd_alpha": "alpha", "scd_beta": "beta", "scd_lambda": "off_diagonal_weight"}
 
 

@@ -96,17 +96,6 @@ def test_the_harness_runs_as_separate_steps_in_order(data):
     assert stepwise == whole
 
 
-def test_results_written_before_the_scores_had_one_direction_still_load():
-    legacy = {"members": 1, "test": {"accuracy": 0.8, "nll": 0.5, "ece": 0.02, "tace": 0.01, "brier": 0.3},
-              "ood": {"mnist": {"msp": 0.7, "neg_knn": 0.9, "neg_head_spread": 0.6}},
-              "corruption_mean": {"1": {"accuracy": 0.7, "ece": 0.05, "tace": 0.02, "auroc": 0.6, "auroc_knn": 0.8}}}
-    results = MethodResults.from_dict(legacy)
-    assert results.ood["mnist"] == {"msp": 0.7, "knn": 0.9, "head_spread": 0.6}  # the same AUROCs
-    assert results.corruption_mean["1"].auroc_msp == 0.6 and results.knn_accuracy is None
-    with pytest.raises(ValueError, match=r"unknown keys \['tset'\]"):
-        MethodResults.from_dict({**legacy, "tset": {}})
-
-
 @pytest.mark.parametrize(
     "make, kwargs, members",
     [
