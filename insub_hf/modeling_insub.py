@@ -13,7 +13,7 @@ from transformers import PreTrainedModel
 from transformers.utils import ModelOutput, logging
 
 from .configuration_insub import InSubConfig
-from .encoders import build_encoder
+from .encoders import BatchEnsembleEncoder, build_encoder
 from .heads import BatchedHeads
 from .losses.diversity import DiversityLoss, head_spread
 from .losses.precision import upcast_half
@@ -67,6 +67,19 @@ class InSubForPreTrainingOutput(ModelOutput):
     head_embeddings: torch.Tensor | None = None
     representation: torch.Tensor | None = None
     hinge_active: torch.Tensor | None = None
+
+
+def set_dropout(module: nn.Module, enabled: bool) -> None:
+    """Puts every submodule except normalisation layers in train mode (dropout on) or all in eval mode.
+
+    BatchNorm stays in eval mode so that MC-dropout passes sample dropout masks only, not batch statistics.
+    """
+    module.eval()
+    if enabled:
+        for sub in module.modules():
+            if not isinstance(sub, nn.modules.batchnorm._BatchNorm):
+                sub.training = True  # per module: .train() would recurse into the BatchNorm children
+
 
 
 class InSubPreTrainedModel(PreTrainedModel):
@@ -156,6 +169,21 @@ class InSubModel(InSubPreTrainedModel):
     def get_representation(self, **inputs: torch.Tensor | None) -> torch.Tensor:
         """Encoder output `(B, d)` without the heads (for probes and k-NN)."""
         return self.encoder(**self.encoder_inputs(**inputs))
+
+    def member_representations(self, mc_dropout_passes: int = 0, **inputs: torch.Tensor | None) -> torch.Tensor:
+        """Representations of the encoder's members `(B, S, d)`, for an ensemble's evaluation: a BatchEnsemble
+        encoder's M members, else T = `mc_dropout_passes` passes with dropout sampled (normalisation layers in eval
+        mode), else one pass (S = 1). Call in eval mode, where `get_representation` gives their mean."""
+        batch = self.encoder_inputs(**inputs)
+        if isinstance(self.encoder, BatchEnsembleEncoder):
+            return self.encoder.forward_members(**batch)  # (B, M, d)
+        if mc_dropout_passes == 0:
+            return self.encoder(**batch)[:, None]  # (B, 1, d)
+        set_dropout(self.encoder, True)
+        try:
+            return torch.stack([self.encoder(**batch) for _ in range(mc_dropout_passes)], dim=1)  # (B, T, d)
+        finally:
+            set_dropout(self.encoder, False)
 
     def check_config_matches_heads(self) -> None:
         """Raises if `config.num_heads`, `head_hidden_sizes` or `head_output_size` were changed after the model was

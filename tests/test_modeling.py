@@ -3,7 +3,7 @@ import torch
 from transformers import AutoModel, AutoModelForPreTraining, BertConfig
 
 from insub_hf import (
-    GenomicEncoderConfig, InSubForPreTraining, InSubModel, diversity_hinge, head_spread, nt_xent_loss,
+    GenomicEncoderConfig, InSubConfig, InSubForPreTraining, InSubModel, diversity_hinge, head_spread, nt_xent_loss,
 )
 
 from .conftest import tiny_config
@@ -123,3 +123,24 @@ def test_saving_prints_no_shard_progress_bar_and_keeps_the_user_setting(tmp_path
         assert not hf_logging.is_progress_bar_enabled()
     finally:
         hf_logging.enable_progress_bar()
+
+
+def test_member_representations_are_the_ensemble_members_the_representation_averages():
+    from insub_hf.configuration_insub import named_encoder
+
+    x = torch.randn(4, 1, 16, 16)
+    encoder = dict(named_encoder("resnet10_cifar", 16, 1, 0.0625), hidden_dropout_prob=0.5)
+    ensemble = InSubModel(InSubConfig(encoder_config=encoder, num_heads=2, head_hidden_sizes=[8], head_output_size=4,
+                                      batch_ensemble_size=3)).eval()
+    with torch.no_grad():
+        members = ensemble.member_representations(pixel_values=x)  # (B, M, d)
+        assert members.shape == (4, 3, ensemble.encoder.output_dim)
+        assert not torch.allclose(members[:, 0], members[:, 1])  # the members differ
+        torch.testing.assert_close(members.mean(dim=1), ensemble.get_representation(pixel_values=x))
+    model = InSubModel(InSubConfig(encoder_config=encoder, num_heads=2, head_hidden_sizes=[8], head_output_size=4)).eval()
+    with torch.no_grad():
+        passes = model.member_representations(4, pixel_values=x)  # (B, T, d): dropout sampled per pass
+        assert passes.shape[1] == 4 and not torch.allclose(passes[:, 0], passes[:, 1])
+        assert not any(m.training for m in model.modules())  # dropout off again afterwards
+        single = model.member_representations(pixel_values=x)
+    torch.testing.assert_close(single[:, 0], model.get_representation(pixel_values=x))

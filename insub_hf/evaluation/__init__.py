@@ -11,7 +11,7 @@ _EXPORTS = {
     ".corruptions": ("CORRUPTIONS", "corrupt"),
     ".cost": ("count_parameters", "device_description", "training_memory_mb"),
     ".evaluate_metrics": ("CalibrationMetrics", "OODAUROC"),
-    ".features": ("FeatureSet", "extract_features", "extract_representations", "set_dropout"),
+    ".features": ("FeatureSet", "extract_features", "extract_representations"),
     ".harness": ("HarnessArguments", "ImageEvaluationData", "MethodEvaluator"),
     ".knn": ("knn_accuracy", "knn_predict"),
     ".ood_detector": ("InSubOODDetector", "kth_neighbour_distance"),

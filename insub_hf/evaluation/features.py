@@ -7,10 +7,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 from torch.utils.data import DataLoader
 
-from ..encoders import BatchEnsembleEncoder
 from ..losses import head_spread
 
 
@@ -30,18 +28,6 @@ class FeatureSet:
     head_sigma: torch.Tensor
     labels: torch.Tensor | None = None
     head_embeddings: torch.Tensor | None = None
-
-
-def set_dropout(module: nn.Module, enabled: bool) -> None:
-    """Puts every submodule except normalisation layers in train mode (dropout on) or all in eval mode.
-
-    BatchNorm stays in eval mode so that MC-dropout passes sample dropout masks only, not batch statistics.
-    """
-    module.eval()
-    if enabled:
-        for sub in module.modules():
-            if not isinstance(sub, nn.modules.batchnorm._BatchNorm):
-                sub.training = True  # per module: .train() would recurse into the BatchNorm children
 
 
 def _batches(inputs, batch_size: int, input_names: tuple[str, ...]) -> Iterator[tuple[dict, torch.Tensor | None]]:
@@ -78,20 +64,11 @@ def extract_features(
     was_training = base.training
     base.eval()
     device = next(base.parameters()).device
-    encoder = base.encoder
     reps, sigmas, labels, heads = [], [], [], []
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed)
-        for batch, batch_labels in _batches(inputs, batch_size, encoder.input_names):
-            batch = base.encoder_inputs(**{k: v.to(device) for k, v in batch.items()})
-            if isinstance(encoder, BatchEnsembleEncoder):
-                samples = encoder.forward_members(**batch)  # (b, M, d)
-            elif mc_dropout_passes > 0:
-                set_dropout(encoder, True)
-                samples = torch.stack([encoder(**batch) for _ in range(mc_dropout_passes)], dim=1)  # (b, T, d)
-                set_dropout(encoder, False)
-            else:
-                samples = encoder(**batch)[:, None]  # (b, 1, d)
+        for batch, batch_labels in _batches(inputs, batch_size, base.encoder.input_names):
+            samples = base.member_representations(mc_dropout_passes, **{k: v.to(device) for k, v in batch.items()})
             z = base.embed_heads(samples.mean(dim=1))  # (b, M_heads, q)
             sigmas.append(head_spread(z, base.config.diversity_eps).mean(dim=1).cpu())
             if keep_heads:

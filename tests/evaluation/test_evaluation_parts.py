@@ -16,11 +16,11 @@ from insub_hf.evaluation import (
     fit_probes,
     member_probabilities,
     noise_images,
-    set_dropout,
     train_val_split,
     training_memory_mb,
 )
 from insub_hf.data.normalization import normalize_images
+from insub_hf.modeling_insub import set_dropout
 from insub_hf.evaluation.ood_sets import check_same_geometry, load_mnist_images
 from insub_hf.losses import head_spread
 
