@@ -187,7 +187,8 @@ class InSubModel(InSubPreTrainedModel):
 
     def check_config_matches_heads(self) -> None:
         """Raises if `config.num_heads`, `head_hidden_sizes` or `head_output_size` were changed after the model was
-        built: the losses, the spread and a saved config.json would read the new values, the heads hold the old."""
+        built: a saved config.json would give the new values, the heads hold the old. Checked where the model is
+        saved (`model_files.checked_save_pretrained`), not on every forward."""
         c, heads = self.config, self.heads
         now = dict(num_heads=c.num_heads, head_hidden_sizes=list(c.head_hidden_sizes), head_output_size=c.head_output_size)
         built = dict(num_heads=heads.num_heads, head_hidden_sizes=list(heads.sizes[1:-1]), head_output_size=heads.sizes[-1])
@@ -203,7 +204,6 @@ class InSubModel(InSubPreTrainedModel):
         """The M heads' outputs `(B, M, q)` of representations `(B, d)` before any normalisation; float32 also under
         bf16 autocast (their mean, spread and losses need the precision; they are small), float64 in a float64
         model. For objectives whose loss reads unnormalised embeddings (VICReg, Barlow Twins)."""
-        self.check_config_matches_heads()
         return upcast_half(self.heads(representation))
 
     def normalize_embeddings(self, z: torch.Tensor) -> torch.Tensor:
