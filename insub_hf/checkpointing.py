@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import logging
 import os
@@ -14,10 +15,40 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 
+# The weights of a model save: a save that writes weights replaces these, stale shards and index included (as
+# transformers' save_pretrained removes them), so that an old index never names another save's shards.
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "model-*-of-*.safetensors")
+
+
+def _link_or_copy(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """A hard link of `source` at `target` (no data copied), or a copy where the file system has none."""
+    try:
+        os.link(source, target, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(source, target, follow_symlinks=False)
+
+
+def keep_what_the_save_did_not_write(old: Path, new: Path) -> None:
+    """Puts into `new` every entry of `old` that `new` does not hold (hard links: `old` stays whole until the swap),
+    except stale weight files (`WEIGHT_FILES`) when `new` holds weights."""
+    wrote_weights = any(any(new.glob(pattern)) for pattern in WEIGHT_FILES)
+    for entry in old.iterdir():
+        target = new / entry.name
+        if target.exists() or target.is_symlink():
+            continue
+        if wrote_weights and any(fnmatch.fnmatch(entry.name, pattern) for pattern in WEIGHT_FILES):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, target, symlinks=True, copy_function=_link_or_copy)
+        else:
+            _link_or_copy(entry, target)
+
+
 @contextmanager
 def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
-    """Yields a sibling temporary folder to write into; on success it replaces `path`, on any failure it is removed
-    and `path` keeps whatever it held."""
+    """Yields a sibling temporary folder to write into; on success it replaces `path`, keeping whatever `path` held
+    that the save did not write (`keep_what_the_save_did_not_write`); on any failure it is removed and `path` keeps
+    whatever it held."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise NotADirectoryError(
@@ -28,6 +59,8 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
         yield tmp
+        if path.exists():
+            keep_what_the_save_did_not_write(path, tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -63,7 +96,8 @@ def clean_interrupted_saves(path: str | os.PathLike) -> list[Path]:
 def save_pretrained_atomic(model, path: str | os.PathLike, processor=None, **save_kwargs) -> Path:
     """`model.save_pretrained(path)` (and `processor.save_pretrained(path)`: an image processor or tokenizer, so that
     the folder loads with `AutoImageProcessor` / `AutoTokenizer` and `pipeline()`) written to a sibling temporary
-    folder first, then swapped in.
+    folder first, then swapped in. What `path` held that this save does not write (notes, results, a detector, other
+    runs) stays, as with transformers' `save_pretrained`; stale weight shards go.
 
     If saving fails (disk full, interrupt, an exception in the model), `path` keeps whatever checkpoint it held
     and the temporary folder is removed. Returns the final path.

@@ -60,3 +60,30 @@ def test_the_next_save_cleans_up_what_a_killed_save_left_and_restores_a_model_mo
     (tmp_path / ".model.tmp-0badc0de").mkdir()
     save_pretrained_atomic(InSubForPreTraining(tiny_config()), target)  # saving cleans up too
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_a_save_keeps_what_it_did_not_write_and_drops_stale_shards(tmp_path, monkeypatch):
+    target = tmp_path / "run"
+    (target / "models" / "baseline").mkdir(parents=True)
+    (target / "notes.txt").write_text("kept")
+    (target / "results.json").write_text('{"rows": []}')
+    (target / "models" / "baseline" / "config.json").write_text("{}")
+    # an earlier sharded save of another model: its index and shards would be stale beside the new weights
+    (target / "model.safetensors.index.json").write_text('{"weight_map": {"x": "model-00001-of-00002.safetensors"}}')
+    (target / "model-00001-of-00002.safetensors").write_bytes(b"old shard")
+    model = InSubForPreTraining(tiny_config())
+    save_pretrained_atomic(model, target)
+    assert (target / "notes.txt").read_text() == "kept" and (target / "results.json").read_text() == '{"rows": []}'
+    assert (target / "models" / "baseline" / "config.json").read_text() == "{}"
+    assert not (target / "model.safetensors.index.json").exists()
+    assert not (target / "model-00001-of-00002.safetensors").exists()
+    reloaded = InSubForPreTraining.from_pretrained(target)
+    for key, value in model.state_dict().items():
+        assert torch.equal(reloaded.state_dict()[key], value), key
+    # a failed save changes nothing, the files it did not write included
+    other = InSubForPreTraining(tiny_config())
+    monkeypatch.setattr(other, "save_pretrained", lambda path, **kwargs: (_ for _ in ()).throw(OSError("disk full")))
+    with pytest.raises(OSError, match="disk full"):
+        save_pretrained_atomic(other, target)
+    assert (target / "notes.txt").read_text() == "kept"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]

@@ -73,3 +73,16 @@ def test_the_module_round_trips_through_save_and_load(tmp_path, encoder):
     )
     features = second.encode(SENTENCES[:1], output_value=None)[0]
     assert features["head_embeddings"].shape == (3, 24) and features["uncertainty"].ndim == 0
+
+
+def test_saves_into_a_run_folder_keep_its_results_and_models(tmp_path, encoder):
+    run = tmp_path / "run"
+    (run / "insub_m3" / "model").mkdir(parents=True)
+    (run / "results.json").write_text('{"rows": []}')
+    (run / "insub_m3" / "model" / "config.json").write_text("{}")
+    (run / "notes.txt").write_text("kept")
+    encoder.save_sentence_transformer(run)
+    encoder.save_pretrained(run)
+    assert (run / "results.json").read_text() == '{"rows": []}' and (run / "notes.txt").read_text() == "kept"
+    assert (run / "insub_m3" / "model" / "config.json").read_text() == "{}"
+    assert (run / "modules.json").is_file() and (run / "model.safetensors").is_file()
