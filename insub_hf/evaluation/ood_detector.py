@@ -14,14 +14,17 @@ for the purpose, never the OOD sets to be reported) and saved with the detector.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 
-from ..checksums import checksum_metadata, read_verified, weights_fingerprint
+from ..checksums import METADATA_KEY, checksum_metadata, read_verified, weights_fingerprint
+from ..model_files import looks_like_a_path
 from ..validation import check_choice, check_range
 from .features import extract_features
 from .metrics.ood import ood_auroc
@@ -200,41 +203,84 @@ class InSubOODDetector:
         return self.score_features(features.representations.mean(dim=1), features.head_embeddings, features.head_sigma)
 
     def save_pretrained(self, folder: str | Path) -> Path:
-        """Writes the banks to `folder/ood_detector.safetensors`, and k and the head spread's direction to
-        `ood_detector.json` (beside a model's own files, e.g. its `save_pretrained` folder)."""
+        """Writes the banks to `folder/ood_detector.safetensors`, then k, the head spread's direction and the banks'
+        checksum to `ood_detector.json` (beside a model's own files, e.g. its `save_pretrained` folder); each file
+        through a temporary sibling. A save killed between the two leaves settings that name other banks, which
+        `from_pretrained` refuses."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         tensors = {"representation_bank": self.representation_bank, "head_banks": self.head_banks.contiguous()}
         if self.bank_sigma is not None:
             tensors["bank_sigma"] = self.bank_sigma
-        save_file(tensors, str(folder / WEIGHTS_NAME), metadata=checksum_metadata(tensors))
+        tmp = folder / f".{WEIGHTS_NAME}.tmp"
+        save_file(tensors, str(tmp), metadata=checksum_metadata(tensors))
+        os.replace(tmp, folder / WEIGHTS_NAME)
         options = {"k": self.k, "backend": self.backend, "spread_direction": self.spread_direction,
-                   "spread_validation_auroc": self.spread_validation_auroc, "model_fingerprint": self.model_fingerprint}
-        (folder / CONFIG_NAME).write_text(json.dumps(options, indent=2))
+                   "spread_validation_auroc": self.spread_validation_auroc, "model_fingerprint": self.model_fingerprint,
+                   "banks_checksum": banks_checksum(tensors)}
+        tmp = folder / f".{CONFIG_NAME}.tmp"
+        tmp.write_text(json.dumps(options, indent=2))
+        os.replace(tmp, folder / CONFIG_NAME)
         return folder
 
     @classmethod
-    def from_pretrained(cls, folder: str | Path) -> "InSubOODDetector":
-        folder = Path(folder)
-        if not (folder / WEIGHTS_NAME).is_file():
-            raise FileNotFoundError(f"{folder} holds no {WEIGHTS_NAME}: fit a detector and save_pretrained it there.")
-        tensors, _ = read_verified(folder / WEIGHTS_NAME)  # names the file when it is unreadable or its bytes changed
+    def from_pretrained(cls, name_or_path: str | Path, **hub) -> "InSubOODDetector":
+        """The detector saved in a local folder or a Hub repo (`name_or_path`); a repo's files are resolved through
+        huggingface_hub (the local cache is used, and `HF_HUB_OFFLINE=1` honoured). `hub`: `hf_hub_download`'s
+        `revision`, `cache_dir`, `token`, `local_files_only`."""
+        weights, settings = (_resolve(name_or_path, name, hub) for name in (WEIGHTS_NAME, CONFIG_NAME))
+        tensors, _ = read_verified(weights)  # names the file when it is unreadable or its bytes changed
         missing = {"representation_bank", "head_banks"} - set(tensors)
         if missing:
-            raise ValueError(f"{folder / WEIGHTS_NAME} lacks {sorted(missing)}; it is not an InSubOODDetector file.")
+            raise ValueError(f"{weights} lacks {sorted(missing)}; it is not an InSubOODDetector file.")
         try:
-            options = json.loads((folder / CONFIG_NAME).read_text())
-            k, backend = options["k"], options["backend"]
+            options = json.loads(Path(settings).read_text())
+            k, backend, checksum = options["k"], options["backend"], options["banks_checksum"]
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise ValueError(
-                f"{folder / CONFIG_NAME} is missing or damaged ({type(error).__name__}: {error}); it must hold the "
-                "detector's k and backend as written by InSubOODDetector.save_pretrained."
+                f"{settings} is missing or damaged ({type(error).__name__}: {error}); it must hold the detector's k, "
+                "backend and banks_checksum as written by InSubOODDetector.save_pretrained."
             ) from None
+        if checksum != banks_checksum(tensors):
+            raise ValueError(
+                f"{settings} belongs to other banks than {weights} (a save interrupted between the two files, or "
+                "files of two detectors): save the detector again (InSubOODDetector.save_pretrained)."
+            )
         return cls(
             tensors["representation_bank"], tensors["head_banks"], k, backend,
             tensors.get("bank_sigma"), options.get("spread_direction"), options.get("spread_validation_auroc"),
             options.get("model_fingerprint"),
         )
+
+
+def banks_checksum(tensors: dict[str, torch.Tensor]) -> str:
+    """SHA-256 over the checksums of a detector's bank tensors: which banks a settings file belongs to."""
+    return hashlib.sha256(checksum_metadata(tensors)[METADATA_KEY].encode()).hexdigest()
+
+
+def _resolve(name_or_path: str | Path, filename: str, hub: dict) -> Path:
+    """The local path of `filename` in a folder, or in a Hub repo's snapshot (downloaded or from the cache)."""
+    name = str(name_or_path)
+    local = Path(name).expanduser()
+    if local.is_dir():
+        if not (local / filename).is_file():
+            raise FileNotFoundError(f"{local} holds no {filename}: fit a detector and save_pretrained it there.")
+        return local / filename
+    if looks_like_a_path(name):
+        raise FileNotFoundError(f"InSubOODDetector.from_pretrained({name!r}): no such local folder (and not a Hub repo "
+                                "id of the form 'namespace/name').")
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    try:
+        return Path(hf_hub_download(name, filename, **hub))
+    except LocalEntryNotFoundError as error:  # offline (or unreachable) and not in the cache
+        raise OSError(f"InSubOODDetector.from_pretrained({name!r}): {filename} is not in the Hugging Face cache and "
+                      f"the Hub cannot be reached ({error}). Download the repo once with network access "
+                      f"(`hf download {name}`), or pass a local folder.") from None
+    except EntryNotFoundError:
+        raise FileNotFoundError(f"The Hub repo {name!r} holds no {filename}: it was pushed without a detector.") \
+            from None
 
 
 def _fingerprint(model) -> str:

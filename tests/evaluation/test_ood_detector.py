@@ -165,3 +165,47 @@ def test_a_detector_belongs_to_its_model_and_its_files_are_checked(tmp_path):
     (tmp_path / "ood_detector.json").write_text('{"k": 3, "back')
     with pytest.raises(ValueError, match="ood_detector.json is missing or damaged"):
         InSubOODDetector.from_pretrained(tmp_path)
+
+
+def test_a_save_interrupted_between_the_two_files_is_refused(tmp_path):
+    model = InSubModel(tiny_config(num_heads=3)).eval()
+    first = InSubOODDetector.fit(model, {"pixel_values": torch.randn(12, 3, 32, 32)}, k=3)
+    second = InSubOODDetector.fit(model, {"pixel_values": torch.randn(12, 3, 32, 32)}, k=3)
+    first.save_pretrained(tmp_path / "a")
+    second.save_pretrained(tmp_path / "b")
+    # as a save of `second` killed after its banks and before its settings would leave them
+    (tmp_path / "a" / "ood_detector.safetensors").write_bytes((tmp_path / "b" / "ood_detector.safetensors").read_bytes())
+    with pytest.raises(ValueError, match="ood_detector.json belongs to other banks than .*save the detector again"):
+        InSubOODDetector.from_pretrained(tmp_path / "a")
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["ood_detector.json", "ood_detector.safetensors"]
+    with pytest.raises(FileNotFoundError, match="no such local folder"):
+        InSubOODDetector.from_pretrained(str(tmp_path / "missing"))
+
+
+HUB_LOAD = """
+from insub_hf import InSubOODDetector
+detector = InSubOODDetector.from_pretrained("someone/insub-detector")
+print("k", detector.k, tuple(detector.representation_bank.shape))
+try:
+    InSubOODDetector.from_pretrained("someone/not-cached")
+except OSError as error:
+    print("refused", type(error).__name__)
+"""
+
+
+def test_a_hub_repo_id_resolves_through_the_cache_offline(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    model = InSubModel(tiny_config(num_heads=3)).eval()
+    detector = InSubOODDetector.fit(model, {"pixel_values": torch.randn(12, 3, 32, 32)}, k=3)
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--someone--insub-detector"
+    detector.save_pretrained(repo / "snapshots" / commit)  # the cache's layout, as a download leaves it
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(tmp_path / "hub"))
+    run = subprocess.run([sys.executable, "-c", HUB_LOAD], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines()[-2:] == [f"k 3 {tuple(detector.representation_bank.shape)}", "refused OSError"]
