@@ -225,15 +225,63 @@ def _loss_form(config) -> str:
 
 
 # ------------------------------------------------------------------------------------------- the folder, the upload
+# What transformers' tokenizer save records of how the tokenizer was loaded, not what it is
+LOAD_TIME_KEYS = ("is_local", "local_files_only", "max_length")
+NAME_KEYS = ("_name_or_path", "name_or_path")
+
+
+def _without_machine_paths(data: Any, local: list[str]) -> Any:
+    """`data` (parsed JSON) without the names of local folders a config was loaded from (`NAME_KEYS` holding an
+    absolute path) and with every other path under a folder of this machine (`local`) cut to its last part (a run's
+    recorded `output_dir`), at any depth (the encoder config inside config.json too)."""
+    if isinstance(data, list):
+        return [_without_machine_paths(item, local) for item in data]
+    if isinstance(data, str):
+        return Path(data).name if any(data == p or data.startswith(p.rstrip("/") + "/") for p in local) else data
+    if not isinstance(data, dict):
+        return data
+    return {k: _without_machine_paths(v, local) for k, v in data.items()
+            if not (k in NAME_KEYS and isinstance(v, str) and os.path.isabs(os.path.expanduser(v)))}
+
+
+def scrub_published_files(folder: str | Path) -> None:
+    """Removes from the JSON files of a repo folder what describes this machine rather than the model: absolute
+    paths a config was loaded from, the folders of this machine in recorded paths, and the tokenizer's load-time
+    keys (`LOAD_TIME_KEYS`)."""
+    local = machine_paths()
+    for path in Path(folder).rglob("*.json"):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        clean = _without_machine_paths(data, local)
+        if path.name == "tokenizer_config.json" and isinstance(clean, dict):
+            clean = {k: v for k, v in clean.items() if k not in LOAD_TIME_KEYS}
+        if clean != data:
+            path.write_text(json.dumps(clean, indent=2, sort_keys=path.name == "config.json") + "\n", encoding="utf-8")
+
+
+def machine_paths() -> list[str]:
+    """Absolute paths of this machine that a published file must not name: the home, working, temporary and Python
+    installation folders."""
+    import sys
+
+    paths = {os.path.expanduser("~"), os.getcwd(), tempfile.gettempdir(), sys.prefix, sys.base_prefix}
+    return sorted(p for p in paths if p not in ("/", ""))
+
+
 def check_hub_folder(folder: str | Path) -> list[str]:
     """Checks that `folder` is a complete, pickle-free InSub model repo; returns its files (relative, sorted).
 
     Raises `ValueError` naming what is missing or not allowed: config.json with an `auto_map` whose modules are
-    present, safetensors weights (all shards of an index), a README.md model card, no pickle-based files.
+    present, safetensors weights (all shards of an index), a README.md model card, no pickle-based files, no text
+    file that names a folder of this machine (`machine_paths`).
     """
     folder = Path(folder)
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
     problems = []
+    local = machine_paths()
+    leaks = [f for f in files if f.endswith((".json", ".md", ".py", ".txt"))
+             and any(p in (folder / f).read_text(encoding="utf-8", errors="replace") for p in local)]
+    if leaks:
+        problems.append(f"files name folders of this machine ({', '.join(local)}): {leaks}")
     pickles = [f for f in files if f.endswith(PICKLE_SUFFIXES)]
     if pickles:
         problems.append(f"pickle-based files are not uploaded (safetensors only): {pickles}")
@@ -282,6 +330,7 @@ def save_for_hub(
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
     model_card(model, repo_id, card).save(folder / "README.md")
+    scrub_published_files(folder)
     return check_hub_folder(folder)
 
 

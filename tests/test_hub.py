@@ -384,3 +384,32 @@ def test_the_demo_results_make_a_card_and_the_fitted_detector_travels_with_the_m
     (tmp_path / "other.json").write_text(json.dumps({"args": {}}))
     with pytest.raises(ValueError, match="is not a results.json of insub-hf demo, compare or text"):
         main([*argv[:6], str(tmp_path / "other.json"), "--folder", str(tmp_path / "f2")])
+
+
+def test_a_published_folder_names_nothing_of_this_machine(tmp_path):
+    from transformers import AutoTokenizer
+
+    from insub_hf.encoders import encoder_config_from_pretrained
+    from insub_hf.hub import machine_paths
+    from insub_hf.jobs.text import TextArguments, packaged_minilm_path, text_config
+
+    base = str(packaged_minilm_path())  # a folder inside site-packages: the config and tokenizer remember it
+    model = InSubModel(text_config(TextArguments(), encoder_config_from_pretrained(base), 2, 0.01))
+    folder = tmp_path / "repo"
+    files = save_for_hub(model, folder, "someone/text", HubCard(tokenizer=AutoTokenizer.from_pretrained(base)))
+    local = machine_paths()
+    assert str(tmp_path).startswith(tuple(local)) and any(base.startswith(p) for p in local)  # the check can fire
+    for name in files:
+        if name.endswith((".json", ".md", ".py", ".txt")):
+            text = (folder / name).read_text()
+            assert not any(p in text for p in local), name
+    tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
+    assert not {"is_local", "local_files_only", "max_length"} & set(tokenizer_config)
+    assert "_name_or_path" not in json.loads((folder / "config.json").read_text())["encoder_config"]
+    loaded = AutoTokenizer.from_pretrained(folder)
+    assert loaded("A sentence.")["input_ids"] == AutoTokenizer.from_pretrained(base)("A sentence.")["input_ids"]
+    torch.testing.assert_close(InSubModel.from_pretrained(folder).state_dict()["heads.weights.0"],
+                               model.state_dict()["heads.weights.0"])
+    (folder / "notes.txt").write_text(f"trained from {base}")
+    with pytest.raises(ValueError, match=r"files name folders of this machine .*\['notes.txt'\]"):
+        check_hub_folder(folder)
