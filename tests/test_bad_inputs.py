@@ -66,13 +66,14 @@ def test_a_config_edited_after_saving_is_refused_naming_the_tensors_and_fields(t
 
 
 @pytest.mark.parametrize("field, value", [("num_heads", 4), ("head_output_size", 8), ("head_hidden_sizes", [8])])
-def test_a_config_field_changed_after_the_model_was_built_is_refused(tmp_path, field, value):
+def test_a_config_field_changed_after_the_model_was_built_is_refused_when_saved(tmp_path, field, value):
+    # checked where a config.json that no longer describes the heads would be written, not on every forward (which
+    # computes with the heads as built)
     model = InSubForPreTraining(tiny_config(num_heads=2))
     built = getattr(model.config, field)
     setattr(model.config, field, value)
+    assert torch.isfinite(model(torch.rand(2, 3, 32, 32), torch.rand(2, 3, 32, 32)).loss)
     with pytest.raises(ValueError, match=re.escape(f"InSubConfig.{field}={value!r} (built with {built!r}) was changed after")):
-        model(torch.rand(2, 3, 32, 32), torch.rand(2, 3, 32, 32))
-    with pytest.raises(ValueError, match=rf"InSubConfig.{field}="):
         model.save_pretrained(tmp_path / "model")
     assert not (tmp_path / "model").exists()  # nothing written
     setattr(model.config, field, built)
