@@ -19,8 +19,6 @@ from transformers.image_processing_utils import BatchFeature
 from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, PILImageResampling
 from transformers.processing_utils import ImagesKwargs
 
-from .data.normalization import normalize_images
-
 NUM_CHANNELS = (1, 3)
 # ITU-R 601-2 luma in PIL's fixed point (`Image.convert("L")`): grey = (R*19595 + G*38470 + B*7471 + 2**15) >> 16
 LUMA = (19595, 38470, 7471)
@@ -120,6 +118,22 @@ class InSubImageProcessor(TorchvisionBackend):
             )
         return BatchFeature(data={"pixel_values": torch.stack(out) if return_tensors else out},
                             tensor_type=return_tensors)
+
+
+def normalize_images(images: torch.Tensor, mean, std) -> torch.Tensor:
+    """`(images - mean) / std` per channel: the one image normalisation of the package (this processor, the
+    per-sample and per-batch views and the evaluation harness apply it).
+
+    Args:
+        images: `(..., C, H, W)` floats in [0, 1] (one image or a batch).
+        mean, std: one value per channel.
+
+    Returns:
+        A new tensor of the same shape and dtype.
+    """
+    mean_t = torch.as_tensor(mean, dtype=images.dtype, device=images.device).view(-1, 1, 1)
+    std_t = torch.as_tensor(std, dtype=images.dtype, device=images.device).view(-1, 1, 1)
+    return (images - mean_t) / std_t
 
 
 def check_processor_fields(num_channels: int, mean, std) -> None:

@@ -14,8 +14,8 @@ import torch
 from datasets import Array3D, Dataset, Features
 from torch import nn
 
+from ..image_processing_insub import normalize_images
 from ..validation import check_choice, check_range
-from .normalization import normalize_images
 
 
 class BatchTwoViews(nn.Module):

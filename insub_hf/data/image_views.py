@@ -6,10 +6,11 @@ import math
 from typing import Any
 
 import torch
+from torchvision import tv_tensors
 from torchvision.transforms import v2
 
+from ..image_processing_insub import normalize_images
 from .columns import batch_column
-from .normalization import NormalizeImages
 
 # Per-channel normalisation of the data sets the package knows (METHOD.md; Fashion-MNIST from its training set).
 IMAGE_STATS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
@@ -19,6 +20,19 @@ IMAGE_STATS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     "fashion_mnist": ((0.2860,), (0.3530,)),
     "imagenet": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
 }
+
+
+class NormalizeImages(v2.Transform):
+    """`normalize_images` as a torchvision v2 step (the per-sample views and the test transform); an image stays a
+    `tv_tensors.Image`."""
+
+    def __init__(self, mean, std):
+        super().__init__()
+        self.mean, self.std = tuple(mean), tuple(std)
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        out = normalize_images(inpt.as_subclass(torch.Tensor), self.mean, self.std)
+        return tv_tensors.wrap(out, like=inpt) if isinstance(inpt, tv_tensors.TVTensor) else out
 
 
 def _to_float_image(num_channels: int, column: str) -> list[v2.Transform]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..data.normalization import normalize_images
+from ..image_processing_insub import normalize_images
 from ..validation import CheckedArguments, checked
 from . import metrics
 from .corruptions import CORRUPTIONS, SEVERITIES, corrupt
