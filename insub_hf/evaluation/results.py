@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+from ..validation import check_range
+
 # name -> what the score is (each: higher = more likely OOD). The probe's scores need labels, the others do not.
 OOD_SCORES = {
     "msp": "the negative max softmax probability of the probe",
@@ -20,9 +22,29 @@ OOD_SCORES = {
 }
 
 
+def checked_number(field: str, value, high: float | None = 1.0, optional: bool = False) -> float | None:
+    """`value` as a plain float (numpy and torch scalars too), refused naming `field` unless finite and in
+    [0, high] (None allowed when `optional`): a NaN or a fraction above 1 is a bug upstream, never a result."""
+    if value is None and optional:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = value
+    check_range(field, number, low=0.0, high=high)
+    return number
+
+
+def _check_fields(result, highs: dict[str, float | None], optional: tuple[str, ...] = ()) -> None:
+    for name, high in highs.items():
+        value = checked_number(f"{type(result).__name__}.{name}", getattr(result, name), high, name in optional)
+        setattr(result, name, value)
+
+
 @dataclass
 class Metrics:
-    """Accuracy and calibration of the averaged member probabilities (all in [0, 1] but NLL)."""
+    """Accuracy and calibration of the averaged member probabilities: fractions in [0, 1], the Brier score in
+    [0, 2], NLL and the normalised disagreement finite and >= 0 (each checked when built)."""
 
     accuracy: float
     nll: float
@@ -30,6 +52,10 @@ class Metrics:
     tace: float
     brier: float
     disagreement_over_error: float | None = None  # with K > 1 members
+
+    def __post_init__(self) -> None:
+        _check_fields(self, {"accuracy": 1.0, "nll": None, "ece": 1.0, "tace": 1.0, "brier": 2.0,
+                             "disagreement_over_error": None}, optional=("disagreement_over_error",))
 
 
 @dataclass
@@ -44,6 +70,10 @@ class CorruptionMetrics:
     auroc_msp: float
     auroc_knn: float
     auroc_head_spread: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_fields(self, dict.fromkeys(("accuracy", "ece", "tace", "auroc_msp", "auroc_knn", "auroc_head_spread"),
+                                          1.0), optional=("auroc_head_spread",))
 
 
 @dataclass
@@ -102,6 +132,12 @@ class MethodResults:
     head_spread_calibration: list[HeadSpreadCalibration] = field(default_factory=list)
     training: TrainingRecord | None = None
     cost: Cost | None = None
+
+    def __post_init__(self) -> None:
+        check_range("MethodResults.members", self.members, low=1, integer=True)
+        self.knn_accuracy = checked_number("MethodResults.knn_accuracy", self.knn_accuracy, optional=True)
+        self.ood = {name: {score: checked_number(f"MethodResults.ood[{name!r}][{score!r}] (an AUROC)", value)
+                           for score, value in scores.items()} for name, scores in self.ood.items()}
 
     def to_dict(self) -> dict:
         return asdict(self)

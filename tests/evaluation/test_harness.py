@@ -210,3 +210,17 @@ def test_sklearn_digits_are_an_ood_set_of_the_target_geometry():
     assert torch.equal(images, again) and len(load_digits().images) == 1797
     with pytest.raises(ValueError, match="count must be an integer >= 1 and <= 1797"):
         load_sklearn_digits(2000, (1, 28, 28))
+
+
+def test_results_refuse_nan_and_fractions_out_of_range():
+    good = {"members": 1, "test": {"accuracy": 0.8, "nll": 0.5, "ece": 0.02, "tace": 0.01, "brier": 0.3},
+            "ood": {"mnist": {"msp": 0.7, "knn": 0.9}}}
+    assert MethodResults.from_dict(good).ood == {"mnist": {"msp": 0.7, "knn": 0.9}}
+    with pytest.raises(ValueError, match=r"Metrics.accuracy must be a number >= 0.0 and <= 1.0, got nan"):
+        MethodResults.from_dict({**good, "test": {**good["test"], "accuracy": float("nan")}})
+    with pytest.raises(ValueError, match=r"MethodResults.ood\['mnist'\]\['knn'\] \(an AUROC\) must be .* got 1.7"):
+        MethodResults.from_dict({**good, "ood": {"mnist": {"msp": 0.7, "knn": 1.7}}})
+    with pytest.raises(ValueError, match=r"Metrics.brier must be a number >= 0.0 and <= 2.0, got 2.5"):
+        MethodResults.from_dict({**good, "test": {**good["test"], "brier": 2.5}})
+    with pytest.raises(ValueError, match=r"MethodResults.knn_accuracy must be .* got inf"):
+        MethodResults.from_dict({**good, "knn_accuracy": float("inf")})
