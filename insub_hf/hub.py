@@ -77,6 +77,15 @@ class HubCard:
 
 
 # ----------------------------------------------------------------------------------------------- evaluation results
+# Decimals of a card's model-index values: fractions to 0.01 points of a percentage (no 0.40114000000000005)
+CARD_DECIMALS = 4
+
+
+def card_value(value) -> float:
+    """A measured number as the card's metadata gives it (`CARD_DECIMALS` decimals)."""
+    return round(float(value), CARD_DECIMALS)
+
+
 def harness_eval_results(results, dataset_name: str, dataset_type: str, split: str = "test") -> list[EvalResult]:
     """model-index entries from one method's `insub_hf.evaluation.MethodResults` (`MethodResults.from_dict` reads a
     row of `insub-hf compare`'s results.json).
@@ -89,7 +98,7 @@ def harness_eval_results(results, dataset_name: str, dataset_type: str, split: s
     data = dict(dataset_type=dataset_type, dataset_name=dataset_name, dataset_split=split)
     out = [
         EvalResult(**task, **data, metric_type=key, metric_name=METRIC_NAMES[key],
-                   metric_value=float(getattr(results.test, key)))
+                   metric_value=card_value(getattr(results.test, key)))
         for key in ("accuracy", "ece", "tace", "nll", "brier")
     ]
     for ood_set, scores in results.ood.items():
@@ -97,7 +106,7 @@ def harness_eval_results(results, dataset_name: str, dataset_type: str, split: s
             if score in scores:
                 out.append(EvalResult(
                     **task, **data, metric_type="auroc", metric_name=f"OOD AUROC vs {ood_set} ({label})",
-                    metric_value=float(scores[score]), metric_config=ood_set,
+                    metric_value=card_value(scores[score]), metric_config=ood_set,
                 ))
     return out
 
@@ -109,7 +118,7 @@ def senteval_eval_results(per_task: dict[str, dict]) -> list[EvalResult]:
         if "spearman" in numbers:
             out.append(EvalResult(
                 task_type="sentence-similarity", dataset_type=name.lower(), dataset_name=f"SentEval {name}",
-                metric_type="spearmanr", metric_name="Spearman", metric_value=float(numbers["spearman"]),
+                metric_type="spearmanr", metric_name="Spearman", metric_value=card_value(numbers["spearman"]),
             ))
             continue
         for key in ("accuracy", "ece", "nll"):
@@ -117,7 +126,7 @@ def senteval_eval_results(per_task: dict[str, dict]) -> list[EvalResult]:
                 out.append(EvalResult(
                     task_type="text-classification", task_name="Logistic regression on frozen sentence embeddings",
                     dataset_type=name.lower(), dataset_name=f"SentEval {name}", metric_type=key,
-                    metric_name=METRIC_NAMES[key], metric_value=float(numbers[key]),
+                    metric_name=METRIC_NAMES[key], metric_value=card_value(numbers[key]),
                     ))
     return out
 

@@ -84,15 +84,16 @@ def test_compare_pushes_the_insub_model_with_its_measured_numbers(tmp_path, fake
         assert not path.is_file() or b"hf_test" not in path.read_bytes(), path
     (row,) = json.loads((out / "results.json").read_text())["rows"]
     measured = card_metrics(folder / "README.md")
-    assert measured["Accuracy"] == pytest.approx(row["test"]["accuracy"])
-    assert measured["ECE"] == pytest.approx(row["test"]["ece"])
-    assert measured["NLL"] == pytest.approx(row["test"]["nll"])
-    assert measured["OOD AUROC vs mnist (MSP)"] == pytest.approx(row["ood"]["mnist"]["msp"])
+    # the card gives each value to 4 decimals (0.01 points of a percentage)
+    assert measured["Accuracy"] == round(row["test"]["accuracy"], 4)
+    assert measured["ECE"] == round(row["test"]["ece"], 4)
+    assert measured["NLL"] == round(row["test"]["nll"], 4)
+    assert measured["OOD AUROC vs mnist (MSP)"] == round(row["ood"]["mnist"]["msp"], 4)
     card = (folder / "README.md").read_text()
     assert f"| fashion_mnist | test | ECE | {100 * row['test']['ece']:.1f} % |" in card  # each value with its unit
     assert f"| fashion_mnist | test | NLL | {row['test']['nll']:.3f} |" in card
     assert f"| fashion_mnist | test | Brier | {row['test']['brier']:.3f} |" in card
-    assert measured["OOD AUROC vs mnist (k-NN, label-free)"] == pytest.approx(row["ood"]["mnist"]["knn"])
+    assert measured["OOD AUROC vs mnist (k-NN, label-free)"] == round(row["ood"]["mnist"]["knn"], 4)
     meta = yaml.safe_load(card.split("---")[1])
     assert meta["license"] == "apache-2.0" and "base_model" not in meta
     # the image processor travels with the model, and the usage snippet reads images through it
@@ -158,14 +159,14 @@ def test_pushing_without_a_token_creates_and_uploads_nothing(tmp_path, fake_api,
 
 
 def test_the_card_of_text_results_and_a_bad_folder(tmp_path):
-    per_task = {"TWEETS": {"accuracy": 0.6567, "ece": 0.0416, "nll": 0.807}, "STSB": {"spearman": 0.71}}
+    per_task = {"TWEETS": {"accuracy": 0.6567, "ece": 0.0416, "nll": 0.40114000000000005}, "STSB": {"spearman": 0.71}}
     results = senteval_eval_results(per_task)
     assert [(r.dataset_name, r.metric_type, r.metric_value) for r in results] == [
-        ("SentEval TWEETS", "accuracy", 0.6567), ("SentEval TWEETS", "ece", 0.0416), ("SentEval TWEETS", "nll", 0.807),
+        ("SentEval TWEETS", "accuracy", 0.6567), ("SentEval TWEETS", "ece", 0.0416), ("SentEval TWEETS", "nll", 0.4011),
         ("SentEval STSB", "spearmanr", 0.71),
     ]
     numbers = MethodResults(members=1, test=Metrics(accuracy=0.5, nll=1.5, ece=0.25, tace=0.2, brier=0.6),
-                            ood={"svhn": {"msp": 0.9, "knn": 0.7}})
+                            ood={"svhn": {"msp": 0.9, "knn": 0.70004999}})
     folder = tmp_path / "repo"
     save_for_hub(InSubModel(tiny_config()), folder, "someone/r",
                  HubCard(eval_results=harness_eval_results(numbers, "CIFAR-10", "cifar10")))
@@ -173,6 +174,7 @@ def test_the_card_of_text_results_and_a_bad_folder(tmp_path):
         "Accuracy": 0.5, "ECE": 0.25, "TACE": 0.2, "NLL": 1.5, "Brier": 0.6, "OOD AUROC vs svhn (MSP)": 0.9,
         "OOD AUROC vs svhn (k-NN, label-free)": 0.7,
     }
+    assert "0.70004999" not in (folder / "README.md").read_text()
     torch.save({}, folder / "optimizer.pt")
     (folder / "README.md").unlink()
     with pytest.raises(ValueError, match=r"pickle-based files.*optimizer\.pt.*README\.md is missing"):
