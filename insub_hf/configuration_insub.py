@@ -203,6 +203,10 @@ class InSubConfig(PretrainedConfig):
         normalize_heads: L2-normalise each head output before averaging (reference code).
         batch_ensemble_size: > 1 turns the encoder's linear layers into BatchEnsemble layers with this many
             members (the BatchEnsemble baseline of the paper; 1 = off).
+        uncertainty_direction: how `InSubModelOutput.uncertainty` reads the heads' spread, so that higher always
+            means more likely out of distribution for this model: +1 (high spread) or -1 (low spread), as the jobs
+            fix it on validation data (training images against noise) after training and save it with the model;
+            None until then (the spread is read as it is, and cards say that it was not fixed).
     """
 
     model_type = "insub"
@@ -224,6 +228,7 @@ class InSubConfig(PretrainedConfig):
     objective_config: dict | ObjectiveConfig | None = None
     normalize_heads: bool = True
     batch_ensemble_size: int = 1
+    uncertainty_direction: int | None = None
 
     def __post_init__(self, **kwargs: Any) -> None:
         if self.encoder_config is not None and self.timm_model_name is not None:
@@ -302,6 +307,7 @@ class InSubConfig(PretrainedConfig):
 
     def _check_values(self) -> None:
         check_choice("InSubConfig.normalize_heads", self.normalize_heads, (True, False))
+        check_choice("InSubConfig.uncertainty_direction", self.uncertainty_direction, (1, -1, None))
         _check_attention_heads(self.encoder_config)
         check_choice("InSubConfig.objective", self.objective, tuple(OBJECTIVES))
         given = self.objective_config

@@ -91,7 +91,8 @@ def harness_eval_results(results, dataset_name: str, dataset_type: str, split: s
     row of `insub-hf compare`'s results.json).
 
     Accuracy, ECE, TACE, NLL and Brier of the linear probe on `split`, and per OOD set the AUROC of the max softmax
-    probability and of the label-free k-NN score. Values as the harness gives them (fractions; the card's table
+    probability, of the label-free k-NN score and (M > 1) of the head spread in the model's stored orientation (its
+    `uncertainty` output). Values as the harness gives them (fractions; the card's table
     shows accuracy, calibration errors and AUROC in %).
     """
     task = dict(task_type="image-classification", task_name="Linear probe on the frozen encoder")
@@ -102,7 +103,8 @@ def harness_eval_results(results, dataset_name: str, dataset_type: str, split: s
         for key in ("accuracy", "ece", "tace", "nll", "brier")
     ]
     for ood_set, scores in results.ood.items():
-        for score, label in (("msp", "MSP"), ("knn", "k-NN, label-free")):
+        for score, label in (("msp", "MSP"), ("knn", "k-NN, label-free"),
+                             ("head_spread", "head spread, label-free, the model's uncertainty")):
             if score in scores:
                 out.append(EvalResult(
                     **task, **data, metric_type="auroc", metric_name=f"OOD AUROC vs {ood_set} ({label})",
@@ -182,8 +184,8 @@ def _usage(config, main_input: str, auto_class: str, repo_id: str, processor: bo
     elif auto_class == "AutoModelForSequenceClassification":
         outputs = "probabilities = out.logits.softmax(-1)"
     else:
-        outputs = ("features = out.representation   # (B, d): what probes and k-NN read\n"
-                   "uncertainty = out.sigma.mean(-1)  # (B,): spread of the heads, higher = less certain")
+        outputs = ("features = out.representation  # (B, d): what probes and k-NN read\n"
+                   "uncertainty = out.uncertainty   # (B,): the heads' spread, oriented: higher = more likely OOD")
     return {"usage_inputs": inputs, "usage_call": call, "usage_outputs": outputs}
 
 
@@ -217,6 +219,7 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
         ), training_data=card.training_data or "Not recorded when this card was generated.",
         eval_table=eval_table(eval_results) if eval_results else "", notes=card.notes, citation=CITATION,
         insub_version=__version__, transformers_version=transformers.__version__,
+        direction=getattr(config, "uncertainty_direction", None),
         **_usage(config, main_input, auto_class, repo_id, processor=card.processor is not None),
     )
 

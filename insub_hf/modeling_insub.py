@@ -36,12 +36,16 @@ class InSubModelOutput(ModelOutput):
         head_embeddings: `(B, M, q)` the M head embeddings (L2-normalised when `config.normalize_heads`).
         mean_embedding: `(B, q)` their mean over heads.
         sigma: `(B, q)` per-dimension spread across heads, `sqrt(var + eps)`; zeros when M = 1.
+        uncertainty: `(B,)` the spread averaged over dimensions, oriented so that higher means more likely out of
+            distribution for this model (`config.uncertainty_direction`, fixed on validation data; read as it is
+            while that is None); zeros when M = 1.
     """
 
     representation: torch.Tensor | None = None
     head_embeddings: torch.Tensor | None = None
     mean_embedding: torch.Tensor | None = None
     sigma: torch.Tensor | None = None
+    uncertainty: torch.Tensor | None = None
 
 
 @dataclass
@@ -231,11 +235,13 @@ class InSubModel(InSubPreTrainedModel):
             dna_one_hot=dna_one_hot,
         )
         z = self.embed_heads(representation)  # (B, M, q)
+        sigma = head_spread(z, self.config.diversity_eps)  # (B, q)
         out = InSubModelOutput(
             representation=representation,
             head_embeddings=z,
             mean_embedding=z.mean(dim=1),
-            sigma=head_spread(z, self.config.diversity_eps),
+            sigma=sigma,
+            uncertainty=(self.config.uncertainty_direction or 1) * sigma.mean(dim=-1),
         )
         return out if return_dict is not False else out.to_tuple()
 

@@ -24,8 +24,8 @@ class SentenceEmbeddings:
 
     Attributes:
         embeddings: `(N, d)` encoder representations (what transfer classifiers read).
-        uncertainty: `(N,)` the heads' spread sigma averaged over dimensions (0 when M = 1): higher means the M
-            heads disagree more about the sentence.
+        uncertainty: `(N,)` the model's oriented uncertainty (`InSubModelOutput.uncertainty`: the heads' spread
+            averaged over dimensions, read in `config.uncertainty_direction`; 0 when M = 1).
         head_embeddings: `(N, M, q)`.
     """
 
@@ -123,5 +123,5 @@ class InSubSentenceEncoder:
         for start in range(0, len(sentences), batch_size):
             batch = self.tokenize(list(sentences[start : start + batch_size]))
             out = self.model(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device))
-            parts.append((out.representation.cpu(), out.sigma.mean(dim=1).cpu(), out.head_embeddings.cpu()))
+            parts.append((out.representation.cpu(), out.uncertainty.cpu(), out.head_embeddings.cpu()))
         return SentenceEmbeddings(*(torch.cat(p) for p in zip(*parts)))

@@ -17,8 +17,8 @@ class InSubSentenceTransformer(InputModule):
     """Tokeniser and InSub text model as one sentence-transformers input module.
 
     `forward` adds to the features: `sentence_embedding (B, d)` (the encoder's representation, what `encode` returns),
-    `head_embeddings (B, M, q)`, `mean_embedding (B, q)` and `uncertainty (B,)` (the heads' spread sigma averaged over
-    dimensions: higher = the M heads disagree more about the sentence).
+    `head_embeddings (B, M, q)`, `mean_embedding (B, q)` and `uncertainty (B,)` (the model's oriented uncertainty: the
+    heads' spread averaged over dimensions, read in `config.uncertainty_direction`).
 
     Args:
         model_name_or_path: a folder holding the InSub model (with its remote code) and its tokenizer.
@@ -51,7 +51,7 @@ class InSubSentenceTransformer(InputModule):
         inputs = {k: features[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in features}
         out = self.model(**inputs)
         features.update(sentence_embedding=out.representation, head_embeddings=out.head_embeddings,
-                        mean_embedding=out.mean_embedding, uncertainty=out.sigma.mean(dim=-1))
+                        mean_embedding=out.mean_embedding, uncertainty=out.uncertainty)
         return features
 
     def get_sentence_embedding_dimension(self) -> int:

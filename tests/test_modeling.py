@@ -144,3 +144,17 @@ def test_member_representations_are_the_ensemble_members_the_representation_aver
         assert not any(m.training for m in model.modules())  # dropout off again afterwards
         single = model.member_representations(pixel_values=x)
     torch.testing.assert_close(single[:, 0], model.get_representation(pixel_values=x))
+
+
+@pytest.mark.parametrize("direction, sign", [(None, 1.0), (1, 1.0), (-1, -1.0)])
+def test_uncertainty_is_the_spread_in_the_models_stored_direction(direction, sign):
+    model = InSubModel(tiny_config(num_heads=3, uncertainty_direction=direction)).eval()
+    with torch.no_grad():
+        out = model(pixel_values=torch.randn(4, 3, 32, 32))
+    torch.testing.assert_close(out.uncertainty, sign * head_spread(out.head_embeddings, 1e-4).mean(dim=-1))
+    assert out.uncertainty.shape == (4,)
+
+
+def test_an_uncertainty_direction_other_than_plus_or_minus_one_is_refused():
+    with pytest.raises(ValueError, match=r"InSubConfig.uncertainty_direction must be one of \[1, -1, None\], got 0"):
+        tiny_config(uncertainty_direction=0)

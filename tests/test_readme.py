@@ -23,7 +23,7 @@ README, USAGE = ROOT / "README.md", ROOT / "docs" / "usage.md"
 # what the test budget changes in the snippets: (as written, as run)
 BUDGET = [("num_train_epochs=3,", "max_steps=2,"), ("max_steps=100,", "max_steps=2,")]
 QUICKSTART_CHECKS = """
-assert out.representation.shape[0] == 8 and out.sigma.shape[0] == 8 and (out.sigma > 0).all()
+assert out.representation.shape[0] == 8 and out.uncertainty.shape == (8,) and (out.uncertainty > 0).all()
 assert ood.shape == (8,) and (ood >= 0).all()
 assert classifier.config.num_labels == 10 and classifier.training
 print("README quickstart OK")
@@ -56,7 +56,7 @@ def test_the_readme_is_short_and_starts_with_the_quickstart():
     assert len(text.splitlines()) <= 200
     assert re.findall(r"^## .*", text, flags=re.M)[:2] == ["## Quickstart", "## Two commands"]
     code = "\n".join(snippets(README, "Quickstart"))
-    for needed in ("AutoModel.from_pretrained", "out.sigma", "InSubOODDetector.fit", "detector.score", "Trainer("):
+    for needed in ("AutoModel.from_pretrained", "out.uncertainty", "InSubOODDetector.fit", "detector.score", "Trainer("):
         assert needed in code, needed
 
 

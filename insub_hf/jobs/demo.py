@@ -24,7 +24,7 @@ from ..validation import checked
 from ..protocol.arguments import OVERWRITE_HELP, ImageRecipeArguments
 from ..protocol.callbacks import KNNReportCallback
 from ..protocol.comparison import pretraining_settings
-from ..protocol.experiment import Experiment, Variant
+from ..protocol.experiment import Experiment, Variant, record_uncertainty_direction
 
 FASHION_MNIST = IMAGE_DATASET_PRESETS["fashion_mnist"]
 
@@ -137,6 +137,8 @@ def run_demo(args: DemoArguments) -> dict:
         variant = Variant(name, demo_config(args, m, weight), args.seed, [report])
         result = experiment.pretrain(variant, train, batch_views=views, processor=FASHION_MNIST.image_processor())
         measured, arrays[name] = MethodEvaluator([result.model], evaluation, ProbeArguments(), harness).run()
+        for calibration in measured.head_spread_calibration:  # the saved model's `uncertainty` reads it this way
+            record_uncertainty_direction(experiment.output_dir / name / "model", calibration.direction)
         runs.append({"name": name, "num_heads": m, "diversity_weight": weight, "history": report.history,
                      "test": asdict(measured.test), "knn_accuracy": measured.knn_accuracy, "ood": measured.ood,
                      "head_spread_calibration": [asdict(c) for c in measured.head_spread_calibration]})

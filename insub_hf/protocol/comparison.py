@@ -5,6 +5,7 @@ loaded, then the harness on them). `insub-hf compare`, `ablation` and `mechanism
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -27,7 +28,9 @@ from ..modeling_insub import InSubForPreTraining
 from ..trainer import fast_path_arguments
 from .arguments import ImageRecipeArguments, ProtocolArguments
 from .evaluation_cache import EvaluationCache
-from .experiment import Experiment, PretrainingSettings, Variant, settings_key, training_record
+from .experiment import (
+    Experiment, PretrainingSettings, Variant, record_uncertainty_direction, settings_key, training_record,
+)
 from .methods import METHODS, method_members
 
 # The linear probe a converged baseline reaches on the full Fashion-MNIST with the default protocol (at least).
@@ -138,6 +141,10 @@ class RunCache:
         return {"dataset": a.dataset, "data": self.data.description, "test_per_class": a.test_per_class,
                 "ood_dataset": a.ood_dataset, "ood_images": a.ood_images}
 
+    def model_dir(self, key: str) -> Path:
+        """Where the run of `key` (`RunCache.key`) keeps its model."""
+        return self.experiment.output_dir / "cache" / key / "model"
+
     def get(self, config: InSubConfig, seed: int) -> tuple[InSubForPreTraining, dict]:
         """(model, record) from the cache, pretraining and storing it first when absent; the record holds the cost,
         the head spread and the share of spreads below alpha over training, and how much the ssl loss still fell in
@@ -167,6 +174,9 @@ def evaluate_cell(
         [model for model, _ in runs], data, probe_args, harness_args,
         num_probes=m if spec.probe_per_head else 1, mc_dropout=spec.dropout,
     ).run())
+    with_heads = [key for key, (config, _) in zip(run_keys, members) if config.num_heads > 1]
+    for key, calibration in zip(with_heads, results.head_spread_calibration):
+        record_uncertainty_direction(cache.model_dir(key), calibration.direction)
     costs = [record["cost"] for _, record in runs]
     results.training = TrainingRecord(**{
         key: runs[0][1][key] for key in ("ssl_loss_final", "ssl_loss_late_drop", "hinge_active_mean")

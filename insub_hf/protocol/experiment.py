@@ -154,6 +154,7 @@ def settings_key(config: InSubConfig, **settings) -> str:
     # cached then (hours of CPU training) keep their keys
     spec = {"config": objective_config_to_flat(config.to_diff_dict()), **settings}
     spec["config"].pop("transformers_version", None)
+    spec["config"].pop("uncertainty_direction", None)  # measured after training: the same run either way
     return short_hash(spec)
 
 
@@ -215,6 +216,15 @@ def check_output_dir(output_dir: str | Path, replace: bool = False) -> None:
             f"output_dir={str(output_dir)!r} cannot be written ({error.strerror or error}); choose a folder this "
             "user may write to. Nothing was run."
         ) from None
+
+
+def record_uncertainty_direction(model_dir: str | Path, direction: int) -> None:
+    """Writes the head spread's direction, fixed by the harness on validation data, into a saved model's config.json
+    (`InSubConfig.uncertainty_direction`), so that the model's `uncertainty` output and its card read it that way."""
+    path = Path(model_dir) / "config.json"
+    config = json.loads(path.read_text())
+    config["uncertainty_direction"] = direction
+    write_json(path, config)
 
 
 def write_json(path: str | Path, data: dict) -> None:

@@ -80,6 +80,44 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
         expected = fresh.get_representation(**processor(image, return_tensors="pt"))[0]
     torch.testing.assert_close(features, expected, rtol=1e-4, atol=1e-5)
 
+    # the direction the harness fixed on validation noise travels in the model's config, and its Hub folder loaded
+    # without insub-hf gives an `uncertainty` that tells test images from uniform noise as the card says (higher = OOD)
+    assert fresh.config.uncertainty_direction == calibration["direction"]
+    folder = tmp_path / "hub_folder"
+    assert main(["hub", "--model_dir", str(out / "insub_m3" / "model"), "--results", str(out / "results.json"),
+                 "--row", "insub_m3", "--repo_id", "someone/insub-demo", "--folder", str(folder)]) == 0
+    card = (folder / "README.md").read_text()
+    assert f"here **{'high' if calibration['direction'] == 1 else 'low'} spread**" in card
+    assert "uncertainty = out.uncertainty" in card
+    images = load_fashion_mnist("bundled", test_per_class=10)["test"]["image"]
+    for i, test_image in enumerate(images):
+        test_image.save(tmp_path / f"test_{i}.png")
+    run = subprocess.run([sys.executable, "-c", FRESH_UNCERTAINTY, str(folder), str(tmp_path), str(len(images))],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1])["auroc"] > 0.5
+
+
+FRESH_UNCERTAINTY = """
+import json, sys
+sys.modules["insub_hf"] = None  # the Hub folder alone: torch, transformers, safetensors, pillow
+import numpy as np, torch
+from PIL import Image
+from transformers import AutoImageProcessor, AutoModel
+folder, images, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+model = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
+processor = AutoImageProcessor.from_pretrained(folder, trust_remote_code=True)
+test = [Image.open(f"{images}/test_{i}.png") for i in range(count)]
+rng = np.random.default_rng(0)
+noise = [Image.fromarray(rng.integers(0, 256, (28, 28), dtype=np.uint8)) for _ in range(count)]
+with torch.no_grad():
+    seen = model(**processor(test, return_tensors="pt")).uncertainty
+    unseen = model(**processor(noise, return_tensors="pt")).uncertainty
+# AUROC of "higher uncertainty = OOD": the share of (noise, test) pairs ranked that way, ties counting half
+auroc = ((unseen[:, None] > seen[None]).double() + 0.5 * (unseen[:, None] == seen[None]).double()).mean()
+print(json.dumps({"auroc": float(auroc)}))
+"""
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("objective", ["byol", "vicreg", "barlow_twins"])
