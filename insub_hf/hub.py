@@ -270,13 +270,17 @@ def scrub_published_files(folder: str | Path) -> None:
             path.write_text(json.dumps(clean, indent=2, sort_keys=path.name == "config.json") + "\n", encoding="utf-8")
 
 
+# Folders every Linux machine has (a system Python's prefix): naming them says nothing of this machine
+SYSTEM_FOLDERS = ("/", "", "/usr", "/usr/local", "/opt")
+
+
 def machine_paths() -> list[str]:
     """Absolute paths of this machine that a published file must not name: the home, working, temporary and Python
-    installation folders."""
+    installation folders (not the system folders every machine has)."""
     import sys
 
     paths = {os.path.expanduser("~"), os.getcwd(), tempfile.gettempdir(), sys.prefix, sys.base_prefix}
-    return sorted(p for p in paths if p not in ("/", ""))
+    return sorted(p.rstrip("/") or "/" for p in paths if p.rstrip("/") not in SYSTEM_FOLDERS)
 
 
 def check_hub_folder(folder: str | Path) -> list[str]:

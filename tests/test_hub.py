@@ -415,3 +415,12 @@ def test_a_published_folder_names_nothing_of_this_machine(tmp_path):
     (folder / "notes.txt").write_text(f"trained from {base}")
     with pytest.raises(ValueError, match=r"files name folders of this machine .*\['notes.txt'\]"):
         check_hub_folder(folder)
+
+
+def test_a_system_python_prefix_is_no_machine_path(monkeypatch):
+    from insub_hf.hub import machine_paths
+
+    monkeypatch.setattr(sys, "prefix", "/usr")
+    monkeypatch.setattr(sys, "base_prefix", "/usr/local")
+    assert "/usr" not in machine_paths() and "/usr/local" not in machine_paths()
+    assert os.path.expanduser("~").rstrip("/") in machine_paths()
