@@ -63,11 +63,6 @@ def convert_config(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def is_current_config(config: dict[str, Any]) -> bool:
-    """Whether an InSub config.json dict is in today's format (`convert_config` would leave it as it is)."""
-    return convert_config(config) == config
-
-
 def convert_weight_name(name: str, objective: str) -> str:
     for pattern, replacement in OLD_WEIGHT_NAMES.get(objective, {}).items():
         name = re.sub(pattern, replacement, name, count=1)
