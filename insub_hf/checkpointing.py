@@ -44,6 +44,15 @@ def keep_what_the_save_did_not_write(old: Path, new: Path) -> None:
             _link_or_copy(entry, target)
 
 
+def write_json(path: str | os.PathLike, data, sort_keys: bool = False) -> None:
+    """Writes `data` as indented JSON through a temporary sibling file, so `path` is never left half-written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=sort_keys))
+    os.replace(tmp, path)
+
+
 @contextmanager
 def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
     """Yields a sibling temporary folder to write into; on success it replaces `path`, keeping whatever `path` held

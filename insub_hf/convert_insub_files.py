@@ -28,8 +28,9 @@ from typing import Any
 
 from safetensors.torch import save_file
 
+from .checkpointing import write_json
 from .checksums import INDEX_FILE, checksum_metadata, model_weight_files, read_verified
-from .objectives import OBJECTIVES
+from .configuration_insub import FLAT_OBJECTIVE_FIELDS
 
 MODEL_TYPE = "insub"
 # The loss a config.json without `diversity_reduction` was trained with: unscaled NT-Xent, hinge summed over views.
@@ -51,12 +52,11 @@ def convert_config(config: dict[str, Any]) -> dict[str, Any]:
     config = dict(config)
     if "diversity_reduction" not in config:
         config = {**UNSCALED_SUM_LOSS, **config}
-    flat = {name: (objective, field) for objective, cls in OBJECTIVES.items()
-            for name, field in cls.config_class.flat_fields.items()}
-    present = sorted(set(config) & set(flat))
+    present = sorted(set(config) & set(FLAT_OBJECTIVE_FIELDS))
     if present:
         objective = config.get("objective", "simclr")
-        moved = {flat[name][1]: config.pop(name) for name in present if flat[name][0] == objective}
+        moved = {FLAT_OBJECTIVE_FIELDS[name][1]: config.pop(name) for name in present
+                 if FLAT_OBJECTIVE_FIELDS[name][0] == objective}
         for name in present:
             config.pop(name, None)
         config["objective_config"] = {**moved, **(config.get("objective_config") or {})}
@@ -89,12 +89,6 @@ def convert_results(data: Any) -> Any:
     return data
 
 
-def _replace_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.converting")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=path.name == "config.json") + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _convert_weights(folder: Path, objective: str, dry_run: bool) -> list[Path]:
     """Renames the old weight names of the model files in `folder`; returns the files that had any."""
     changed = []
@@ -116,7 +110,7 @@ def _convert_weights(folder: Path, objective: str, dry_run: bool) -> list[Path]:
         data["weight_map"] = {renames.get(k, k): v for k, v in data["weight_map"].items()}
         changed.append(index)
         if not dry_run:
-            _replace_json(index, data)
+            write_json(index, data)
     return changed
 
 
@@ -137,7 +131,7 @@ def convert_folder(folder: str | Path, dry_run: bool = False) -> list[Path]:
         if new != data:
             changed.append(path)
             if not dry_run:
-                _replace_json(path, new)
+                write_json(path, new, sort_keys=path.name == "config.json")
     return changed
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -277,8 +278,6 @@ SYSTEM_FOLDERS = ("/", "", "/usr", "/usr/local", "/opt")
 def machine_paths() -> list[str]:
     """Absolute paths of this machine that a published file must not name: the home, working, temporary and Python
     installation folders (not the system folders every machine has)."""
-    import sys
-
     paths = {os.path.expanduser("~"), os.getcwd(), tempfile.gettempdir(), sys.prefix, sys.base_prefix}
     return sorted(p.rstrip("/") or "/" for p in paths if p.rstrip("/") not in SYSTEM_FOLDERS)
 

@@ -19,6 +19,7 @@ from safetensors import safe_open
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, cached_file, logging
 
 from .checksums import add_checksums, model_weight_files, verify_checksums
+from .configuration_insub import CONVERTER
 from .encoders.vision import LOADING_A_CHECKPOINT
 
 
@@ -110,9 +111,8 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
         raise ValueError(
             f"from_pretrained({name!r}): the checkpoint lacks {len(objective_missing)} weights of its config's "
             f"objective {model.config.objective!r} (e.g. {objective_missing[:2]}); it was saved with another "
-            "objective, or by an earlier insub-hf (convert its folder once with `python -m "
-            "insub_hf.convert_insub_files FOLDER`). Load it with the config it was saved with, or as InSubModel "
-            "(encoder and heads only)."
+            f"objective, or by an earlier insub-hf (convert its folder once with `{CONVERTER}`). Load it with the "
+            "config it was saved with, or as InSubModel (encoder and heads only)."
         )
     if not local.is_dir():  # a Hub repo: its files are in the local cache now
         for file in cached_weight_files(name, kwargs):

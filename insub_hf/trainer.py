@@ -27,8 +27,9 @@ SIDE_METRICS = ("ssl_loss", "diversity_loss", "mean_sigma", "hinge_active")
 class InSubTrainingArguments(TrainingArguments):
     """`TrainingArguments` with defaults that suit multi-view self-supervised batches, and the fast path by default
     where a CUDA GPU is present: bf16 autocast and data loader workers (`fast_path_arguments`; a value given is
-    kept), channels_last for convolutional encoders (on a CPU only where it is safe: `channels_last`). `torch_compile=True` compiles the training forward into one
-    graph (no breaks from encoders, heads or losses; the genomic encoder's LSTM excepted)."""
+    kept), channels_last for convolutional encoders (on a CPU only where it is safe: `channels_last`).
+    `torch_compile=True` compiles the training forward into one graph (no breaks from encoders, heads or losses; the
+    genomic encoder's LSTM excepted)."""
 
     remove_unused_columns: bool = field(
         default=False,

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 
+from ..checkpointing import write_json
 from ..checksums import METADATA_KEY, checksum_metadata, read_verified, weights_fingerprint
 from ..model_files import looks_like_a_path
 from ..validation import check_choice, check_range
@@ -218,9 +219,7 @@ class InSubOODDetector:
         options = {"k": self.k, "backend": self.backend, "spread_direction": self.spread_direction,
                    "spread_validation_auroc": self.spread_validation_auroc, "model_fingerprint": self.model_fingerprint,
                    "banks_checksum": banks_checksum(tensors)}
-        tmp = folder / f".{CONFIG_NAME}.tmp"
-        tmp.write_text(json.dumps(options, indent=2))
-        os.replace(tmp, folder / CONFIG_NAME)
+        write_json(folder / CONFIG_NAME, options)
         return folder
 
     @classmethod

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +13,7 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
+from ..checkpointing import write_json
 from ..configuration_insub import InSubConfig, objective_config_to_flat
 from ..modeling_insub import InSubForPreTraining
 from .arguments import HubArguments
@@ -225,12 +225,3 @@ def record_uncertainty_direction(model_dir: str | Path, direction: int) -> None:
     config = json.loads(path.read_text())
     config["uncertainty_direction"] = direction
     write_json(path, config)
-
-
-def write_json(path: str | Path, data: dict) -> None:
-    """Writes `data` as indented JSON through a temporary sibling file, so `path` is never left half-written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
