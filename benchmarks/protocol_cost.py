@@ -27,6 +27,7 @@ from insub_hf.evaluation.features import extract_features
 from insub_hf.memory_format import training_memory_format
 from insub_hf.jobs.compare import ComparisonArguments
 from insub_hf.protocol.methods import method_config
+from insub_hf.recipes import IMAGE
 
 MEMBERS = {"baseline": 1, "ssl_ensemble": 5, "mc_dropout": 1, "batch_ensemble": 1, "insub": 1}
 
@@ -48,8 +49,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--encoder", default=ComparisonArguments.encoder)
     parser.add_argument("--width", type=float, default=ComparisonArguments.width)
-    parser.add_argument("--batch_size", type=int, default=ComparisonArguments.pretrain_batch_size)
-    parser.add_argument("--epochs", type=float, default=ComparisonArguments.pretrain_epochs)
+    parser.add_argument("--batch_size", type=int, default=IMAGE.training["per_device_train_batch_size"])
+    parser.add_argument("--epochs", type=float, default=IMAGE.training["num_train_epochs"])
     parser.add_argument("--train_images", type=int, default=60000)
     parser.add_argument("--eval_images", type=int, default=60000 + 10000 + 3 * 1000, help="train + test + OOD")
     parser.add_argument("--steps", type=int, default=3, help="Timed steps per method and round.")
@@ -57,7 +58,7 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=None, help="A compare run's results.json to summarise.")
     options = parser.parse_args()
 
-    args = ComparisonArguments(encoder=options.encoder, width=options.width, pretrain_batch_size=options.batch_size)
+    args = ComparisonArguments(encoder=options.encoder, width=options.width)
     preset = IMAGE_DATASET_PRESETS[args.dataset]
     views = args.make_batch_views(preset)
     images = torch.rand(options.batch_size, preset.num_channels, preset.image_size, preset.image_size)
@@ -67,7 +68,7 @@ def main() -> None:
         .train().to(memory_format=training_memory_format(on_cpu=True))
         for method in MEMBERS
     }
-    steps = {method: step_fn(model, views, images, args.pretrain_learning_rate) for method, model in models.items()}
+    steps = {method: step_fn(model, views, images, IMAGE.training["learning_rate"]) for method, model in models.items()}
     for step in steps.values():
         step()  # warm-up
     times = {method: [] for method in MEMBERS}

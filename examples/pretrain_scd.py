@@ -5,13 +5,14 @@
 
     # the paper's setting: 1M Wikipedia sentences from a text file, SentEval tasks from the Hub
     python examples/pretrain_scd.py --encoder bert-base-uncased --corpus wiki1m_for_simcse.txt \
-        --batch_size 192 --head_size 4096 --num_heads 3 --tasks MR CR SUBJ MPQA SST2 TREC MRPC STSB
+        --per_device_train_batch_size 192 --head_size 4096 --num_heads 3 --tasks MR CR SUBJ MPQA SST2 TREC MRPC STSB
+
+The text job's arguments and the Trainer's own (`--learning_rate`, `--lr_scheduler_type`, `--push_to_hub`, ...),
+starting from the text recipe's training (`insub_hf.recipes.TEXT`).
 """
 
-from transformers import HfArgumentParser
-
-from insub_hf.protocol.arguments import HubArguments
-from insub_hf.jobs.text import TextArguments, run_text
+from insub_hf.cli import job_parser
+from insub_hf.jobs.text import ARGUMENT_GROUPS, TRAINING_DEFAULTS, run_text
 
 if __name__ == "__main__":
-    run_text(*HfArgumentParser((TextArguments, HubArguments)).parse_args_into_dataclasses())
+    run_text(*job_parser("text", ARGUMENT_GROUPS, TRAINING_DEFAULTS).parse_args_into_dataclasses())

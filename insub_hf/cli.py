@@ -13,14 +13,18 @@ from transformers import HfArgumentParser
 def run_command(module: str, command: str, argv: list[str]) -> int:
     """Parses `argv` with the job module's argument groups and runs it; returns 0 (argparse exits on bad input)."""
     job = importlib.import_module(f"insub_hf.jobs.{module}")
-    job.run(*job_parser(command, job.ARGUMENT_GROUPS).parse_args_into_dataclasses(args=argv))
+    parser = job_parser(command, job.ARGUMENT_GROUPS, getattr(job, "TRAINING_DEFAULTS", None))
+    job.run(*parser.parse_args_into_dataclasses(args=argv))
     return 0
 
 
-def job_parser(command: str, groups: tuple):
-    """The `HfArgumentParser` of a job's argument groups. argparse reads `%` in a help text as a format directive,
-    so a literal one ("85%") is escaped here, once for every job."""
+def job_parser(command: str, groups: tuple, training_defaults: dict | None = None):
+    """The `HfArgumentParser` of a job's argument groups; a training job's `InSubTrainingArguments` flags start from
+    its recipe's `training_defaults` (e.g. `--learning_rate` 3e-3 for the image jobs). argparse reads `%` in a help
+    text as a format directive, so a literal one ("85%") is escaped here, once for every job."""
     parser = HfArgumentParser(groups, prog=f"insub-hf {command}")
+    if training_defaults:
+        parser.set_defaults(**training_defaults)
     for action in parser._actions:  # argparse keeps no public list of its arguments
         if action.help:
             action.help = re.sub(r"(?<!%)%(?![(%])", "%%", action.help)

@@ -67,6 +67,9 @@ class InSubTrainingArguments(TrainingArguments):
         metadata={"help": "Data loader worker processes. Default: min(8, CPU cores - 1) where a CUDA GPU is present, "
                           "0 elsewhere (on a few CPU cores, workers only compete with the step)."},
     )
+    dataloader_pin_memory: bool | None = field(
+        default=None, metadata={"help": "Pin the batches' memory. Default: where a CUDA GPU is present."},
+    )
 
     def __post_init__(self) -> None:
         if self.fp16 and (self.use_cpu or not gpu_available()):
@@ -79,6 +82,8 @@ class InSubTrainingArguments(TrainingArguments):
             False if self.bf16 is None and self.fp16 else self.bf16, dataloader_num_workers=self.dataloader_num_workers
         )
         self.bf16, self.dataloader_num_workers = chosen["bf16"], chosen["dataloader_num_workers"]
+        if self.dataloader_pin_memory is None:
+            self.dataloader_pin_memory = chosen["dataloader_pin_memory"]
         self.use_cpu = self.use_cpu or chosen.get("use_cpu", False)
         if launched_processes() > 1 and not gpu_available():
             # several processes (torchrun, accelerate launch) on a machine without a GPU: transformers only makes
@@ -91,6 +96,9 @@ class InSubTrainingArguments(TrainingArguments):
         )
         for name in ("per_device_train_batch_size", "per_device_eval_batch_size"):
             check_range(f"InSubTrainingArguments.{name}", getattr(self, name), low=1, integer=True)
+        if self.max_steps <= 0:  # the epochs decide how long to train
+            check_range("InSubTrainingArguments.num_train_epochs", self.num_train_epochs, low=0, low_inclusive=False)
+        check_range("InSubTrainingArguments.learning_rate", self.learning_rate, low=0)
         if self.global_batch_size is not None:
             size = self.world_size
             if self.global_batch_size < 1 or self.global_batch_size % size:

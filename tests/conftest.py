@@ -20,8 +20,8 @@ def compare_argv(output_dir, **options) -> list[str]:
     """`insub-hf compare` arguments on the bundled data at a tiny budget (1 epoch of a CIFAR ResNet-18 at width 1/16,
     2 heads, 20 images per class); `options` add or override flags (lists for multi-value flags)."""
     options = {
-        "output_dir": output_dir, "data_source": "bundled", "num_heads": 2, "pretrain_epochs": 1,
-        "pretrain_batch_size": 20, "encoder": "resnet18_cifar", "width": 0.0625, "head_hidden_size": 16,
+        "output_dir": output_dir, "data_source": "bundled", "num_heads": 2, "num_train_epochs": 1,
+        "per_device_train_batch_size": 20, "encoder": "resnet18_cifar", "width": 0.0625, "head_hidden_size": 16,
         "train_per_class": 20, "test_per_class": 10, **options,
     }
     argv = ["compare"]

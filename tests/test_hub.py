@@ -70,7 +70,7 @@ def test_compare_pushes_the_insub_model_with_its_measured_numbers(tmp_path, fake
     out = tmp_path / "compare"
     argv = compare_argv(
         out, train_per_class=8, test_per_class=4, ood_images=20, methods="insub", probe_epochs=2, label_fractions=0.5,
-        corruptions="contrast", corruption_images=4, hub_model_id="someone/insub-fmnist", hub_token="hf_test",
+        corruptions="contrast", corruption_images=4, push_to_hub=True, hub_model_id="someone/insub-fmnist", hub_token="hf_test",
     )
     assert main(argv) == 0
     (_, init), (_, create), (_, upload) = fake_api.calls
@@ -154,7 +154,8 @@ def test_pushing_without_a_token_creates_and_uploads_nothing(tmp_path, fake_api,
     with pytest.raises(ValueError, match="no Hugging Face token.*HF_TOKEN.*nothing was created or uploaded"):
         InSubModel(tiny_config()).push_to_hub("someone/x")
     with pytest.raises(ValueError, match="no Hugging Face token"):
-        main(["compare", "--output_dir", str(tmp_path / "c"), "--methods", "insub", "--hub_model_id", "someone/x"])
+        main(["compare", "--output_dir", str(tmp_path / "c"), "--methods", "insub", "--push_to_hub", "--hub_model_id",
+              "someone/x"])
     assert fake_api.calls == [] and not (tmp_path / "c").exists()
 
 
@@ -250,25 +251,28 @@ def test_remote_code_round_trip_in_a_fresh_process_without_the_package(tmp_path)
 def test_the_text_job_pushes_the_sentence_model_with_its_tokenizer_and_transfer_results(tmp_path, fake_api):
     from transformers import AutoTokenizer
 
-    from insub_hf.protocol.arguments import HubArguments
-    from insub_hf.protocol.experiment import Experiment, PretrainingSettings
-    from insub_hf.jobs.text import TextArguments, packaged_minilm_path, text_model_card
+    from insub_hf.jobs.text import TRAINING_DEFAULTS, TextArguments, packaged_minilm_path, text_model_card
+    from insub_hf.protocol.arguments import training_arguments
+    from insub_hf.protocol.experiment import Experiment
 
     from .objectives.test_scd import tiny_bert_config
 
     per_task = {"TWEETS": {"accuracy": 0.61, "ece": 0.07, "nll": 0.9, "mean_uncertainty": 0.02}}
     results_file = tmp_path / "results.json"
     results_file.write_text(json.dumps({"results": {"scd_insub_m3": per_task}}))
-    hub = HubArguments(hub_model_id="someone/insub-minilm", hub_token="hf_test")
-    experiment = Experiment(tmp_path / "text", PretrainingSettings(1, 8, 1e-3), {}, hub)
+    training = training_arguments(TRAINING_DEFAULTS, output_dir=str(tmp_path / "text"), push_to_hub=True,
+                                  hub_model_id="someone/insub-minilm", hub_token="hf_test")
+    experiment = Experiment(training, {}, TRAINING_DEFAULTS)
+    assert training.push_to_hub is False  # the runs push nothing; the job pushes its model once
     tokenizer = AutoTokenizer.from_pretrained(packaged_minilm_path())
-    card = text_model_card(TextArguments(), tokenizer, per_task, results_file)
+    card = text_model_card(TextArguments(), training, tokenizer, per_task, results_file)
     experiment.push(InSubModel(tiny_bert_config()), card)
     files = check_hub_folder(fake_api.snapshot)
     assert {"tokenizer_config.json", "evaluation/results.json", "encoders_text.py"} <= set(files)
     assert card_metrics(fake_api.snapshot / "README.md") == {"Accuracy": 0.61, "ECE": 0.07, "NLL": 0.9}
     card = (fake_api.snapshot / "README.md").read_text()
     assert "AutoTokenizer.from_pretrained(\"someone/insub-minilm\")" in card and "SCD" in card
+    assert "(1 epochs, batch 64)" in card  # the text recipe's training
     assert AutoTokenizer.from_pretrained(fake_api.snapshot)("a b c")["input_ids"] == tokenizer("a b c")["input_ids"]
 
 

@@ -71,3 +71,16 @@ def test_the_text_and_dna_jobs_default_to_their_recipes():
     assert recipe_of(config) == TEXT.config_fields()
     dna = GenomicsArguments()
     assert recipe_of(genomics_config(dna, dna.num_heads, dna.diversity_weight)) == DNA.config_fields()
+
+
+def test_each_jobs_training_starts_from_its_modalitys_recipe():
+    from insub_hf.jobs import ablation, compare, demo, genomics, mechanism, text
+    from insub_hf.recipes import PRETRAINING
+
+    for job, recipe in ((demo, IMAGE), (compare, IMAGE), (ablation, IMAGE), (mechanism, IMAGE), (text, TEXT),
+                        (genomics, DNA)):
+        defaults = job.TRAINING_DEFAULTS
+        assert {k: defaults[k] for k in PRETRAINING} == PRETRAINING, job.__name__
+        for name in ("per_device_train_batch_size", "learning_rate"):  # budgets differ (the demo: 8 epochs)
+            assert defaults[name] == recipe.training[name], (job.__name__, name)
+    assert compare.TRAINING_DEFAULTS == ablation.TRAINING_DEFAULTS | {"output_dir": "runs/compare"}  # one run cache

@@ -18,17 +18,22 @@ from ..evaluation.harness import HarnessArguments, ImageEvaluationData
 from ..evaluation.cost import device_description
 from ..evaluation.ood_sets import noise_ood_sets
 from ..evaluation.probes import ProbeArguments, train_val_split
-from ..protocol.arguments import OVERWRITE_HELP, ProtocolArguments
-from ..protocol.comparison import RunCache, evaluate_cell, load_protocol_data, pretraining_settings
+from ..protocol.arguments import OVERWRITE_HELP, ProtocolArguments, training_arguments
+from ..protocol.comparison import RunCache, evaluate_cell, load_protocol_data
 from ..protocol.experiment import Experiment, check_output_dir, write_json
+from ..recipes import IMAGE
+from ..trainer import InSubTrainingArguments
 from ..validation import checked
+
+# The comparison's training (the image recipe), so that both share their cached runs
+TRAINING_DEFAULTS = IMAGE.training_arguments(output_dir="runs/ablation")
 
 
 @dataclass
 class AblationArguments(ProtocolArguments):
-    """The comparison's protocol plus the grid (the recipe's alpha, lambda and M are what the grid varies)."""
+    """The comparison's protocol plus the grid (the recipe's alpha, lambda and M are what the grid varies); the
+    training is `InSubTrainingArguments`, whose output_dir holds the tables, plots (and a run cache)."""
 
-    output_dir: str = field(default="runs/ablation", metadata={"help": "Tables, plots (and a run cache) go here."})
     cache_dir: str | None = field(
         default=None, metadata={"help": "Share pretrained runs with a comparison: its output_dir (default: own)."}
     )
@@ -89,17 +94,23 @@ def select_setting(rows: list[dict], candidates: list[tuple]) -> tuple:
     return max(candidates, key=lambda c: mean(setting_of, c, "accuracy"))
 
 
-def run_ablation(args: AblationArguments, probe_args: ProbeArguments | None = None) -> dict:
-    """Pretrains (or loads) every setting, scores it on validation data, writes `ablation.json`, `ablation.md` and
-    `ablation_training.png` to `output_dir` and prints the table with the chosen alpha."""
+def run_ablation(
+    args: AblationArguments, training_args: InSubTrainingArguments | None = None, probe_args: ProbeArguments | None = None
+) -> dict:
+    """Pretrains (or loads) every setting with `training_args` (default: `TRAINING_DEFAULTS`), scores it on
+    validation data, writes `ablation.json`, `ablation.md` and `ablation_training.png` to its output_dir and prints
+    the table with the chosen alpha."""
     from ..evaluation.plots import sigma_over_training
 
+    training_args = training_args or training_arguments(TRAINING_DEFAULTS)
     probe_args = probe_args or ProbeArguments()
     harness = HarnessArguments(corruptions=[], label_fractions=[])
     start = time.time()
-    check_output_dir(args.output_dir, args.overwrite_output_dir)
+    check_output_dir(training_args.output_dir, args.overwrite_output_dir)
     # the run cache only gains runs (finished ones are loaded, never retrained), also in a comparison's folder
-    experiment = Experiment(args.cache_dir or args.output_dir, pretraining_settings(args), asdict(args), overwrite=True)
+    experiment = Experiment(
+        training_args, asdict(args), TRAINING_DEFAULTS, overwrite=True, output_dir=args.cache_dir,
+    )
     loaded = load_protocol_data(args)
     print(f"[ablation] data: {loaded.description}; scored on {args.validation_fraction:.0%} of the training images")
     validation = validation_data(loaded.evaluation, args.validation_fraction)
@@ -142,7 +153,7 @@ def run_ablation(args: AblationArguments, probe_args: ProbeArguments | None = No
         if m != 5:
             score(alpha, weight, m)
     best = select_setting(rows, [(alpha, weight, m) for m in sorted({5, *args.ablation_heads})])
-    out = Path(args.output_dir)
+    out = Path(training_args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     sigma_over_training(curves, out / "ablation_training.png")
     table = ablation_table(rows, best)
@@ -153,7 +164,7 @@ def run_ablation(args: AblationArguments, probe_args: ProbeArguments | None = No
         "device": device_description(),
         "wall_seconds": round(time.time() - start, 1),
     }
-    write_json(out / "ablation.json", {"args": asdict(args), **results})
+    write_json(out / "ablation.json", {"args": experiment.arguments, **results})
     print(f"{table}\n[ablation] chosen: alpha {best[0]:g}, lambda {best[1]:g}, M={best[2]}; wrote {out}/ablation.md, "
           "ablation.json, ablation_training.png")
     return results
@@ -193,5 +204,5 @@ def ablation_table(rows: list[dict], best: tuple) -> str:
     return "\n".join(lines)
 
 
-ARGUMENT_GROUPS = (AblationArguments, ProbeArguments)
+ARGUMENT_GROUPS = (AblationArguments, InSubTrainingArguments, ProbeArguments)
 run = run_ablation

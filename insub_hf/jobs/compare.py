@@ -19,31 +19,35 @@ from ..evaluation.probes import ProbeArguments
 from ..evaluation.report import paired_differences
 from ..evaluation.results import ComparisonRow
 from ..hub import HubCard, harness_eval_results
-from ..protocol.arguments import OVERWRITE_HELP, HubArguments, ProtocolArguments
-from ..protocol.comparison import (
-    RunCache, convergence_warnings, evaluate_cell, load_protocol_data, pretraining_settings,
-)
+from ..protocol.arguments import OVERWRITE_HELP, ProtocolArguments, training_arguments
+from ..protocol.comparison import RunCache, convergence_warnings, evaluate_cell, load_protocol_data
 from ..protocol.experiment import Experiment
 from ..protocol.methods import METHODS, method_members
 from ..recipes import IMAGE
+from ..trainer import InSubTrainingArguments
 from ..validation import checked
+
+# The image recipe's training (`recipes.IMAGE`); the comparison's own output folder
+TRAINING_DEFAULTS = IMAGE.training_arguments(output_dir="runs/compare")
 
 
 @dataclass
 class ComparisonArguments(ProtocolArguments):
-    """What to compare beyond the protocol's recipe and data (probe and harness settings have their own groups)."""
+    """What to compare beyond the protocol's recipe and data (probe and harness settings have their own groups, the
+    training `InSubTrainingArguments`; its output_dir holds the results, plots and the run cache)."""
 
-    output_dir: str = field(default="runs/compare", metadata={"help": "Results, plots and the run cache go here."})
     methods: list[str] = checked(
         default_factory=lambda: list(METHODS), help=f"Any of {tuple(METHODS)}.", choices=tuple(METHODS)
     )
     num_heads: list[int] = checked(
-        default_factory=lambda: [IMAGE.num_heads], help="Values of M (full table: 3 5 10).", low=2,
+        default_factory=lambda: [IMAGE.num_heads], help="Values of M, each method's own: InSub's heads (Finetune-InSub: a probe per head), SSL-Ensemble's and "
+        "BatchEnsemble's members (full table: 3 5 10).", low=2,
         integer=True,
     )
     seeds: list[int] = checked(
         default_factory=lambda: [0],
-        help="Pretraining seeds; several give mean +- std and per-seed differences to the baseline.", low=0,
+        help="Pretraining seeds (each cell trains with its own; the Trainer's --seed is not read); several give mean "
+        "+- std and per-seed differences to the baseline.", low=0,
         integer=True,
     )
     overwrite_output_dir: bool = field(
@@ -59,33 +63,40 @@ class ComparisonArguments(ProtocolArguments):
                 f"ComparisonArguments.methods={self.methods} includes {simclr_only}, SimCLR's cosine control; with "
                 f"objective={self.objective!r} leave it out (e.g. --methods baseline insub)."
             )
-        for m in self.num_heads:
-            if self.pretrain_batch_size % m:
-                raise ValueError(
-                    f"ComparisonArguments.pretrain_batch_size={self.pretrain_batch_size} must be a multiple of every "
-                    f"num_heads value (BatchEnsemble gives each member an equal share), got M={m}."
-                )
+
+
+def check_comparison(args: ComparisonArguments, training_args: InSubTrainingArguments) -> None:
+    """What the comparison needs of its argument groups together: a batch that every M divides (BatchEnsemble gives
+    each member an equal share) and, to push, an InSub model."""
+    batch = training_args.per_device_train_batch_size
+    for m in args.num_heads:
+        if batch % m:
+            raise ValueError(
+                f"InSubTrainingArguments.per_device_train_batch_size={batch} must be a multiple of every "
+                f"ComparisonArguments.num_heads value (BatchEnsemble gives each member an equal share), got M={m}."
+            )
+    if training_args.push_to_hub and "insub" not in args.methods:
+        raise ValueError(
+            f"InSubTrainingArguments.push_to_hub=True pushes the InSub model; add 'insub' to "
+            f"ComparisonArguments.methods (got {args.methods})."
+        )
 
 
 def run_comparison(
-    args: ComparisonArguments, probe_args: ProbeArguments | None = None, harness_args: HarnessArguments | None = None,
-    hub: HubArguments | None = None,
+    args: ComparisonArguments, training_args: InSubTrainingArguments | None = None,
+    probe_args: ProbeArguments | None = None, harness_args: HarnessArguments | None = None,
 ) -> dict:
-    """Runs every (method, M, seed), then writes `results.json`, `results.md` and the plots to `output_dir`; with
-    `hub.hub_model_id`, pushes the first InSub model with its numbers and the full tables."""
+    """Runs every (method, M, seed) trained with `training_args` (default: `TRAINING_DEFAULTS`), then writes
+    `results.json`, `results.md` and the plots to its output_dir; with `--push_to_hub`, pushes the first InSub model
+    with its numbers and the full tables."""
     from ..evaluation.plots import write_plots
     from ..evaluation.report import markdown_report
 
-    if hub is not None and hub.hub_model_id is not None and "insub" not in args.methods:
-        raise ValueError(
-            f"HubArguments.hub_model_id={hub.hub_model_id!r} pushes the InSub model; add 'insub' to "
-            f"ComparisonArguments.methods (got {args.methods})."
-        )
+    training_args = training_args or training_arguments(TRAINING_DEFAULTS)
+    check_comparison(args, training_args)
     probe_args, harness_args = probe_args or ProbeArguments(), harness_args or HarnessArguments()
     # checks the token and the output folder before any training
-    experiment = Experiment(
-        args.output_dir, pretraining_settings(args), asdict(args), hub, overwrite=args.overwrite_output_dir
-    )
+    experiment = Experiment(training_args, asdict(args), TRAINING_DEFAULTS, overwrite=args.overwrite_output_dir)
     start = time.time()
     loaded = load_protocol_data(args)
     data = loaded.evaluation
@@ -125,7 +136,7 @@ def run_comparison(
         f"{report}\n" + "".join(f"[compare] warning: {w}\n" for w in warnings)
         + f"[compare] wrote {out}/results.md, results.json and plots in {results['wall_seconds']:.0f} s",
     )
-    if experiment.hub.hub_model_id:
+    if experiment.push_target is not None:
         push_comparison(experiment, args, results, rows, cache, out)
     return recorded
 
@@ -145,7 +156,8 @@ def push_comparison(
         eval_results=harness_eval_results(row.results, args.dataset, (hub_ids or [args.dataset])[0]),
         training_data=(
             f"{results['data']['train']} training images of {args.dataset} ({args.objective}, SimCLR augmentations), "
-            f"{args.pretrain_epochs} epochs, batch {args.pretrain_batch_size}, seed {row.seed}."
+            f"{experiment.training_args.num_train_epochs:g} epochs, batch "
+            f"{experiment.training_args.per_device_train_batch_size}, seed {row.seed}."
         ),
         datasets=hub_ids or None, processor=preset.image_processor(),
         extra_files={"evaluation/results.md": out / "results.md", "evaluation/results.json": out / "results.json"},
@@ -153,5 +165,5 @@ def push_comparison(
     return experiment.push(model, card, commit_message=f"{row.name}: model and insub-hf compare results")
 
 
-ARGUMENT_GROUPS = (ComparisonArguments, ProbeArguments, HarnessArguments, HubArguments)
+ARGUMENT_GROUPS = (ComparisonArguments, InSubTrainingArguments, ProbeArguments, HarnessArguments)
 run = run_comparison

@@ -20,18 +20,23 @@ from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEv
 from ..evaluation.ood_sets import load_mnist_images, noise_ood_sets
 from ..evaluation.probes import ProbeArguments
 from ..objectives import OBJECTIVES
-from ..validation import checked
-from ..protocol.arguments import OVERWRITE_HELP, ImageRecipeArguments
+from ..protocol.arguments import OVERWRITE_HELP, ImageRecipeArguments, training_arguments
 from ..protocol.callbacks import KNNReportCallback
-from ..protocol.comparison import pretraining_settings
 from ..protocol.experiment import Experiment, Variant, record_uncertainty_direction
+from ..recipes import IMAGE
+from ..trainer import InSubTrainingArguments
+from ..validation import checked
 
 FASHION_MNIST = IMAGE_DATASET_PRESETS["fashion_mnist"]
+# The image recipe's training on the bundled subset: 8 epochs, one log line per epoch (what the report prints)
+TRAINING_DEFAULTS = IMAGE.training_arguments(output_dir="runs/demo", num_train_epochs=8, logging_strategy="epoch")
 
 
 @dataclass
 class DemoArguments(ImageRecipeArguments):
-    output_dir: str = field(default="runs/demo", metadata={"help": "Where checkpoints, results and plots go."})
+    """The demo's model and data (its training: `InSubTrainingArguments`, from `TRAINING_DEFAULTS`; output_dir holds
+    the checkpoints, results and plots)."""
+
     data_source: str = checked(
         "bundled", "Fashion-MNIST source: bundled (5,000 / 1,000 images), debian, auto.",
         choices=("bundled", "debian", "auto"),
@@ -39,11 +44,6 @@ class DemoArguments(ImageRecipeArguments):
     train_per_class: int = checked(500, "Pretraining and probe images per class (10 classes).", low=1, integer=True)
     test_per_class: int = checked(100, "Test images per class.", low=1, integer=True)
     ood_images: int = checked(1000, "Images per OOD set (MNIST digits, uniform, Gaussian noise).", low=1, integer=True)
-    pretrain_epochs: float = checked(8, "Pretraining epochs per model.", low=0, low_inclusive=False, aliases=["--epochs"])
-    logging_steps: int | None = checked(
-        None, "Pretraining log interval (none: once per epoch, what the per-epoch report prints).", low=1,
-        integer=True, optional=True,
-    )
     knn_k: int = checked(20, "Neighbours of the per-epoch k-NN accuracy.", low=1, integer=True)
     objective: str = checked(
         "simclr", f"Any of {tuple(OBJECTIVES)}: image objectives train here (dino with local crops); scd runs "
@@ -51,7 +51,6 @@ class DemoArguments(ImageRecipeArguments):
     )
     num_local_crops: int = checked(4, "DINO: local crops per image (12x12 for 28x28).", low=0, integer=True)
     dino_out_dim: int = checked(256, "DINO: output size K of each head's last layer.", low=1, integer=True)
-    seed: int = checked(0, "Seed of data subset, initialisation and augmentation.", low=0, integer=True)
     resume: bool = field(default=False, metadata={"help": "Continue from the last checkpoint in output_dir."})
     overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
 
@@ -95,31 +94,28 @@ def demo_evaluation_data(data, args: DemoArguments) -> tuple[ImageEvaluationData
     return evaluation, note
 
 
-def run_demo(args: DemoArguments) -> dict:
-    """Baseline (M=1, lambda=0) then InSub (M=args.num_heads) with `args.objective`, both probed and scored; writes
-    `results.json`, `reliability.png`, `uncertainty.png` and `certainty_strip.png` (one set per objective) and
+def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None = None) -> dict:
+    """Baseline (M=1, lambda=0) then InSub (M=args.num_heads) with `args.objective`, both probed and scored, trained
+    with `training_args` (default: `TRAINING_DEFAULTS`; its seed also draws the data subset); writes `results.json`,
+    `reliability.png`, `uncertainty.png` and `certainty_strip.png` (one set per objective) to its output_dir and
     prints one line per epoch and the table."""
     from ..evaluation.plots import certainty_strip, ood_histograms, reliability_diagrams
 
+    training_args = training_args or training_arguments(TRAINING_DEFAULTS)
     modality = OBJECTIVES[args.objective].modality
-    if modality == "text":
-        from .text import TextArguments, run_text
+    if modality != "image":  # that modality's job with its own recipe, in a subfolder
+        from . import genomics, text
 
-        return run_text(TextArguments(
-            output_dir=f"{args.output_dir}/text", seed=args.seed, overwrite_output_dir=args.overwrite_output_dir
-        ))
-    if modality == "dna":
-        from .genomics import GenomicsArguments, run_genomics
-
-        return run_genomics(GenomicsArguments(
-            output_dir=f"{args.output_dir}/genomics", seed=args.seed, overwrite_output_dir=args.overwrite_output_dir
-        ))
+        job = text if modality == "text" else genomics
+        folder = f"{training_args.output_dir}/{'text' if modality == 'text' else 'genomics'}"
+        return job.run(job.ARGUMENT_GROUPS[0](overwrite_output_dir=args.overwrite_output_dir),
+                       training_arguments(job.TRAINING_DEFAULTS, output_dir=folder, seed=training_args.seed))
     experiment = Experiment(  # refuses an output_dir holding a finished run before any work
-        args.output_dir, pretraining_settings(args, resume=args.resume), asdict(args),
-        overwrite=args.overwrite_output_dir,
+        training_args, asdict(args), TRAINING_DEFAULTS, overwrite=args.overwrite_output_dir, resume=args.resume,
     )
+    seed = training_args.seed
     source = resolve_fashion_mnist_source(args.data_source)
-    data = load_fashion_mnist(source, args.train_per_class, args.test_per_class, seed=args.seed)
+    data = load_fashion_mnist(source, args.train_per_class, args.test_per_class, seed=seed)
     evaluation, note = demo_evaluation_data(data, args)
     train, views = demo_training_set(data, evaluation, args)
     print(f"Fashion-MNIST ({source}): {len(data['train'])} pretraining images, {len(data['test'])} test images; "
@@ -134,7 +130,7 @@ def run_demo(args: DemoArguments) -> dict:
             data["train"].with_transform(knn_rows), data["test"].with_transform(knn_rows), k=args.knn_k, name=name,
             path=experiment.output_dir / name / "epoch_report.jsonl",
         )
-        variant = Variant(name, demo_config(args, m, weight), args.seed, [report])
+        variant = Variant(name, demo_config(args, m, weight), seed, [report])
         result = experiment.pretrain(variant, train, batch_views=views, processor=FASHION_MNIST.image_processor())
         measured, arrays[name] = MethodEvaluator([result.model], evaluation, ProbeArguments(), harness).run()
         for calibration in measured.head_spread_calibration:  # the saved model's `uncertainty` reads it this way
@@ -193,5 +189,5 @@ def demo_table(runs: list[dict], out, prefix: str) -> str:
     return "\n".join(lines)
 
 
-ARGUMENT_GROUPS = (DemoArguments,)
+ARGUMENT_GROUPS = (DemoArguments, InSubTrainingArguments)
 run = run_demo

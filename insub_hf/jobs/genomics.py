@@ -17,16 +17,21 @@ from ..evaluation.harness import summarize
 from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from ..modeling_classification import InSubForSequenceClassification
 from ..modeling_insub import InSubModel
+from ..protocol.arguments import OVERWRITE_HELP, training_arguments
+from ..protocol.experiment import Experiment, Variant
 from ..recipes import DNA
 from ..trainer import InSubTrainer, InSubTrainingArguments
-from ..validation import checked
-from ..protocol.arguments import OVERWRITE_HELP, TrainingSpeedArguments
-from ..protocol.experiment import Experiment, PretrainingSettings, Variant
+from ..validation import CheckedArguments, checked
+
+# The DNA recipe's training (`recipes.DNA`: 4 epochs, batch 64, learning rate 1e-3)
+TRAINING_DEFAULTS = DNA.training_arguments(output_dir="runs/genomics")
 
 
 @dataclass
-class GenomicsArguments(TrainingSpeedArguments):
-    output_dir: str = field(default="runs/genomics", metadata={"help": "Where checkpoints and results go."})
+class GenomicsArguments(CheckedArguments):
+    """The genomics job's model and data (its pretraining: `InSubTrainingArguments`, from `TRAINING_DEFAULTS`;
+    output_dir holds the checkpoints and results; fine-tuning takes its batch and learning rate)."""
+
     pretrain_fasta: str | None = field(
         default=None, metadata={"help": "Unlabelled FASTA(.gz); default: the bundled Drosophila upstream regions."}
     )
@@ -34,9 +39,6 @@ class GenomicsArguments(TrainingSpeedArguments):
         default=None, metadata={"help": "Labelled CSV (sequence,label) or FASTA (>name|label); default: splice."}
     )
     crop_length: int = checked(150, "Pretraining crop in nt (paper: 150 or 1000).", low=1, integer=True)
-    epochs: float = checked(4, "Pretraining epochs per model.", low=0, low_inclusive=False)
-    batch_size: int = checked(64, "Sequences per step (each with its reverse complement).", low=2, integer=True)
-    learning_rate: float = checked(1e-3, "AdamW learning rate (paper: Adam 1e-4).", low=0, low_inclusive=False)
     num_heads: int = checked(DNA.num_heads, "M of the InSub model; the baseline has 1.", low=2, integer=True)
     diversity_alpha: float = checked(DNA.diversity_alpha, "alpha.", low=0)
     diversity_weight: float = checked(DNA.diversity_weight, "lambda of the InSub model.", low=0)
@@ -50,7 +52,6 @@ class GenomicsArguments(TrainingSpeedArguments):
         high_inclusive=False,
     )
     finetune_epochs: float = checked(3, "Fine-tuning epochs (encoder + linear classifier).", low=0, low_inclusive=False)
-    seed: int = checked(0, "Seed.", low=0, integer=True)
     overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
 
 
@@ -74,16 +75,20 @@ def encode_labelled(data) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.stack(encoded), torch.as_tensor(data["label"])
 
 
-def finetune(pretrained: InSubModel, train, test, num_classes: int, args: GenomicsArguments, out: Path) -> torch.Tensor:
-    """Fine-tunes encoder + a linear classifier with the Trainer; returns test probabilities `(T, C)`."""
+def finetune(
+    pretrained: InSubModel, train, test, num_classes: int, args: GenomicsArguments,
+    training_args: InSubTrainingArguments, out: Path,
+) -> torch.Tensor:
+    """Fine-tunes encoder + a linear classifier with the Trainer (`args.finetune_epochs`, the pretraining's batch,
+    learning rate and seed; no weight decay or warm-up, a linear decay); returns test probabilities `(T, C)`."""
     config = InSubConfig.from_dict({**pretrained.config.to_dict(), "num_labels": num_classes})
     model = InSubForSequenceClassification(config)
     model.insub.load_state_dict(pretrained.state_dict())
     rows = [{"dna_one_hot": x, "labels": y} for x, y in zip(*train)]
     trainer_args = InSubTrainingArguments(
-        output_dir=str(out), num_train_epochs=args.finetune_epochs, per_device_train_batch_size=args.batch_size,
-        learning_rate=args.learning_rate, save_strategy="no", report_to=[], seed=args.seed, disable_tqdm=True,
-        logging_strategy="epoch",
+        output_dir=str(out), num_train_epochs=args.finetune_epochs,
+        per_device_train_batch_size=training_args.per_device_train_batch_size, learning_rate=training_args.learning_rate,
+        save_strategy="no", report_to=[], seed=training_args.seed, disable_tqdm=True, logging_strategy="epoch",
     )
     InSubTrainer(model=model, args=trainer_args, train_dataset=rows).train()
     model.eval()
@@ -91,31 +96,33 @@ def finetune(pretrained: InSubModel, train, test, num_classes: int, args: Genomi
         return torch.softmax(model(dna_one_hot=test[0]).logits.double(), dim=-1)
 
 
-def run_genomics(args: GenomicsArguments) -> dict:
-    """Baseline (M=1) and InSub (M) pretraining, then probe and fine-tuning on the labelled set; table + JSON."""
+def run_genomics(args: GenomicsArguments, training_args: InSubTrainingArguments | None = None) -> dict:
+    """Baseline (M=1) and InSub (M) pretraining with `training_args` (default: `TRAINING_DEFAULTS`; its seed also
+    splits the labelled set), then probe and fine-tuning on the labelled set; table + JSON."""
+    training_args = training_args or training_arguments(TRAINING_DEFAULTS)
+    seed = training_args.seed
     experiment = Experiment(  # checks the output folder before the data are read
-        args.output_dir, PretrainingSettings(args.epochs, args.batch_size, args.learning_rate, **args.speed_settings()), asdict(args),
-        overwrite=args.overwrite_output_dir,
+        training_args, asdict(args), TRAINING_DEFAULTS, overwrite=args.overwrite_output_dir,
     )
     fasta = args.pretrain_fasta or bundled_upstream_path()
     corpus = load_fasta_dataset(fasta)
     labelled = load_labelled_sequences(args.labelled) if args.labelled else load_splice_junctions()
     num_classes = labelled.features["label"].num_classes if isinstance(labelled.features["label"], ClassLabel) else (
         int(max(labelled["label"])) + 1)
-    split = labelled.train_test_split(test_size=args.test_fraction, seed=args.seed, stratify_by_column="label")
+    split = labelled.train_test_split(test_size=args.test_fraction, seed=seed, stratify_by_column="label")
     train, test = encode_labelled(split["train"]), encode_labelled(split["test"])
     print(f"pretraining: {len(corpus)} sequences from {fasta}, crops of {args.crop_length} nt; classification: "
           f"{len(train[1])} train / {len(test[1])} test, {num_classes} classes")
     views = corpus.with_transform(DNAViews(args.crop_length, two_views=False))
     out, results = experiment.output_dir, {}
     for name, m, weight in (("baseline", 1, 0.0), (f"insub_m{args.num_heads}", args.num_heads, args.diversity_weight)):
-        run = experiment.pretrain(Variant(name, genomics_config(args, m, weight), args.seed), views)
+        run = experiment.pretrain(Variant(name, genomics_config(args, m, weight), seed), views)
         encoder = run.model.insub
         features = extract_features(encoder, {"dna_one_hot": train[0]}).representations  # (N, 1, d)
-        probes = fit_probes(features, train[1], num_classes, 1, ProbeArguments(probe_seed=args.seed))
+        probes = fit_probes(features, train[1], num_classes, 1, ProbeArguments(probe_seed=seed))
         test_features = extract_features(encoder, {"dna_one_hot": test[0]}).representations
         probe_probs = member_probabilities(probes, test_features)
-        finetuned = finetune(encoder, train, test, num_classes, args, out / name / "finetune")
+        finetuned = finetune(encoder, train, test, num_classes, args, training_args, out / name / "finetune")
         results[name] = {
             "pretraining": {"final_ssl_loss": [r["ssl_loss"] for r in run.log_history if "ssl_loss" in r][-1]},
             "linear_probe": asdict(summarize(probe_probs, test[1])),
@@ -132,5 +139,5 @@ def run_genomics(args: GenomicsArguments) -> dict:
     return results
 
 
-ARGUMENT_GROUPS = (GenomicsArguments,)
+ARGUMENT_GROUPS = (GenomicsArguments, InSubTrainingArguments)
 run = run_genomics

@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 from transformers import (
     AutoConfig,
     AutoImageProcessor,
@@ -21,8 +23,7 @@ from ..checkpointing import atomic_folder
 from ..evaluation.ood_detector import CONFIG_NAME as DETECTOR_CONFIG
 from ..evaluation.ood_detector import InSubOODDetector
 from ..evaluation.results import ComparisonRow, MethodResults
-from ..hub import HubCard, harness_eval_results, push_model_to_hub, save_for_hub, senteval_eval_results
-from ..protocol.arguments import HubArguments
+from ..hub import HubCard, harness_eval_results, hub_token, push_model_to_hub, save_for_hub, senteval_eval_results
 
 
 # what a demo run records of the harness's `MethodResults`
@@ -31,6 +32,28 @@ AUTO_BY_ARCHITECTURE = {
     "InSubForPreTraining": AutoModelForPreTraining, "InSubForSequenceClassification": AutoModelForSequenceClassification,
     "InSubForImageClassification": AutoModelForImageClassification,
 }
+
+
+@dataclass
+class HubArguments:
+    """Where `insub-hf hub` pushes (the names of `TrainingArguments`' Hub fields; the training jobs take those)."""
+
+    hub_model_id: str | None = field(
+        default=None, metadata={"help": "The Hub repo to push the model and its results to.", "aliases": ["--repo_id"]}
+    )
+    hub_token: str | None = field(
+        default=None, metadata={"help": "Hub token (default: HF_TOKEN / `hf auth login`).", "aliases": ["--token"]}
+    )
+    hub_private_repo: bool | None = field(
+        default=None, metadata={"help": "Create the Hub repo as private.", "aliases": ["--private"]}
+    )
+
+    def __post_init__(self) -> None:
+        if self.hub_model_id is not None:
+            try:
+                validate_repo_id(self.hub_model_id)
+            except HFValidationError as error:
+                raise ValueError(f"hub_model_id={self.hub_model_id!r} is not a Hub repo id: {error}") from None
 
 
 @dataclass
@@ -94,7 +117,7 @@ def run_hub(args: HubCommandArguments, hub: HubArguments):
     repo_id = hub.hub_model_id
     if not repo_id:
         raise ValueError("insub-hf hub needs the repo: --hub_model_id (or --repo_id), e.g. your-name/insub-vit-tiny.")
-    token = hub.token(f"insub-hf hub --push ({repo_id!r})") if args.push else None
+    token = hub_token(hub.hub_token, f"insub-hf hub --push ({repo_id!r})") if args.push else None
     eval_results = eval_results_from_file(args.results, args.row, args.dataset)[0] if args.results else None
     folder = Path(args.folder or Path("runs/hub") / repo_id.split("/")[-1])
     if not args.push and folder.exists():

@@ -20,25 +20,34 @@ from ..configuration_insub import InSubConfig
 from ..data import DNAViews, TextViews, bundled_upstream_path, load_fasta_dataset, load_sentence_corpus
 from ..evaluation.cost import device_description
 from ..objectives import OBJECTIVES
-from ..protocol.arguments import OVERWRITE_HELP, ProtocolArguments, TrainingSpeedArguments
-from ..protocol.comparison import load_protocol_data, pretraining_settings
-from ..protocol.methods import method_config
-from ..recipes import IMAGE
-from ..validation import checked
-from .genomics import GenomicsArguments, genomics_config
-from ..protocol.experiment import (
-    Experiment, PretrainingSettings, Variant, check_output_dir, settings_key, training_record, write_json,
+from ..protocol.arguments import (
+    OVERWRITE_HELP, ProtocolArguments, recorded_training, training_arguments, training_changes,
+    with_training_defaults,
 )
+from ..protocol.comparison import load_protocol_data
+from ..protocol.experiment import Experiment, Variant, check_output_dir, settings_key, training_record, write_json
+from ..protocol.methods import method_config
+from ..recipes import DNA, IMAGE, TEXT
+from ..trainer import InSubTrainingArguments
+from ..validation import CheckedArguments, checked
+from .genomics import GenomicsArguments, genomics_config
 from .text import TextArguments, packaged_minilm_path, text_config
+
+# Short runs of every objective: 150 optimiser steps, sigma logged every 5; the batch and learning rate of each
+# objective's modality recipe (images: these, `recipes.IMAGE`; text and DNA: theirs unless a flag sets them)
+TRAINING_DEFAULTS = IMAGE.training_arguments(
+    output_dir="runs/mechanism", num_train_epochs=1, max_steps=150, logging_steps=5
+)
 
 
 @dataclass
-class MechanismArguments(TrainingSpeedArguments):
-    output_dir: str = field(default="runs/mechanism", metadata={"help": "Where runs, tables and the plot go."})
+class MechanismArguments(CheckedArguments):
+    """Which objectives and how many heads (the runs' training: `InSubTrainingArguments`, from `TRAINING_DEFAULTS`;
+    output_dir holds the runs, tables and the plot)."""
+
     objectives: list[str] = checked(
         default_factory=lambda: list(OBJECTIVES), help=f"Any of {tuple(OBJECTIVES)}.", choices=tuple(OBJECTIVES)
     )
-    steps: int = checked(150, "Optimiser steps of every run.", low=1, integer=True)
     num_heads: int = checked(IMAGE.num_heads, "M of every run.", low=2, integer=True)
     train_per_class: int = checked(
         0, "SimCLR/DINO: Fashion-MNIST training images per class (0: all).", low=0, integer=True
@@ -46,8 +55,6 @@ class MechanismArguments(TrainingSpeedArguments):
     max_sentences: int | None = checked(
         2000, "SCD: corpus sentences used.", low=1, integer=True, optional=True
     )
-    logging_steps: int = checked(5, "Steps between logged sigmas.", low=1, integer=True)
-    seed: int = checked(0, "Seed of every run.", low=0, integer=True)
     overwrite_output_dir: bool = field(
         default=False, metadata={"help": OVERWRITE_HELP + " Finished runs are still reused (keyed by their settings)."}
     )
@@ -55,16 +62,17 @@ class MechanismArguments(TrainingSpeedArguments):
 
 @dataclass
 class ObjectiveSetup:
-    """What one objective's runs share: training rows, batch views, training settings and the model per variant
+    """What one objective's runs share: training rows, batch views, training arguments and the model per variant
     (`variants`: name -> config; alpha is the hinge's)."""
 
     train: object
     batch_views: object
-    settings: PretrainingSettings
+    training_args: InSubTrainingArguments
     variants: dict[str, InSubConfig]
     alpha: float
     source: str
     processor: object = None
+    init_encoder_from: str | Path | None = None
 
 
 def with_weight(config: InSubConfig, weight: float) -> InSubConfig:
@@ -77,59 +85,57 @@ def hinge_variants(config: InSubConfig, prefix: str = "") -> dict[str, InSubConf
     return {f"{prefix}lambda 0": with_weight(config, 0.0), f"{prefix}hinge": config}
 
 
-def image_setup(args: MechanismArguments, objective: str) -> ObjectiveSetup:
+def image_setup(args: MechanismArguments, training_args: InSubTrainingArguments, objective: str) -> ObjectiveSetup:
     """An image objective on Fashion-MNIST with the comparison's encoder, two views per image and optimiser (alpha,
     lambda: its defaults; the objective's own settings: its defaults, SimCLR's temperature the comparison's)."""
     protocol = ProtocolArguments(
         train_per_class=args.train_per_class, ood_dataset="none", objective=objective, num_heads=args.num_heads,
-        logging_steps=args.logging_steps, **args.speed_settings(),
     )
     data = load_protocol_data(protocol)
-    settings = pretraining_settings(protocol, epochs=1, max_steps=args.steps)
     raw = method_config(protocol, "insub", args.num_heads)
     variants = hinge_variants(raw, "raw mean, " if objective == "simclr" else "")
     if objective == "simclr":
         variants.update(hinge_variants(method_config(protocol, "insub_cosine", args.num_heads), "cosine, "))
     return ObjectiveSetup(
-        data.train, data.views, settings, variants, raw.diversity_alpha, data.description, data.processor
+        data.train, data.views, training_args, variants, raw.diversity_alpha, data.description, data.processor
     )
 
 
-def text_setup(args: MechanismArguments) -> ObjectiveSetup:
+def recipe_batch_and_rate(training_args: InSubTrainingArguments, recipe) -> InSubTrainingArguments:
+    """`training_args` with the batch and learning rate of `recipe`'s training, where no flag set them."""
+    own = {name: recipe.training[name] for name in ("per_device_train_batch_size", "learning_rate")}
+    return with_training_defaults(training_args, TRAINING_DEFAULTS, own)
+
+
+def text_setup(args: MechanismArguments, training_args: InSubTrainingArguments) -> ObjectiveSetup:
     """SCD on the packaged MiniLM with the text job's settings."""
     text = TextArguments(max_sentences=args.max_sentences, num_heads=args.num_heads)
     path = packaged_minilm_path()
     tokenizer, encoder_config = AutoTokenizer.from_pretrained(path), AutoConfig.from_pretrained(path)
     corpus = load_sentence_corpus(text.corpus, text.text_column, max_sentences=text.max_sentences)
     train = corpus.with_transform(TextViews(tokenizer, text.text_column, text.max_length, encoder_config.vocab_size))
-    settings = PretrainingSettings(
-        1, text.batch_size, text.learning_rate, logging_steps=args.logging_steps, init_encoder_from=path,
-        max_steps=args.steps, **args.speed_settings(),
-    )
     config = text_config(text, encoder_config, args.num_heads, text.diversity_weight)
-    return ObjectiveSetup(train, None, settings, hinge_variants(config), text.diversity_alpha,
-                          f"{len(corpus)} bundled sentences, all-MiniLM-L6-v2")
+    return ObjectiveSetup(train, None, recipe_batch_and_rate(training_args, TEXT), hinge_variants(config),
+                          text.diversity_alpha, f"{len(corpus)} bundled sentences, all-MiniLM-L6-v2",
+                          init_encoder_from=path)
 
 
-def genomics_setup(args: MechanismArguments) -> ObjectiveSetup:
+def genomics_setup(args: MechanismArguments, training_args: InSubTrainingArguments) -> ObjectiveSetup:
     """Self-GenomeNet on the bundled Drosophila upstream regions with the genomics job's settings."""
     genomics = GenomicsArguments(num_heads=args.num_heads)
     corpus = load_fasta_dataset(bundled_upstream_path())
     train = corpus.with_transform(DNAViews(genomics.crop_length, two_views=False))
-    settings = PretrainingSettings(
-        1, genomics.batch_size, genomics.learning_rate, logging_steps=args.logging_steps, max_steps=args.steps,
-        **args.speed_settings(),
-    )
     config = genomics_config(genomics, args.num_heads, genomics.diversity_weight)
-    return ObjectiveSetup(train, None, settings, hinge_variants(config), genomics.diversity_alpha,
+    return ObjectiveSetup(train, None, recipe_batch_and_rate(training_args, DNA), hinge_variants(config),
+                          genomics.diversity_alpha,
                           f"{len(corpus)} bundled upstream sequences, crops of {genomics.crop_length} nt")
 
 
-def objective_setup(args: MechanismArguments, objective: str) -> ObjectiveSetup:
+def objective_setup(args: MechanismArguments, training_args: InSubTrainingArguments, objective: str) -> ObjectiveSetup:
     modality = OBJECTIVES[objective].modality
     if modality == "image":
-        return image_setup(args, objective)
-    return text_setup(args) if modality == "text" else genomics_setup(args)
+        return image_setup(args, training_args, objective)
+    return text_setup(args, training_args) if modality == "text" else genomics_setup(args, training_args)
 
 
 def summarize(curve: list[tuple[int, float]], alpha: float, weight: float, hinge_active: float | None) -> dict:
@@ -176,23 +182,27 @@ def mechanism_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def run_mechanism(args: MechanismArguments) -> dict:
-    """Trains every (objective, variant) run (or loads it from `output_dir/runs`), writes `mechanism.json`,
-    `mechanism.md` and `mechanism.png` and prints the table."""
+def run_mechanism(args: MechanismArguments, training_args: InSubTrainingArguments | None = None) -> dict:
+    """Trains every (objective, variant) run with `training_args` (default: `TRAINING_DEFAULTS`; text and DNA with
+    their recipes' batch and learning rate unless given), or loads it from `output_dir/runs`, writes
+    `mechanism.json`, `mechanism.md` and `mechanism.png` and prints the table."""
     from ..evaluation.plots import mechanism_plot
 
-    check_output_dir(args.output_dir, args.overwrite_output_dir)
-    out = Path(args.output_dir)
+    training_args = training_args or training_arguments(TRAINING_DEFAULTS)
+    check_output_dir(training_args.output_dir, args.overwrite_output_dir)
+    out, seed = Path(training_args.output_dir), training_args.seed
     results, curves = {}, {}
     for objective in args.objectives:
-        setup = objective_setup(args, objective)
-        experiment = Experiment(out, setup.settings, asdict(args), overwrite=True)
+        setup = objective_setup(args, training_args, objective)
+        experiment = Experiment(setup.training_args, asdict(args), TRAINING_DEFAULTS, overwrite=True)
         runs, curves[objective] = {}, {}
+        t = setup.training_args
+        training = {**training_changes(t, TRAINING_DEFAULTS), "logging_steps": t.logging_steps}
         for name, config in setup.variants.items():
-            key = settings_key(config, settings=asdict(setup.settings), seed=args.seed, data=setup.source)
+            key = settings_key(config, training=training, seed=seed, data=setup.source)
             result = experiment.pretrain(
-                Variant(f"runs/{objective}-{key}", config, args.seed), setup.train, cached=True,
-                batch_views=setup.batch_views, processor=setup.processor,
+                Variant(f"runs/{objective}-{key}", config, seed), setup.train, cached=True,
+                batch_views=setup.batch_views, processor=setup.processor, init_encoder_from=setup.init_encoder_from,
             )
             record = training_record(result.log_history, result.cost)
             curves[objective][name] = record["sigma_over_training"]
@@ -211,10 +221,11 @@ def run_mechanism(args: MechanismArguments) -> dict:
     mechanism_plot(curves, alphas, out / "mechanism.png")
     table = mechanism_table(results)
     (out / "mechanism.md").write_text(table + "\n")
-    write_json(out / "mechanism.json", {"args": asdict(args), "device": device_description(), "results": results})
+    recorded = {**asdict(args), **recorded_training(training_args, TRAINING_DEFAULTS)}
+    write_json(out / "mechanism.json", {"args": recorded, "device": device_description(), "results": results})
     print(f"{table}\n[mechanism] wrote {out}/mechanism.md, mechanism.json, mechanism.png")
     return results
 
 
-ARGUMENT_GROUPS = (MechanismArguments,)
+ARGUMENT_GROUPS = (MechanismArguments, InSubTrainingArguments)
 run = run_mechanism

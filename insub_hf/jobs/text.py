@@ -17,11 +17,15 @@ from ..encoders import load_encoder_weights
 from ..evaluation.senteval import evaluate_task, load_senteval_task
 from ..hub import HubCard, senteval_eval_results
 from ..modeling_insub import InSubModel
+from ..protocol.arguments import OVERWRITE_HELP, training_arguments
+from ..protocol.experiment import Experiment, Variant
 from ..recipes import TEXT
 from ..sentence_embeddings import InSubSentenceEncoder
-from ..validation import checked
-from ..protocol.arguments import OVERWRITE_HELP, HubArguments, TrainingSpeedArguments
-from ..protocol.experiment import Experiment, PretrainingSettings, Variant
+from ..trainer import InSubTrainingArguments
+from ..validation import CheckedArguments, checked
+
+# The text recipe's training (`recipes.TEXT`: 1 epoch, batch 64, learning rate 3e-5)
+TRAINING_DEFAULTS = TEXT.training_arguments(output_dir="runs/text")
 
 
 # the Hub repo of the packaged all-MiniLM-L6-v2 (the card's base_model)
@@ -37,8 +41,10 @@ def packaged_minilm_path() -> Path:
 
 
 @dataclass
-class TextArguments(TrainingSpeedArguments):
-    output_dir: str = field(default="runs/text", metadata={"help": "Where checkpoints and results go."})
+class TextArguments(CheckedArguments):
+    """The text job's model, corpus and transfer tasks (its training: `InSubTrainingArguments`, from
+    `TRAINING_DEFAULTS`; output_dir holds the checkpoints and results)."""
+
     encoder: str = field(
         default="minilm", metadata={"help": "minilm (the packaged all-MiniLM-L6-v2), a local folder or a Hub id."}
     )
@@ -51,9 +57,6 @@ class TextArguments(TrainingSpeedArguments):
         32, "Tokens per pretraining sentence (longer ones are truncated); the transfer tasks embed whole sentences up "
         "to the base model's length (256 for all-MiniLM-L6-v2).", low=2, integer=True,
     )
-    epochs: float = checked(1, "Pretraining epochs per model.", low=0, low_inclusive=False)
-    batch_size: int = checked(64, "Sentences per step (paper: 192).", low=2, integer=True)
-    learning_rate: float = checked(3e-5, "AdamW learning rate (paper: 3e-5).", low=0, low_inclusive=False)
     num_heads: int = checked(
         TEXT.num_heads, "M of the InSub model (paper: 3); the baseline has 1.", low=2, integer=True
     )
@@ -68,7 +71,6 @@ class TextArguments(TrainingSpeedArguments):
     task_path: str | None = field(default=None, metadata={"help": "A local copy of the (single) Hub task."})
     transfer_sentences: int = checked(3000, "TWEETS: class-balanced sentences used.", low=3, integer=True)
     folds: int = checked(10, "Cross-validation folds of the cv tasks.", low=2, integer=True)
-    seed: int = checked(0, "Seed.", low=0, integer=True)
     overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
 
 
@@ -79,20 +81,20 @@ def text_config(args: TextArguments, encoder_config, num_heads: int, diversity_w
     )
 
 
-def _tweets(args: TextArguments):
+def _tweets(args: TextArguments, seed: int):
     """A seeded class-balanced draw of `transfer_sentences` bundled transfer tweets."""
     data = load_tweet_sentiment("transfer")
-    return data.select(balanced_indices(np.asarray(data["label"]), args.transfer_sentences // 3, args.seed))
+    return data.select(balanced_indices(np.asarray(data["label"]), args.transfer_sentences // 3, seed))
 
 
-def run_text(args: TextArguments, hub: HubArguments | None = None) -> dict:
-    """Pretrained encoder as is, SCD baseline (M=1, lambda=0), SCD InSub (M, lambda): transfer table + JSON; with
-    `hub.hub_model_id`, the InSub sentence model and its numbers are pushed."""
+def run_text(args: TextArguments, training_args: InSubTrainingArguments | None = None) -> dict:
+    """Pretrained encoder as is, SCD baseline (M=1, lambda=0), SCD InSub (M, lambda), trained with `training_args`
+    (default: `TRAINING_DEFAULTS`; its seed also draws the transfer data and folds): transfer table + JSON; with
+    `--push_to_hub`, the InSub sentence model and its numbers are pushed."""
+    training_args = training_args or training_arguments(TRAINING_DEFAULTS)
+    seed = training_args.seed
     path = packaged_minilm_path() if args.encoder == "minilm" else args.encoder
-    settings = PretrainingSettings(
-        args.epochs, args.batch_size, args.learning_rate, init_encoder_from=path, **args.speed_settings()
-    )
-    experiment = Experiment(args.output_dir, settings, asdict(args), hub, overwrite=args.overwrite_output_dir)
+    experiment = Experiment(training_args, asdict(args), TRAINING_DEFAULTS, overwrite=args.overwrite_output_dir)
     tokenizer = AutoTokenizer.from_pretrained(path)
     base = Path(path) / "sentence_bert_config.json"  # a sentence-transformers base model's length travels with the
     if base.is_file():  # saved tokenizer: InSubSentenceEncoder and the sentence-transformers folder read it
@@ -102,7 +104,7 @@ def run_text(args: TextArguments, hub: HubArguments | None = None) -> dict:
     views = TextViews(tokenizer, args.text_column, args.max_length, encoder_config.vocab_size)
     train = corpus.with_transform(views)
     task_data = {
-        name: _tweets(args) if name == "TWEETS" else load_senteval_task(name, args.task_path) for name in args.tasks
+        name: _tweets(args, seed) if name == "TWEETS" else load_senteval_task(name, args.task_path) for name in args.tasks
     }
     print(f"corpus {args.corpus!r}: {len(corpus)} sentences; encoder {path}; tasks {args.tasks}")
 
@@ -111,14 +113,15 @@ def run_text(args: TextArguments, hub: HubArguments | None = None) -> dict:
     models = {"pretrained (no SCD)": untouched}
     for name, m, weight in (("scd_baseline", 1, 0.0), (f"scd_insub_m{args.num_heads}", args.num_heads,
                                                        args.diversity_weight)):
-        result = experiment.pretrain(Variant(name, text_config(args, encoder_config, m, weight), args.seed), train)
+        variant = Variant(name, text_config(args, encoder_config, m, weight), seed)
+        result = experiment.pretrain(variant, train, init_encoder_from=path)
         tokenizer.save_pretrained(experiment.output_dir / name / "model")  # loads with InSubSentenceEncoder
         models[name] = result.model.insub
     results = {}
     for name, model in models.items():
         encoder = InSubSentenceEncoder(model, tokenizer)  # the base model's length, as its users embed
         embed = lambda sentences: encoder.encode(sentences).embeddings  # noqa: E731
-        results[name] = {task: evaluate_task(embed, task, data, args.folds, args.seed) for task, data in task_data.items()}
+        results[name] = {task: evaluate_task(embed, task, data, args.folds, seed) for task, data in task_data.items()}
         if "TWEETS" in task_data:
             results[name]["TWEETS"]["mean_uncertainty"] = float(
                 encoder.encode(list(task_data["TWEETS"]["text"])).uncertainty.mean()
@@ -136,19 +139,22 @@ def run_text(args: TextArguments, hub: HubArguments | None = None) -> dict:
     lines.append(f"models: {out}/<name>/model (InSubSentenceEncoder.from_pretrained); numbers: {out}/results.json")
     results_file = experiment.finish({"results": results}, "\n".join(lines))
     name = f"scd_insub_m{args.num_heads}"
-    experiment.push(models[name], text_model_card(args, tokenizer, results[name], results_file),
+    experiment.push(models[name], text_model_card(args, training_args, tokenizer, results[name], results_file),
                     commit_message="InSub sentence model and insub-hf text results")
     return results
 
 
-def text_model_card(args: TextArguments, tokenizer, per_task: dict, results_file: Path) -> HubCard:
+def text_model_card(
+    args: TextArguments, training_args: InSubTrainingArguments, tokenizer, per_task: dict, results_file: Path
+) -> HubCard:
     """What the InSub sentence model is pushed with: its tokenizer, its transfer numbers as model-index metrics and
     the whole results.json under `evaluation/`."""
     return HubCard(
         tokenizer=tokenizer,
         eval_results=senteval_eval_results(per_task),
         training_data=(
-            f"SCD on the {args.corpus!r} sentence corpus ({args.epochs} epochs, batch {args.batch_size}), starting from "
+            f"SCD on the {args.corpus!r} sentence corpus ({training_args.num_train_epochs:g} epochs, batch "
+            f"{training_args.per_device_train_batch_size}), starting from "
             f"{args.encoder}."
         ),
         base_model=MINILM_HUB_ID if args.encoder == "minilm" else None,
@@ -156,5 +162,5 @@ def text_model_card(args: TextArguments, tokenizer, per_task: dict, results_file
     )
 
 
-ARGUMENT_GROUPS = (TextArguments, HubArguments)
+ARGUMENT_GROUPS = (TextArguments, InSubTrainingArguments)
 run = run_text

@@ -1,20 +1,18 @@
-"""Argument groups the jobs share (parsed beside a job's own with HfArgumentParser): where to push, how fast to
-train, which image encoder to build, and the pretraining recipe of the image jobs (compare, ablation, demo,
-mechanism), declared once here."""
+"""What the jobs' arguments share: the training arguments (`InSubTrainingArguments`, parsed beside a job's own with
+HfArgumentParser, defaults from the modality's recipe), which image encoder to build, and the model and data side of
+the image jobs' recipe (compare, ablation, demo, mechanism), declared once here."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-
-from huggingface_hub.errors import HFValidationError
-from huggingface_hub.utils import validate_repo_id
+import json
+from dataclasses import dataclass, field, fields, replace
 
 from ..configuration_insub import NAMED_ENCODERS, named_encoder
 from ..data import IMAGE_DATASET_PRESETS
 from ..data.batch_views import BatchTwoViews
-from ..hub import hub_token
 from ..objectives import OBJECTIVES
 from ..recipes import IMAGE
+from ..trainer import InSubTrainingArguments
 from ..validation import CheckedArguments, check_choice, checked
 
 ENCODER_HELP = f"One of {NAMED_ENCODERS} (CIFAR-stem ResNets: 3x3 stride-1 stem, no max-pool)."
@@ -25,59 +23,58 @@ OVERWRITE_HELP = (
 )
 
 
-@dataclass
-class HubArguments:
-    """Where a job pushes its model (the names of `TrainingArguments`' Hub fields)."""
-
-    hub_model_id: str | None = field(
-        default=None, metadata={"help": "The Hub repo to push the model and its results to.", "aliases": ["--repo_id"]}
-    )
-    hub_token: str | None = field(
-        default=None, metadata={"help": "Hub token (default: HF_TOKEN / `hf auth login`).", "aliases": ["--token"]}
-    )
-    hub_private_repo: bool | None = field(
-        default=None, metadata={"help": "Create the Hub repo as private.", "aliases": ["--private"]}
-    )
-
-    def __post_init__(self) -> None:
-        if self.hub_model_id is not None:
-            try:
-                validate_repo_id(self.hub_model_id)
-            except HFValidationError as error:
-                raise ValueError(f"hub_model_id={self.hub_model_id!r} is not a Hub repo id: {error}") from None
-
-    def token(self, action: str) -> str:
-        """The token to push with; raises before any work when offline or without one."""
-        return hub_token(self.hub_token, action)
-
-    def recorded(self) -> dict:
-        """What goes into a results.json (which is uploaded with the model): everything but the token."""
-        return {k: v for k, v in asdict(self).items() if k != "hub_token"}
+# InSubTrainingArguments fields that change how a run is logged, saved, pushed or how fast it goes, never the
+# weights it trains: a change to any other field names another run in a cache (`training_changes`)
+UNTRAINED_FIELDS = frozenset({
+    "output_dir", "logging_strategy", "logging_steps", "logging_first_step", "log_on_each_node",
+    "logging_nan_inf_filter", "include_num_input_tokens_seen", "log_level", "log_level_replica", "disable_tqdm",
+    "report_to", "run_name", "project", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id",
+    "save_only_model", "save_strategy", "save_steps", "save_on_each_node", "save_total_limit", "enable_jit_checkpoint",
+    "push_to_hub", "hub_token", "hub_private_repo", "hub_model_id", "hub_strategy", "hub_always_push", "hub_revision",
+    "dataloader_num_workers", "dataloader_pin_memory", "dataloader_persistent_workers", "dataloader_prefetch_factor",
+    "dataloader_multiprocessing_context", "torch_compile", "torch_compile_backend", "torch_compile_mode",
+    "torch_empty_cache_steps", "skip_memory_metrics", "resume_from_checkpoint", "do_train", "do_eval", "do_predict",
+    "eval_strategy", "eval_steps", "eval_delay", "per_device_eval_batch_size", "eval_on_start", "local_rank",
+    "ddp_timeout", "channels_last",
+})
+# What a job's results always record of its training arguments (beside every field changed from its defaults)
+RECORDED_FIELDS = ("num_train_epochs", "max_steps", "per_device_train_batch_size", "learning_rate", "seed", "bf16")
 
 
-@dataclass
-class TrainingSpeedArguments(CheckedArguments):
-    """How fast a job trains (every pretraining job's arguments include these). The defaults take the fast path where
-    a CUDA GPU is present (`insub_hf.trainer.fast_path_arguments`); docs/benchmarks.md ("Training throughput") measures it."""
+def training_arguments(defaults: dict, **given) -> InSubTrainingArguments:
+    """`InSubTrainingArguments` of a job: its recipe's `defaults` (e.g. `recipes.IMAGE.training_arguments(...)`,
+    what its command line starts from), then `given`."""
+    return InSubTrainingArguments(**{**defaults, **given})
 
-    bf16: bool | None = field(
-        default=None,
-        metadata={"help": "bf16 autocast for training (the losses stay in float32). Default: on where a CUDA GPU "
-                          "supports bf16, off on CPU."},
-    )
-    torch_compile: bool = field(
-        default=False,
-        metadata={"help": "Train the torch.compile'd model (one graph per step: no graph breaks from the encoders, "
-                          "heads or losses, except the genomic encoder's LSTM); compiling takes a minute or two."},
-    )
-    dataloader_num_workers: int | None = checked(
-        None, "Data loader worker processes. Default: min(8, CPU cores - 1) where a GPU is present, 0 on CPU.", low=0,
-        integer=True, optional=True,
-    )
 
-    def speed_settings(self) -> dict:
-        """The `PretrainingSettings` keywords these arguments set."""
-        return dict(bf16=self.bf16, torch_compile=self.torch_compile, dataloader_num_workers=self.dataloader_num_workers)
+def training_changes(training_args: InSubTrainingArguments, defaults: dict, trained_only: bool = True) -> dict:
+    """The fields of `training_args` that differ from the job's `defaults` (as JSON values, tokens left out); with
+    `trained_only`, only those that change the weights a run trains (not in `UNTRAINED_FIELDS`)."""
+    now, default = training_args.to_dict(), training_arguments(defaults).to_dict()
+    return {
+        name: value for name, value in now.items()
+        if value != default.get(name) and not name.endswith("_token")
+        and not (trained_only and name in UNTRAINED_FIELDS)
+    }
+
+
+def recorded_training(training_args: InSubTrainingArguments, defaults: dict) -> dict:
+    """What results.json and run_arguments.json keep of a job's training arguments: `RECORDED_FIELDS` and every field
+    changed from its `defaults` (JSON values)."""
+    values = training_args.to_dict()
+    return json.loads(json.dumps(
+        {**{name: values[name] for name in RECORDED_FIELDS}, **training_changes(training_args, defaults, False)},
+        default=str,
+    ))
+
+
+def with_training_defaults(training_args: InSubTrainingArguments, defaults: dict, other: dict) -> InSubTrainingArguments:
+    """`training_args` moved onto another recipe's defaults `other`: the fields given against `defaults` stay, the
+    others take `other`'s values (e.g. the mechanism job's text runs take the text recipe's batch and learning rate
+    unless a flag set them)."""
+    given = training_changes(training_args, defaults, trained_only=False)
+    names = {f.name for f in fields(training_args) if f.init}
+    return replace(training_args, **{k: v for k, v in other.items() if k in names and k not in given})
 
 
 @dataclass
@@ -97,11 +94,12 @@ IMAGE_OBJECTIVES = tuple(name for name, objective in OBJECTIVES.items() if objec
 
 
 @dataclass
-class ImageRecipeArguments(ImageEncoderArguments, TrainingSpeedArguments):
-    """The pretraining recipe the image jobs share: encoder, objective, views, optimiser, heads and InSub's hinge.
-    The defaults are the CPU protocol, chosen on a validation split of Fashion-MNIST's training images
-    (docs/evidence_cosine_variant.md): a CIFAR-stem ResNet-10 at width 0.25 (128-d features) converges in minutes on
-    2 cores; M, alpha, lambda and the heads are the image recipe (`recipes.IMAGE`). A job changes a default by redeclaring the field."""
+class ImageRecipeArguments(ImageEncoderArguments):
+    """The model side of the image jobs' recipe: encoder, objective, views, heads and InSub's hinge (the optimiser
+    and the budget are `InSubTrainingArguments`, from `recipes.IMAGE.training`). The defaults are the CPU protocol,
+    chosen on a validation split of Fashion-MNIST's training images (docs/evidence_cosine_variant.md): a CIFAR-stem
+    ResNet-10 at width 0.25 (128-d features) converges in minutes on 2 cores; M, alpha, lambda and the heads are the
+    image recipe (`recipes.IMAGE`). A job changes a default by redeclaring the field."""
 
     encoder: str = checked("resnet10_cifar", ENCODER_HELP, choices=NAMED_ENCODERS)
     width: float = checked(0.25, WIDTH_HELP, low=0.0, low_inclusive=False)
@@ -114,16 +112,6 @@ class ImageRecipeArguments(ImageEncoderArguments, TrainingSpeedArguments):
         0.5, "Smallest crop area (share of the image) of the two views' RandomResizedCrop.", low=0.0, high=1.0,
         low_inclusive=False,
     )
-    pretrain_epochs: float = checked(
-        3, "Pretraining epochs of every model (3: every baseline probe over 85% on the full Fashion-MNIST).", low=0,
-        low_inclusive=False, aliases=["--epochs"],
-    )
-    pretrain_batch_size: int = checked(
-        240, "Pretraining batch (samples per step, two views each).", low=2, integer=True, aliases=["--batch_size"]
-    )
-    pretrain_learning_rate: float = checked(
-        3e-3, "AdamW learning rate.", low=0, low_inclusive=False, aliases=["--learning_rate"]
-    )
     num_heads: int = checked(IMAGE.num_heads, "M of InSub (the baseline has M=1).", low=2, integer=True)
     diversity_alpha: float = checked(
         IMAGE.diversity_alpha, "alpha of InSub's hinge (chosen by `insub-hf ablation` on validation "
@@ -134,10 +122,6 @@ class ImageRecipeArguments(ImageEncoderArguments, TrainingSpeedArguments):
         "lambda sum relu(alpha - sigma) / 2B; the baseline: 0).", low=0,
     )
     head_hidden_size: int = checked(IMAGE.head_hidden_sizes[0], "Hidden width of each projection head.", low=1, integer=True)
-    logging_steps: int | None = checked(
-        5, "Pretraining log interval (the sigma-over-training curves; none: once per epoch).", low=1, integer=True,
-        optional=True,
-    )
 
     def make_batch_views(self, preset) -> BatchTwoViews:
         """The per-batch two-view maker for images of an `ImageDatasetPreset`."""

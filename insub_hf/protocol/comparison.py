@@ -25,27 +25,15 @@ from ..evaluation.ood_sets import load_mnist_images, load_sklearn_digits, noise_
 from ..evaluation.probes import ProbeArguments
 from ..evaluation.results import ComparisonRow, Cost, MethodResults, TrainingRecord
 from ..modeling_insub import InSubForPreTraining
-from ..trainer import fast_path_arguments
-from .arguments import ImageRecipeArguments, ProtocolArguments
+from .arguments import ProtocolArguments, training_changes
 from .evaluation_cache import EvaluationCache
-from .experiment import (
-    Experiment, PretrainingSettings, Variant, record_uncertainty_direction, settings_key, training_record,
-)
+from .experiment import Experiment, Variant, record_uncertainty_direction, settings_key, training_record
 from .methods import METHODS, method_members
 
 # The linear probe a converged baseline reaches on the full Fashion-MNIST with the default protocol (at least).
 FASHION_MNIST_PLATEAU = 0.85
 # A run whose ssl loss still fell by more than this over its last fifth of steps has not reached its plateau.
 STILL_IMPROVING = 0.03
-
-
-def pretraining_settings(args: ImageRecipeArguments, **overrides) -> PretrainingSettings:
-    """How an image job pretrains every model with the recipe `args` (`overrides`: e.g. `max_steps`, `resume`)."""
-    return PretrainingSettings(**{
-        "epochs": args.pretrain_epochs, "batch_size": args.pretrain_batch_size,
-        "learning_rate": args.pretrain_learning_rate, "logging_steps": args.logging_steps,
-        **args.speed_settings(), **overrides,
-    })
 
 
 @dataclass
@@ -122,17 +110,26 @@ class RunCache:
         self.experiment, self.args, self.data = experiment, args, data
 
     def key(self, config: InSubConfig, seed: int) -> str:
-        a = self.args
+        """The run's cache name: its config, seed and data, the recipe's batch, epochs and learning rate, and every
+        other training argument changed from the job's defaults that changes the weights (`training_changes`)."""
+        a, t = self.args, self.experiment.training_args
+        epochs = t.num_train_epochs
         spec = {
             "seed": seed, "dataset": a.dataset, "data": self.data.description,
-            "train_per_class": a.train_per_class, "batch": a.pretrain_batch_size,
-            # 3 and 3.0 (the default and `--pretrain_epochs 3`) are one run
-            "epochs": int(a.pretrain_epochs) if float(a.pretrain_epochs).is_integer() else a.pretrain_epochs,
-            "lr": a.pretrain_learning_rate, "batch_views": a.batch_views,
+            "train_per_class": a.train_per_class, "batch": t.per_device_train_batch_size,
+            # 3 and 3.0 (the default and `--num_train_epochs 3`) are one run
+            "epochs": int(epochs) if float(epochs).is_integer() else epochs,
+            "lr": t.learning_rate, "batch_views": a.batch_views,
             "min_crop_scale": a.min_crop_scale,
         }
-        if fast_path_arguments(a.bf16)["bf16"]:  # other numerics, another run (float32 runs keep the keys they always had)
+        if t.bf16:  # other numerics, another run (float32 runs keep the keys they always had)
             spec["bf16"] = True
+        changed = {
+            name: value for name, value in training_changes(t, self.experiment.training_defaults).items()
+            if name not in ("per_device_train_batch_size", "num_train_epochs", "learning_rate", "bf16", "seed")
+        }
+        if changed:  # e.g. another schedule; runs on the recipe's settings keep the keys they always had
+            spec["training"] = changed
         return settings_key(config, **spec)
 
     def evaluation_data(self) -> dict:
@@ -201,7 +198,7 @@ def convergence_warnings(rows: list[ComparisonRow], evaluation_size: int, datase
         if drop is not None and drop > STILL_IMPROVING:
             warnings.append(
                 f"{row.name} (seed {row.seed}): the ssl loss still fell {100 * drop:.1f}% over the last fifth "
-                "of training; it has not reached its plateau (raise --pretrain_epochs)."
+                "of training; it has not reached its plateau (raise --num_train_epochs)."
             )
         if row.method == "baseline" and dataset == "fashion_mnist" and evaluation_size >= 60000:
             accuracy = row.results.test.accuracy
@@ -209,6 +206,6 @@ def convergence_warnings(rows: list[ComparisonRow], evaluation_size: int, datase
                 warnings.append(
                     f"Baseline (seed {row.seed}): linear probe {100 * accuracy:.1f}% < "
                     f"{100 * FASHION_MNIST_PLATEAU:.0f}%, far below the plateau on the full Fashion-MNIST; the numbers "
-                    "compare under-trained encoders (raise --pretrain_epochs)."
+                    "compare under-trained encoders (raise --num_train_epochs)."
                 )
     return warnings

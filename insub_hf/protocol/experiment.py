@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +15,10 @@ from transformers import TrainerCallback
 
 from ..checkpointing import write_json
 from ..configuration_insub import InSubConfig, objective_config_to_flat
+from ..hub import final_push_target, push_model_to_hub
 from ..modeling_insub import InSubForPreTraining
-from .arguments import HubArguments
+from ..trainer import InSubTrainingArguments
+from .arguments import UNTRAINED_FIELDS, recorded_training
 from .pretraining import PretrainingResult, pretrain
 
 
@@ -37,52 +39,43 @@ class Variant:
     callbacks: list[TrainerCallback] = field(default_factory=list)
 
 
-@dataclass
-class PretrainingSettings:
-    """What every variant of an experiment is trained with (AdamW, 5% warm-up, cosine decay; see `pretrain`); the
-    last three say how fast (`TrainingSpeedArguments`)."""
-
-    epochs: float
-    batch_size: int
-    learning_rate: float
-    logging_steps: int | None = None
-    resume: bool = False
-    init_encoder_from: str | Path | None = None
-    bf16: bool | None = None
-    torch_compile: bool = False
-    dataloader_num_workers: int | None = None
-    max_steps: int | None = None
-
-
 class Experiment:
-    """Pretrains variants into `output_dir/<variant name>` and finishes with results.json, a printed table and an
-    optional push.
+    """Pretrains variants into `output_dir/<variant name>` with one job's training arguments, and finishes with
+    results.json, a printed table and an optional push.
 
     Args:
-        output_dir: the experiment's folder. One that holds a finished run (results or trained models) is refused
-            here, before any work, unless `overwrite` (or `settings.resume`, which continues it).
-        settings: shared training settings.
-        arguments: the job's arguments as recorded in results.json.
-        hub: where to push; with `hub_model_id` set, the token is checked here, before any training.
+        training_args: the job's `InSubTrainingArguments` (each variant trains with a copy: its run folder as
+            `output_dir`, its seed). `--push_to_hub` (with `hub_model_id`, default the output folder's name) makes
+            `push` upload the job's model once, with its card; the token is checked here, before any training.
+        arguments: the job's own arguments as recorded in results.json (beside `recorded_training`).
+        training_defaults: the job's training defaults (its recipe's), against which changes are recorded and key
+            the run cache (`training_changes`).
         overwrite: replace what a finished run left in `output_dir` (`--overwrite_output_dir`).
+        resume: continue every variant from its last checkpoint (`--resume`).
+        output_dir: the experiment's folder, if not `training_args.output_dir`. One that holds a finished run (results
+            or trained models) is refused here, before any work, unless `overwrite` or `resume`.
     """
 
-    def __init__(self, output_dir: str | Path, settings: PretrainingSettings, arguments: dict,
-                 hub: HubArguments | None = None, overwrite: bool = False):
-        self.output_dir = Path(output_dir)
-        check_output_dir(self.output_dir, overwrite or settings.resume)
-        self.settings = settings
-        self.hub = hub or HubArguments()
-        self.arguments = {**arguments, **(self.hub.recorded() if hub is not None else {})}
-        self.token = self.hub.token(f"hub_model_id={self.hub.hub_model_id!r}") if self.hub.hub_model_id else None
+    def __init__(self, training_args: InSubTrainingArguments, arguments: dict, training_defaults: dict,
+                 overwrite: bool = False, resume: bool = False, output_dir: str | Path | None = None):
+        self.output_dir = Path(output_dir or training_args.output_dir)
+        check_output_dir(self.output_dir, overwrite or resume)
+        self.training_defaults, self.resume = training_defaults, resume
+        self.arguments = {**arguments, **recorded_training(training_args, training_defaults)}
+        self.push_target = final_push_target(training_args)  # checks the token; the runs themselves push nothing
+        self.training_args = training_args
         recorded = json.loads(json.dumps(self.arguments, default=str))  # as the file holds them
-        if settings.resume:
+        if resume:
             check_resumed_arguments(self.output_dir / RUN_ARGUMENTS, recorded)
         write_json(self.output_dir / RUN_ARGUMENTS, recorded)
 
+    def run_arguments(self, variant: Variant) -> InSubTrainingArguments:
+        """The training arguments of `variant`: the job's, in its run folder with its seed."""
+        return replace(self.training_args, output_dir=str(self.output_dir / variant.name), seed=variant.seed)
+
     def pretrain(
         self, variant: Variant, train_dataset, cached: bool = False, batch_views: torch.nn.Module | None = None,
-        processor=None,
+        processor=None, init_encoder_from: str | Path | None = None,
     ) -> PretrainingResult:
         """Pretrains `variant` on two-view rows (or on plain images with `batch_views`, see `pretrain`), saving
         `processor` (the data's image processor or tokenizer) with its checkpoints and model; with `cached`, a
@@ -97,12 +90,10 @@ class Experiment:
                 processor.save_pretrained(run_dir / "model")
             model = model.to("cuda" if torch.cuda.is_available() else "cpu")
             return PretrainingResult(model, record.get("log_history", []), record["cost"])
-        s = self.settings
         result = pretrain(
-            variant.config, train_dataset, run_dir, s.epochs, s.batch_size, s.learning_rate, seed=variant.seed,
-            logging_steps=s.logging_steps, callbacks=variant.callbacks, resume=s.resume or cached,
-            init_encoder_from=s.init_encoder_from, batch_views=batch_views, bf16=s.bf16, torch_compile=s.torch_compile,
-            dataloader_num_workers=s.dataloader_num_workers, max_steps=s.max_steps, processor=processor,
+            variant.config, train_dataset, self.run_arguments(variant), callbacks=variant.callbacks,
+            resume=self.resume or cached, init_encoder_from=init_encoder_from, batch_views=batch_views,
+            processor=processor,
         )
         if cached:
             write_json(record_path, {"cost": result.cost, "log_history": result.log_history})
@@ -116,12 +107,13 @@ class Experiment:
         return path
 
     def push(self, model, card=None, commit_message: str | None = None):
-        """Pushes `model` with `card` (an `insub_hf.hub.HubCard`) when `hub_model_id` was given; returns the upload's
+        """Pushes `model` with `card` (an `insub_hf.hub.HubCard`) when `--push_to_hub` was given; returns the upload's
         `CommitInfo`, or None."""
-        if not self.hub.hub_model_id:
+        if self.push_target is None:
             return None
-        return model.push_to_hub(
-            self.hub.hub_model_id, card, token=self.token, private=self.hub.hub_private_repo,
+        repo_id, token = self.push_target
+        return push_model_to_hub(
+            model, repo_id, card, token=token, private=self.training_args.hub_private_repo,
             commit_message=commit_message,
         )
 
@@ -165,7 +157,7 @@ def short_hash(spec: dict) -> str:
 
 # The arguments a run was started with (what `--resume` compares with), and those a resumed run may change
 RUN_ARGUMENTS = "run_arguments.json"
-FREE_ON_RESUME = ("resume", "overwrite_output_dir", "dataloader_num_workers", "hub_model_id", "hub_private_repo")
+FREE_ON_RESUME = frozenset({"resume", "overwrite_output_dir", *UNTRAINED_FIELDS})
 
 
 def check_resumed_arguments(path: Path, now: dict) -> None:

@@ -60,9 +60,10 @@ METHODS: dict[str, Method] = {method.name: method for method in (
 )}
 
 
-def method_config(args: ProtocolArguments, method: str, num_heads: int | None) -> InSubConfig:
+def method_config(args: ProtocolArguments, method: str, m: int | None) -> InSubConfig:
     """The architecture `method` pretrains with the recipe `args` on `args.dataset` (all share the encoder; only what
-    makes the method differs)."""
+    makes the method differs). `m` is the method's M: InSub's heads (Finetune-InSub: one probe per head),
+    BatchEnsemble's members; None where M does not apply."""
     spec = METHODS[method]
     if spec.objective_overrides and args.objective != "simclr":
         raise ValueError(
@@ -79,16 +80,16 @@ def method_config(args: ProtocolArguments, method: str, num_heads: int | None) -
     loss = {"diversity_alpha": args.diversity_alpha, "diversity_weight": args.diversity_weight} if spec.uses_heads \
         else {"diversity_weight": 0.0}
     return InSubConfig.for_images(
-        **(spec.loss or loss), encoder_config=encoder, num_heads=num_heads if spec.uses_heads else 1,
+        **(spec.loss or loss), encoder_config=encoder, num_heads=m if spec.uses_heads else 1,
         head_hidden_sizes=[args.head_hidden_size], objective=args.objective,
         objective_config={**args.objective_config(), **spec.objective_overrides},
-        batch_ensemble_size=num_heads if spec.batch_ensemble else 1,
+        batch_ensemble_size=m if spec.batch_ensemble else 1,
     )
 
 
-def method_members(args: ProtocolArguments, method: str, num_heads: int | None, seed: int) -> list[tuple[InSubConfig, int]]:
-    """`(config, seed)` of every model `method` pretrains for one table cell: M seeds of the baseline for a deep
-    ensemble (member 0 is the baseline of this seed, the others use further seeds), else one model."""
+def method_members(args: ProtocolArguments, method: str, m: int | None, seed: int) -> list[tuple[InSubConfig, int]]:
+    """`(config, seed)` of every model `method` pretrains for one table cell: `m` seeds of the baseline for a deep
+    ensemble (its M members; member 0 is the baseline of this seed, the others use further seeds), else one model."""
     if METHODS[method].deep_ensemble:
-        return [(method_config(args, "baseline", None), seed + 1000 * i) for i in range(num_heads)]
-    return [(method_config(args, method, num_heads), seed)]
+        return [(method_config(args, "baseline", None), seed + 1000 * i) for i in range(m)]
+    return [(method_config(args, method, m), seed)]

@@ -125,8 +125,6 @@ def test_bad_evaluation_data_is_refused():
         HarnessArguments(corruptions=["hail"])
     with pytest.raises(ValueError, match="methods must be one of"):
         ComparisonArguments(methods=["deep_ensemble"])
-    with pytest.raises(ValueError, match="pretrain_batch_size=32 must be a multiple"):
-        ComparisonArguments(num_heads=[3], pretrain_batch_size=32)
 
 
 @pytest.mark.slow

@@ -34,7 +34,7 @@ def test_convergence_warnings_name_the_run_and_the_fix():
     warnings = convergence_warnings(rows, 60000, "fashion_mnist")
     assert len(warnings) == 2
     assert warnings[0].startswith("Baseline (seed 1): linear probe 80.0% < 85%")
-    assert "InSub (M=5) (seed 1): the ssl loss still fell 8.0%" in warnings[1] and "--pretrain_epochs" in warnings[1]
+    assert "InSub (M=5) (seed 1): the ssl loss still fell 8.0%" in warnings[1] and "--num_train_epochs" in warnings[1]
     assert convergence_warnings(rows[:1], 5000, "fashion_mnist") == []  # the 85% plateau is for the full set
 
 
@@ -117,9 +117,36 @@ def test_every_method_is_declared_once_with_its_table_name():
     assert [seed for _, seed in method_members(args, "insub", 3, seed=2)] == [2]
 
 
-def test_an_integral_epoch_count_names_one_run_whether_given_as_int_or_float():
+def run_keys(**training) -> list[str]:
+    """Run-cache keys of InSubConfig() at seed 0 under the image recipe's training, changed by `training` (a list of
+    values per field gives one key per value)."""
+    from types import SimpleNamespace
+
+    from insub_hf.jobs.compare import TRAINING_DEFAULTS
+    from insub_hf.protocol.arguments import training_arguments
     from insub_hf.protocol.comparison import ProtocolData, RunCache
 
     data = ProtocolData(train=None, views=None, evaluation=None, description="x")
-    keys = [RunCache(None, ComparisonArguments(pretrain_epochs=e), data).key(InSubConfig(), 0) for e in (3, 3.0, 2.5)]
+    [(name, values)] = training.items()
+    return [
+        RunCache(SimpleNamespace(training_args=training_arguments(TRAINING_DEFAULTS, **{name: value}),
+                                 training_defaults=TRAINING_DEFAULTS), ComparisonArguments(), data).key(InSubConfig(), 0)
+        for value in values
+    ]
+
+
+def test_an_integral_epoch_count_names_one_run_whether_given_as_int_or_float():
+    keys = run_keys(num_train_epochs=[3, 3.0, 2.5])
     assert keys[0] == keys[1] != keys[2]
+
+
+def test_a_trainer_flag_that_changes_the_weights_names_another_run_and_one_that_does_not_keeps_it():
+    default = run_keys(seed=[0])[0]  # the Trainer's seed is not the cell's: that is the key's `seed`
+    # the recipe's own values name the run the recipe always named
+    assert run_keys(lr_scheduler_type=["cosine"]) == run_keys(weight_decay=[1e-4]) == [default]
+    for changed in (dict(lr_scheduler_type=["linear"]), dict(warmup_steps=[0.1]), dict(gradient_accumulation_steps=[2]),
+                    dict(max_grad_norm=[0.5]), dict(weight_decay=[0.0])):
+        assert run_keys(**changed) != [default], changed
+    for free in (dict(logging_steps=[50]), dict(report_to=[["tensorboard"]]), dict(dataloader_num_workers=[1]),
+                 dict(save_total_limit=[3])):
+        assert run_keys(**free) == [default], free

@@ -12,15 +12,18 @@ import pytest
 import insub_hf_cli as cli
 from insub_hf.evaluation.harness import HarnessArguments
 from insub_hf.evaluation.probes import ProbeArguments
+from insub_hf.trainer import InSubTrainingArguments
 from insub_hf.validation import field_rule
 
 NUMERIC = (int, float)
 
 
 def argument_groups():
+    """The jobs' own argument groups (`InSubTrainingArguments` checks its fields in its __post_init__)."""
     groups = {ProbeArguments, HarnessArguments}
     for module, _ in cli.COMMANDS.values():
         groups.update(importlib.import_module(f"insub_hf.jobs.{module}").ARGUMENT_GROUPS)
+    groups.discard(InSubTrainingArguments)
     return sorted(groups, key=lambda g: g.__name__)
 
 
@@ -42,9 +45,13 @@ def test_every_numeric_field_of_every_job_argument_group_is_checked(group):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["demo", "--epochs", "-1"], "DemoArguments.pretrain_epochs must be a number > 0, got -1"),
+        (["demo", "--num_train_epochs", "-1"], "InSubTrainingArguments.num_train_epochs must be a number > 0, got -1"),
+        (["text", "--learning_rate", "-0.1"], "InSubTrainingArguments.learning_rate must be a number >= 0, got -0.1"),
         (["demo", "--num_heads", "0"], "DemoArguments.num_heads must be an integer >= 2, got 0"),
-        (["demo", "--batch_size", "0"], "DemoArguments.pretrain_batch_size must be an integer >= 2, got 0"),
+        (["demo", "--per_device_train_batch_size", "0"],
+         "InSubTrainingArguments.per_device_train_batch_size must be an integer >= 1, got 0"),
+        (["compare", "--num_heads", "3", "--per_device_train_batch_size", "32"],
+         "InSubTrainingArguments.per_device_train_batch_size=32 must be a multiple of every ComparisonArguments.num_heads"),
         (["demo", "--data_source", "web"], "DemoArguments.data_source must be one of ['bundled', 'debian', 'auto']"),
         (["compare", "--seeds", "0", "-3"], "ComparisonArguments.seeds must be an integer >= 0, got -3"),
         (["compare", "--probe_epochs", "0"], "ProbeArguments.probe_epochs must be an integer >= 1, got 0"),
@@ -120,17 +127,23 @@ def test_an_output_dir_that_cannot_be_written_is_refused_before_the_data_are_rea
 
 
 def test_resume_refuses_other_settings_naming_them_and_changes_nothing(tmp_path):
-    from insub_hf.protocol.experiment import Experiment, PretrainingSettings
+    from insub_hf.protocol.arguments import training_arguments
+    from insub_hf.protocol.experiment import Experiment
+    from insub_hf.recipes import IMAGE
 
-    started = {"seed": 0, "temperature": 0.2, "epochs": 3, "resume": False, "dataloader_num_workers": None}
-    Experiment(tmp_path, PretrainingSettings(3, 8, 1e-3), started)
+    defaults = IMAGE.training_arguments(output_dir=str(tmp_path))
+    started = {"temperature": 0.2, "resume": False}
+    Experiment(training_arguments(defaults), started, defaults)
     (tmp_path / "baseline").mkdir()
     (tmp_path / "baseline" / "checkpoint-5").mkdir()  # a run under way
     before = snapshot(tmp_path)
-    resume = PretrainingSettings(3, 8, 1e-3, resume=True)
     with pytest.raises(ValueError) as error:
-        Experiment(tmp_path, resume, {**started, "seed": 1, "temperature": 0.5, "resume": True})
-    assert "holds a run started with other settings (seed: 0 -> 1; temperature: 0.2 -> 0.5)" in str(error.value)
+        Experiment(training_arguments(defaults, seed=1, lr_scheduler_type="linear"),
+                   {**started, "temperature": 0.5, "resume": True}, defaults, resume=True)
+    message = str(error.value)
+    assert "holds a run started with other settings (lr_scheduler_type: None -> 'linear'; seed: 0 -> 1; " \
+           "temperature: 0.2 -> 0.5)" in message
     assert snapshot(tmp_path) == before
-    # what does not change the run (resume itself, loader workers) may differ
-    Experiment(tmp_path, resume, {**started, "resume": True, "dataloader_num_workers": 2})
+    # what does not change the run (resume itself, loader workers, logging) may differ
+    Experiment(training_arguments(defaults, dataloader_num_workers=2, logging_steps=50), {**started, "resume": True},
+               defaults, resume=True)

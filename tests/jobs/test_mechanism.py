@@ -3,7 +3,9 @@ import json
 import pytest
 
 from insub_hf import InSubConfig
-from insub_hf.jobs.mechanism import MechanismArguments, run_mechanism, summarize, verdict
+from insub_hf.jobs.mechanism import TRAINING_DEFAULTS, MechanismArguments, run_mechanism, summarize, verdict
+from insub_hf.protocol.arguments import training_arguments
+from insub_hf.recipes import DNA
 
 
 def test_summary_and_verdict_worked_by_hand():
@@ -19,12 +21,15 @@ def test_summary_and_verdict_worked_by_hand():
 
 
 def test_the_job_trains_lambda_0_and_the_hinge_and_reports_their_logged_spreads(tmp_path):
-    args = MechanismArguments(output_dir=str(tmp_path), objectives=["genomenet"], steps=3, logging_steps=1, num_heads=3)
-    results = run_mechanism(args)["genomenet"]
+    args = MechanismArguments(objectives=["genomenet"], num_heads=3)
+    training = training_arguments(TRAINING_DEFAULTS, output_dir=str(tmp_path), max_steps=3, logging_steps=1)
+    results = run_mechanism(args, training)["genomenet"]
     assert set(results["runs"]) == {"lambda 0", "hinge"}
     for name, run in results["runs"].items():
         folder = tmp_path / run["run"]
         config = InSubConfig.from_pretrained(folder / "model")
+        state = json.loads((folder / "checkpoint-3" / "trainer_state.json").read_text())
+        assert state["train_batch_size"] == DNA.training["per_device_train_batch_size"]  # the DNA recipe's batch
         assert config.diversity_weight == run["weight"] == (0.0 if name == "lambda 0" else 1.5)
         logs = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()]
         logs = [entry for entry in logs if "mean_sigma" in entry]
@@ -39,10 +44,10 @@ def test_the_job_trains_lambda_0_and_the_hinge_and_reports_their_logged_spreads(
     assert (tmp_path / "mechanism.png").stat().st_size > 0
 
     with pytest.raises(FileExistsError, match="overwrite_output_dir"):  # a finished table is not replaced silently
-        run_mechanism(args)
+        run_mechanism(args, training)
     weights = {name: (tmp_path / run["run"] / "model" / "model.safetensors").stat().st_mtime_ns
                for name, run in results["runs"].items()}
-    again = run_mechanism(MechanismArguments(**{**vars(args), "overwrite_output_dir": True}))["genomenet"]
+    again = run_mechanism(MechanismArguments(**{**vars(args), "overwrite_output_dir": True}), training)["genomenet"]
     assert again["runs"] == results["runs"]  # finished runs are loaded, not retrained
     assert weights == {name: (tmp_path / run["run"] / "model" / "model.safetensors").stat().st_mtime_ns
                        for name, run in results["runs"].items()}
