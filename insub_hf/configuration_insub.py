@@ -301,6 +301,11 @@ class InSubConfig(PretrainedConfig):
         return cls(**{**DNA.config_fields(), "encoder_config": encoder_config, **overrides})
 
     @property
+    def modality(self) -> str:
+        """What the model reads: "image", "text" or "dna" (its objective's modality)."""
+        return OBJECTIVES[self.objective].modality
+
+    @property
     def objective_options(self) -> ObjectiveConfig:
         """`objective_config` as its objective's typed, checked config (e.g. `SimCLRConfig`)."""
         return OBJECTIVES[self.objective].config_class.from_dict(self.objective_config, self.objective)

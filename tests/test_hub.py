@@ -355,6 +355,7 @@ def test_an_invalid_repo_id_is_refused_before_any_folder_is_written(tmp_path, mo
 
 def test_the_demo_results_make_a_card_and_the_fitted_detector_travels_with_the_model(tmp_path):
     from insub_hf import InSubOODDetector
+    from insub_hf.checksums import weights_fingerprint
     from insub_hf.data import IMAGE_DATASET_PRESETS
 
     torch.manual_seed(0)
@@ -366,14 +367,29 @@ def test_the_demo_results_make_a_card_and_the_fitted_detector_travels_with_the_m
     detector = InSubOODDetector.fit(model, {"pixel_values": torch.randn(12, 1, 28, 28)}, k=3, backend="torch")
     detector.save_pretrained(model_dir)
     test = {"accuracy": 0.8, "nll": 0.55, "ece": 0.03, "tace": 0.02, "brier": 0.28}
+    own = weights_fingerprint(model)
     runs = [{"name": name, "num_heads": m, "diversity_weight": w, "history": [], "test": test, "knn_accuracy": 0.7,
-             "ood": {"mnist": {"msp": 0.6, "knn": 0.65}}, "head_spread_calibration": []}
-            for name, m, w in (("baseline", 1, 0.0), ("insub_m2", 2, 1.0))]
+             "ood": {"mnist": {"msp": 0.6, "knn": 0.65}}, "head_spread_calibration": [], "fingerprints": [fingerprint],
+             "modality": modality}
+            for name, m, w, fingerprint, modality in (("baseline", 1, 0.0, "0" * 64, "image"),
+                                                       ("insub_m2", 2, 1.0, own, "image"),
+                                                       ("text_m2", 2, 1.0, own, "text"))]
     (tmp_path / "results.json").write_text(json.dumps({"args": {}, "runs": runs}))
     argv = ["hub", "--model_dir", str(model_dir), "--repo_id", "someone/insub-demo", "--results",
             str(tmp_path / "results.json"), "--folder", str(tmp_path / "folder"), "--base_model", "someone/backbone"]
-    with pytest.raises(ValueError, match=r"row='insub_m9' is not a run of .*allowed: \['baseline', 'insub_m2'\]"):
+    with pytest.raises(ValueError, match=r"row='insub_m9' is not a run of .*allowed: \['baseline', 'insub_m2', 'text_m2'\]"):
         main([*argv, "--row", "insub_m9"])
+    # another model's numbers (the baseline's), another modality's, or numbers that name no model are refused
+    with pytest.raises(ValueError, match=rf"row='baseline' .* measured the weights 000000000000; .*model_dir holds "
+                                         rf"the weights {own[:12]}"):
+        main([*argv, "--row", "baseline"])
+    with pytest.raises(ValueError, match=r"row='text_m2' .* measured a model of modality 'text'; .*model_dir holds one of modality 'image'"):
+        main([*argv, "--row", "text_m2"])
+    unnamed = [{k: v for k, v in run.items() if k != "fingerprints"} for run in runs]
+    (tmp_path / "unnamed.json").write_text(json.dumps({"args": {}, "runs": unnamed}))
+    with pytest.raises(ValueError, match="measured weights it does not record"):
+        main([*argv[:6], str(tmp_path / "unnamed.json"), *argv[7:], "--row", "insub_m2"])
+    assert not (tmp_path / "folder").exists()
     assert main([*argv, "--row", "insub_m2"]) == 0
     folder = tmp_path / "folder"
     card = (folder / "README.md").read_text()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..checksums import weights_fingerprint
 from ..image_processing_insub import normalize_images
 from ..validation import CheckedArguments, checked
 from . import metrics
@@ -233,6 +234,8 @@ class MethodEvaluator:
             members=test_probs.shape[1], test=summarize(test_probs, data.test_labels),
             knn_accuracy=self._knn_accuracy(),
             head_spread_calibration=self.head_spread_calibration if self.has_heads else [],
+            fingerprints=[weights_fingerprint(getattr(m, "insub", m)) for m in self.models],
+            modality=self.models[0].config.modality,
         )
         bins = metrics.reliability_bins(test_probs.mean(dim=1), data.test_labels)
         arrays = {"reliability": bins, "scores": {"in": ood_scores(test_probs, test_sigma, test_free)}}

@@ -120,6 +120,8 @@ class MethodResults:
         corruptions: corruption -> severity ("1".."5") -> metrics; corruption_mean: severity -> mean over types.
         head_spread_calibration: per model with heads, how its spread is read.
         training, cost: the pretraining record and cost (set by the protocol, None from the harness alone).
+        fingerprints: `weights_fingerprint` of each evaluated model's encoder and heads, and modality what they read
+            ("image"): which model these numbers are of (`insub-hf hub` refuses them for another).
     """
 
     members: int
@@ -132,6 +134,8 @@ class MethodResults:
     head_spread_calibration: list[HeadSpreadCalibration] = field(default_factory=list)
     training: TrainingRecord | None = None
     cost: Cost | None = None
+    fingerprints: list[str] = field(default_factory=list)
+    modality: str | None = None
 
     def __post_init__(self) -> None:
         check_range("MethodResults.members", self.members, low=1, integer=True)

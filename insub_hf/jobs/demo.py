@@ -137,7 +137,8 @@ def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None =
             record_uncertainty_direction(experiment.output_dir / name / "model", calibration.direction)
         runs.append({"name": name, "num_heads": m, "diversity_weight": weight, "history": report.history,
                      "test": asdict(measured.test), "knn_accuracy": measured.knn_accuracy, "ood": measured.ood,
-                     "head_spread_calibration": [asdict(c) for c in measured.head_spread_calibration]})
+                     "head_spread_calibration": [asdict(c) for c in measured.head_spread_calibration],
+                     "fingerprints": measured.fingerprints, "modality": measured.modality})
     out = experiment.output_dir
     reliability_diagrams(arrays, out / f"{prefix}reliability.png")
     ood_histograms(arrays, out / f"{prefix}uncertainty.png")

@@ -20,6 +20,7 @@ from transformers import (
 )
 
 from ..checkpointing import atomic_folder
+from ..checksums import weights_fingerprint
 from ..evaluation.ood_detector import CONFIG_NAME as DETECTOR_CONFIG
 from ..evaluation.ood_detector import InSubOODDetector
 from ..evaluation.results import ComparisonRow, MethodResults
@@ -27,7 +28,7 @@ from ..hub import HubCard, harness_eval_results, hub_token, push_model_to_hub, s
 
 
 # what a demo run records of the harness's `MethodResults`
-DEMO_RESULT_KEYS = ("test", "knn_accuracy", "ood", "head_spread_calibration")
+DEMO_RESULT_KEYS = ("test", "knn_accuracy", "ood", "head_spread_calibration", "fingerprints", "modality")
 AUTO_BY_ARCHITECTURE = {
     "InSubForPreTraining": AutoModelForPreTraining, "InSubForSequenceClassification": AutoModelForSequenceClassification,
     "InSubForImageClassification": AutoModelForImageClassification,
@@ -88,28 +89,56 @@ def _named(entries: list[dict], row: str | None, kind: str, path) -> dict:
     return chosen
 
 
-def eval_results_from_file(path: str | Path, row: str | None, dataset: str | None) -> tuple[list, str]:
-    """The model-index entries of one model in a demo, compare or text results.json, and the file's kind."""
+def eval_results_from_file(path: str | Path, row: str | None, dataset: str | None, model=None) -> tuple[list, str]:
+    """The model-index entries of one model in a demo, compare or text results.json, and the file's kind. With
+    `model`, the row must be that model's (`check_row_is_the_models`)."""
     results = json.loads(Path(path).read_text())
     if "runs" in results:  # insub-hf demo: one run per model, the harness's numbers under their own keys
         chosen = _named(results["runs"], row, "run", path)
         measured = MethodResults.from_dict({"members": 1, **{k: chosen[k] for k in DEMO_RESULT_KEYS if k in chosen}})
+        if model is not None:
+            check_row_is_the_models(model, measured.fingerprints, measured.modality, row, path)
         name = dataset or "Fashion-MNIST"
         return harness_eval_results(measured, name, "fashion_mnist"), "demo"
     if "rows" in results:  # insub-hf compare
-        chosen = _named(results["rows"], row, "row", path)
+        measured = ComparisonRow.from_dict(_named(results["rows"], row, "row", path)).results
+        if model is not None:
+            check_row_is_the_models(model, measured.fingerprints, measured.modality, row, path)
         name = dataset or results["args"]["dataset"]
-        return harness_eval_results(ComparisonRow.from_dict(chosen).results, name, name), "compare"
+        return harness_eval_results(measured, name, name), "compare"
     if "results" in results:  # insub-hf text
         if row not in results["results"]:
             raise ValueError(
                 f"HubCommandArguments.row={row!r} is not a model of {path}; allowed: {sorted(results['results'])}."
             )
+        if model is not None:
+            fingerprint = results.get("fingerprints", {}).get(row)
+            check_row_is_the_models(model, [fingerprint] if fingerprint else [], "text", row, path)
         return senteval_eval_results(results["results"][row]), "text"
     raise ValueError(
         f"HubCommandArguments.results={str(path)!r} is not a results.json of insub-hf demo, compare or text (it has "
         "none of their keys 'runs', 'rows', 'results')."
     )
+
+
+def check_row_is_the_models(model, fingerprints: list[str], modality: str | None, row: str | None, path) -> None:
+    """Refuses to put a results row on `model`'s card unless the row measured exactly this model: its modality and
+    its weights (`weights_fingerprint` of the encoder and heads), naming both sides."""
+    own_modality = model.config.modality
+    if modality is not None and modality != own_modality:
+        raise ValueError(
+            f"HubCommandArguments.row={row!r} of {path} measured a model of modality {modality!r}; "
+            f"HubCommandArguments.model_dir holds one of modality {own_modality!r}. Choose the results of this model."
+        )
+    own = weights_fingerprint(getattr(model, "insub", model))
+    if fingerprints != [own]:
+        measured = (f"the weights {', '.join(f[:12] for f in fingerprints)}" if fingerprints else
+                    "weights it does not record (results written before rows named their model)")
+        raise ValueError(
+            f"HubCommandArguments.row={row!r} of {path} measured {measured}; HubCommandArguments.model_dir holds the "
+            f"weights {own[:12]}. A card carries only the numbers of its own model: choose that model's row (or "
+            "evaluate this model again)."
+        )
 
 
 def run_hub(args: HubCommandArguments, hub: HubArguments):
@@ -118,13 +147,13 @@ def run_hub(args: HubCommandArguments, hub: HubArguments):
     if not repo_id:
         raise ValueError("insub-hf hub needs the repo: --hub_model_id (or --repo_id), e.g. your-name/insub-vit-tiny.")
     token = hub_token(hub.hub_token, f"insub-hf hub --push ({repo_id!r})") if args.push else None
-    eval_results = eval_results_from_file(args.results, args.row, args.dataset)[0] if args.results else None
     folder = Path(args.folder or Path("runs/hub") / repo_id.split("/")[-1])
     if not args.push and folder.exists():
         raise ValueError(f"HubCommandArguments.folder={str(folder)!r} exists; choose a new folder or remove it first.")
     architectures = AutoConfig.from_pretrained(args.model_dir).architectures or []
     auto = next((AUTO_BY_ARCHITECTURE[a] for a in architectures if a in AUTO_BY_ARCHITECTURE), AutoModel)
     model = auto.from_pretrained(args.model_dir)
+    eval_results = eval_results_from_file(args.results, args.row, args.dataset, model)[0] if args.results else None
     model_dir = Path(args.model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir) if (model_dir / "tokenizer_config.json").is_file() else None
     processor = (AutoImageProcessor.from_pretrained(model_dir) if (model_dir / "preprocessor_config.json").is_file()

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 from transformers import AutoConfig, AutoTokenizer
 
+from ..checksums import weights_fingerprint
 from ..configuration_insub import InSubConfig
 from ..data import TextViews, balanced_indices, load_sentence_corpus, load_tweet_sentiment
 from ..data.package_files import installed_package_file
@@ -137,7 +138,8 @@ def run_text(args: TextArguments, training_args: InSubTrainingArguments | None =
                 )
     out = experiment.output_dir
     lines.append(f"models: {out}/<name>/model (InSubSentenceEncoder.from_pretrained); numbers: {out}/results.json")
-    results_file = experiment.finish({"results": results}, "\n".join(lines))
+    fingerprints = {name: weights_fingerprint(model) for name, model in models.items()}  # which model each row is
+    results_file = experiment.finish({"results": results, "fingerprints": fingerprints}, "\n".join(lines))
     name = f"scd_insub_m{args.num_heads}"
     experiment.push(models[name], text_model_card(args, training_args, tokenizer, results[name], results_file),
                     commit_message="InSub sentence model and insub-hf text results")
