@@ -12,8 +12,9 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
+from ..checksums import checksum_metadata, read_verified
 from ..evaluation.metrics.ece import ReliabilityBins
 from ..evaluation.results import MethodResults
 from .experiment import short_hash, write_json
@@ -58,7 +59,8 @@ def _unflatten(flat: dict[str, torch.Tensor]) -> dict:
 
 
 class EvaluationCache:
-    """`folder/<key>/numbers.json` and `arrays.safetensors` per finished evaluation."""
+    """`folder/<key>/numbers.json` and `arrays.safetensors` per finished evaluation; the arrays carry a checksum of
+    each tensor (as model files do), so a damaged file is refused, not read as other numbers."""
 
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
@@ -70,19 +72,26 @@ class EvaluationCache:
                            "harness": asdict(harness_args), "code": evaluation_code_hash()})
 
     def load(self, key: str) -> tuple[MethodResults, dict, float] | None:
-        """(results, arrays, evaluation seconds) of a finished evaluation, or None."""
+        """(results, arrays, evaluation seconds) of a finished evaluation, or None (also for arrays written without
+        checksums, which cannot be trusted: evaluated again). Damaged arrays raise ValueError naming the file."""
         entry = self.folder / key
         if not (entry / "numbers.json").exists() or not (entry / "arrays.safetensors").exists():
             return None
         numbers = json.loads((entry / "numbers.json").read_text())
-        arrays = _unflatten(load_file(entry / "arrays.safetensors"))
-        return MethodResults.from_dict(numbers["results"]), arrays, numbers["evaluation_seconds"]
+        try:
+            flat, checked = read_verified(entry / "arrays.safetensors")
+        except ValueError as error:
+            raise ValueError(f"{error} Remove the cache entry {entry} to evaluate it again.") from None
+        if not checked:
+            return None
+        return MethodResults.from_dict(numbers["results"]), _unflatten(flat), numbers["evaluation_seconds"]
 
     def store(self, key: str, results: MethodResults, arrays: dict, seconds: float) -> None:
         """Writes the arrays, then the numbers (whose presence marks the entry finished)."""
         entry = self.folder / key
         entry.mkdir(parents=True, exist_ok=True)
-        save_file(_flatten(arrays), str(entry / "arrays.safetensors"))
+        flat = _flatten(arrays)
+        save_file(flat, str(entry / "arrays.safetensors"), metadata=checksum_metadata(flat))
         write_json(entry / "numbers.json", {"results": results.to_dict(), "evaluation_seconds": seconds})
 
     def get(self, key: str, evaluate) -> tuple[MethodResults, dict, float]:
