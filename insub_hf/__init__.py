@@ -16,6 +16,7 @@ from transformers import (
 
 from .configuration_insub import NAMED_ENCODERS, InSubConfig, named_encoder
 from .image_processing_insub import InSubImageProcessor
+from .image_processing_pil_insub import InSubImageProcessorPil
 from .lazy_exports import lazy_exports
 from .modeling_classification import InSubForImageClassification, InSubForSequenceClassification
 from .modeling_insub import InSubForPreTraining, InSubModel
@@ -27,7 +28,9 @@ AutoModel.register(InSubConfig, InSubModel, exist_ok=True)
 AutoModelForPreTraining.register(InSubConfig, InSubForPreTraining, exist_ok=True)
 AutoModelForSequenceClassification.register(InSubConfig, InSubForSequenceClassification, exist_ok=True)
 AutoModelForImageClassification.register(InSubConfig, InSubForImageClassification, exist_ok=True)
-AutoImageProcessor.register(InSubConfig, image_processor_classes={"torchvision": InSubImageProcessor}, exist_ok=True)
+AutoImageProcessor.register(
+    InSubConfig, image_processor_classes={"torchvision": InSubImageProcessor, "pil": InSubImageProcessorPil}, exist_ok=True
+)
 
 _EXPORTS = {
     ".modeling_classification": ("InSubImageClassifierOutput",),
@@ -54,7 +57,8 @@ _EXPORTS = {
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = sorted([
-    "InSubConfig", "InSubForImageClassification", "InSubForPreTraining", "InSubImageProcessor", "InSubForSequenceClassification", "InSubModel", "NAMED_ENCODERS",
+    "InSubConfig", "InSubForImageClassification", "InSubForPreTraining", "InSubImageProcessor", "InSubImageProcessorPil",
+    "InSubForSequenceClassification", "InSubModel", "NAMED_ENCODERS",
     "__version__", "named_encoder",
     *(name for names in _EXPORTS.values() for name in names),
 ])

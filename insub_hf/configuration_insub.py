@@ -10,17 +10,12 @@ from transformers import AutoConfig, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-from .encoders.configuration_genomic import GenomicEncoderConfig
+from .encoders.base import POOLINGS
 from .encoders.configuration_resnet_cifar import RESNET_LAYOUTS, CifarResNetConfig
-from .encoders.text import POOLINGS
+from .encoders.registry import OWN_ENCODERS  # registers the package's encoder configs, so nested configs resolve
 from .objectives import OBJECTIVES, ObjectiveConfig
-from .recipes import DNA, IMAGE, TEXT
+from .recipes import DNA, DNA_ENCODER, IMAGE, TEXT
 from .validation import check_choice, check_range
-
-# Registered here, next to the config that nests it, so that a checkpoint's config resolves wherever InSubConfig loads
-# (the installed package or a Hub repo's remote code).
-AutoConfig.register(GenomicEncoderConfig.model_type, GenomicEncoderConfig, exist_ok=True)
-AutoConfig.register(CifarResNetConfig.model_type, CifarResNetConfig, exist_ok=True)
 
 HEAD_NORMS = ("batchnorm", "none")
 # How the hinge's per-view sums over dimensions combine the two views: "mean" divides by the views (the authors' code:
@@ -249,7 +244,7 @@ class InSubConfig(PretrainedConfig):
             raise ValueError(
                 f"InSubConfig.encoder_config.model_type={self.encoder_config['model_type']!r} is not an encoder this "
                 f"installation knows (transformers {transformers.__version__}): use a transformers model type (e.g. "
-                f"'vit', 'resnet', 'bert'), insub-hf's '{GenomicEncoderConfig.model_type}', or install the library "
+                f"'vit', 'resnet', 'bert'), insub-hf's {[c.model_type for c, _ in OWN_ENCODERS]}, or install the library "
                 "that registers it. A checkpoint naming it was saved with code this environment lacks."
             )
         if self.encoder_config is None and self.timm_model_name is None:
@@ -296,8 +291,8 @@ class InSubConfig(PretrainedConfig):
     @classmethod
     def for_dna(cls, encoder_config=None, **overrides: Any) -> InSubConfig:
         """The DNA recipe (`insub_hf.recipes.DNA`: Self-GenomeNet, M 5, alpha 0.08, lambda 1.5, heads one Linear to
-        64) on the genomic encoder (`GenomicEncoderConfig()` unless `encoder_config` is given)."""
-        encoder_config = {"model_type": GenomicEncoderConfig.model_type} if encoder_config is None else encoder_config
+        64) on the genomic encoder (`GenomicEncoderConfig()`, `recipes.DNA_ENCODER`, unless `encoder_config` is given)."""
+        encoder_config = dict(DNA_ENCODER) if encoder_config is None else encoder_config
         return cls(**{**DNA.config_fields(), "encoder_config": encoder_config, **overrides})
 
     @property

@@ -62,6 +62,8 @@ class HubCard:
         base_model: the Hub id the model started from (a pretrained backbone, or the InSub model it was fine-tuned
             from), for the card's metadata.
         extra_files: `{path in repo: local file}`, e.g. evaluation results.
+        hyperparameters: the run's training settings (`InSubTrainingArguments` fields, as `Trainer.create_model_card`
+            lists them), for the card's training section.
     """
 
     eval_results: list[EvalResult] | None = None
@@ -75,6 +77,7 @@ class HubCard:
     license: str = "apache-2.0"
     base_model: str | None = None
     extra_files: dict[str, str | Path] | None = None
+    hyperparameters: dict[str, Any] | None = None
 
 
 # ----------------------------------------------------------------------------------------------- evaluation results
@@ -161,24 +164,29 @@ def describe_encoder(config) -> str:
 def _usage(config, main_input: str, auto_class: str, repo_id: str, processor: bool = False) -> dict[str, str]:
     if main_input == "input_ids":
         inputs = ("from transformers import AutoTokenizer\n\n"
-                  f"tokenizer = AutoTokenizer.from_pretrained(\"{repo_id}\")\n"
+                  f"tokenizer = AutoTokenizer.from_pretrained(\"{repo_id}\", trust_remote_code=True)\n"
                   "inputs = tokenizer([\"A sentence to embed.\"], padding=True, return_tensors=\"pt\")")
         call = "(**inputs)"
+        batch = "dict(inputs)"
     elif main_input == "dna_one_hot":
-        inputs = "from insub_hf.data import one_hot_dna  # or any (B, L, 4) one-hot tensor, channels A, C, G, T\n\n" \
-                 "dna_one_hot = one_hot_dna(\"ACGT\" * 50)[None]"
+        inputs = ("sequence = \"ACGT\" * 50  # (B, L, 4) one-hot, channels A, C, G, T\n"
+                  "dna_one_hot = torch.nn.functional.one_hot(torch.tensor([\"ACGT\".index(b) for b in sequence]), 4)"
+                  ".float()[None]")
         call = "(dna_one_hot=dna_one_hot)"
+        batch = "{\"dna_one_hot\": dna_one_hot}"
     elif processor:
         inputs = ("from PIL import Image\nfrom transformers import AutoImageProcessor\n\n"
                   f"processor = AutoImageProcessor.from_pretrained(\"{repo_id}\", trust_remote_code=True)\n"
                   "inputs = processor(Image.open(\"your_image.png\"), return_tensors=\"pt\")  # resize, crop, normalise")
         call = "(**inputs)"
+        batch = "dict(inputs)"
     else:
         encoder = config.encoder_config
         size = getattr(encoder, "image_size", 224) if encoder is not None else 224
         channels = getattr(encoder, "num_channels", 3) if encoder is not None else 3
         inputs = f"pixel_values = torch.randn(1, {channels}, {size}, {size})  # your normalised images"
         call = "(pixel_values=pixel_values)"
+        batch = "{\"pixel_values\": pixel_values}"
     if auto_class == "AutoModelForImageClassification":
         outputs = ("probabilities = out.logits.softmax(-1)  # the M heads' mean prediction\n"
                    "uncertainty = out.mutual_information     # (B,): how much the heads disagree, higher = less certain")
@@ -187,7 +195,7 @@ def _usage(config, main_input: str, auto_class: str, repo_id: str, processor: bo
     else:
         outputs = ("features = out.representation  # (B, d): what probes and k-NN read\n"
                    "uncertainty = out.uncertainty   # (B,): the heads' spread, oriented: higher = more likely OOD")
-    return {"usage_inputs": inputs, "usage_call": call, "usage_outputs": outputs}
+    return {"usage_inputs": inputs, "usage_call": call, "usage_outputs": outputs, "detector_batch": batch}
 
 
 def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
@@ -204,11 +212,14 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
     name = repo_id.split("/")[-1]
     heads = "MLP " + "-".join(str(s) for s in [*config.head_hidden_sizes, config.head_output_size])
     main_input = getattr(model, "main_input_name", "pixel_values")
-    classifier = auto_class in ("AutoModelForSequenceClassification", "AutoModelForImageClassification")
+    classifier = _is_classifier(model)
+    sentences = main_input == "input_ids" and not classifier and card.tokenizer is not None
     card_data = ModelCardData(
-        model_name=name, library_name="transformers", datasets=card.datasets, eval_results=eval_results or None,
-        tags=["insub-hf", "insub", "self-supervised-learning", "uncertainty", config.objective, *(card.tags or [])],
-        pipeline_tag=PIPELINE_TAGS[main_input, classifier], license=card.license, base_model=card.base_model,
+        model_name=name, library_name="sentence-transformers" if sentences else "transformers", datasets=card.datasets,
+        eval_results=eval_results or None, license=card.license, base_model=card.base_model,
+        tags=["insub-hf", "insub", "self-supervised-learning", "uncertainty", config.objective,
+              *(["sentence-transformers", "feature-extraction"] if sentences else []), *(card.tags or [])],
+        pipeline_tag="sentence-similarity" if sentences else PIPELINE_TAGS[main_input, classifier],
     )
     return ModelCard.from_template(
         card_data, template_path=str(TEMPLATE), model_name=name, repo_id=repo_id, class_name=class_name,
@@ -221,8 +232,31 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
         eval_table=eval_table(eval_results) if eval_results else "", notes=card.notes, citation=CITATION,
         insub_version=__version__, transformers_version=transformers.__version__,
         direction=getattr(config, "uncertainty_direction", None),
+        hyperparameters=card.hyperparameters, detector=_detector_facts(card.detector),
+        requirements=" ".join(REQUIREMENTS[main_input] + (("sentence-transformers",) if sentences else ())),
+        sentences=sentences,
         **_usage(config, main_input, auto_class, repo_id, processor=card.processor is not None),
     )
+
+
+# What a model of each input needs to load with trust_remote_code=True (no insub-hf)
+REQUIREMENTS = {
+    "pixel_values": ("torch", "transformers", "safetensors", "pillow"),
+    "input_ids": ("torch", "transformers", "safetensors"),
+    "dna_one_hot": ("torch", "transformers", "safetensors"),
+}
+
+
+def _is_classifier(model) -> bool:
+    return AUTO_CLASSES.get(type(model).__name__) in ("AutoModelForSequenceClassification",
+                                                      "AutoModelForImageClassification")
+
+
+def _detector_facts(detector) -> dict | None:
+    """What the card says of a shipped `InSubOODDetector`: its k, bank size and head-spread direction."""
+    if detector is None:
+        return None
+    return {"k": detector.k, "bank": int(detector.representation_bank.shape[0]), "direction": detector.spread_direction}
 
 
 def _loss_form(config) -> str:
@@ -322,13 +356,52 @@ def check_hub_folder(folder: str | Path) -> list[str]:
     return files
 
 
+def write_sentence_transformer_files(folder: str | Path, model, tokenizer) -> None:
+    """Makes `folder`, which holds a text model with its remote code and its tokenizer, a sentence-transformers folder
+    as well: `modules.json` (the `InSubSentenceTransformer` module, whose file is copied beside it, then
+    sentence-transformers' own `Normalize`), the modules' settings and `config_sentence_transformers.json`. Then
+    `SentenceTransformer(folder, trust_remote_code=True)` and `AutoModel.from_pretrained(folder,
+    trust_remote_code=True)` load the same folder. Its embeddings are L2-normalised, as those of the MiniLM base model
+    (cosine similarity = dot product); the model's `representation` is not.
+
+    Reads at most the encoder's position embeddings, and the tokenizer's `model_max_length` (the base model's length).
+    """
+    try:
+        from sentence_transformers import SentenceTransformer
+        from sentence_transformers.sentence_transformer.modules import Normalize
+    except ImportError as error:
+        raise ImportError(
+            "A text model's folder is a sentence-transformers folder too: pip install 'insub-hf[st]'."
+        ) from error
+    from . import sentence_transformer_module as st_module
+    from .configuration_insub import encoder_field
+
+    folder, insub = Path(folder), getattr(model, "insub", model)
+    positions = encoder_field(insub.config.encoder_config, "max_position_embeddings") or tokenizer.model_max_length
+    module = st_module.InSubSentenceTransformer(model=insub, tokenizer=tokenizer,
+                                                max_seq_length=min(tokenizer.model_max_length, positions))
+    with tempfile.TemporaryDirectory() as tmp:
+        SentenceTransformer(modules=[module, Normalize()]).save(tmp)
+        modules = json.loads((Path(tmp) / "modules.json").read_text())
+        source = Path(st_module.__file__)
+        # the module's type names the file beside it, not the installed package: loads where insub-hf is absent
+        modules[0]["type"] = f"{source.stem}.{st_module.InSubSentenceTransformer.__name__}"
+        (folder / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
+        for name in ("config_sentence_transformers.json", module.config_file_name):
+            shutil.copyfile(Path(tmp) / name, folder / name)
+        for entry in modules[1:]:
+            shutil.copytree(Path(tmp) / entry["path"], folder / entry["path"], dirs_exist_ok=True)
+    shutil.copyfile(source, folder / source.name)
+
+
 def save_for_hub(
     model, folder: str | Path, repo_id: str, card: HubCard | None = None, max_shard_size: int | str = "50GB"
 ) -> list[str]:
     """Writes what the repo `repo_id` will hold into `folder` and checks it (`check_hub_folder`).
 
     Weights and config (`save_pretrained`), the flat remote code with its `auto_map` (the image processor's too),
-    `card.tokenizer`, `card.processor` and `card.detector` if given, the generated model card (README.md) and
+    `card.tokenizer` (with it, a text model's folder is a sentence-transformers folder too:
+    `write_sentence_transformer_files`), `card.processor` and `card.detector` if given, the generated model card (README.md) and
     `card.extra_files`. Returns the folder's files.
     """
     folder, card = Path(folder), card or HubCard()
@@ -338,6 +411,8 @@ def save_for_hub(
     model.save_pretrained(folder, remote_code=True, max_shard_size=max_shard_size)
     if card.tokenizer is not None:
         card.tokenizer.save_pretrained(folder)
+        if getattr(model, "main_input_name", None) == "input_ids" and not _is_classifier(model):
+            write_sentence_transformer_files(folder, model, card.tokenizer)
     if card.detector is not None:
         card.detector.save_pretrained(folder)
     for name, source in (card.extra_files or {}).items():

@@ -20,7 +20,7 @@ from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, cache
 
 from .checksums import add_checksums, model_weight_files, verify_checksums
 from .configuration_insub import CONVERTER
-from .encoders.vision import LOADING_A_CHECKPOINT
+from .encoders.base import LOADING_A_CHECKPOINT
 
 
 def package_module(name: str):

@@ -13,7 +13,7 @@ from transformers import PreTrainedModel
 from transformers.utils import ModelOutput, logging
 
 from .configuration_insub import InSubConfig
-from .encoders import BatchEnsembleEncoder, build_encoder
+from .encoders.build import build_encoder
 from .heads import BatchedHeads
 from .losses.diversity import DiversityLoss, head_spread
 from .losses.precision import upcast_half
@@ -179,7 +179,7 @@ class InSubModel(InSubPreTrainedModel):
         encoder's M members, else T = `mc_dropout_passes` passes with dropout sampled (normalisation layers in eval
         mode), else one pass (S = 1). Call in eval mode, where `get_representation` gives their mean."""
         batch = self.encoder_inputs(**inputs)
-        if isinstance(self.encoder, BatchEnsembleEncoder):
+        if self.config.batch_ensemble_size > 1:  # a BatchEnsembleEncoder
             return self.encoder.forward_members(**batch)  # (B, M, d)
         if mc_dropout_passes == 0:
             return self.encoder(**batch)[:, None]  # (B, 1, d)

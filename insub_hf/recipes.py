@@ -65,4 +65,6 @@ DNA = Recipe("genomenet", num_heads=5, diversity_alpha=0.08, diversity_weight=1.
              head_output_size=64, normalize_heads=False, head_norm="none",
              training=dict(num_train_epochs=4, per_device_train_batch_size=64, learning_rate=1e-3,
                            logging_strategy="epoch"))
+# the encoder the DNA recipe builds on unless one is given (`GenomicEncoderConfig`, by its model type)
+DNA_ENCODER = {"model_type": "insub_genomic"}
 RECIPES: dict[str, Recipe] = {"image": IMAGE, "text": TEXT, "dna": DNA}

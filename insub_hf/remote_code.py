@@ -26,8 +26,11 @@ AUTO_MAP = {
     "AutoModelForImageClassification": "modeling_classification.InSubForImageClassification",
 }
 ROOT_MODULES = ("configuration_insub", "modeling_insub", "modeling_classification")
-REGISTRY = f"{PACKAGE}.objectives"  # the objectives' registry: the flat copy lists the model's objective only
-IMAGE_PROCESSOR = ("image_processing_insub", "InSubImageProcessor")
+# The image processor: the torchvision class, and the PIL class that AutoImageProcessor falls back to without torchvision
+IMAGE_PROCESSORS = {
+    "torchvision": ("image_processing_insub", "InSubImageProcessor"),
+    "pil": ("image_processing_pil_insub", "InSubImageProcessorPil"),
+}
 
 
 def _source_file(module: str) -> Path:
@@ -56,32 +59,77 @@ def relative_imports(module: str, source: str | None = None) -> list[tuple[ast.I
     return [(node, _resolve(module, node)) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level]
 
 
-def registry_source(objective: str) -> str:
-    """The objectives' registry (`insub_hf/objectives/__init__.py`) listing `objective` only."""
+def _imports(classes, package: str) -> str:
+    """`from .module import A, B` lines for `classes`, relative to the package `package` (sorted, one per module)."""
+    by_module: dict[str, set[str]] = {}
+    for cls in classes:
+        by_module.setdefault(cls.__module__.removeprefix(package + "."), set()).add(cls.__name__)
+    return "".join(f"from .{module} import {', '.join(sorted(names))}\n" for module, names in sorted(by_module.items()))
+
+
+def objectives_registry_source(config: dict) -> str:
+    """The objectives' registry (`insub_hf/objectives/__init__.py`) listing the model's objective only."""
     from .objectives import OBJECTIVES
 
-    cls = OBJECTIVES[objective]
-    module = cls.__module__.rsplit(".", 1)[-1]
+    cls = OBJECTIVES[config.get("objective", "simclr")]
     return (
         '"""The objectives\' registry, as insub-hf wrote it for this model: its own objective only."""\n\n'
         "from __future__ import annotations\n\n"
         "from .base import Objective, ObjectiveConfig, ObjectiveOutput\n"
-        f"from .{module} import {cls.__name__}\n\n"
-        f"OBJECTIVES: dict[str, type[Objective]] = {{{cls.__name__}.name: {cls.__name__}}}\n"
+        + _imports([cls], f"{PACKAGE}.objectives")
+        + f"\nOBJECTIVES: dict[str, type[Objective]] = {{{cls.__name__}.name: {cls.__name__}}}\n"
     )
 
 
-def module_source(module: str, objective: str | None = None) -> str:
-    """A package module's source; the objectives' registry trimmed to `objective` when given."""
-    if module == REGISTRY and objective is not None:
-        return registry_source(objective)
+def encoder_registry_source(config: dict) -> str:
+    """The encoder families' registry (`insub_hf/encoders/registry.py`) listing the model's family only: its own
+    encoder model (if it is one of the package's), the adapter for what it reads, timm and BatchEnsemble only when the
+    config uses them."""
+    from transformers import AutoModel
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from .encoders import registry
+
+    encoder_type = (config.get("encoder_config") or {}).get("model_type")
+    own = [pair for pair in registry.OWN_ENCODERS if pair[0].model_type == encoder_type]
+    adapters = []
+    if encoder_type is not None:
+        model_class = own[0][1] if own else AutoModel._model_mapping[CONFIG_MAPPING[encoder_type]]
+        adapters = [registry.ADAPTERS[model_class.main_input_name]]
+    timm = registry.TIMM_ENCODER if config.get("timm_model_name") else None
+    batch_ensemble = registry.BATCH_ENSEMBLE if config.get("batch_ensemble_size", 1) > 1 else None
+    classes = [c for pair in own for c in pair] + adapters + [c for c in (timm, batch_ensemble) if c is not None]
+    pairs = "".join(f"({c.__name__}, {m.__name__}), " for c, m in own)
+    return (
+        '"""The encoder families\' registry, as insub-hf wrote it for this model: its own family only."""\n\n'
+        "from __future__ import annotations\n\n"
+        "from .base import register_own_encoders\n"
+        + _imports(classes, f"{PACKAGE}.encoders")
+        + f"\nOWN_ENCODERS = ({pairs.rstrip()})\n"
+        + "ADAPTERS = {" + ", ".join(f"{a.__name__}.main_input_name: {a.__name__}" for a in adapters) + "}\n"
+        + f"TIMM_ENCODER = {timm.__name__ if timm else None}\n"
+        + f"BATCH_ENSEMBLE = {batch_ensemble.__name__ if batch_ensemble else None}\n\n"
+        + "register_own_encoders(OWN_ENCODERS)\n"
+    )
+
+
+# The registries a repo's copy lists its own model's entries of (from its config.json)
+REGISTRIES = {f"{PACKAGE}.objectives": objectives_registry_source,
+              f"{PACKAGE}.encoders.registry": encoder_registry_source}
+
+
+def module_source(module: str, config: dict | None = None) -> str:
+    """A package module's source; a registry (`REGISTRIES`) trimmed to the model of `config` (a config.json's
+    dict) when given."""
+    if module in REGISTRIES and config is not None:
+        return REGISTRIES[module](config)
     return _source_file(module).read_text(encoding="utf-8")
 
 
-def required_modules(objective: str | None = None, extra_roots: tuple[str, ...] = ()) -> list[str]:
-    """Every package module the config and model classes (and `extra_roots`, e.g. the image processor's module)
-    import, transitively (sorted); with `objective`, only that objective's modules of the registry's (the others are
-    never built for the model)."""
+def required_modules(config: dict | None = None, extra_roots: tuple[str, ...] = ()) -> list[str]:
+    """Every package module the config and model classes (and `extra_roots`, e.g. the image processor's modules)
+    import, transitively (sorted); with `config` (a config.json's dict), the registries list that model's objective
+    and encoder family only (the others are never built for it)."""
     seen: set[str] = set()
     todo = [f"{PACKAGE}.{name}" for name in (*ROOT_MODULES, *extra_roots)]
     while todo:
@@ -89,13 +137,13 @@ def required_modules(objective: str | None = None, extra_roots: tuple[str, ...] 
         if module in seen:
             continue
         seen.add(module)
-        todo.extend(target for _, target in relative_imports(module, module_source(module, objective)))
+        todo.extend(target for _, target in relative_imports(module, module_source(module, config)))
     return sorted(seen)
 
 
-def flat_source(module: str, objective: str | None = None) -> str:
+def flat_source(module: str, config: dict | None = None) -> str:
     """The module's source (see `module_source`) with each relative import rewritten to `from .<flat name> import`."""
-    source = module_source(module, objective)
+    source = module_source(module, config)
     lines = source.splitlines(keepends=True)
     head = re.compile(r"from\s+\.+[\w.]*\s+import")
     for node, target in relative_imports(module, source):
@@ -112,9 +160,10 @@ def flat_source(module: str, objective: str | None = None) -> str:
 
 
 def write_remote_code(folder: str | Path) -> list[Path]:
-    """Writes the flat modules the model's objective needs into `folder` and the `auto_map` into its `config.json`
-    (which must exist); and, when the folder holds an `InSubImageProcessor` (`preprocessor_config.json`), its module
-    and `auto_map` too.
+    """Writes the flat modules the model needs into `folder` (its objective and encoder family only) and the
+    `auto_map` into its `config.json` (which must exist); and, when the folder holds an `InSubImageProcessor`
+    (`preprocessor_config.json`), the processor's modules and `auto_map` too: the torchvision class, and the PIL class
+    that `AutoImageProcessor` takes where torchvision is not installed.
 
     Returns the written module files. The folder then loads with `AutoModel.from_pretrained(folder,
     trust_remote_code=True)` (and the other Auto classes of `AUTO_MAP`, and `AutoImageProcessor`) without insub-hf.
@@ -124,13 +173,15 @@ def write_remote_code(folder: str | Path) -> list[Path]:
     if not config_path.is_file():
         raise FileNotFoundError(f"write_remote_code: {folder} has no config.json; save the model there first.")
     config = json.loads(config_path.read_text(encoding="utf-8"))
-    objective = config.get("objective", "simclr")
     processor_path = folder / "preprocessor_config.json"
     processor = json.loads(processor_path.read_text(encoding="utf-8")) if processor_path.is_file() else {}
-    with_processor = processor.get("image_processor_type") == IMAGE_PROCESSOR[1]
-    modules = required_modules(objective, (IMAGE_PROCESSOR[0],) if with_processor else ())
+    with_processor = processor.get("image_processor_type") == IMAGE_PROCESSORS["torchvision"][1]
+    extra = tuple(module for module, _ in IMAGE_PROCESSORS.values()) if with_processor else ()
+    modules = required_modules(config, extra)
     if with_processor:
-        processor["auto_map"] = {"AutoImageProcessor": ".".join(IMAGE_PROCESSOR)}
+        processor["auto_map"] = {"AutoImageProcessor": {
+            backend: ".".join(target) for backend, target in IMAGE_PROCESSORS.items()
+        }}
         processor_path.write_text(json.dumps(processor, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     names = {module: flat_name(module) for module in modules}
     if len(set(names.values())) != len(names):
@@ -138,7 +189,7 @@ def write_remote_code(folder: str | Path) -> list[Path]:
     written = []
     for module, name in names.items():
         path = folder / f"{name}.py"
-        path.write_text(flat_source(module, objective), encoding="utf-8")
+        path.write_text(flat_source(module, config), encoding="utf-8")
         written.append(path)
     config["auto_map"] = dict(AUTO_MAP)
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")

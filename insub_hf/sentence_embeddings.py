@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
+import copy
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,29 +84,18 @@ class InSubSentenceEncoder:
         save_pretrained_atomic(self.model, path, processor=self.tokenizer)
 
     def save_sentence_transformer(self, path: str | os.PathLike) -> Path:
-        """Writes a sentence-transformers model folder (needs the `[st]` extra): `modules.json`, this model with its
-        remote code and tokenizer, and the `InSubSentenceTransformer` module's code, so that
-        `SentenceTransformer(path, trust_remote_code=True)` loads it without insub-hf. `encode(sentences)` then gives
-        these `embeddings`, `encode(sentences, output_value="uncertainty")` the per-sentence uncertainty."""
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError as error:
-            raise ImportError("save_sentence_transformer needs sentence-transformers: pip install 'insub-hf[st]'.") \
-                from error
-        from . import sentence_transformer_module as st_module
+        """Writes the folder a Hub repo of this model holds (`insub_hf.hub.save_for_hub`; needs the `[st]` extra):
+        the model with its remote code, the tokenizer, the sentence-transformers files and the generated model card,
+        so that `SentenceTransformer(path, trust_remote_code=True)` and `AutoModel.from_pretrained(path,
+        trust_remote_code=True)` load it without insub-hf. `encode(sentences)` then gives the L2-normalised
+        `embeddings` (as the MiniLM base model's), `encode(sentences, output_value="uncertainty")` the per-sentence
+        uncertainty. What else `path` holds stays."""
+        from .hub import HubCard, save_for_hub
 
-        module = st_module.InSubSentenceTransformer(model=self.model, tokenizer=self.tokenizer,
-                                                    max_seq_length=self.tokenize.max_length)
-        path = Path(path)
+        path, tokenizer = Path(path), copy.deepcopy(self.tokenizer)
+        tokenizer.model_max_length = self.tokenize.max_length  # this encoder's length travels with the folder
         with atomic_folder(path) as tmp:
-            SentenceTransformer(modules=[module]).save(str(tmp))
-            # the module's type names the file beside it, not the installed package: loads where insub-hf is absent
-            file = Path(st_module.__file__)
-            shutil.copyfile(file, tmp / file.name)
-            modules = json.loads((tmp / "modules.json").read_text())
-            for entry in modules:
-                entry["type"] = f"{file.stem}.{st_module.InSubSentenceTransformer.__name__}"
-            (tmp / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
+            save_for_hub(self.model, tmp, path.name, HubCard(tokenizer=tokenizer))
         return path
 
     @torch.no_grad()

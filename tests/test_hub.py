@@ -90,12 +90,17 @@ def test_compare_pushes_the_insub_model_with_its_measured_numbers(tmp_path, fake
     assert measured["NLL"] == round(row["test"]["nll"], 4)
     assert measured["OOD AUROC vs mnist (MSP)"] == round(row["ood"]["mnist"]["msp"], 4)
     card = (folder / "README.md").read_text()
-    assert f"| fashion_mnist | test | ECE | {100 * row['test']['ece']:.1f} % |" in card  # each value with its unit
-    assert f"| fashion_mnist | test | NLL | {row['test']['nll']:.3f} |" in card
-    assert f"| fashion_mnist | test | Brier | {row['test']['brier']:.3f} |" in card
+    split = "test (40 images)"  # the split says what was measured: 4 test images per class
+    assert f"| fashion_mnist | {split} | ECE | {100 * row['test']['ece']:.1f} % |" in card  # each value with its unit
+    assert f"| fashion_mnist | {split} | NLL | {row['test']['nll']:.3f} |" in card
+    assert f"| fashion_mnist | {split} | Brier | {row['test']['brier']:.3f} |" in card
+    # where the data came from and how the model was trained, as the run recorded them
+    assert "80 training images of fashion_mnist: the bundled Fashion-MNIST subset" in card
+    assert "- per_device_train_batch_size: 20" in card and "- lr_scheduler_type: cosine" in card
     assert measured["OOD AUROC vs mnist (k-NN, label-free)"] == round(row["ood"]["mnist"]["knn"], 4)
     meta = yaml.safe_load(card.split("---")[1])
     assert meta["license"] == "apache-2.0" and "base_model" not in meta
+    assert meta["datasets"] == ["zalando-datasets/fashion_mnist"]
     # the image processor travels with the model, and the usage snippet reads images through it
     assert "preprocessor_config.json" in files and "image_processing_insub.py" in files
     assert 'AutoImageProcessor.from_pretrained("someone/insub-fmnist", trust_remote_code=True)' in card
@@ -188,7 +193,7 @@ sys.modules["insub_hf"] = None  # as if insub-hf were not installed
 import torch
 from transformers import AutoImageProcessor, AutoModel, AutoModelForImageClassification, AutoModelForSequenceClassification
 AUTO = {"classifier": AutoModelForSequenceClassification, "image_classifier": AutoModelForImageClassification}
-for name in ("vit", "resnet", "genomic", "text", "classifier", "dino", "image_classifier"):
+for name in ("vit", "resnet", "genomic", "text", "classifier", "dino", "image_classifier", "batch_ensemble"):
     model = AUTO.get(name, AutoModel).from_pretrained(name, trust_remote_code=True).eval()
     assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
     inputs = torch.load(f"x_{name}.pt")
@@ -202,6 +207,23 @@ for name in ("vit", "resnet", "genomic", "text", "classifier", "dino", "image_cl
     torch.testing.assert_close(got, torch.load(f"y_{name}.pt"), rtol=0, atol=1e-6)
 assert not any(m == "insub_hf" or m.startswith("insub_hf.") for m in sys.modules if sys.modules[m] is not None)
 print("remote code OK")
+"""
+
+PIL_ONLY_CHECK = """
+import sys
+sys.modules["insub_hf"] = sys.modules["torchvision"] = None  # neither insub-hf nor torchvision installed
+import torch
+from transformers import AutoImageProcessor
+processor = AutoImageProcessor.from_pretrained("image_classifier", trust_remote_code=True)
+assert type(processor).__name__ == "InSubImageProcessorPil", type(processor)
+assert type(processor).__module__.startswith("transformers_modules."), type(processor).__module__
+for name in ("resized", "same_size"):
+    pixels, expected = torch.load(f"pixels_{name}.pt")
+    got = processor(pixels, return_tensors="pt")["pixel_values"]
+    # PIL resizes the 8-bit image: within about one grey level (1/255 / std 0.2) of torchvision; equal without a resize
+    torch.testing.assert_close(got, expected, rtol=0, atol=0.03 if name == "resized" else 1e-6)
+assert "torchvision" not in {m.split(".")[0] for m in sys.modules if sys.modules[m] is not None}
+print("PIL processor OK")
 """
 
 
@@ -223,6 +245,7 @@ def test_remote_code_round_trip_in_a_fresh_process_without_the_package(tmp_path)
         "dino": (InSubForPreTraining(tiny_config(objective="dino", head_norm="none")), image),
         "image_classifier": (InSubForImageClassification(tiny_config(num_labels=3)),
                              {"pixel_values": torch.randint(0, 256, (2, 3, 40, 40), dtype=torch.uint8)}),
+        "batch_ensemble": (InSubModel(tiny_config(batch_ensemble_size=2)), image),
     }
     processor = InSubImageProcessor.for_images(32, 3, (0.5, 0.4, 0.3), (0.2, 0.2, 0.2))
     for name, (model, inputs) in models.items():
@@ -242,7 +265,20 @@ def test_remote_code_round_trip_in_a_fresh_process_without_the_package(tmp_path)
     result = subprocess.run([sys.executable, "-c", REMOTE_CHECK], cwd=tmp_path, env=env, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0 and "remote code OK" in result.stdout, result.stderr[-3000:]
-    # each folder holds the code of its own objective only
+    for name, pixels in (("resized", models["image_classifier"][1]["pixel_values"]),
+                         ("same_size", torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8))):
+        torch.save((pixels, processor(pixels, return_tensors="pt")["pixel_values"]), tmp_path / f"pixels_{name}.pt")
+    result = subprocess.run([sys.executable, "-c", PIL_ONLY_CHECK], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0 and "PIL processor OK" in result.stdout, result.stderr[-3000:]
+    # each folder holds the code of its own objective and encoder family only
+    resnet = {p.name for p in (tmp_path / "resnet").glob("*.py")}
+    assert "encoders_modeling_resnet_cifar.py" in resnet and not resnet & {
+        "encoders_text.py", "encoders_modeling_genomic.py", "encoders_configuration_genomic.py",
+        "encoders_batch_ensemble.py", "encoders_pretrained.py", "encoders.py"}, sorted(resnet)
+    assert "encoders_modeling_genomic.py" in {p.name for p in (tmp_path / "genomic").glob("*.py")}
+    assert "encoders_modeling_resnet_cifar.py" not in {p.name for p in (tmp_path / "text").glob("*.py")}
+    assert "encoders_batch_ensemble.py" in {p.name for p in (tmp_path / "batch_ensemble").glob("*.py")}
     assert (tmp_path / "dino" / "objectives_dino.py").is_file() and not (tmp_path / "vit" / "objectives_dino.py").exists()
     assert not (tmp_path / "dino" / "objectives_simclr.py").exists() and not (tmp_path / "vit" / "losses_scd.py").exists()
     assert "objectives_scd" not in (tmp_path / "vit" / "objectives.py").read_text()
@@ -251,28 +287,30 @@ def test_remote_code_round_trip_in_a_fresh_process_without_the_package(tmp_path)
 def test_the_text_job_pushes_the_sentence_model_with_its_tokenizer_and_transfer_results(tmp_path, fake_api):
     from transformers import AutoTokenizer
 
-    from insub_hf.jobs.text import TRAINING_DEFAULTS, TextArguments, packaged_minilm_path, text_model_card
+    from insub_hf.checksums import weights_fingerprint
+    from insub_hf.jobs.text import MINILM_HUB_ID, TRAINING_DEFAULTS, packaged_minilm_path, text_model_card
     from insub_hf.protocol.arguments import training_arguments
     from insub_hf.protocol.experiment import Experiment
 
     from .objectives.test_scd import tiny_bert_config
 
+    model = InSubModel(tiny_bert_config())
     per_task = {"TWEETS": {"accuracy": 0.61, "ece": 0.07, "nll": 0.9, "mean_uncertainty": 0.02}}
-    results_file = tmp_path / "results.json"
-    results_file.write_text(json.dumps({"results": {"scd_insub_m3": per_task}}))
     training = training_arguments(TRAINING_DEFAULTS, output_dir=str(tmp_path / "text"), push_to_hub=True,
                                   hub_model_id="someone/insub-minilm", hub_token="hf_test")
-    experiment = Experiment(training, {}, TRAINING_DEFAULTS)
+    experiment = Experiment(training, {"corpus": "bundled", "encoder": "minilm"}, TRAINING_DEFAULTS)
     assert training.push_to_hub is False  # the runs push nothing; the job pushes its model once
+    results_file = experiment.finish({"results": {"scd_insub_m3": per_task}, "base_model": MINILM_HUB_ID,
+                                      "fingerprints": {"scd_insub_m3": weights_fingerprint(model)}}, "")
     tokenizer = AutoTokenizer.from_pretrained(packaged_minilm_path())
-    card = text_model_card(TextArguments(), training, tokenizer, per_task, results_file)
-    experiment.push(InSubModel(tiny_bert_config()), card)
+    experiment.push(model, text_model_card(results_file, "scd_insub_m3", tokenizer, model))
     files = check_hub_folder(fake_api.snapshot)
     assert {"tokenizer_config.json", "evaluation/results.json", "encoders_text.py"} <= set(files)
     assert card_metrics(fake_api.snapshot / "README.md") == {"Accuracy": 0.61, "ECE": 0.07, "NLL": 0.9}
-    card = (fake_api.snapshot / "README.md").read_text()
-    assert "AutoTokenizer.from_pretrained(\"someone/insub-minilm\")" in card and "SCD" in card
-    assert "(1 epochs, batch 64)" in card  # the text recipe's training
+    card = ModelCard.load(fake_api.snapshot / "README.md")
+    assert card.data.base_model == MINILM_HUB_ID  # from the run's results, no flag needed
+    assert f"SCD on the 'bundled' sentence corpus, starting from {MINILM_HUB_ID}" in card.text and "- learning_rate: 3e-05" in card.text
+    assert "- per_device_train_batch_size: 64" in card.text  # the text recipe's training, as the run recorded it
     assert AutoTokenizer.from_pretrained(fake_api.snapshot)("a b c")["input_ids"] == tokenizer("a b c")["input_ids"]
 
 
@@ -288,7 +326,7 @@ def test_register_for_auto_class_writes_the_remote_code_and_plain_saves_do_not(t
         InSubModel._auto_class = None
     auto_map = json.loads((tmp_path / "registered" / "config.json").read_text())["auto_map"]
     assert auto_map["AutoModel"] == "modeling_insub.InSubModel"
-    source = (tmp_path / "registered" / "encoders.py").read_text()
+    source = (tmp_path / "registered" / "encoders_registry.py").read_text()
     assert "from .encoders_vision import" in source and "from .vision import" not in source
 
 
@@ -444,3 +482,57 @@ def test_a_system_python_prefix_is_no_machine_path(monkeypatch):
     monkeypatch.setattr(sys, "base_prefix", "/usr/local")
     assert "/usr" not in machine_paths() and "/usr/local" not in machine_paths()
     assert os.path.expanduser("~").rstrip("/") in machine_paths()
+
+
+def python_snippets(card: str) -> list[str]:
+    """The ```python blocks of a model card."""
+    return [block.split("```", 1)[0] for block in card.split("```python\n")[1:]]
+
+
+def test_every_snippet_of_every_generated_card_runs_in_a_fresh_process(tmp_path):
+    from PIL import Image
+    from transformers import AutoTokenizer
+
+    from insub_hf import InSubForImageClassification, InSubOODDetector
+    from insub_hf.data import IMAGE_DATASET_PRESETS
+    from insub_hf.jobs.text import packaged_minilm_path
+
+    from .objectives.test_scd import tiny_bert_config
+
+    torch.manual_seed(0)
+    grey = dict(encoder_config=named_encoder("resnet18_cifar", 28, 1, 0.0625), head_hidden_sizes=[8], head_output_size=4)
+    image = InSubModel(InSubConfig(**grey, num_heads=2, uncertainty_direction=-1)).eval()
+    processor = IMAGE_DATASET_PRESETS["fashion_mnist"].image_processor()
+    detector = InSubOODDetector.fit(image, {"pixel_values": torch.randn(12, 1, 28, 28)}, k=3, backend="torch")
+    cards = {
+        "image": (image, HubCard(processor=processor, detector=detector, hyperparameters={"learning_rate": 0.003})),
+        "classifier": (InSubForImageClassification(InSubConfig(**grey, num_heads=2, num_labels=3)).eval(),
+                       HubCard(processor=processor)),
+        "text": (InSubModel(tiny_bert_config()).eval(),
+                 HubCard(tokenizer=AutoTokenizer.from_pretrained(packaged_minilm_path()))),
+        "dna": (InSubModel(InSubConfig(encoder_config=GENOMIC, num_heads=2, head_hidden_sizes=[8], head_output_size=4,
+                                       objective="genomenet")).eval(), HubCard()),
+    }
+    Image.fromarray(torch.randint(0, 256, (28, 28), dtype=torch.uint8).numpy()).save(tmp_path / "your_image.png")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"))
+    ran = 0
+    for name, (model, card) in cards.items():
+        folder = tmp_path / name
+        save_for_hub(model, folder, f"someone/insub-{name}", card)
+        snippets = python_snippets((folder / "README.md").read_text())
+        # usage, and the detector's (image) or sentence-transformers' (text)
+        assert len(snippets) == (2 if name in ("image", "text") else 1), name
+        for snippet in snippets:
+            code = snippet.replace(f'"someone/insub-{name}"', repr(str(folder)))
+            # stdin closed: a snippet that asks "run the custom code? [y/N]" fails instead of waiting
+            result = subprocess.run([sys.executable, "-c", code + "\nprint('snippet OK')"], cwd=tmp_path, env=env,
+                                    stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+            assert "snippet OK" in result.stdout, f"{name}:\n{code}\n{result.stderr[-2000:]}"
+            ran += 1
+    assert ran == 6
+    meta = ModelCard.load(tmp_path / "text" / "README.md").data
+    assert meta.library_name == "sentence-transformers" and meta.pipeline_tag == "sentence-similarity"
+    assert (tmp_path / "text" / "modules.json").is_file()  # one folder for SentenceTransformer and AutoModel
+    card = (tmp_path / "image" / "README.md").read_text()
+    assert "Requirements: `pip install torch transformers safetensors pillow`." in card
+    assert "12 training inputs (k = 3" in card and "- learning_rate: 0.003" in card

@@ -93,3 +93,22 @@ print(json.dumps([extractor({str(tmp_path)!r} + f"/{{i}}.png")[0] for i in range
         expected = model.insub.get_representation(pixel_values=pixels)
     assert features.shape == (3, model.insub.encoder.output_dim)
     torch.testing.assert_close(features, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_the_pil_backend_gives_the_torchvision_numbers_without_torchvision():
+    from insub_hf import InSubImageProcessorPil
+
+    mean, std = (0.3, 0.4, 0.5), (0.2, 0.25, 0.3)
+    fast, pil = (cls.for_images(32, 3, mean, std) for cls in (InSubImageProcessor, InSubImageProcessorPil))
+    same_size = [Image.fromarray(RNG.integers(0, 256, (32, 32, 3), dtype=np.uint8)) for _ in range(2)]
+    torch.testing.assert_close(pil(same_size, return_tensors="pt").pixel_values,
+                               fast(same_size, return_tensors="pt").pixel_values, rtol=0, atol=1e-6)
+    # resized: PIL resizes 8-bit pixels, torchvision floats; about one grey level (1/255 / std) apart
+    got, expected = (p(COLOUR, return_tensors="pt").pixel_values for p in (pil, fast))
+    assert got.shape == expected.shape == (2, 3, 32, 32) and got.dtype == torch.float32
+    torch.testing.assert_close(got, expected, rtol=0, atol=1.5 / 255 / min(std))
+    grey_pil, grey_fast = (cls.for_images(28, 1, (0.5,), (0.25,)) for cls in (InSubImageProcessorPil, InSubImageProcessor))
+    rgb = [im.convert("RGB") for im in GREY]  # what pipelines pass: back to grey by PIL's luma in both
+    torch.testing.assert_close(grey_pil(rgb, return_tensors="pt").pixel_values,
+                               grey_fast(rgb, return_tensors="pt").pixel_values, rtol=0, atol=1e-6)
+    assert pil.to_dict()["image_processor_type"] == "InSubImageProcessor"  # one saved form for both backends

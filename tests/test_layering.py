@@ -21,10 +21,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "insub_hf"
 
 LAYERS = [  # (rank, module prefixes)
     (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "memory_format",
-         "step_checks", "recipes", "heads", "losses", "encoders", "data", "image_processing_insub"]),
+         "step_checks", "recipes", "heads", "losses", "encoders", "data", "image_processing_insub",
+         "image_processing_pil_insub"]),
     (1, ["objectives"]),
-    (2, ["configuration_insub", "hub", "remote_code", "model_files", "convert_insub_files"]),
-    (3, ["modeling_insub", "modeling_classification", "sentence_embeddings", "sentence_transformer_module"]),
+    (2, ["configuration_insub", "hub", "remote_code", "model_files", "convert_insub_files", "sentence_transformer_module"]),
+    (3, ["modeling_insub", "modeling_classification", "sentence_embeddings"]),
     (4, ["evaluation"]),
     (5, ["trainer"]),
     (6, ["protocol"]),

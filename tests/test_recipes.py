@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from insub_hf import InSubConfig
+from insub_hf.encoders import GenomicEncoderConfig
 from insub_hf.jobs.compare import ComparisonArguments
 from insub_hf.jobs.demo import DemoArguments, demo_config
 from insub_hf.jobs.genomics import GenomicsArguments, genomics_config
@@ -47,6 +48,7 @@ def test_the_config_classmethods_give_the_recipes_and_take_overrides():
     assert recipe_of(InSubConfig.for_text(text_encoder)) == TEXT.config_fields()
     assert InSubConfig.for_text(text_encoder).pooling == "mean"
     assert recipe_of(InSubConfig.for_dna()) == DNA.config_fields()
+    assert type(InSubConfig.for_dna().encoder_config) is GenomicEncoderConfig  # recipes.DNA_ENCODER names it
     assert InSubConfig.for_images(num_heads=3, diversity_weight=0.0).num_heads == 3
 
 

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 import torch
+from huggingface_hub import ModelCard
 from transformers import AutoTokenizer
 
 from insub_hf import InSubModel
@@ -37,9 +38,14 @@ def test_a_saved_sentence_transformer_loads_in_a_fresh_process_and_matches_the_e
     expected = encoder.encode(SENTENCES)
     path = encoder.save_sentence_transformer(tmp_path / "st")
     modules = json.loads((path / "modules.json").read_text())
-    assert modules == [{"idx": 0, "name": "0", "path": "",
-                        "type": "sentence_transformer_module.InSubSentenceTransformer"}]
+    assert modules == [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformer_module.InSubSentenceTransformer"},
+        {"idx": 1, "name": "1", "path": "1_Normalize", "type": "sentence_transformers.base.modules.normalize.Normalize"},
+    ]  # sentence-transformers' own Normalize: unit embeddings, as the MiniLM base model's
     assert (path / "sentence_transformer_module.py").is_file() and (path / "modeling_insub.py").is_file()
+    card = ModelCard.load(path / "README.md")  # the InSub card, not sentence-transformers' generic one
+    assert card.data.library_name == "sentence-transformers" and "InSub" in card.text
+    assert 'SentenceTransformer("st", trust_remote_code=True)' in card.text
     code = f"""
 import json, sys
 sys.modules["insub_hf"] = None  # the folder must load without insub-hf
@@ -48,7 +54,13 @@ model = SentenceTransformer({str(path)!r}, trust_remote_code=True)
 sentences = {SENTENCES!r}
 embeddings = model.encode(sentences)
 uncertainty = [float(u) for u in model.encode(sentences, output_value="uncertainty")]
-print(json.dumps({{"embeddings": embeddings.tolist(), "uncertainty": uncertainty,
+# the same folder through transformers alone: the encoder's representation, before the normalisation
+from transformers import AutoModel, AutoTokenizer
+auto = AutoModel.from_pretrained({str(path)!r}, trust_remote_code=True).eval()
+tokens = AutoTokenizer.from_pretrained({str(path)!r}, trust_remote_code=True)(sentences, padding=True,
+                                                                              return_tensors="pt")
+representation = auto(**tokens).representation.tolist()
+print(json.dumps({{"embeddings": embeddings.tolist(), "uncertainty": uncertainty, "representation": representation,
                   "max_seq_length": model.max_seq_length}}))
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={
@@ -56,7 +68,10 @@ print(json.dumps({{"embeddings": embeddings.tolist(), "uncertainty": uncertainty
     })
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
-    torch.testing.assert_close(torch.tensor(out["embeddings"]), expected.embeddings, rtol=1e-4, atol=1e-5)
+    unit = torch.nn.functional.normalize(expected.embeddings, dim=-1)
+    torch.testing.assert_close(torch.tensor(out["embeddings"]), unit, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(torch.tensor(out["embeddings"]).norm(dim=-1), torch.ones(3), rtol=0, atol=1e-5)
+    torch.testing.assert_close(torch.tensor(out["representation"]), expected.embeddings, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(torch.tensor(out["uncertainty"]), expected.uncertainty, rtol=1e-4, atol=1e-6)
     assert out["max_seq_length"] == 64
 

@@ -17,6 +17,7 @@ _EXPORTS = {
     ".image_datasets": (
         "FASHION_MNIST_CLASSES", "IMAGE_DATASET_PRESETS", "ImageDatasetPreset", "balanced_indices",
         "load_fashion_mnist", "load_image_dataset", "ImageDataArguments", "resolve_fashion_mnist_source",
+        "fashion_mnist_description",
     ),
     ".image_views": (
         "IMAGE_STATS", "ImageViews", "ImageWithLabel", "MultiCropViews", "default_local_crop_size",

@@ -95,6 +95,7 @@ IMAGE_DATASET_PRESETS: dict[str, ImageDatasetPreset] = {
 IMAGE_DATASET_PRESETS["cifar10"] = IMAGE_DATASET_PRESETS["uoft-cs/cifar10"]
 IMAGE_DATASET_PRESETS["cifar100"] = IMAGE_DATASET_PRESETS["uoft-cs/cifar100"]
 IMAGE_DATASET_PRESETS["svhn"] = IMAGE_DATASET_PRESETS["ufldl-stanford/svhn"]
+IMAGE_DATASET_PRESETS["zalando-datasets/fashion_mnist"] = IMAGE_DATASET_PRESETS["fashion_mnist"]  # its Hub id
 
 FASHION_MNIST_CLASSES = [
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
@@ -193,6 +194,15 @@ def resolve_fashion_mnist_source(source: str) -> str:
             "install it with `apt-get install dataset-fashion-mnist` or use source='bundled'."
         )
     return "debian" if source == "debian" or (source == "auto" and debian_present) else "bundled"
+
+
+def fashion_mnist_description(source: str) -> str:
+    """Where Fashion-MNIST images come from, in words, for a resolved `source` (`"debian"` or `"bundled"`)."""
+    return (
+        "Fashion-MNIST (Debian's dataset-fashion-mnist)" if source == "debian" else
+        "the bundled Fashion-MNIST subset (5,000 / 1,000 images; `apt-get install dataset-fashion-mnist` for the "
+        "full 60,000 / 10,000)"
+    )
 
 
 def _fashion_mnist_arrays(source: str) -> dict[str, np.ndarray]:

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 import torch
 from torch import nn
+from transformers import AutoConfig, AutoModel
+
+# How a text encoder turns token states into one vector (`InSubConfig.pooling`)
+POOLINGS = ("cls", "mean")
+# Set while a saved InSub checkpoint loads: its own weights replace a backbone's pretrained ones, so a timm encoder
+# configured with `pretrained=True` is built without fetching them (the file or Hub cache may be gone).
+LOADING_A_CHECKPOINT: ContextVar[bool] = ContextVar("LOADING_A_CHECKPOINT", default=False)
 
 
 class Encoder(nn.Module):
@@ -27,6 +36,11 @@ class Encoder(nn.Module):
     input_names: tuple[str, ...]
     repeats_input_for_second_view: bool = False
     vocab_size: int | None = None
+
+    @classmethod
+    def from_model(cls, model: nn.Module, config) -> Encoder:
+        """The adapter around a built transformers `model`, with what it needs of the `InSubConfig` `config`."""
+        return cls(model)
 
     def forward_features(self, **inputs: torch.Tensor) -> torch.Tensor:
         """Token-level features `(B, T, d)` (per token, per DNA window)."""
@@ -86,3 +100,11 @@ def check_finite(name: str, tensor: torch.Tensor) -> None:
 def check_rank(name: str, tensor: torch.Tensor, rank: int, layout: str) -> None:
     if tensor.dim() != rank:
         raise ValueError(f"{name} must have shape {layout}, got {tuple(tensor.shape)}.")
+
+
+def register_own_encoders(pairs) -> None:
+    """Registers the package's own encoder `(config class, model class)` pairs with `AutoConfig` and `AutoModel`, so
+    that an `InSubConfig` naming one resolves wherever it loads (the installed package or a repo's remote code)."""
+    for config_class, model_class in pairs:
+        AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        AutoModel.register(config_class, model_class, exist_ok=True)

@@ -9,9 +9,7 @@ import torch
 from torch import nn
 
 from ..validation import check_choice
-from .base import Encoder, check_rank
-
-POOLINGS = ("cls", "mean")
+from .base import POOLINGS, Encoder, check_rank
 
 
 def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -54,6 +52,10 @@ class TransformersTextEncoder(Encoder):
         self.pooling = pooling
         self.output_dim = model.config.hidden_size
         self.vocab_size = model.config.vocab_size
+
+    @classmethod
+    def from_model(cls, model: nn.Module, config) -> TransformersTextEncoder:
+        return cls(model, config.pooling)
 
     def forward_features(
         self,

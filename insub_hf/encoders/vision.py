@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import inspect
-from contextvars import ContextVar
 from typing import Any
 
 import torch
 from torch import nn
 
-from .base import Encoder, check_finite, check_rank
-
-# Set while a saved InSub checkpoint loads: its own weights replace a backbone's pretrained ones, so a timm encoder
-# configured with `pretrained=True` is built without fetching them (the file or Hub cache may be gone).
-LOADING_A_CHECKPOINT: ContextVar[bool] = ContextVar("LOADING_A_CHECKPOINT", default=False)
+from .base import LOADING_A_CHECKPOINT, Encoder, check_finite, check_rank
 
 
 def _check_pixels(pixel_values: torch.Tensor, num_channels: int) -> None:

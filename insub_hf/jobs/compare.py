@@ -18,7 +18,8 @@ from ..evaluation.harness import HarnessArguments
 from ..evaluation.probes import ProbeArguments
 from ..evaluation.report import paired_differences
 from ..evaluation.results import ComparisonRow
-from ..hub import HubCard, harness_eval_results
+from ..hub import HubCard
+from .hub import card_from_results
 from ..protocol.arguments import OVERWRITE_HELP, ProtocolArguments, training_arguments
 from ..protocol.comparison import RunCache, convergence_warnings, evaluate_cell, load_protocol_data
 from ..protocol.experiment import Experiment
@@ -150,16 +151,9 @@ def push_comparison(
     row = next(r for r in rows if r.method == "insub")
     [(config, seed)] = method_members(args, "insub", row.num_heads, row.seed)
     model, _ = cache.get(config, seed)
-    preset = IMAGE_DATASET_PRESETS[args.dataset]
-    hub_ids = [name for name, known in IMAGE_DATASET_PRESETS.items() if known is preset and "/" in name]
     card = HubCard(
-        eval_results=harness_eval_results(row.results, args.dataset, (hub_ids or [args.dataset])[0]),
-        training_data=(
-            f"{results['data']['train']} training images of {args.dataset} ({args.objective}, SimCLR augmentations), "
-            f"{experiment.training_args.num_train_epochs:g} epochs, batch "
-            f"{experiment.training_args.per_device_train_batch_size}, seed {row.seed}."
-        ),
-        datasets=hub_ids or None, processor=preset.image_processor(),
+        **card_from_results(out / "results.json", row.name, None, model),
+        processor=IMAGE_DATASET_PRESETS[args.dataset].image_processor(),
         extra_files={"evaluation/results.md": out / "results.md", "evaluation/results.json": out / "results.json"},
     )
     return experiment.push(model, card, commit_message=f"{row.name}: model and insub-hf compare results")

@@ -14,6 +14,7 @@ from ..data import (
     MultiCropViews,
     image_tensor_dataset,
     load_fashion_mnist,
+    fashion_mnist_description,
     resolve_fashion_mnist_source,
 )
 from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
@@ -146,7 +147,8 @@ def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None =
     confidence = -arrays[insub]["scores"]["in"]["msp"]  # the max probability (the score is higher = more likely OOD)
     certainty_strip(evaluation.test_images, confidence, out / f"{prefix}certainty_strip.png",
                     title=f"{insub}: most (top) and least (bottom) certain test images")
-    experiment.finish({"runs": runs}, demo_table(runs, out, prefix), f"{prefix}results.json")
+    described = {"source": fashion_mnist_description(source), "train": len(train), "test": len(evaluation.test_images)}
+    experiment.finish({"data": described, "runs": runs}, demo_table(runs, out, prefix), f"{prefix}results.json")
     return {"runs": runs}
 
 

@@ -21,10 +21,12 @@ from transformers import (
 
 from ..checkpointing import atomic_folder
 from ..checksums import weights_fingerprint
+from ..data import IMAGE_DATASET_PRESETS
 from ..evaluation.ood_detector import CONFIG_NAME as DETECTOR_CONFIG
 from ..evaluation.ood_detector import InSubOODDetector
 from ..evaluation.results import ComparisonRow, MethodResults
 from ..hub import HubCard, harness_eval_results, hub_token, push_model_to_hub, save_for_hub, senteval_eval_results
+from ..protocol.arguments import HYPERPARAMETERS
 
 
 # what a demo run records of the harness's `MethodResults`
@@ -89,24 +91,14 @@ def _named(entries: list[dict], row: str | None, kind: str, path) -> dict:
     return chosen
 
 
-def eval_results_from_file(path: str | Path, row: str | None, dataset: str | None, model=None) -> tuple[list, str]:
-    """The model-index entries of one model in a demo, compare or text results.json, and the file's kind. With
-    `model`, the row must be that model's (`check_row_is_the_models`)."""
+def card_from_results(path: str | Path, row: str | None, dataset: str | None, model=None) -> dict:
+    """`HubCard` fields for one model of a demo, compare or text results.json: its model-index entries (on the split
+    the run measured, named by size and source), the training data and settings the run recorded (`args`, `data`),
+    the data sets' Hub ids and, for the text model, its base model. With `model`, the row must be that model's
+    (`check_row_is_the_models`)."""
     results = json.loads(Path(path).read_text())
-    if "runs" in results:  # insub-hf demo: one run per model, the harness's numbers under their own keys
-        chosen = _named(results["runs"], row, "run", path)
-        measured = MethodResults.from_dict({"members": 1, **{k: chosen[k] for k in DEMO_RESULT_KEYS if k in chosen}})
-        if model is not None:
-            check_row_is_the_models(model, measured.fingerprints, measured.modality, row, path)
-        name = dataset or "Fashion-MNIST"
-        return harness_eval_results(measured, name, "fashion_mnist"), "demo"
-    if "rows" in results:  # insub-hf compare
-        measured = ComparisonRow.from_dict(_named(results["rows"], row, "row", path)).results
-        if model is not None:
-            check_row_is_the_models(model, measured.fingerprints, measured.modality, row, path)
-        name = dataset or results["args"]["dataset"]
-        return harness_eval_results(measured, name, name), "compare"
-    if "results" in results:  # insub-hf text
+    args, data = results.get("args") or {}, results.get("data") or {}
+    if "results" in results and "corpus" in args:  # insub-hf text
         if row not in results["results"]:
             raise ValueError(
                 f"HubCommandArguments.row={row!r} is not a model of {path}; allowed: {sorted(results['results'])}."
@@ -114,11 +106,52 @@ def eval_results_from_file(path: str | Path, row: str | None, dataset: str | Non
         if model is not None:
             fingerprint = results.get("fingerprints", {}).get(row)
             check_row_is_the_models(model, [fingerprint] if fingerprint else [], "text", row, path)
-        return senteval_eval_results(results["results"][row]), "text"
-    raise ValueError(
-        f"HubCommandArguments.results={str(path)!r} is not a results.json of insub-hf demo, compare or text (it has "
-        "none of their keys 'runs', 'rows', 'results')."
+        start = results.get("base_model") or args.get("encoder", "?")
+        return dict(
+            eval_results=senteval_eval_results(results["results"][row]),
+            training_data=f"SCD on the {args.get('corpus', '?')!r} sentence corpus, starting from {start} (the "
+                          "settings below).",
+            hyperparameters=_hyperparameters(results),
+            base_model=results.get("base_model"),
+        )
+    if "runs" in results:  # insub-hf demo: one run per model, the harness's numbers under their own keys
+        chosen = _named(results["runs"], row, "run", path)
+        measured = MethodResults.from_dict({"members": 1, **{k: chosen[k] for k in DEMO_RESULT_KEYS if k in chosen}})
+        name, shown = "fashion_mnist", "Fashion-MNIST"
+    elif "rows" in results:  # insub-hf compare
+        chosen = _named(results["rows"], row, "row", path)
+        measured = ComparisonRow.from_dict(chosen).results
+        name = shown = args.get("dataset", "fashion_mnist")
+    else:
+        raise ValueError(
+            f"HubCommandArguments.results={str(path)!r} is not a results.json of insub-hf demo, compare or text (it "
+            "has none of their keys 'runs', 'rows', 'results' with a text corpus)."
+        )
+    if model is not None:
+        check_row_is_the_models(model, measured.fingerprints, measured.modality, row, path)
+    hub_ids = dataset_hub_ids(name)
+    split = f"test ({data['test']} images)" if "test" in data else "test"
+    training = (f"{data['train']} training images of {name}: {data['source']}." if data
+                else f"{name} (the run recorded no data description).")
+    return dict(
+        eval_results=harness_eval_results(measured, dataset or shown, (hub_ids or [name])[0], split=split),
+        training_data=training, datasets=hub_ids or None, hyperparameters=_hyperparameters(results, chosen.get("seed")),
     )
+
+
+def dataset_hub_ids(name: str) -> list[str]:
+    """The Hub ids of the image data set `name` (a key of `IMAGE_DATASET_PRESETS`), for a card's `datasets:`."""
+    preset = IMAGE_DATASET_PRESETS.get(name)
+    return sorted(key for key, known in IMAGE_DATASET_PRESETS.items() if known is preset and "/" in key)
+
+
+def _hyperparameters(results: dict, seed: int | None = None) -> dict | None:
+    """The training settings a results.json recorded (`hyperparameters`; results written before it: the recorded
+    arguments of `HYPERPARAMETERS`), with the row's own `seed` where it has one."""
+    recorded = results.get("hyperparameters") or {
+        k: v for k, v in (results.get("args") or {}).items() if k in HYPERPARAMETERS
+    }
+    return {**recorded, **({"seed": seed} if seed is not None else {})} or None
 
 
 def check_row_is_the_models(model, fingerprints: list[str], modality: str | None, row: str | None, path) -> None:
@@ -153,7 +186,7 @@ def run_hub(args: HubCommandArguments, hub: HubArguments):
     architectures = AutoConfig.from_pretrained(args.model_dir).architectures or []
     auto = next((AUTO_BY_ARCHITECTURE[a] for a in architectures if a in AUTO_BY_ARCHITECTURE), AutoModel)
     model = auto.from_pretrained(args.model_dir)
-    eval_results = eval_results_from_file(args.results, args.row, args.dataset, model)[0] if args.results else None
+    facts = card_from_results(args.results, args.row, args.dataset, model) if args.results else {}
     model_dir = Path(args.model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir) if (model_dir / "tokenizer_config.json").is_file() else None
     processor = (AutoImageProcessor.from_pretrained(model_dir) if (model_dir / "preprocessor_config.json").is_file()
@@ -161,8 +194,9 @@ def run_hub(args: HubCommandArguments, hub: HubArguments):
     detector = None
     if (model_dir / DETECTOR_CONFIG).is_file():  # a fitted InSubOODDetector travels with its model
         detector = InSubOODDetector.from_pretrained(model_dir)
-    card = HubCard(eval_results=eval_results, training_data=args.training_data, tokenizer=tokenizer,
-                   processor=processor, detector=detector, license=args.license, base_model=args.base_model)
+    given = {"training_data": args.training_data, "base_model": args.base_model}  # flags replace what the run says
+    card = HubCard(**{**facts, **{k: v for k, v in given.items() if v is not None}}, tokenizer=tokenizer,
+                   processor=processor, detector=detector, license=args.license)
     if args.push:
         commit = push_model_to_hub(model, repo_id, card, token=token, private=hub.hub_private_repo)
         print(f"pushed {args.model_dir} to {repo_id}: {commit}")

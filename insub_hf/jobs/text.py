@@ -16,7 +16,8 @@ from ..data import TextViews, balanced_indices, load_sentence_corpus, load_tweet
 from ..data.package_files import installed_package_file
 from ..encoders import load_encoder_weights
 from ..evaluation.senteval import evaluate_task, load_senteval_task
-from ..hub import HubCard, senteval_eval_results
+from ..hub import HubCard
+from .hub import card_from_results
 from ..modeling_insub import InSubModel
 from ..protocol.arguments import OVERWRITE_HELP, training_arguments
 from ..protocol.experiment import Experiment, Variant
@@ -139,29 +140,22 @@ def run_text(args: TextArguments, training_args: InSubTrainingArguments | None =
     out = experiment.output_dir
     lines.append(f"models: {out}/<name>/model (InSubSentenceEncoder.from_pretrained); numbers: {out}/results.json")
     fingerprints = {name: weights_fingerprint(model) for name, model in models.items()}  # which model each row is
-    results_file = experiment.finish({"results": results, "fingerprints": fingerprints}, "\n".join(lines))
+    base_model = MINILM_HUB_ID if args.encoder == "minilm" else None  # the Hub id the models start from
+    results_file = experiment.finish({"results": results, "fingerprints": fingerprints, "base_model": base_model},
+                                     "\n".join(lines))
     name = f"scd_insub_m{args.num_heads}"
-    experiment.push(models[name], text_model_card(args, training_args, tokenizer, results[name], results_file),
-                    commit_message="InSub sentence model and insub-hf text results")
+    if experiment.push_target is not None:
+        experiment.push(models[name], text_model_card(results_file, name, tokenizer, models[name]),
+                        commit_message="InSub sentence model and insub-hf text results")
     return results
 
 
-def text_model_card(
-    args: TextArguments, training_args: InSubTrainingArguments, tokenizer, per_task: dict, results_file: Path
-) -> HubCard:
-    """What the InSub sentence model is pushed with: its tokenizer, its transfer numbers as model-index metrics and
-    the whole results.json under `evaluation/`."""
-    return HubCard(
-        tokenizer=tokenizer,
-        eval_results=senteval_eval_results(per_task),
-        training_data=(
-            f"SCD on the {args.corpus!r} sentence corpus ({training_args.num_train_epochs:g} epochs, batch "
-            f"{training_args.per_device_train_batch_size}), starting from "
-            f"{args.encoder}."
-        ),
-        base_model=MINILM_HUB_ID if args.encoder == "minilm" else None,
-        extra_files={"evaluation/results.json": results_file},
-    )
+def text_model_card(results_file: Path, name: str, tokenizer, model=None) -> HubCard:
+    """What the InSub sentence model `name` of the job's `results_file` is pushed with: its tokenizer, the card the
+    results give (`jobs.hub.card_from_results`: transfer numbers, corpus, settings, base model) and the whole
+    results.json under `evaluation/`."""
+    return HubCard(**card_from_results(results_file, name, None, model), tokenizer=tokenizer,
+                   extra_files={"evaluation/results.json": results_file})
 
 
 ARGUMENT_GROUPS = (TextArguments, InSubTrainingArguments)

@@ -39,6 +39,11 @@ UNTRAINED_FIELDS = frozenset({
 })
 # What a job's results always record of its training arguments (beside every field changed from its defaults)
 RECORDED_FIELDS = ("num_train_epochs", "max_steps", "per_device_train_batch_size", "learning_rate", "seed", "bf16")
+# The training settings results.json lists in full and a model card shows (as `Trainer.create_model_card` does)
+HYPERPARAMETERS = (
+    "learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "num_train_epochs", "max_steps",
+    "seed", "optim", "weight_decay", "lr_scheduler_type", "warmup_steps", "bf16",
+)
 
 
 def training_arguments(defaults: dict, **given) -> InSubTrainingArguments:
@@ -66,6 +71,12 @@ def recorded_training(training_args: InSubTrainingArguments, defaults: dict) -> 
         {**{name: values[name] for name in RECORDED_FIELDS}, **training_changes(training_args, defaults, False)},
         default=str,
     ))
+
+
+def hyperparameters(training_args: InSubTrainingArguments) -> dict:
+    """`HYPERPARAMETERS` of `training_args` (JSON values; an unset max_steps left out)."""
+    values = json.loads(json.dumps(training_args.to_dict(), default=str))
+    return {name: values[name] for name in HYPERPARAMETERS if values[name] not in (None, -1)}
 
 
 def with_training_defaults(training_args: InSubTrainingArguments, defaults: dict, other: dict) -> InSubTrainingArguments:

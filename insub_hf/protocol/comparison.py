@@ -18,6 +18,7 @@ from ..data import (
     image_tensor_dataset,
     load_fashion_mnist,
     load_image_dataset,
+    fashion_mnist_description,
     resolve_fashion_mnist_source,
 )
 from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
@@ -65,11 +66,7 @@ def load_protocol_data(args: ProtocolArguments) -> ProtocolData:
     description = args.dataset
     if args.dataset == "fashion_mnist":
         source = resolve_fashion_mnist_source(args.data_source)
-        description = (
-            "Fashion-MNIST (Debian's dataset-fashion-mnist)" if source == "debian" else
-            "the bundled Fashion-MNIST subset (5,000 / 1,000 images; `apt-get install dataset-fashion-mnist` for the "
-            "full 60,000 / 10,000)"
-        )
+        description = fashion_mnist_description(source)
         data = load_fashion_mnist(source, _per_class(args.train_per_class), _per_class(args.test_per_class))
     else:
         data = load_image_dataset(args.dataset, preset=args.dataset, label_column=preset.label_column)

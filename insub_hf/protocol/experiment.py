@@ -18,7 +18,7 @@ from ..configuration_insub import InSubConfig, objective_config_to_flat
 from ..hub import final_push_target, push_model_to_hub
 from ..modeling_insub import InSubForPreTraining
 from ..trainer import InSubTrainingArguments
-from .arguments import UNTRAINED_FIELDS, recorded_training
+from .arguments import UNTRAINED_FIELDS, hyperparameters, recorded_training
 from .pretraining import PretrainingResult, pretrain
 
 
@@ -100,9 +100,10 @@ class Experiment:
         return result
 
     def finish(self, results: dict, table: str, filename: str = "results.json") -> Path:
-        """Writes `{"args": ..., **results}` to `output_dir/filename` (whole or not at all), prints `table`."""
+        """Writes `{"args": ..., "hyperparameters": ..., **results}` to `output_dir/filename` (whole or not at all),
+        prints `table`. `hyperparameters`: the training settings in full (`arguments.HYPERPARAMETERS`, for cards)."""
         path = self.output_dir / filename
-        write_json(path, {"args": self.arguments, **results})
+        write_json(path, {"args": self.arguments, "hyperparameters": hyperparameters(self.training_args), **results})
         print(table)
         return path
 

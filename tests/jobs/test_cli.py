@@ -117,6 +117,9 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     card = (folder / "README.md").read_text()
     assert f"here **{'high' if calibration['direction'] == 1 else 'low'} spread**" in card
     assert "uncertainty = out.uncertainty" in card
+    # what the run trained on and measured, from its own results.json
+    assert "datasets:\n- zalando-datasets/fashion_mnist" in card and "training images of fashion_mnist: the bundled" in card
+    assert "| Fashion-MNIST | test (40 images) | Accuracy |" in card and "- lr_scheduler_type: constant" in card
     images = load_fashion_mnist("bundled", test_per_class=10)["test"]["image"]
     for i, test_image in enumerate(images):
         test_image.save(tmp_path / f"test_{i}.png")
