@@ -14,6 +14,7 @@ COMMANDS = {
     "mechanism": ("mechanism", "Per objective: sigma over training with lambda 0 vs the hinge (SimCLR: raw vs cosine mean)."),
     "text": ("text", "SCD pretraining (baseline and InSub) on a BERT-style encoder, then SentEval-style transfer."),
     "genomics": ("genomics", "Self-GenomeNet pretraining (baseline and InSub) on DNA, then calibrated sequence classification."),
+    "release": ("release", "One recipe (image, text, dna) from training to a published model: runs, detector, Hub folder, card."),
     "hub": ("hub", "A saved model and its evaluation results -> a checked Hub repo folder with a generated card; --push."),
 }
 

@@ -13,6 +13,8 @@ from transformers import HfArgumentParser
 def run_command(module: str, command: str, argv: list[str]) -> int:
     """Parses `argv` with the job module's argument groups and runs it; returns 0 (argparse exits on bad input)."""
     job = importlib.import_module(f"insub_hf.jobs.{module}")
+    if hasattr(job, "select"):  # a command with a sub-command: `insub-hf release image ...`
+        job, command, argv = job.select(command, argv)
     parser = job_parser(command, job.ARGUMENT_GROUPS, getattr(job, "TRAINING_DEFAULTS", None))
     job.run(*parser.parse_args_into_dataclasses(args=argv))
     return 0

@@ -64,6 +64,7 @@ class HubCard:
         extra_files: `{path in repo: local file}`, e.g. evaluation results.
         hyperparameters: the run's training settings (`InSubTrainingArguments` fields, as `Trainer.create_model_card`
             lists them), for the card's training section.
+        provenance: how the model was made (command, commit, machine, date, seed, wall time), for the card.
     """
 
     eval_results: list[EvalResult] | None = None
@@ -78,6 +79,7 @@ class HubCard:
     base_model: str | None = None
     extra_files: dict[str, str | Path] | None = None
     hyperparameters: dict[str, Any] | None = None
+    provenance: str | None = None
 
 
 # ----------------------------------------------------------------------------------------------- evaluation results
@@ -135,6 +137,18 @@ def senteval_eval_results(per_task: dict[str, dict]) -> list[EvalResult]:
                     metric_name=METRIC_NAMES[key], metric_value=card_value(numbers[key]),
                     ))
     return out
+
+
+def genomics_eval_results(per_protocol: dict[str, dict], dataset_name: str) -> list[EvalResult]:
+    """model-index entries from the genomics job's results of one model (`{linear_probe | finetune: metrics}`)."""
+    tasks = {"linear_probe": "Linear probe on the frozen encoder", "finetune": "Fine-tuned encoder and classifier"}
+    return [
+        EvalResult(task_type="text-classification", task_name=tasks[protocol], dataset_type="dna_sequences",
+                   dataset_name=dataset_name, metric_type=key, metric_name=f"{METRIC_NAMES[key]} ({protocol})",
+                   metric_value=card_value(numbers[key]))
+        for protocol, numbers in per_protocol.items() if protocol in tasks
+        for key in ("accuracy", "ece", "nll") if key in numbers
+    ]
 
 
 def eval_table(results: list[EvalResult]) -> str:
@@ -232,7 +246,7 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
         eval_table=eval_table(eval_results) if eval_results else "", notes=card.notes, citation=CITATION,
         insub_version=__version__, transformers_version=transformers.__version__,
         direction=getattr(config, "uncertainty_direction", None),
-        hyperparameters=card.hyperparameters, detector=_detector_facts(card.detector),
+        hyperparameters=card.hyperparameters, detector=_detector_facts(card.detector), provenance=card.provenance,
         requirements=" ".join(REQUIREMENTS[main_input] + (("sentence-transformers",) if sentences else ())),
         sentences=sentences,
         **_usage(config, main_input, auto_class, repo_id, processor=card.processor is not None),
@@ -463,13 +477,28 @@ def push_model_to_hub(
     token = hub_token(token, f"push_to_hub({repo_id!r})")
     with tempfile.TemporaryDirectory() as tmp:
         save_for_hub(model, tmp, repo_id, card, max_shard_size)
-        api = api or HfApi(token=token)
-        repo = api.create_repo(repo_id, private=private, exist_ok=True, token=token)
-        return api.upload_folder(
-            repo_id=getattr(repo, "repo_id", repo_id), folder_path=tmp, token=token, revision=revision,
-            create_pr=create_pr, commit_message=commit_message or f"Upload {type(model).__name__} with insub-hf",
+        return upload_hub_folder(
+            tmp, repo_id, token, private=private, revision=revision, create_pr=create_pr, api=api,
+            commit_message=commit_message or f"Upload {type(model).__name__} with insub-hf",
             commit_description=commit_description,
         )
+
+
+def upload_hub_folder(
+    folder: str | Path, repo_id: str, token: str, *, private: bool | None = None, commit_message: str | None = None,
+    commit_description: str | None = None, revision: str | None = None, create_pr: bool = False,
+    api: HfApi | None = None,
+):
+    """Checks a built repo folder (`check_hub_folder`), creates the repo if needed and uploads the folder as one
+    commit; returns its `CommitInfo`."""
+    check_hub_folder(folder)
+    api = api or HfApi(token=token)
+    repo = api.create_repo(repo_id, private=private, exist_ok=True, token=token)
+    return api.upload_folder(
+        repo_id=getattr(repo, "repo_id", repo_id), folder_path=str(folder), token=token, revision=revision,
+        create_pr=create_pr, commit_message=commit_message or "Upload an InSub model with insub-hf",
+        commit_description=commit_description,
+    )
 
 
 def offline_load_error(name: str, error: OSError) -> OSError | None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from datasets import ClassLabel
 
+from ..checksums import weights_fingerprint
 from ..configuration_insub import InSubConfig
 from ..data import DNAViews, bundled_upstream_path, load_fasta_dataset, load_labelled_sequences, load_splice_junctions
 from ..data.dna_views import one_hot_dna
@@ -114,10 +115,11 @@ def run_genomics(args: GenomicsArguments, training_args: InSubTrainingArguments 
     print(f"pretraining: {len(corpus)} sequences from {fasta}, crops of {args.crop_length} nt; classification: "
           f"{len(train[1])} train / {len(test[1])} test, {num_classes} classes")
     views = corpus.with_transform(DNAViews(args.crop_length, two_views=False))
-    out, results = experiment.output_dir, {}
+    out, results, fingerprints = experiment.output_dir, {}, {}
     for name, m, weight in (("baseline", 1, 0.0), (f"insub_m{args.num_heads}", args.num_heads, args.diversity_weight)):
         run = experiment.pretrain(Variant(name, genomics_config(args, m, weight), seed), views)
         encoder = run.model.insub
+        fingerprints[name] = weights_fingerprint(encoder)  # which model each row is (before fine-tuning copies it)
         features = extract_features(encoder, {"dna_one_hot": train[0]}).representations  # (N, 1, d)
         probes = fit_probes(features, train[1], num_classes, 1, ProbeArguments(probe_seed=seed))
         test_features = extract_features(encoder, {"dna_one_hot": test[0]}).representations
@@ -135,7 +137,7 @@ def run_genomics(args: GenomicsArguments, training_args: InSubTrainingArguments 
             lines.append(f"{name:<14} {protocol:<14} {100 * s['accuracy']:8.2f}  {100 * s['ece']:6.2f}  "
                          f"{100 * s['tace']:6.2f}   {s['nll']:6.3f}")
     lines.append(f"numbers: {out}/results.json")
-    experiment.finish({"results": results}, "\n".join(lines))
+    experiment.finish({"results": results, "fingerprints": fingerprints, "modality": "dna"}, "\n".join(lines))
     return results
 
 

@@ -25,7 +25,15 @@ from ..data import IMAGE_DATASET_PRESETS
 from ..evaluation.ood_detector import CONFIG_NAME as DETECTOR_CONFIG
 from ..evaluation.ood_detector import InSubOODDetector
 from ..evaluation.results import ComparisonRow, MethodResults
-from ..hub import HubCard, harness_eval_results, hub_token, push_model_to_hub, save_for_hub, senteval_eval_results
+from ..hub import (
+    HubCard,
+    genomics_eval_results,
+    harness_eval_results,
+    hub_token,
+    push_model_to_hub,
+    save_for_hub,
+    senteval_eval_results,
+)
 from ..protocol.arguments import HYPERPARAMETERS
 
 
@@ -106,13 +114,28 @@ def card_from_results(path: str | Path, row: str | None, dataset: str | None, mo
         if model is not None:
             fingerprint = results.get("fingerprints", {}).get(row)
             check_row_is_the_models(model, [fingerprint] if fingerprint else [], "text", row, path)
-        start = results.get("base_model") or args.get("encoder", "?")
+        start = results.get("base_model") or _named_file(args.get("encoder", "?"))
         return dict(
             eval_results=senteval_eval_results(results["results"][row]),
             training_data=f"SCD on the {args.get('corpus', '?')!r} sentence corpus, starting from {start} (the "
                           "settings below).",
             hyperparameters=_hyperparameters(results),
             base_model=results.get("base_model"),
+        )
+    if "results" in results and results.get("modality") == "dna":  # insub-hf genomics
+        if row not in results["results"]:
+            raise ValueError(
+                f"HubCommandArguments.row={row!r} is not a model of {path}; allowed: {sorted(results['results'])}."
+            )
+        if model is not None:
+            fingerprint = results.get("fingerprints", {}).get(row)
+            check_row_is_the_models(model, [fingerprint] if fingerprint else [], "dna", row, path)
+        labelled = _named_file(args.get("labelled") or "the bundled splice junctions")
+        return dict(
+            eval_results=genomics_eval_results(results["results"][row], labelled),
+            training_data=f"Self-GenomeNet on {_named_file(args.get('pretrain_fasta') or 'the bundled Drosophila upstream regions')} "
+                          f"(crops of {args.get('crop_length', '?')} nt); transfer to {labelled}.",
+            hyperparameters=_hyperparameters(results),
         )
     if "runs" in results:  # insub-hf demo: one run per model, the harness's numbers under their own keys
         chosen = _named(results["runs"], row, "run", path)
@@ -137,6 +160,11 @@ def card_from_results(path: str | Path, row: str | None, dataset: str | None, mo
         eval_results=harness_eval_results(measured, dataset or shown, (hub_ids or [name])[0], split=split),
         training_data=training, datasets=hub_ids or None, hyperparameters=_hyperparameters(results, chosen.get("seed")),
     )
+
+
+def _named_file(value: str) -> str:
+    """A recorded argument as a card may show it: a local path by its name only (no folder of this machine)."""
+    return Path(value).name if Path(value).is_absolute() else value
 
 
 def dataset_hub_ids(name: str) -> list[str]:

@@ -1,0 +1,347 @@
+"""`insub-hf release RECIPE`: one command from nothing to a published model. It runs the recipe's job (`compare` for
+images, `text`, `genomics` for DNA: baseline and InSub at the same budget, resumable from their run folders and the
+run cache), fits the label-free OOD detector on the InSub model, and writes the complete Hub folder (weights, config,
+remote code, image processor or tokenizer and sentence-transformers files, the detector, the generated card whose
+numbers come from this run, with the commit, data, seed, machine and wall time) to `output_dir/hub`, and the card to
+`model_cards/NAME/README.md`. `--push_to_hub --hub_model_id ORG/NAME` uploads the folder once, at the end.
+
+`insub-hf release image --help` lists every flag of that recipe: its job's own, the Trainer's, and the release's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from ..checkpointing import atomic_folder
+from ..evaluation.cost import device_description
+from ..evaluation.ood_detector import CALIBRATION_IMAGES, CALIBRATION_SEED, DEFAULT_K, InSubOODDetector
+from ..evaluation.ood_sets import noise_ood_sets
+from ..hub import HubCard, final_push_target, save_for_hub, upload_hub_folder
+from ..validation import checked
+from . import compare, genomics, text
+from .hub import card_from_results
+
+# Training inputs the shipped detector keeps as its bank (the Hub folder stays small; k-NN distances barely move)
+DETECTOR_BANK = 10_000
+
+
+@dataclass
+class ReleaseArguments:
+    """Where a release goes beside its runs (`--output_dir`) and the Hub (`--push_to_hub --hub_model_id`)."""
+
+    name: str | None = field(default=None, metadata={"help": "The model's name (card title, model_cards/NAME); "
+                                                              "default: the recipe's release name. RECIPE is image, "
+                                                              "text or dna: `insub-hf release RECIPE --help` lists "
+                                                              "its job's and the Trainer's flags too."})
+    model_cards: str = field(default="model_cards", metadata={"help": "Where the card is copied (model_cards/NAME)."})
+    detector_bank: int = checked(DETECTOR_BANK, "Training inputs the shipped OOD detector keeps.", low=1, integer=True)
+
+
+def _commit() -> str:
+    """The package's git commit (with `-dirty` when its files differ from it), or its version outside a checkout."""
+    from ..version import __version__
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "insub_hf"], cwd=root, capture_output=True,
+                               text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return f"insub-hf {__version__} (not a git checkout)"
+    return f"commit {head}{'-dirty' if dirty else ''}"
+
+
+def provenance(command: str, seed: int, seconds: float) -> str:
+    """The card's sentence on how this model was made: the command, commit, machine, date, seed and wall time."""
+    date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    return (f"Made by `{command}` at insub-hf {_commit()} on {device_description()}, {date}; seed {seed}; "
+            f"{seconds / 60:.1f} min wall time (baseline and InSub, training and evaluation).")
+
+
+# (metric, label, higher is better) of the test metrics a card compares with the baseline
+VERSUS = (("accuracy", "accuracy", True), ("ece", "ECE", False), ("nll", "NLL", False), ("brier", "Brier", False))
+
+
+def versus_baseline(baseline, insub) -> str:
+    """The card's section on InSub against its single-head baseline at the same budget (two `MethodResults`): the
+    test metrics and the OOD AUROCs of both, and in plain words where InSub is not better."""
+    rows, better, worse = [], [], []
+
+    def add(label: str, base: float, ours: float, higher: bool, percent: bool) -> None:
+        shown = (lambda v: f"{100 * v:.2f} %") if percent else (lambda v: f"{v:.4f}")
+        wins = ours > base if higher else ours < base
+        (better if wins else worse).append(label)
+        rows.append(f"| {label} | {shown(base)} | {shown(ours)} | {'yes' if wins else 'no'} |")
+
+    for key, label, higher in VERSUS:
+        add(label, getattr(baseline.test, key), getattr(insub.test, key), higher, key in ("accuracy", "ece"))
+    for ood_set, scores in insub.ood.items():
+        for score in ("msp", "knn"):
+            if score in scores and score in baseline.ood.get(ood_set, {}):
+                add(f"OOD AUROC vs {ood_set} ({score})", baseline.ood[ood_set][score], scores[score], True, True)
+    verdict = (f"InSub is better than the baseline in {', '.join(better) or 'nothing measured here'}, and **not better "
+               f"in {', '.join(worse)}**." if worse else "InSub is better than the baseline in every metric here.")
+    return "\n".join([
+        "## InSub against its baseline", "",
+        "The single-head baseline (M = 1, no diversity term) was trained at the same budget and measured by the same "
+        "harness, one seed each:", "",
+        "| Metric | Baseline | InSub | InSub better |", "|---|---|---|---|", *rows, "", verdict,
+    ])
+
+
+def publish(release: ReleaseArguments, model, card: HubCard, output_dir: Path, push) -> Path:
+    """Writes the Hub folder to `output_dir/hub` (only a complete, checked folder appears), copies its card to
+    `model_cards/NAME/README.md`, and uploads the folder when `push` (a `final_push_target`) is set."""
+    folder = output_dir / "hub"
+    with atomic_folder(folder) as tmp:
+        save_for_hub(model, tmp, release.name, card)
+    target = Path(release.model_cards) / release.name / "README.md"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(folder / "README.md", target)
+    print(f"[release] {folder}: the Hub folder; its card is {target}", flush=True)
+    if push is not None:
+        repo_id, token = push
+        print(f"[release] pushed to {repo_id}: {upload_hub_folder(folder, repo_id, token)}", flush=True)
+    return folder
+
+
+def measured_model(out: Path, fingerprints: list[str]):
+    """The trained model under `out` (a run folder's `model/`, or the run cache's) whose weights a results row
+    measured (`fingerprints`, one model), in eval mode."""
+    from ..checksums import weights_fingerprint
+    from ..modeling_insub import InSubForPreTraining
+
+    for config in sorted([*out.glob("*/model/config.json"), *out.glob("cache/*/model/config.json")]):
+        model = InSubForPreTraining.from_pretrained(config.parent)
+        if [weights_fingerprint(model.insub)] == fingerprints:
+            return model.eval()
+    raise FileNotFoundError(f"no trained model under {out} has the weights {fingerprints} its results measured.")
+
+
+def release_image(command: str, release, args, training_args, probe_args, harness_args) -> Path:
+    """The image release: `insub-hf compare` with the baseline and InSub (the image recipe), then the InSub model's
+    detector (its bank: training images; the head spread's direction fixed on noise as the harness fixes it)."""
+    from ..data import IMAGE_DATASET_PRESETS
+    from ..evaluation.results import ComparisonRow
+    from ..protocol.comparison import load_protocol_data
+
+    start, push = time.time(), final_push_target(training_args)
+    compare.run_comparison(args, training_args, probe_args, harness_args)
+    out = Path(training_args.output_dir)
+    results = json.loads((out / "results.json").read_text())
+    rows = {r["method"]: ComparisonRow.from_dict(r) for r in results["rows"]}
+    row = rows["insub"]
+    model = measured_model(out, row.results.fingerprints)
+    data = load_protocol_data(args)
+    data = data.evaluation  # images in [0, 1] and the normalisation the model was trained with
+    images = data.train_images[: release.detector_bank]
+    noise = noise_ood_sets(min(CALIBRATION_IMAGES, len(images)), tuple(images.shape[1:]), seed=CALIBRATION_SEED)
+    detector = InSubOODDetector.fit(model, data.inputs(images), k=min(DEFAULT_K, len(images)),
+                                    calibration_inputs=data.inputs(torch.cat(list(noise.values()))))
+    if detector.spread_direction != model.config.uncertainty_direction:  # the harness fixed it on the same noise
+        raise RuntimeError(
+            f"the release detector reads the head spread in direction {detector.spread_direction}, the harness "
+            f"fixed {model.config.uncertainty_direction} for this model: their banks disagree; raise "
+            "--detector_bank to the training set's size."
+        )
+    card = HubCard(**card_from_results(out / "results.json", row.name, None, model), detector=detector,
+                   notes=versus_baseline(rows["baseline"].results, row.results),
+                   processor=IMAGE_DATASET_PRESETS[args.dataset].image_processor(),
+                   provenance=provenance(command, row.seed, time.time() - start),
+                   extra_files={"evaluation/results.md": out / "results.md", "evaluation/results.json": out / "results.json"})
+    return publish(release, model, card, out, push)
+
+
+# The text release's OOD check: validation tweets fix the head spread's direction, other tweets are the test
+TEXT_VALIDATION, TEXT_TEST = 500, 1000
+
+
+def shuffled_words(sentences: list[str], seed: int) -> list[str]:
+    """Each sentence with its words in a seeded random order: the same words, no longer English."""
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.permutation(sentence.split())) for sentence in sentences]
+
+
+def text_ood(model, tokenizer, corpus: list[str], max_length: int, bank: int, seed: int):
+    """The text release's detector and what it measures: its bank is pretraining sentences (`corpus`); the head
+    spread's direction is fixed on `TEXT_VALIDATION` transfer tweets against their shuffled words; the AUROCs of its
+    scores (higher = more likely OOD) are measured on the next `TEXT_TEST` tweets against theirs."""
+    from ..data import load_tweet_sentiment
+    from ..evaluation.metrics.ood import ood_auroc
+
+    def tokens(sentences: list[str]) -> dict[str, torch.Tensor]:
+        batch = tokenizer(sentences, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        return {k: batch[k] for k in ("input_ids", "attention_mask")}
+
+    tweets = load_tweet_sentiment("transfer")["text"]
+    validation, test = tweets[:TEXT_VALIDATION], tweets[TEXT_VALIDATION:TEXT_VALIDATION + TEXT_TEST]
+    detector = InSubOODDetector.fit(model, tokens(corpus[:bank]), k=min(DEFAULT_K, len(corpus[:bank])),
+                                    calibration_inputs=tokens(shuffled_words(validation, seed)))
+    seen, unseen = detector.score(model, tokens(test)), detector.score(model, tokens(shuffled_words(test, seed + 1)))
+    aurocs = {name: ood_auroc(seen[name], unseen[name], higher_is_in=False) for name in seen}
+    return detector, aurocs
+
+
+def release_text(command: str, release, args, training_args) -> Path:
+    """The text release: `insub-hf text` (the MiniLM base, the SCD baseline and SCD InSub, transfer to the tweets),
+    then the InSub model's detector and its OOD check on text (`text_ood`)."""
+    from transformers import AutoTokenizer
+
+    from ..data import load_sentence_corpus
+
+    start, push = time.time(), final_push_target(training_args)
+    text.run_text(args, training_args)
+    out = Path(training_args.output_dir)
+    results = json.loads((out / "results.json").read_text())
+    name = f"scd_insub_m{args.num_heads}"
+    model = measured_model(out, [results["fingerprints"][name]])
+    tokenizer = AutoTokenizer.from_pretrained(out / name / "model")
+    corpus = load_sentence_corpus(args.corpus, args.text_column, max_sentences=args.max_sentences)[args.text_column]
+    detector, aurocs = text_ood(model, tokenizer, corpus, args.max_length, release.detector_bank,
+                                training_args.seed)
+    (out / "text_ood.json").write_text(json.dumps(aurocs, indent=2) + "\n")
+    model.config.uncertainty_direction = detector.spread_direction  # the model's `uncertainty` reads it that way
+    card = HubCard(**card_from_results(out / "results.json", name, None, model), detector=detector,
+                   tokenizer=tokenizer, notes=text_versus_baseline(results["results"], name, aurocs),
+                   provenance=provenance(command, training_args.seed, time.time() - start),
+                   extra_files={"evaluation/results.json": out / "results.json",
+                                "evaluation/text_ood.json": out / "text_ood.json"})
+    return publish(release, model.insub, card, out, push)
+
+
+def text_versus_baseline(per_model: dict, name: str, aurocs: dict) -> str:
+    """The text card's section: transfer of the base model, the SCD baseline and InSub, in plain words where InSub
+    is not better, and the detector's AUROCs on tweets against shuffled words."""
+    models = [m for m in ("pretrained (no SCD)", "scd_baseline", name) if m in per_model]
+    lines = ["## InSub against its baselines", "",
+             "The base model as it is, and SCD with one head (no diversity term) at the same budget, measured by the "
+             "same transfer code (logistic regression on frozen embeddings; one seed):", "",
+             "| Task | Metric | " + " | ".join(models) + " |", "|---|---|" + "---|" * len(models)]
+    worse = []
+    for task, numbers in per_model[name].items():
+        for key, higher in (("accuracy", True), ("ece", False), ("nll", False), ("spearman", True)):
+            if key not in numbers:
+                continue
+            values = [per_model[m][task][key] for m in models]
+            lines.append(f"| {task} | {key} | " + " | ".join(f"{v:.4f}" for v in values) + " |")
+            best_other = max(values[:-1]) if higher else min(values[:-1])
+            if (values[-1] <= best_other) if higher else (values[-1] >= best_other):
+                worse.append(f"{task} {key}")
+    lines += ["", f"InSub is **not better** than the best of the others in: {', '.join(worse)}." if worse else
+              "InSub is better than both in every transfer metric here.", "",
+              f"Out-of-distribution text: the shipped detector, with the head spread's direction fixed on "
+              f"{TEXT_VALIDATION} validation tweets against their shuffled words, tells {TEXT_TEST} other tweets from "
+              "their shuffled words with AUROC " + ", ".join(f"{k} {100 * v:.1f} %" for k, v in aurocs.items())
+              + " (50 % is chance)."]
+    return "\n".join(lines)
+
+
+def release_dna(command: str, release, args, training_args) -> Path:
+    """The DNA release: `insub-hf genomics` (Self-GenomeNet baseline and InSub, probe and fine-tuning on the splice
+    junctions), then the InSub model's detector: its bank the first window of pretraining sequences, the head
+    spread's direction fixed on uniformly random sequences."""
+    from ..data import bundled_upstream_path, load_fasta_dataset, one_hot_dna
+
+    start, push = time.time(), final_push_target(training_args)
+    genomics.run_genomics(args, training_args)
+    out = Path(training_args.output_dir)
+    results = json.loads((out / "results.json").read_text())
+    name = f"insub_m{args.num_heads}"
+    model = measured_model(out, [results["fingerprints"][name]])
+    sequences = load_fasta_dataset(args.pretrain_fasta or bundled_upstream_path())["sequence"][: release.detector_bank]
+    bank = torch.stack([one_hot_dna(s[: args.crop_length]) for s in sequences if len(s) >= args.crop_length])
+    rng = np.random.default_rng(CALIBRATION_SEED)
+    random = torch.eye(4)[torch.as_tensor(rng.integers(0, 4, (min(CALIBRATION_IMAGES, len(bank)), args.crop_length)))]
+    detector = InSubOODDetector.fit(model, {"dna_one_hot": bank}, k=min(DEFAULT_K, len(bank)), calibration_inputs={"dna_one_hot": random})
+    model.config.uncertainty_direction = detector.spread_direction  # the model's `uncertainty` reads it that way
+    card = HubCard(**card_from_results(out / "results.json", name, None, model), detector=detector,
+                   notes=dna_versus_baseline(results["results"], name),
+                   provenance=provenance(command, training_args.seed, time.time() - start),
+                   extra_files={"evaluation/results.json": out / "results.json"})
+    return publish(release, model.insub, card, out, push)
+
+
+def dna_versus_baseline(per_model: dict, name: str) -> str:
+    """The DNA card's section: the baseline's and InSub's probe and fine-tuning numbers, in plain words where InSub
+    is not better."""
+    lines = ["## InSub against its baseline", "",
+             "Self-GenomeNet with one head (no diversity term) at the same budget, measured the same way (one seed):",
+             "", "| Protocol | Metric | Baseline | InSub |", "|---|---|---|---|"]
+    worse = []
+    for protocol in ("linear_probe", "finetune"):
+        for key, higher in (("accuracy", True), ("ece", False), ("nll", False)):
+            base, ours = per_model["baseline"][protocol][key], per_model[name][protocol][key]
+            lines.append(f"| {protocol} | {key} | {base:.4f} | {ours:.4f} |")
+            if (ours <= base) if higher else (ours >= base):
+                worse.append(f"{protocol} {key}")
+    lines += ["", f"InSub is **not better** than the baseline in: {', '.join(worse)}." if worse else
+              "InSub is better than the baseline in every metric here."]
+    return "\n".join(lines)
+
+
+RECIPES = {
+    "image": SimpleNamespace(
+        job=compare, name="insub-resnet10-fashion-mnist", run=release_image,
+        defaults=dict(methods=["baseline", "insub"], output_dir="runs/release/image"),
+    ),
+    "text": SimpleNamespace(
+        job=text, name="insub-minilm-scd", run=release_text, defaults=dict(output_dir="runs/release/text"),
+    ),
+    "dna": SimpleNamespace(
+        job=genomics, name="insub-genomenet-dm3", run=release_dna, defaults=dict(output_dir="runs/release/dna"),
+    ),
+}
+
+
+ARGUMENT_GROUPS = (ReleaseArguments,)  # each recipe adds its job's groups (`select`)
+
+# Flags that say where a release goes or who pushes it, not what it is: left out of the command its card names
+NOT_REPRODUCING = {"output_dir", "model_cards", "hub_token", "hub_model_id", "push_to_hub", "hub_private_repo",
+                   "overwrite_output_dir", "resume", "token", "repo_id", "private"}
+
+
+def reproducing(argv: list[str]) -> list[str]:
+    """`argv` without `NOT_REPRODUCING` flags and their values, and local files by their names only (no token or
+    folder of this machine reaches a card)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip and not arg.startswith("--"):
+            continue
+        name = arg[2:].split("=", 1)[0] if arg.startswith("--") else None
+        skip = name in NOT_REPRODUCING
+        if not skip:
+            out.append(Path(arg).name if os.path.isabs(arg) else arg)
+    return out
+
+
+def select(command: str, argv: list[str]):
+    """`insub-hf release RECIPE ...`: the recipe's job as the command to parse and run (`cli.run_command`)."""
+    if argv and argv[0] in ("-h", "--help"):  # the release's own flags; each recipe's --help lists the rest
+        return SimpleNamespace(ARGUMENT_GROUPS=ARGUMENT_GROUPS, TRAINING_DEFAULTS=None, run=None), \
+            f"{command} RECIPE", argv
+    if not argv or argv[0] not in RECIPES:
+        raise SystemExit(f"insub-hf {command}: RECIPE must be one of {sorted(RECIPES)} (e.g. `insub-hf {command} "
+                         f"image --help`); got {argv[0] if argv else 'none'!r}.")
+    recipe, rest = RECIPES[argv[0]], argv[1:]
+    line = " ".join(["insub-hf", command, argv[0], *reproducing(rest)])
+
+    def run(release: ReleaseArguments, *groups):
+        release.name = release.name or recipe.name
+        return recipe.run(line, release, *groups)
+
+    return SimpleNamespace(
+        ARGUMENT_GROUPS=(ReleaseArguments, *recipe.job.ARGUMENT_GROUPS),
+        TRAINING_DEFAULTS={**recipe.job.TRAINING_DEFAULTS, **recipe.defaults}, run=run,
+    ), f"{command} {argv[0]}", rest

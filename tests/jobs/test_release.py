@@ -1,0 +1,114 @@
+"""`insub-hf release RECIPE` end to end at a tiny budget: the recipe's job, the detector, a checked Hub folder whose
+card carries this run's numbers, how it was made and how InSub compares with its baseline, copied to model_cards/."""
+
+import json
+
+import pytest
+import torch
+import yaml
+from huggingface_hub import ModelCard
+
+from insub_hf import InSubOODDetector
+from insub_hf.hub import check_hub_folder, machine_paths
+from insub_hf.jobs.release import reproducing
+from insub_hf_cli import main
+
+pytestmark = pytest.mark.slow
+
+
+def card_metrics(readme) -> dict[str, float]:
+    meta = yaml.safe_load(readme.read_text().split("---")[1])
+    (entry,) = meta["model-index"]
+    return {m["name"]: m["value"] for result in entry["results"] for m in result["metrics"]}
+
+
+def check_release(out, cards, name: str, command: str) -> str:
+    """The common checks of a release folder; returns its card."""
+    folder = out / "hub"
+    files = check_hub_folder(folder)  # complete, pickle-free, nothing of this machine
+    assert {"ood_detector.safetensors", "ood_detector.json", "model.safetensors", "README.md"} <= set(files)
+    card = (folder / "README.md").read_text()
+    assert (cards / name / "README.md").read_text() == card  # the card that goes to git
+    assert f"Made by `{command}` at insub-hf " in card and "seed 0" in card and "min wall time" in card
+    assert "InSub against its baseline" in card
+    assert not any(path in card for path in machine_paths()) and "hf_secret" not in card
+    return card
+
+
+def test_the_image_release_publishes_the_compared_insub_model_with_its_detector(tmp_path):
+    out, cards = tmp_path / "image", tmp_path / "cards"
+    flags = ["--data_source", "bundled", "--train_per_class", "8", "--test_per_class", "4", "--ood_images", "20",
+             "--num_train_epochs", "1", "--per_device_train_batch_size", "20", "--width", "0.0625",
+             "--head_hidden_size", "16", "--num_heads", "2", "--probe_epochs", "2", "--label_fractions", "0.5",
+             "--corruptions", "contrast", "--corruption_images", "4"]
+    assert main(["release", "image", "--output_dir", str(out), "--model_cards", str(cards), "--hub_token",
+                 "hf_secret", *flags]) == 0
+    card = check_release(out, cards, "insub-resnet10-fashion-mnist", "insub-hf release image " + " ".join(flags))
+    results = json.loads((out / "results.json").read_text())
+    assert results["args"]["methods"] == ["baseline", "insub"]  # the release recipe's: InSub beside its baseline
+    insub = next(r for r in results["rows"] if r["method"] == "insub")
+    baseline = next(r for r in results["rows"] if r["method"] == "baseline")
+    metrics = card_metrics(out / "hub" / "README.md")
+    assert metrics["Accuracy"] == round(insub["test"]["accuracy"], 4)  # the InSub row's numbers, not the baseline's
+    assert f"| accuracy | {100 * baseline['test']['accuracy']:.2f} % | {100 * insub['test']['accuracy']:.2f} % |" in card
+    detector = InSubOODDetector.from_pretrained(out / "hub")
+    config = json.loads((out / "hub" / "config.json").read_text())
+    assert detector.spread_direction == config["uncertainty_direction"] in (1, -1)  # one direction for both
+    assert detector.representation_bank.shape[0] == 80  # every training image (under the bank's cap)
+    assert "datasets:\n- zalando-datasets/fashion_mnist" in card
+
+
+def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(tmp_path):
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from insub_hf.jobs.text import packaged_minilm_path
+
+    from ..objectives.test_scd import tiny_bert_config
+
+    base = tmp_path / "tiny_bert"
+    torch.manual_seed(0)
+    BertModel(BertConfig(**tiny_bert_config().encoder_config.to_dict())).save_pretrained(base)
+    AutoTokenizer.from_pretrained(packaged_minilm_path()).save_pretrained(base)
+    out, cards = tmp_path / "text", tmp_path / "cards"
+    flags = ["--max_sentences", "48", "--transfer_sentences", "30", "--folds", "2", "--per_device_train_batch_size",
+             "16", "--head_size", "16", "--num_heads", "2", "--detector_bank", "48"]
+    assert main(["release", "text", "--encoder", str(base), "--output_dir", str(out), "--model_cards", str(cards),
+                 *flags]) == 0
+    card = check_release(out, cards, "insub-minilm-scd", "insub-hf release text --encoder tiny_bert " + " ".join(flags))
+    assert ModelCard.load(out / "hub" / "README.md").data.library_name == "sentence-transformers"
+    assert (out / "hub" / "modules.json").is_file()
+    ood = json.loads((out / "text_ood.json").read_text())
+    assert set(ood) >= {"knn", "head_spread"} and all(0 <= v <= 1 for v in ood.values())
+    assert f"knn {100 * ood['knn']:.1f} %" in card  # the OOD check's numbers on the card
+    config = json.loads((out / "hub" / "config.json").read_text())
+    assert config["uncertainty_direction"] == InSubOODDetector.from_pretrained(out / "hub").spread_direction
+
+
+def test_the_dna_release_transfers_to_labelled_sequences(tmp_path):
+    rng = torch.Generator().manual_seed(0)
+    bases = lambda n: "".join("ACGT"[i] for i in torch.randint(0, 4, (n,), generator=rng))  # noqa: E731
+    fasta = tmp_path / "upstream.fa"
+    fasta.write_text("".join(f">seq{i}\n{bases(200)}\n" for i in range(48)))
+    labelled = tmp_path / "labelled.csv"
+    labelled.write_text("sequence,label\n" + "".join(f"{bases(60)},{'ab'[i % 2]}\n" for i in range(40)))
+    out, cards = tmp_path / "dna", tmp_path / "cards"
+    flags = ["--num_train_epochs", "1", "--conv_filters", "8", "--lstm_hidden_size", "8", "--finetune_epochs", "1",
+             "--per_device_train_batch_size", "16", "--crop_length", "60"]
+    assert main(["release", "dna", "--pretrain_fasta", str(fasta), "--labelled", str(labelled), "--output_dir",
+                 str(out), "--model_cards", str(cards), *flags]) == 0
+    check_release(out, cards, "insub-genomenet-dm3",
+                         "insub-hf release dna --pretrain_fasta upstream.fa --labelled labelled.csv " + " ".join(flags))
+    results = json.loads((out / "results.json").read_text())
+    assert card_metrics(out / "hub" / "README.md")["Accuracy (linear_probe)"] == round(
+        results["results"]["insub_m5"]["linear_probe"]["accuracy"], 4)
+
+
+def test_the_command_a_card_names_leaves_out_where_it_went_and_who_pushed():
+    argv = ["--output_dir", "/home/me/runs", "--num_train_epochs", "6", "--hub_token=hf_x", "--push_to_hub",
+            "--model_cards", "cards", "--seed", "1", "--labelled", "/home/me/splice.csv"]
+    assert reproducing(argv) == ["--num_train_epochs", "6", "--seed", "1", "--labelled", "splice.csv"]
+
+
+def test_an_unknown_recipe_is_refused_naming_the_recipes(capsys):
+    with pytest.raises(SystemExit, match=r"RECIPE must be one of \['dna', 'image', 'text'\].*got 'audio'"):
+        main(["release", "audio"])
