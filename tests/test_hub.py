@@ -1,5 +1,6 @@
-"""The Hub, offline: the repo folder is built and checked for real, the card carries the harness's numbers, the remote
-code loads in a fresh process without insub-hf, and only the upload call meets a fake HfApi."""
+"""The Hub: the repo folder is built and checked for real, the card carries the harness's numbers, the remote code
+loads in a fresh process without insub-hf, and uploads go over HTTP to a Hub on 127.0.0.1 (`tests/hub_server.py`)
+through the real client; `tests/test_hub_http.py` downloads them again by repo id."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from huggingface_hub import ModelCard
+from huggingface_hub import HfApi, ModelCard
 
 from insub_hf import (
     InSubConfig,
@@ -29,35 +30,46 @@ from insub_hf.evaluation.results import MethodResults, Metrics
 from insub_hf.hub import HubCard, check_hub_folder, harness_eval_results, save_for_hub, senteval_eval_results
 
 from .conftest import compare_argv, tiny_config
+from .hub_server import LocalHub
 
 GENOMIC = dict(model_type="insub_genomic", conv_filters=8, kernel_size=12, stride=6, lstm_hidden_size=16)
 
 
-class FakeHfApi:
-    """Records what would be sent; keeps a copy of the uploaded folder (the real one is a temporary directory)."""
+class LocalHubApi(HfApi):
+    """The real `huggingface_hub` client, pointed at a Hub on 127.0.0.1 (`tests/hub_server.py`): records the calls
+    and keeps a copy of each uploaded folder (the package uploads a temporary directory), checked against what the
+    server stored."""
 
     calls: list[tuple[str, dict]] = []
     snapshot: Path | None = None
+    hub: LocalHub | None = None
 
     def __init__(self, token=None):
         self.calls.append(("init", {"token": token}))
+        super().__init__(endpoint=self.hub.endpoint, token=token)
 
     def create_repo(self, repo_id, **kwargs):
         self.calls.append(("create_repo", {"repo_id": repo_id, **kwargs}))
-        return type("RepoUrl", (), {"repo_id": repo_id})()
+        return super().create_repo(repo_id, **kwargs)
 
     def upload_folder(self, **kwargs):
         self.calls.append(("upload_folder", kwargs))
+        commit = super().upload_folder(**kwargs)
         shutil.copytree(kwargs["folder_path"], self.snapshot)
-        return f"https://huggingface.co/{kwargs['repo_id']}/commit/0"
+        _, stored = self.hub.repos[kwargs["repo_id"]]
+        for path in self.snapshot.rglob("*"):  # what went over HTTP is what the folder held
+            if path.is_file():
+                assert stored[str(path.relative_to(self.snapshot))] == path.read_bytes(), path
+        return commit
 
 
 @pytest.fixture
 def fake_api(monkeypatch, tmp_path):
-    FakeHfApi.calls, FakeHfApi.snapshot = [], tmp_path / "uploaded"
-    monkeypatch.setattr("insub_hf.hub.HfApi", FakeHfApi)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    return FakeHfApi
+    with LocalHub() as hub:
+        LocalHubApi.calls, LocalHubApi.snapshot, LocalHubApi.hub = [], tmp_path / "uploaded", hub
+        monkeypatch.setattr("insub_hf.hub.HfApi", LocalHubApi)
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        yield LocalHubApi
 
 
 def card_metrics(readme: Path) -> dict[str, float]:
