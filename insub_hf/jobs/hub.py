@@ -107,13 +107,7 @@ def card_from_results(path: str | Path, row: str | None, dataset: str | None, mo
     results = json.loads(Path(path).read_text())
     args, data = results.get("args") or {}, results.get("data") or {}
     if "results" in results and "corpus" in args:  # insub-hf text
-        if row not in results["results"]:
-            raise ValueError(
-                f"HubCommandArguments.row={row!r} is not a model of {path}; allowed: {sorted(results['results'])}."
-            )
-        if model is not None:
-            fingerprint = results.get("fingerprints", {}).get(row)
-            check_row_is_the_models(model, [fingerprint] if fingerprint else [], "text", row, path)
+        _check_named_model(results, row, "text", path, model)
         start = results.get("base_model") or _named_file(args.get("encoder", "?"))
         return dict(
             eval_results=senteval_eval_results(results["results"][row]),
@@ -123,13 +117,7 @@ def card_from_results(path: str | Path, row: str | None, dataset: str | None, mo
             base_model=results.get("base_model"),
         )
     if "results" in results and results.get("modality") == "dna":  # insub-hf genomics
-        if row not in results["results"]:
-            raise ValueError(
-                f"HubCommandArguments.row={row!r} is not a model of {path}; allowed: {sorted(results['results'])}."
-            )
-        if model is not None:
-            fingerprint = results.get("fingerprints", {}).get(row)
-            check_row_is_the_models(model, [fingerprint] if fingerprint else [], "dna", row, path)
+        _check_named_model(results, row, "dna", path, model)
         labelled = _named_file(args.get("labelled") or "the bundled splice junctions")
         return dict(
             eval_results=genomics_eval_results(results["results"][row], labelled),
@@ -160,6 +148,18 @@ def card_from_results(path: str | Path, row: str | None, dataset: str | None, mo
         eval_results=harness_eval_results(measured, dataset or shown, (hub_ids or [name])[0], split=split),
         training_data=training, datasets=hub_ids or None, hyperparameters=_hyperparameters(results, chosen.get("seed")),
     )
+
+
+def _check_named_model(results: dict, row: str | None, modality: str, path, model) -> None:
+    """A text or genomics results.json (`{"results": {name: ...}, "fingerprints": {name: ...}}`) has the model `row`,
+    and with `model`, it is that model (`check_row_is_the_models`)."""
+    if row not in results["results"]:
+        raise ValueError(
+            f"HubCommandArguments.row={row!r} is not a model of {path}; allowed: {sorted(results['results'])}."
+        )
+    if model is not None:
+        fingerprint = results.get("fingerprints", {}).get(row)
+        check_row_is_the_models(model, [fingerprint] if fingerprint else [], modality, row, path)
 
 
 def _named_file(value: str) -> str:

@@ -164,6 +164,16 @@ def release_image(command: str, release, args, training_args, probe_args, harnes
     return publish(release, model, card, out, push)
 
 
+def run_job(job, args, training_args, name: str):
+    """Runs a text or genomics `job` (its push turned off: the release pushes once); returns the start time, the push
+    target, the output folder, its results.json and the trained model `name` of the results."""
+    start, push = time.time(), final_push_target(training_args)
+    job(args, training_args)
+    out = Path(training_args.output_dir)
+    results = json.loads((out / "results.json").read_text())
+    return start, push, out, results, measured_model(out, [results["fingerprints"][name]])
+
+
 # The text release's OOD check: validation tweets fix the head spread's direction, other tweets are the test
 TEXT_VALIDATION, TEXT_TEST = 500, 1000
 
@@ -201,12 +211,8 @@ def release_text(command: str, release, args, training_args) -> Path:
 
     from ..data import load_sentence_corpus
 
-    start, push = time.time(), final_push_target(training_args)
-    text.run_text(args, training_args)
-    out = Path(training_args.output_dir)
-    results = json.loads((out / "results.json").read_text())
     name = f"scd_insub_m{args.num_heads}"
-    model = measured_model(out, [results["fingerprints"][name]])
+    start, push, out, results, model = run_job(text.run_text, args, training_args, name)
     tokenizer = AutoTokenizer.from_pretrained(out / name / "model")
     corpus = load_sentence_corpus(args.corpus, args.text_column, max_sentences=args.max_sentences)[args.text_column]
     detector, aurocs = text_ood(model, tokenizer, corpus, args.max_length, release.detector_bank,
@@ -254,12 +260,8 @@ def release_dna(command: str, release, args, training_args) -> Path:
     spread's direction fixed on uniformly random sequences."""
     from ..data import bundled_upstream_path, load_fasta_dataset, one_hot_dna
 
-    start, push = time.time(), final_push_target(training_args)
-    genomics.run_genomics(args, training_args)
-    out = Path(training_args.output_dir)
-    results = json.loads((out / "results.json").read_text())
     name = f"insub_m{args.num_heads}"
-    model = measured_model(out, [results["fingerprints"][name]])
+    start, push, out, results, model = run_job(genomics.run_genomics, args, training_args, name)
     sequences = load_fasta_dataset(args.pretrain_fasta or bundled_upstream_path())["sequence"][: release.detector_bank]
     bank = torch.stack([one_hot_dna(s[: args.crop_length]) for s in sequences if len(s) >= args.crop_length])
     rng = np.random.default_rng(CALIBRATION_SEED)
