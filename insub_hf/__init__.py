@@ -49,7 +49,7 @@ _EXPORTS = {
     ),
     ".trainer": ("InSubTrainer", "InSubTrainingArguments", "ObjectiveStepCallback"),
     ".checkpointing": ("save_pretrained_atomic",),
-    ".hub": ("HubCard",),
+    ".model_card": ("HubCard",),
     ".evaluation": ("InSubOODDetector", "extract_representations", "knn_accuracy"),
     ".sentence_embeddings": ("InSubSentenceEncoder",),
     ".protocol.callbacks": ("KNNReportCallback",),

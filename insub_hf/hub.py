@@ -1,5 +1,6 @@
-"""The Hub: the folder a model repo holds (safetensors weights, config, remote code, generated model card, evaluation
-files), checked before anything is uploaded, and the upload itself through `huggingface_hub.HfApi`."""
+"""The Hub: the folder a model repo holds (safetensors weights, config, remote code, the generated model card of
+`model_card`, evaluation files), checked before anything is uploaded, and the upload itself through
+`huggingface_hub.HfApi`."""
 
 from __future__ import annotations
 
@@ -8,281 +9,15 @@ import os
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData, get_token
+from huggingface_hub import HfApi, ModelCard, get_token
 from huggingface_hub.constants import HF_HUB_CACHE, is_offline_mode
 
-from .objectives import OBJECTIVES
+from .model_card import HubCard, is_classifier, model_card
 
-TEMPLATE = Path(__file__).resolve().parent / "templates" / "modelcard_template.md"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
-
-CITATION = """@inproceedings{vahidi2024insub,
-  title     = {Diversified Ensemble of Independent Sub-Networks for Robust Self-Supervised Representation Learning},
-  author    = {Vahidi, Amirhossein and Wimmer, Lisa and G{\\"u}nd{\\"u}z, H{\\"u}seyin Anil and Bischl, Bernd and
-               H{\\"u}llermeier, Eyke and Rezaei, Mina},
-  booktitle = {Proceedings of the AAAI Conference on Artificial Intelligence},
-  year      = {2024}
-}"""
-
-# What each model class is loaded with, and what the usage snippet calls.
-AUTO_CLASSES = {
-    "InSubModel": "AutoModel", "InSubForPreTraining": "AutoModel",
-    "InSubForSequenceClassification": "AutoModelForSequenceClassification",
-    "InSubForImageClassification": "AutoModelForImageClassification",
-}
-PERCENT_METRICS = ("accuracy", "ece", "tace", "auroc")
-# (encoder input, is a classifier) -> the Hub's pipeline tag
-PIPELINE_TAGS = {
-    ("pixel_values", False): "image-feature-extraction", ("pixel_values", True): "image-classification",
-    ("input_ids", False): "feature-extraction", ("input_ids", True): "text-classification",
-    ("dna_one_hot", False): "feature-extraction", ("dna_one_hot", True): "text-classification",
-}
-METRIC_NAMES = {"accuracy": "Accuracy", "ece": "ECE", "tace": "TACE", "nll": "NLL", "brier": "Brier"}
-
-
-@dataclass
-class HubCard:
-    """What a model repo holds besides the weights and config: the generated card's content and files beside them.
-
-    Args:
-        eval_results: model-index metrics (`harness_eval_results`, `senteval_eval_results`); also shown as a table.
-        training_data: a sentence on what the model was pretrained on.
-        datasets: Hub ids of the training data sets (card metadata).
-        notes: extra markdown under the evaluation table.
-        tags: extra metadata tags.
-        tokenizer: saved beside the model (text models).
-        processor: the image processor saved beside the model (`AutoImageProcessor`, `pipeline()`); the usage
-            snippet then reads images through it.
-        detector: an `insub_hf.evaluation.InSubOODDetector` fitted on the model, saved beside it.
-        license: the card's license (the package's, Apache-2.0, unless the data or base model says otherwise).
-        base_model: the Hub id the model started from (a pretrained backbone, or the InSub model it was fine-tuned
-            from), for the card's metadata.
-        extra_files: `{path in repo: local file}`, e.g. evaluation results.
-        hyperparameters: the run's training settings (`InSubTrainingArguments` fields, as `Trainer.create_model_card`
-            lists them), for the card's training section.
-        provenance: how the model was made (command, commit, machine, date, seed, wall time), for the card.
-    """
-
-    eval_results: list[EvalResult] | None = None
-    training_data: str | None = None
-    datasets: list[str] | None = None
-    notes: str | None = None
-    tags: list[str] | None = None
-    tokenizer: Any = None
-    processor: Any = None
-    detector: Any = None
-    license: str = "apache-2.0"
-    base_model: str | None = None
-    extra_files: dict[str, str | Path] | None = None
-    hyperparameters: dict[str, Any] | None = None
-    provenance: str | None = None
-
-
-# ----------------------------------------------------------------------------------------------- evaluation results
-# Decimals of a card's model-index values: fractions to 0.01 points of a percentage (no 0.40114000000000005)
-CARD_DECIMALS = 4
-
-
-def card_value(value) -> float:
-    """A measured number as the card's metadata gives it (`CARD_DECIMALS` decimals)."""
-    return round(float(value), CARD_DECIMALS)
-
-
-def harness_eval_results(results, dataset_name: str, dataset_type: str, split: str = "test") -> list[EvalResult]:
-    """model-index entries from one method's `insub_hf.evaluation.MethodResults` (`MethodResults.from_dict` reads a
-    row of `insub-hf compare`'s results.json).
-
-    Accuracy, ECE, TACE, NLL and Brier of the linear probe on `split`, and per OOD set the AUROC of the max softmax
-    probability, of the label-free k-NN score and (M > 1) of the head spread in the model's stored orientation (its
-    `uncertainty` output). Values as the harness gives them (fractions; the card's table
-    shows accuracy, calibration errors and AUROC in %).
-    """
-    task = dict(task_type="image-classification", task_name="Linear probe on the frozen encoder")
-    data = dict(dataset_type=dataset_type, dataset_name=dataset_name, dataset_split=split)
-    out = [
-        EvalResult(**task, **data, metric_type=key, metric_name=METRIC_NAMES[key],
-                   metric_value=card_value(getattr(results.test, key)))
-        for key in ("accuracy", "ece", "tace", "nll", "brier")
-    ]
-    for ood_set, scores in results.ood.items():
-        for score, label in (("msp", "MSP"), ("knn", "k-NN, label-free"),
-                             ("head_spread", "head spread, label-free, the model's uncertainty")):
-            if score in scores:
-                out.append(EvalResult(
-                    **task, **data, metric_type="auroc", metric_name=f"OOD AUROC vs {ood_set} ({label})",
-                    metric_value=card_value(scores[score]), metric_config=ood_set,
-                ))
-    return out
-
-
-def senteval_eval_results(per_task: dict[str, dict]) -> list[EvalResult]:
-    """model-index entries from the text job's results of one model (`{task: {accuracy, ece, nll} | {spearman}}`)."""
-    out = []
-    for name, numbers in per_task.items():
-        if "spearman" in numbers:
-            out.append(EvalResult(
-                task_type="sentence-similarity", dataset_type=name.lower(), dataset_name=f"SentEval {name}",
-                metric_type="spearmanr", metric_name="Spearman", metric_value=card_value(numbers["spearman"]),
-            ))
-            continue
-        for key in ("accuracy", "ece", "nll"):
-            if key in numbers:
-                out.append(EvalResult(
-                    task_type="text-classification", task_name="Logistic regression on frozen sentence embeddings",
-                    dataset_type=name.lower(), dataset_name=f"SentEval {name}", metric_type=key,
-                    metric_name=METRIC_NAMES[key], metric_value=card_value(numbers[key]),
-                    ))
-    return out
-
-
-def genomics_eval_results(per_protocol: dict[str, dict], dataset_name: str) -> list[EvalResult]:
-    """model-index entries from the genomics job's results of one model (`{linear_probe | finetune: metrics}`)."""
-    tasks = {"linear_probe": "Linear probe on the frozen encoder", "finetune": "Fine-tuned encoder and classifier"}
-    return [
-        EvalResult(task_type="text-classification", task_name=tasks[protocol], dataset_type="dna_sequences",
-                   dataset_name=dataset_name, metric_type=key, metric_name=f"{METRIC_NAMES[key]} ({protocol})",
-                   metric_value=card_value(numbers[key]))
-        for protocol, numbers in per_protocol.items() if protocol in tasks
-        for key in ("accuracy", "ece", "nll") if key in numbers
-    ]
-
-
-def eval_table(results: list[EvalResult]) -> str:
-    """The card's markdown table of `results`, each value with its unit: accuracy, ECE, TACE and AUROC (fractions)
-    in %, NLL (nats) and Brier as they are."""
-    lines = ["| Dataset | Split | Metric | Value |", "|---|---|---|---|"]
-    for r in results:
-        value = f"{100 * r.metric_value:.1f} %" if r.metric_type in PERCENT_METRICS else f"{r.metric_value:.3f}"
-        lines.append(f"| {r.dataset_name} | {r.dataset_split or '–'} | {r.metric_name or r.metric_type} | {value} |")
-    return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------------------------------------- the card
-def describe_encoder(config) -> str:
-    """A short human description of the encoder an `InSubConfig` names."""
-    if config.timm_model_name:
-        return f"timm `{config.timm_model_name}`"
-    encoder = config.encoder_config
-    parts = [f"`{encoder.model_type}`"]
-    for key, label in (("hidden_size", "width"), ("num_hidden_layers", "layers"), ("image_size", "image size"),
-                       ("patch_size", "patch"), ("conv_filters", "filters"), ("lstm_hidden_size", "LSTM")):
-        if getattr(encoder, key, None) is not None:
-            parts.append(f"{label} {getattr(encoder, key)}")
-    return " ".join(parts[:1]) + (f" ({', '.join(parts[1:])})" if len(parts) > 1 else "")
-
-
-def _usage(config, main_input: str, auto_class: str, repo_id: str, processor: bool = False) -> dict[str, str]:
-    if main_input == "input_ids":
-        inputs = ("from transformers import AutoTokenizer\n\n"
-                  f"tokenizer = AutoTokenizer.from_pretrained(\"{repo_id}\", trust_remote_code=True)\n"
-                  "inputs = tokenizer([\"A sentence to embed.\"], padding=True, return_tensors=\"pt\")")
-        call = "(**inputs)"
-        batch = "dict(inputs)"
-    elif main_input == "dna_one_hot":
-        inputs = ("sequence = \"ACGT\" * 50  # (B, L, 4) one-hot, channels A, C, G, T\n"
-                  "dna_one_hot = torch.nn.functional.one_hot(torch.tensor([\"ACGT\".index(b) for b in sequence]), 4)"
-                  ".float()[None]")
-        call = "(dna_one_hot=dna_one_hot)"
-        batch = "{\"dna_one_hot\": dna_one_hot}"
-    elif processor:
-        inputs = ("from PIL import Image\nfrom transformers import AutoImageProcessor\n\n"
-                  f"processor = AutoImageProcessor.from_pretrained(\"{repo_id}\", trust_remote_code=True)\n"
-                  "inputs = processor(Image.open(\"your_image.png\"), return_tensors=\"pt\")  # resize, crop, normalise")
-        call = "(**inputs)"
-        batch = "dict(inputs)"
-    else:
-        encoder = config.encoder_config
-        size = getattr(encoder, "image_size", 224) if encoder is not None else 224
-        channels = getattr(encoder, "num_channels", 3) if encoder is not None else 3
-        inputs = f"pixel_values = torch.randn(1, {channels}, {size}, {size})  # your normalised images"
-        call = "(pixel_values=pixel_values)"
-        batch = "{\"pixel_values\": pixel_values}"
-    if auto_class == "AutoModelForImageClassification":
-        outputs = ("probabilities = out.logits.softmax(-1)  # the M heads' mean prediction\n"
-                   "uncertainty = out.mutual_information     # (B,): how much the heads disagree, higher = less certain")
-    elif auto_class == "AutoModelForSequenceClassification":
-        outputs = "probabilities = out.logits.softmax(-1)"
-    else:
-        outputs = ("features = out.representation  # (B, d): what probes and k-NN read\n"
-                   "uncertainty = out.uncertainty   # (B,): the heads' spread, oriented: higher = more likely OOD")
-    return {"usage_inputs": inputs, "usage_call": call, "usage_outputs": outputs, "detector_batch": batch}
-
-
-def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
-    """The generated model card of `model` (an InSub model) for the repo `repo_id`, with `card`'s content."""
-    import transformers
-
-    from .version import __version__
-
-    card = card or HubCard()
-    eval_results = card.eval_results
-    config = model.config
-    class_name = type(model).__name__
-    auto_class = AUTO_CLASSES.get(class_name, "AutoModel")
-    name = repo_id.split("/")[-1]
-    heads = "MLP " + "-".join(str(s) for s in [*config.head_hidden_sizes, config.head_output_size])
-    main_input = getattr(model, "main_input_name", "pixel_values")
-    classifier = _is_classifier(model)
-    sentences = main_input == "input_ids" and not classifier and card.tokenizer is not None
-    card_data = ModelCardData(
-        model_name=name, library_name="sentence-transformers" if sentences else "transformers", datasets=card.datasets,
-        eval_results=eval_results or None, license=card.license, base_model=card.base_model,
-        tags=["insub-hf", "insub", "self-supervised-learning", "uncertainty", config.objective,
-              *(["sentence-transformers", "feature-extraction"] if sentences else []), *(card.tags or [])],
-        pipeline_tag="sentence-similarity" if sentences else PIPELINE_TAGS[main_input, classifier],
-    )
-    return ModelCard.from_template(
-        card_data, template_path=str(TEMPLATE), model_name=name, repo_id=repo_id, class_name=class_name,
-        auto_class=auto_class, encoder=describe_encoder(config), num_heads=config.num_heads, heads=heads,
-        objective=OBJECTIVES[config.objective].title, alpha=config.diversity_alpha, weight=config.diversity_weight,
-        eps=config.diversity_eps, loss_form=_loss_form(config), reduction=(
-            "averaged over the two views, as in the authors' code" if config.diversity_reduction == "mean"
-            else "summed over the two views"
-        ), training_data=card.training_data or "Not recorded when this card was generated.",
-        eval_table=eval_table(eval_results) if eval_results else "", notes=card.notes, citation=CITATION,
-        insub_version=__version__, transformers_version=transformers.__version__,
-        direction=getattr(config, "uncertainty_direction", None),
-        hyperparameters=card.hyperparameters, detector=_detector_facts(card.detector), provenance=card.provenance,
-        requirements=" ".join(REQUIREMENTS[main_input] + (("sentence-transformers",) if sentences else ())),
-        sentences=sentences,
-        **_usage(config, main_input, auto_class, repo_id, processor=card.processor is not None),
-    )
-
-
-# What a model of each input needs to load with trust_remote_code=True (no insub-hf)
-REQUIREMENTS = {
-    "pixel_values": ("torch", "transformers", "safetensors", "pillow"),
-    "input_ids": ("torch", "transformers", "safetensors"),
-    "dna_one_hot": ("torch", "transformers", "safetensors"),
-}
-
-
-def _is_classifier(model) -> bool:
-    return AUTO_CLASSES.get(type(model).__name__) in ("AutoModelForSequenceClassification",
-                                                      "AutoModelForImageClassification")
-
-
-def _detector_facts(detector) -> dict | None:
-    """What the card says of a shipped `InSubOODDetector`: its k, bank size and head-spread direction."""
-    if detector is None:
-        return None
-    return {"k": detector.k, "bank": int(detector.representation_bank.shape[0]), "direction": detector.spread_direction}
-
-
-def _loss_form(config) -> str:
-    """How the objective read the mean head embedding, in words."""
-    if config.objective != "simclr":
-        return "the raw mean of the L2-normalised heads"
-    options = config.objective_options
-    if options.normalize_mean:
-        return f"cosine similarity of the re-normalised mean, temperature {options.temperature:g}"
-    scale = "" if options.base_temperature is None else f", scaled by tau / {options.base_temperature:g}"
-    return (f"the authors' objective: dot product of the raw mean of the L2-normalised heads, temperature "
-            f"{options.temperature:g}{scale}")
 
 
 # ------------------------------------------------------------------------------------------- the folder, the upload
@@ -425,7 +160,7 @@ def save_for_hub(
     model.save_pretrained(folder, remote_code=True, max_shard_size=max_shard_size)
     if card.tokenizer is not None:
         card.tokenizer.save_pretrained(folder)
-        if getattr(model, "main_input_name", None) == "input_ids" and not _is_classifier(model):
+        if getattr(model, "main_input_name", None) == "input_ids" and not is_classifier(model):
             write_sentence_transformer_files(folder, model, card.tokenizer)
     if card.detector is not None:
         card.detector.save_pretrained(folder)

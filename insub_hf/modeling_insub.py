@@ -129,7 +129,7 @@ class InSubPreTrainedModel(PreTrainedModel):
     def push_to_hub(self, repo_id: str, card=None, **upload):
         """Uploads the model to the Hub repo `repo_id` (created if needed) as one commit: safetensors weights,
         config, remote code (loads with `trust_remote_code=True` without insub-hf) and a model card generated with
-        `card` (an `insub_hf.hub.HubCard`: metrics, training data, tokenizer, extra files).
+        `card` (an `insub_hf.model_card.HubCard`: metrics, training data, tokenizer, extra files).
 
         `upload`: `token`, `private`, `commit_message`, `commit_description`, `revision`, `create_pr`,
         `max_shard_size`, as `insub_hf.hub.push_model_to_hub` takes them. Raises before building or sending anything

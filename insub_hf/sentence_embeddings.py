@@ -90,7 +90,8 @@ class InSubSentenceEncoder:
         trust_remote_code=True)` load it without insub-hf. `encode(sentences)` then gives the L2-normalised
         `embeddings` (as the MiniLM base model's), `encode(sentences, output_value="uncertainty")` the per-sentence
         uncertainty. What else `path` holds stays."""
-        from .hub import HubCard, save_for_hub
+        from .hub import save_for_hub
+        from .model_card import HubCard
 
         path, tokenizer = Path(path), copy.deepcopy(self.tokenizer)
         tokenizer.model_max_length = self.tokenize.max_length  # this encoder's length travels with the folder

@@ -18,7 +18,7 @@ from ..evaluation.harness import HarnessArguments
 from ..evaluation.probes import ProbeArguments
 from ..evaluation.report import paired_differences
 from ..evaluation.results import ComparisonRow
-from ..hub import HubCard
+from ..model_card import HubCard
 from .hub import card_from_results
 from ..protocol.arguments import OVERWRITE_HELP, ProtocolArguments, training_arguments
 from ..protocol.comparison import RunCache, convergence_warnings, evaluate_cell, load_protocol_data

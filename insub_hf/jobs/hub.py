@@ -25,15 +25,8 @@ from ..data import IMAGE_DATASET_PRESETS
 from ..evaluation.ood_detector import CONFIG_NAME as DETECTOR_CONFIG
 from ..evaluation.ood_detector import InSubOODDetector
 from ..evaluation.results import ComparisonRow, MethodResults
-from ..hub import (
-    HubCard,
-    genomics_eval_results,
-    harness_eval_results,
-    hub_token,
-    push_model_to_hub,
-    save_for_hub,
-    senteval_eval_results,
-)
+from ..hub import hub_token, push_model_to_hub, save_for_hub
+from ..model_card import HubCard, genomics_eval_results, harness_eval_results, senteval_eval_results
 from ..protocol.arguments import HYPERPARAMETERS
 
 

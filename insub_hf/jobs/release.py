@@ -27,7 +27,8 @@ from ..checkpointing import atomic_folder
 from ..evaluation.cost import device_description
 from ..evaluation.ood_detector import CALIBRATION_IMAGES, CALIBRATION_SEED, DEFAULT_K, InSubOODDetector
 from ..evaluation.ood_sets import noise_ood_sets
-from ..hub import HubCard, final_push_target, save_for_hub, upload_hub_folder
+from ..hub import final_push_target, save_for_hub, upload_hub_folder
+from ..model_card import HubCard
 from ..validation import checked
 from . import compare, genomics, text
 from .hub import card_from_results

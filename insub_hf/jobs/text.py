@@ -16,7 +16,7 @@ from ..data import TextViews, balanced_indices, load_sentence_corpus, load_tweet
 from ..data.package_files import installed_package_file
 from ..encoders import load_encoder_weights
 from ..evaluation.senteval import evaluate_task, load_senteval_task
-from ..hub import HubCard
+from ..model_card import HubCard
 from .hub import card_from_results
 from ..modeling_insub import InSubModel
 from ..protocol.arguments import OVERWRITE_HELP, training_arguments

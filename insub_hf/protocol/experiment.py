@@ -108,7 +108,7 @@ class Experiment:
         return path
 
     def push(self, model, card=None, commit_message: str | None = None):
-        """Pushes `model` with `card` (an `insub_hf.hub.HubCard`) when `--push_to_hub` was given; returns the upload's
+        """Pushes `model` with `card` (an `insub_hf.model_card.HubCard`) when `--push_to_hub` was given; returns the upload's
         `CommitInfo`, or None."""
         if self.push_target is None:
             return None
