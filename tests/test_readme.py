@@ -100,3 +100,15 @@ def test_using_a_checkpoint_runs_as_written(tmp_path):
     run_as_written("\n".join(snippets(USAGE, "Using a checkpoint")), tmp_path, CHECKS, "README snippets OK")
     assert (tmp_path / "runs/demo/insub_m5/model/ood_detector.json").is_file()
     assert (tmp_path / "runs/finetune/model/preprocessor_config.json").is_file()
+
+
+def test_the_released_models_table_links_cards_that_exist():
+    from huggingface_hub import ModelCard
+
+    section = README.read_text().split("## Released models", 1)[1].split("\n## ", 1)[0]
+    links = re.findall(r"\]\((model_cards/[^)]+/README\.md)\)", section)
+    assert links, "the README's Released models table links no card"
+    for link in links:
+        card = ModelCard.load(ROOT / link)  # the YAML header parses
+        assert card.data.eval_results, link  # and carries the run's numbers
+        assert "Made by `insub-hf release " in card.text, link  # and the command that reproduces it
