@@ -19,12 +19,28 @@ COMMANDS = {
 }
 
 
+def version() -> str:
+    """The installed package's version, read without importing it (the package loads torch)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+    from pathlib import Path
+
+    try:
+        return installed("insub-hf")
+    except PackageNotFoundError:  # a checkout on sys.path, not installed: its version file
+        text = (Path(__file__).resolve().parent / "insub_hf" / "version.py").read_text()
+        return text.split("__version__ = ", 1)[1].split()[0].strip("\"'")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs `insub-hf COMMAND [arguments]`; returns the exit status (2: no such command)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["--version"], ["-V"]):
+        print(f"insub-hf {version()}")
+        return 0
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         usage = "\n".join(f"  {name:<9} {text}" for name, (_, text) in COMMANDS.items())
-        print(f"usage: insub-hf COMMAND [--help]\n\ncommands:\n{usage}")
+        print(f"usage: insub-hf COMMAND [--help] | --version\n\ncommands:\n{usage}")
         if argv and argv[0] not in ("-h", "--help"):
             print(f"\ninsub-hf: unknown command {argv[0]!r}; the commands are {', '.join(COMMANDS)}.", file=sys.stderr)
             return 2

@@ -16,7 +16,10 @@ def run_command(module: str, command: str, argv: list[str]) -> int:
     if hasattr(job, "select"):  # a command with a sub-command: `insub-hf release image ...`
         job, command, argv = job.select(command, argv)
     parser = job_parser(command, job.ARGUMENT_GROUPS, getattr(job, "TRAINING_DEFAULTS", None))
-    job.run(*parser.parse_args_into_dataclasses(args=argv))
+    *groups, unknown = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
+    if unknown:  # argparse's own answer: the usage line and one line of error, exit status 2
+        parser.error(f"unrecognized arguments: {' '.join(unknown)} (`insub-hf {command} --help` lists them)")
+    job.run(*groups)
     return 0
 
 
@@ -24,7 +27,8 @@ def job_parser(command: str, groups: tuple, training_defaults: dict | None = Non
     """The `HfArgumentParser` of a job's argument groups; a training job's `InSubTrainingArguments` flags start from
     its recipe's `training_defaults` (e.g. `--learning_rate` 3e-3 for the image jobs). argparse reads `%` in a help
     text as a format directive, so a literal one ("85%") is escaped here, once for every job."""
-    parser = HfArgumentParser(groups, prog=f"insub-hf {command}")
+    # no abbreviations: `--num_head 3` must not quietly set --num_heads
+    parser = HfArgumentParser(groups, prog=f"insub-hf {command}", allow_abbrev=False)
     if training_defaults:
         parser.set_defaults(**training_defaults)
     for action in parser._actions:  # argparse keeps no public list of its arguments

@@ -271,3 +271,21 @@ def test_genomics_end_to_end_on_a_tiny_budget(tmp_path, capsys):
             numbers = results[name][protocol]
             assert 0 <= numbers["accuracy"] <= 1 and numbers["nll"] > 0
             assert f"{100 * numbers['accuracy']:8.2f}" in printed
+
+
+def test_version_prints_the_package_version_without_loading_torch():
+    from insub_hf.version import __version__
+
+    code = ("import sys, insub_hf_cli; status = insub_hf_cli.main(['--version']); "
+            "print(status, sorted({'torch', 'transformers'} & set(sys.modules)))")
+    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert printed.splitlines() == [f"insub-hf {__version__}", "0 []"]
+
+
+def test_an_abbreviated_or_unknown_flag_is_refused_in_one_line_with_status_2(capsys):
+    for argv, unknown in ((["demo", "--num_head", "3"], "--num_head 3"), (["compare", "--colour", "red"], "--colour red")):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)  # argparse abbreviations would have taken --num_head as --num_heads
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert f"insub-hf {argv[0]}: error: unrecognized arguments: {unknown}" in err and "Traceback" not in err
