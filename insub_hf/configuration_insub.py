@@ -115,6 +115,13 @@ def encoder_field(encoder_config, key: str):
     return encoder_config.get(key) if isinstance(encoder_config, dict) else getattr(encoder_config, key, None)
 
 
+def base_max_length(encoder_config, tokenizer) -> int:
+    """Tokens per sentence a text model reads by default: the base model's (the tokenizer's `model_max_length`),
+    capped by the encoder's position embeddings."""
+    positions = encoder_field(encoder_config, "max_position_embeddings")
+    return min(tokenizer.model_max_length, positions or tokenizer.model_max_length)
+
+
 def _check_attention_heads(encoder_config) -> None:
     """A transformer encoder's hidden_size must split evenly over its attention heads."""
     hidden, heads = (encoder_field(encoder_config, key) for key in ("hidden_size", "num_attention_heads"))

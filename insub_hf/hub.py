@@ -15,7 +15,7 @@ from typing import Any
 from huggingface_hub import HfApi, ModelCard, get_token
 from huggingface_hub.constants import HF_HUB_CACHE, is_offline_mode
 
-from .model_card import HubCard, is_classifier, model_card
+from .model_card import HubCard, is_sentence_model, model_card
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 
@@ -123,12 +123,11 @@ def write_sentence_transformer_files(folder: str | Path, model, tokenizer) -> No
             "A text model's folder is a sentence-transformers folder too: pip install 'insub-hf[st]'."
         ) from error
     from . import sentence_transformer_module as st_module
-    from .configuration_insub import encoder_field
+    from .configuration_insub import base_max_length
 
     folder, insub = Path(folder), getattr(model, "insub", model)
-    positions = encoder_field(insub.config.encoder_config, "max_position_embeddings") or tokenizer.model_max_length
     module = st_module.InSubSentenceTransformer(model=insub, tokenizer=tokenizer,
-                                                max_seq_length=min(tokenizer.model_max_length, positions))
+                                                max_seq_length=base_max_length(insub.config.encoder_config, tokenizer))
     with tempfile.TemporaryDirectory() as tmp:
         SentenceTransformer(modules=[module, Normalize()]).save(tmp)
         modules = json.loads((Path(tmp) / "modules.json").read_text())
@@ -160,7 +159,7 @@ def save_for_hub(
     model.save_pretrained(folder, remote_code=True, max_shard_size=max_shard_size)
     if card.tokenizer is not None:
         card.tokenizer.save_pretrained(folder)
-        if getattr(model, "main_input_name", None) == "input_ids" and not is_classifier(model):
+        if is_sentence_model(model, card.tokenizer):
             write_sentence_transformer_files(folder, model, card.tokenizer)
     if card.detector is not None:
         card.detector.save_pretrained(folder)

@@ -221,7 +221,7 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
     heads = "MLP " + "-".join(str(s) for s in [*config.head_hidden_sizes, config.head_output_size])
     main_input = getattr(model, "main_input_name", "pixel_values")
     classifier = is_classifier(model)
-    sentences = main_input == "input_ids" and not classifier and card.tokenizer is not None
+    sentences = is_sentence_model(model, card.tokenizer)
     card_data = ModelCardData(
         model_name=name, library_name="sentence-transformers" if sentences else "transformers", datasets=card.datasets,
         eval_results=eval_results or None, license=card.license, base_model=card.base_model,
@@ -259,6 +259,12 @@ def is_classifier(model) -> bool:
     """Whether `model` is one of the InSub classifiers (its card and folder differ: no sentence-transformers files)."""
     return AUTO_CLASSES.get(type(model).__name__) in ("AutoModelForSequenceClassification",
                                                       "AutoModelForImageClassification")
+
+
+def is_sentence_model(model, tokenizer) -> bool:
+    """Whether `model` with `tokenizer` is published as a sentence model (a sentence-transformers folder and card): a
+    text model that is not a classifier, with its tokenizer."""
+    return getattr(model, "main_input_name", None) == "input_ids" and not is_classifier(model) and tokenizer is not None
 
 
 def _detector_facts(detector) -> dict | None:

@@ -85,17 +85,14 @@ def encoder_registry_source(config: dict) -> str:
     """The encoder families' registry (`insub_hf/encoders/registry.py`) listing the model's family only: its own
     encoder model (if it is one of the package's), the adapter for what it reads, timm and BatchEnsemble only when the
     config uses them."""
-    from transformers import AutoModel
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-
     from .encoders import registry
+    from .encoders.build import encoder_model_class
 
     encoder_type = (config.get("encoder_config") or {}).get("model_type")
     own = [pair for pair in registry.OWN_ENCODERS if pair[0].model_type == encoder_type]
     adapters = []
     if encoder_type is not None:
-        model_class = own[0][1] if own else AutoModel._model_mapping[CONFIG_MAPPING[encoder_type]]
-        adapters = [registry.ADAPTERS[model_class.main_input_name]]
+        adapters = [registry.ADAPTERS[encoder_model_class(encoder_type).main_input_name]]
     timm = registry.TIMM_ENCODER if config.get("timm_model_name") else None
     batch_ensemble = registry.BATCH_ENSEMBLE if config.get("batch_ensemble_size", 1) > 1 else None
     classes = [c for pair in own for c in pair] + adapters + [c for c in (timm, batch_ensemble) if c is not None]

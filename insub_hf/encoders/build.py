@@ -23,6 +23,16 @@ def build_encoder(config) -> Encoder:
     return encoder
 
 
+def encoder_model_class(model_type: str, config_class: type | None = None) -> type:
+    """The model class of an encoder `model_type`: the package's own by name (a config loaded through remote code may
+    be another copy of the class than the registered one), else `AutoModel`'s for `config_class` (default: the
+    registered config class of `model_type`). Raises KeyError when there is none."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    own = {own_config.model_type: own_model for own_config, own_model in OWN_ENCODERS}
+    return own.get(model_type) or AutoModel._model_mapping[config_class or CONFIG_MAPPING[model_type]]
+
+
 def _build_plain_encoder(config) -> Encoder:
     """The encoder an `InSubConfig` names, randomly initialised.
 
@@ -32,15 +42,13 @@ def _build_plain_encoder(config) -> Encoder:
     if config.timm_model_name is not None:
         return TIMM_ENCODER(config.timm_model_name, config.timm_kwargs)
     encoder_config: PretrainedConfig = config.encoder_config
-    own_models = {config_class.model_type: model_class for config_class, model_class in OWN_ENCODERS}
     try:
-        # ours by name: a config loaded through remote code may be another copy of the class than the registered one
-        model_class = own_models.get(encoder_config.model_type) or AutoModel._model_mapping[type(encoder_config)]
+        model_class = encoder_model_class(encoder_config.model_type, type(encoder_config))
     except KeyError:
         raise ValueError(
             f"InSubConfig.encoder_config has model_type={encoder_config.model_type!r}, which AutoModel cannot build; "
             f"use a transformers vision model (e.g. 'vit', 'resnet'), a BERT-style text model (e.g. 'bert') or one "
-            f"of {sorted(own_models)}."
+            f"of {sorted(c.model_type for c, _ in OWN_ENCODERS)}."
         ) from None
     main_input = getattr(model_class, "main_input_name", None)
     if main_input not in ADAPTERS:

@@ -18,8 +18,8 @@ from . import metrics
 from .corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from .features import FeatureSet, extract_features
 from .knn import knn_accuracy
-from .ood_detector import CALIBRATION_IMAGES, CALIBRATION_SEED, DEFAULT_K, InSubOODDetector
-from .ood_sets import check_same_geometry, noise_ood_sets
+from .ood_detector import DEFAULT_K, InSubOODDetector, calibration_noise
+from .ood_sets import check_same_geometry
 from .probes import ProbeArguments, balanced_label_subset, check_probe_labels, fit_probes, member_probabilities
 from .results import CorruptionMetrics, HeadSpreadCalibration, MethodResults, Metrics
 
@@ -180,9 +180,7 @@ class MethodEvaluator:
         ]
         for f in features:
             f.head_embeddings = None  # the detectors keep them
-        images = self.data.train_images
-        noise = noise_ood_sets(min(CALIBRATION_IMAGES, len(images)), tuple(images.shape[1:]), seed=CALIBRATION_SEED)
-        calibration = self.data.inputs(torch.cat(list(noise.values())))
+        calibration = self.data.inputs(calibration_noise(self.data.train_images))
         for model, detector in zip(self.models, self.detectors):
             detector.calibrate_head_spread(self._features(model, calibration, 0).head_sigma)
         return self.detectors

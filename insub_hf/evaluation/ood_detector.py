@@ -29,6 +29,7 @@ from ..model_files import looks_like_a_path
 from ..validation import check_choice, check_range
 from .features import extract_features
 from .metrics.ood import ood_auroc
+from .ood_sets import noise_ood_sets
 
 BACKENDS = ("torch", "faiss", "auto")
 # Sun et al. use k = 50 on CIFAR-10's 50,000 training images.
@@ -42,6 +43,13 @@ CALIBRATION_SEED = 20
 WEIGHTS_NAME = "ood_detector.safetensors"
 CONFIG_NAME = "ood_detector.json"
 
+
+
+def calibration_noise(images: torch.Tensor) -> torch.Tensor:
+    """The noise images (uniform, then Gaussian) the head spread's direction is fixed against for training images
+    `(N, C, H, W)` in [0, 1]: up to `CALIBRATION_IMAGES` of each kind, seeded by `CALIBRATION_SEED`, of their shape."""
+    noise = noise_ood_sets(min(CALIBRATION_IMAGES, len(images)), tuple(images.shape[1:]), seed=CALIBRATION_SEED)
+    return torch.cat(list(noise.values()))
 
 def kth_neighbour_distance(
     queries: torch.Tensor, bank: torch.Tensor, k: int, backend: str = "torch", chunk_size: int = 2048

@@ -151,12 +151,19 @@ def push_comparison(
     row = next(r for r in rows if r.method == "insub")
     [(config, seed)] = method_members(args, "insub", row.num_heads, row.seed)
     model, _ = cache.get(config, seed)
-    card = HubCard(
-        **card_from_results(out / "results.json", row.name, None, model),
-        processor=IMAGE_DATASET_PRESETS[args.dataset].image_processor(),
+    card = comparison_card(out, row.name, args.dataset, model)
+    return experiment.push(model, card, commit_message=f"{row.name}: model and insub-hf compare results")
+
+
+def comparison_card(out: Path, row: str, dataset: str, model=None) -> HubCard:
+    """What the model of the comparison row `row` in `out` is pushed with: the card its results give
+    (`jobs.hub.card_from_results`), the data's image processor, and the full comparison (results.md, results.json)
+    under `evaluation/`."""
+    return HubCard(
+        **card_from_results(out / "results.json", row, None, model),
+        processor=IMAGE_DATASET_PRESETS[dataset].image_processor(),
         extra_files={"evaluation/results.md": out / "results.md", "evaluation/results.json": out / "results.json"},
     )
-    return experiment.push(model, card, commit_message=f"{row.name}: model and insub-hf compare results")
 
 
 ARGUMENT_GROUPS = (ComparisonArguments, InSubTrainingArguments, ProbeArguments, HarnessArguments)

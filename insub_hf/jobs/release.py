@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,8 +25,13 @@ import torch
 
 from ..checkpointing import atomic_folder
 from ..evaluation.cost import device_description
-from ..evaluation.ood_detector import CALIBRATION_IMAGES, CALIBRATION_SEED, DEFAULT_K, InSubOODDetector
-from ..evaluation.ood_sets import noise_ood_sets
+from ..evaluation.ood_detector import (
+    CALIBRATION_IMAGES,
+    CALIBRATION_SEED,
+    DEFAULT_K,
+    InSubOODDetector,
+    calibration_noise,
+)
 from ..hub import final_push_target, save_for_hub, upload_hub_folder
 from ..model_card import HubCard
 from ..validation import checked
@@ -118,6 +123,13 @@ def publish(release: ReleaseArguments, model, card: HubCard, output_dir: Path, p
     return folder
 
 
+def fit_detector(model, bank: dict[str, torch.Tensor], calibration: dict[str, torch.Tensor]) -> InSubOODDetector:
+    """The shipped detector: `bank` (training inputs, `(N, ...)` each) as its bank, k at most `N`, the head spread's
+    direction fixed on `calibration` (validation OOD inputs)."""
+    size = len(next(iter(bank.values())))
+    return InSubOODDetector.fit(model, bank, k=min(DEFAULT_K, size), calibration_inputs=calibration)
+
+
 def measured_model(out: Path, fingerprints: list[str]):
     """The trained model under `out` (a run folder's `model/`, or the run cache's) whose weights a results row
     measured (`fingerprints`, one model), in eval mode."""
@@ -134,7 +146,6 @@ def measured_model(out: Path, fingerprints: list[str]):
 def release_image(command: str, release, args, training_args, probe_args, harness_args) -> Path:
     """The image release: `insub-hf compare` with the baseline and InSub (the image recipe), then the InSub model's
     detector (its bank: training images; the head spread's direction fixed on noise as the harness fixes it)."""
-    from ..data import IMAGE_DATASET_PRESETS
     from ..evaluation.results import ComparisonRow
     from ..protocol.comparison import load_protocol_data
 
@@ -145,23 +156,18 @@ def release_image(command: str, release, args, training_args, probe_args, harnes
     rows = {r["method"]: ComparisonRow.from_dict(r) for r in results["rows"]}
     row = rows["insub"]
     model = measured_model(out, row.results.fingerprints)
-    data = load_protocol_data(args)
-    data = data.evaluation  # images in [0, 1] and the normalisation the model was trained with
+    data = load_protocol_data(args).evaluation  # images in [0, 1] and the normalisation the model was trained with
     images = data.train_images[: release.detector_bank]
-    noise = noise_ood_sets(min(CALIBRATION_IMAGES, len(images)), tuple(images.shape[1:]), seed=CALIBRATION_SEED)
-    detector = InSubOODDetector.fit(model, data.inputs(images), k=min(DEFAULT_K, len(images)),
-                                    calibration_inputs=data.inputs(torch.cat(list(noise.values()))))
+    detector = fit_detector(model, data.inputs(images), data.inputs(calibration_noise(images)))
     if detector.spread_direction != model.config.uncertainty_direction:  # the harness fixed it on the same noise
         raise RuntimeError(
             f"the release detector reads the head spread in direction {detector.spread_direction}, the harness "
             f"fixed {model.config.uncertainty_direction} for this model: their banks disagree; raise "
             "--detector_bank to the training set's size."
         )
-    card = HubCard(**card_from_results(out / "results.json", row.name, None, model), detector=detector,
+    card = replace(compare.comparison_card(out, row.name, args.dataset, model), detector=detector,
                    notes=versus_baseline(rows["baseline"].results, row.results),
-                   processor=IMAGE_DATASET_PRESETS[args.dataset].image_processor(),
-                   provenance=provenance(command, row.seed, time.time() - start),
-                   extra_files={"evaluation/results.md": out / "results.md", "evaluation/results.json": out / "results.json"})
+                   provenance=provenance(command, row.seed, time.time() - start))
     return publish(release, model, card, out, push)
 
 
@@ -198,8 +204,7 @@ def text_ood(model, tokenizer, corpus: list[str], max_length: int, bank: int, se
 
     tweets = load_tweet_sentiment("transfer")["text"]
     validation, test = tweets[:TEXT_VALIDATION], tweets[TEXT_VALIDATION:TEXT_VALIDATION + TEXT_TEST]
-    detector = InSubOODDetector.fit(model, tokens(corpus[:bank]), k=min(DEFAULT_K, len(corpus[:bank])),
-                                    calibration_inputs=tokens(shuffled_words(validation, seed)))
+    detector = fit_detector(model, tokens(corpus[:bank]), tokens(shuffled_words(validation, seed)))
     seen, unseen = detector.score(model, tokens(test)), detector.score(model, tokens(shuffled_words(test, seed + 1)))
     aurocs = {name: ood_auroc(seen[name], unseen[name], higher_is_in=False) for name in seen}
     return detector, aurocs
@@ -220,11 +225,10 @@ def release_text(command: str, release, args, training_args) -> Path:
                                 training_args.seed)
     (out / "text_ood.json").write_text(json.dumps(aurocs, indent=2) + "\n")
     model.config.uncertainty_direction = detector.spread_direction  # the model's `uncertainty` reads it that way
-    card = HubCard(**card_from_results(out / "results.json", name, None, model), detector=detector,
-                   tokenizer=tokenizer, notes=text_versus_baseline(results["results"], name, aurocs),
+    card = text.text_model_card(out / "results.json", name, tokenizer, model)
+    card = replace(card, detector=detector, notes=text_versus_baseline(results["results"], name, aurocs),
                    provenance=provenance(command, training_args.seed, time.time() - start),
-                   extra_files={"evaluation/results.json": out / "results.json",
-                                "evaluation/text_ood.json": out / "text_ood.json"})
+                   extra_files={**card.extra_files, "evaluation/text_ood.json": out / "text_ood.json"})
     return publish(release, model.insub, card, out, push)
 
 
@@ -232,26 +236,33 @@ def text_versus_baseline(per_model: dict, name: str, aurocs: dict) -> str:
     """The text card's section: transfer of the base model, the SCD baseline and InSub, in plain words where InSub
     is not better, and the detector's AUROCs on tweets against shuffled words."""
     models = [m for m in ("pretrained (no SCD)", "scd_baseline", name) if m in per_model]
-    lines = ["## InSub against its baselines", "",
-             "The base model as it is, and SCD with one head (no diversity term) at the same budget, measured by the "
-             "same transfer code (logistic regression on frozen embeddings; one seed):", "",
-             "| Task | Metric | " + " | ".join(models) + " |", "|---|---|" + "---|" * len(models)]
+    rows = [(task, key, [per_model[m][task][key] for m in models], higher)
+            for task, numbers in per_model[name].items()
+            for key, higher in (("accuracy", True), ("ece", False), ("nll", False), ("spearman", True)) if key in numbers]
+    return versus_others(
+        "## InSub against its baselines",
+        "The base model as it is, and SCD with one head (no diversity term) at the same budget, measured by the same "
+        "transfer code (logistic regression on frozen embeddings; one seed):",
+        ("Task", "Metric", *models), rows, "the best of the others", "InSub is better than both in every transfer "
+        "metric here.",
+    ) + "\n".join(["", "", f"Out-of-distribution text: the shipped detector, with the head spread's direction fixed on "
+                    f"{TEXT_VALIDATION} validation tweets against their shuffled words, tells {TEXT_TEST} other tweets "
+                    "from their shuffled words with AUROC " + ", ".join(f"{k} {100 * v:.1f} %" for k, v in aurocs.items())
+                    + " (50 % is chance)."])
+
+
+def versus_others(title: str, intro: str, header: tuple[str, ...], rows: list, others: str, all_better: str) -> str:
+    """A card section comparing InSub with other models: `rows` of (group, metric, values with InSub's last, higher is
+    better), each value to 4 decimals, and in plain words where InSub is not better than `others` (the best of the
+    other values)."""
+    lines = [title, "", intro, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     worse = []
-    for task, numbers in per_model[name].items():
-        for key, higher in (("accuracy", True), ("ece", False), ("nll", False), ("spearman", True)):
-            if key not in numbers:
-                continue
-            values = [per_model[m][task][key] for m in models]
-            lines.append(f"| {task} | {key} | " + " | ".join(f"{v:.4f}" for v in values) + " |")
-            best_other = max(values[:-1]) if higher else min(values[:-1])
-            if (values[-1] <= best_other) if higher else (values[-1] >= best_other):
-                worse.append(f"{task} {key}")
-    lines += ["", f"InSub is **not better** than the best of the others in: {', '.join(worse)}." if worse else
-              "InSub is better than both in every transfer metric here.", "",
-              f"Out-of-distribution text: the shipped detector, with the head spread's direction fixed on "
-              f"{TEXT_VALIDATION} validation tweets against their shuffled words, tells {TEXT_TEST} other tweets from "
-              "their shuffled words with AUROC " + ", ".join(f"{k} {100 * v:.1f} %" for k, v in aurocs.items())
-              + " (50 % is chance)."]
+    for group, metric, values, higher in rows:
+        lines.append(f"| {group} | {metric} | " + " | ".join(f"{v:.4f}" for v in values) + " |")
+        best_other = max(values[:-1]) if higher else min(values[:-1])
+        if (values[-1] <= best_other) if higher else (values[-1] >= best_other):
+            worse.append(f"{group} {metric}")
+    lines += ["", f"InSub is **not better** than {others} in: {', '.join(worse)}." if worse else all_better]
     return "\n".join(lines)
 
 
@@ -267,7 +278,7 @@ def release_dna(command: str, release, args, training_args) -> Path:
     bank = torch.stack([one_hot_dna(s[: args.crop_length]) for s in sequences if len(s) >= args.crop_length])
     rng = np.random.default_rng(CALIBRATION_SEED)
     random = torch.eye(4)[torch.as_tensor(rng.integers(0, 4, (min(CALIBRATION_IMAGES, len(bank)), args.crop_length)))]
-    detector = InSubOODDetector.fit(model, {"dna_one_hot": bank}, k=min(DEFAULT_K, len(bank)), calibration_inputs={"dna_one_hot": random})
+    detector = fit_detector(model, {"dna_one_hot": bank}, {"dna_one_hot": random})
     model.config.uncertainty_direction = detector.spread_direction  # the model's `uncertainty` reads it that way
     card = HubCard(**card_from_results(out / "results.json", name, None, model), detector=detector,
                    notes=dna_versus_baseline(results["results"], name),
@@ -279,19 +290,15 @@ def release_dna(command: str, release, args, training_args) -> Path:
 def dna_versus_baseline(per_model: dict, name: str) -> str:
     """The DNA card's section: the baseline's and InSub's probe and fine-tuning numbers, in plain words where InSub
     is not better."""
-    lines = ["## InSub against its baseline", "",
-             "Self-GenomeNet with one head (no diversity term) at the same budget, measured the same way (one seed):",
-             "", "| Protocol | Metric | Baseline | InSub |", "|---|---|---|---|"]
-    worse = []
-    for protocol in ("linear_probe", "finetune"):
-        for key, higher in (("accuracy", True), ("ece", False), ("nll", False)):
-            base, ours = per_model["baseline"][protocol][key], per_model[name][protocol][key]
-            lines.append(f"| {protocol} | {key} | {base:.4f} | {ours:.4f} |")
-            if (ours <= base) if higher else (ours >= base):
-                worse.append(f"{protocol} {key}")
-    lines += ["", f"InSub is **not better** than the baseline in: {', '.join(worse)}." if worse else
-              "InSub is better than the baseline in every metric here."]
-    return "\n".join(lines)
+    rows = [(protocol, key, [per_model["baseline"][protocol][key], per_model[name][protocol][key]], higher)
+            for protocol in ("linear_probe", "finetune")
+            for key, higher in (("accuracy", True), ("ece", False), ("nll", False))]
+    return versus_others(
+        "## InSub against its baseline",
+        "Self-GenomeNet with one head (no diversity term) at the same budget, measured the same way (one seed):",
+        ("Protocol", "Metric", "Baseline", "InSub"), rows, "the baseline",
+        "InSub is better than the baseline in every metric here.",
+    )
 
 
 RECIPES = {
