@@ -122,6 +122,43 @@ def base_max_length(encoder_config, tokenizer) -> int:
     return min(tokenizer.model_max_length, positions or tokenizer.model_max_length)
 
 
+# The most classes a classifier config takes (transformers builds an id2label entry per class at construction)
+MAX_LABELS = 100_000
+# The objective an InSubConfig trains with when none is named, by what its encoder reads
+DEFAULT_OBJECTIVES = {"pixel_values": "simclr", "input_ids": "scd", "dna_one_hot": "genomenet"}
+
+
+def check_label_settings(num_labels, problem_type, where: str = "InSubConfig") -> None:
+    """Refuses label settings InSub's classifiers cannot honour: they are single-label classifiers (a softmax over
+    `num_labels` >= 2 classes, cross-entropy), so `num_labels=1` (transformers' regression convention), another
+    `problem_type`, or more than `MAX_LABELS` classes are refused with the reason."""
+    if problem_type not in (None, "single_label_classification"):
+        raise ValueError(
+            f"{where}.problem_type must be None or 'single_label_classification', got {problem_type!r}: InSub's "
+            "classifiers are single-label (a softmax over num_labels classes, trained with cross-entropy)."
+        )
+    if num_labels == 1:
+        raise ValueError(
+            f"{where}.num_labels must be at least 2, got 1 (transformers' regression convention): InSub's classifiers "
+            "are single-label classifiers over num_labels classes; a one-class softmax is always 1 and never learns."
+        )
+    check_range(f"{where}.num_labels", num_labels, low=2, high=MAX_LABELS, integer=True)
+
+
+def encoder_input(config) -> str:
+    """The input an `InSubConfig`'s encoder reads (`MODALITY_INPUTS` values): timm models read images; a model type
+    nobody registered is left to `build_encoder`'s own error."""
+    from .encoders.build import encoder_model_class
+
+    if config.timm_model_name is not None:
+        return "pixel_values"
+    model_type = encoder_field(config.encoder_config, "model_type")
+    try:
+        return getattr(encoder_model_class(model_type), "main_input_name", None)
+    except KeyError:
+        return None
+
+
 def _check_attention_heads(encoder_config) -> None:
     """A transformer encoder's hidden_size must split evenly over its attention heads."""
     hidden, heads = (encoder_field(encoder_config, key) for key in ("hidden_size", "num_attention_heads"))
@@ -197,7 +234,9 @@ class InSubConfig(PretrainedConfig):
             `"sum"` adds them (the paper's `l_div(k)`; twice as strong at the same lambda).
         objective: the self-supervised objective on the mean head embedding, a key of
             `insub_hf.objectives.OBJECTIVES` (e.g. `"simclr"`, `"dino"`, `"byol"` for images, `"scd"` for sentences,
-            `"genomenet"` for DNA).
+            `"genomenet"` for DNA). Default (None): the encoder's modality's first objective (`DEFAULT_OBJECTIVES`:
+            SimCLR for an image encoder, SCD for a text one, Self-GenomeNet for DNA); an objective of another
+            modality than the encoder's is refused.
         objective_config: that objective's own settings: a dict of some of the fields of its `config_class` (the
             rest default; e.g. `SimCLRConfig`, `DINOConfig`), or that config itself; saved in full as a dict. Typed
             access: `objective_options`. E.g. the paper's written formula (cosine of the mean):
@@ -226,7 +265,7 @@ class InSubConfig(PretrainedConfig):
     diversity_weight: float = 1.0
     diversity_eps: float = 1e-4
     diversity_reduction: str = "mean"
-    objective: str = "simclr"
+    objective: str | None = None
     objective_config: dict | ObjectiveConfig | None = None
     normalize_heads: bool = True
     batch_ensemble_size: int = 1
@@ -265,6 +304,10 @@ class InSubConfig(PretrainedConfig):
             )
         encoder = self.encoder_config
         _check_unknown_keys(kwargs, set(encoder if isinstance(encoder, dict) else (encoder.to_dict() if encoder else {})))
+        if "num_labels" in kwargs:  # before transformers builds an id2label entry per class
+            check_label_settings(kwargs["num_labels"], kwargs.get("problem_type"))
+        if self.objective is None:
+            self.objective = DEFAULT_OBJECTIVES.get(encoder_input(self), "simclr")
         self.timm_kwargs = dict(self.timm_kwargs or {})
         if self.objective == "dino" and self.timm_model_name and "vit" in self.timm_model_name:
             self.timm_kwargs.setdefault("dynamic_img_size", True)  # local crops are smaller than global ones
@@ -317,6 +360,19 @@ class InSubConfig(PretrainedConfig):
         check_choice("InSubConfig.uncertainty_direction", self.uncertainty_direction, (1, -1, None))
         _check_attention_heads(self.encoder_config)
         check_choice("InSubConfig.objective", self.objective, tuple(OBJECTIVES))
+        check_label_settings(self.num_labels, self.problem_type)
+        reads, takes = encoder_input(self), OBJECTIVES[self.objective].encoder_inputs
+        if reads is not None and reads not in takes:
+            fitting = sorted(name for name, o in OBJECTIVES.items() if reads in o.encoder_inputs)
+            if not fitting:
+                raise ValueError(
+                    f"InSubConfig.encoder_config model_type={encoder_field(self.encoder_config, 'model_type')!r} reads "
+                    f"{reads!r}; allowed encoders read one of {list(DEFAULT_OBJECTIVES)}."
+                )
+            raise ValueError(
+                f"InSubConfig.objective={self.objective!r} trains encoders that read {list(takes)}, but this encoder "
+                f"reads {reads}: use one of {fitting} with it, or another encoder."
+            )
         given = self.objective_config
         expected = OBJECTIVES[self.objective].config_class
         if isinstance(given, ObjectiveConfig) and not isinstance(given, expected):

@@ -18,6 +18,7 @@ from transformers.image_processing_utils import BatchFeature
 
 from .image_processing_pil_insub import (
     InSubImageProcessorFields,
+    check_crop_fits,
     check_processor_fields,
     normalize_images,
     stack_processed,
@@ -41,7 +42,6 @@ class InSubImageProcessor(InSubImageProcessorFields, TorchvisionBackend):
     def _preprocess(self, images: list[torch.Tensor], do_resize, size, do_center_crop, crop_size, do_rescale,
                     rescale_factor, do_normalize, image_mean, image_std, return_tensors=None, num_channels=None,
                     **kwargs) -> BatchFeature:
-        check_processor_fields(num_channels or self.num_channels, image_mean, image_std)
         out = []
         for image in images:  # images of any size; each (C, H, W)
             if do_rescale and not image.is_floating_point():  # as ToDtype(scale=True) does for the default 1/255
@@ -52,6 +52,7 @@ class InSubImageProcessor(InSubImageProcessorFields, TorchvisionBackend):
             if do_resize:
                 image = TF.resize(image, [size.shortest_edge], antialias=True)
             if do_center_crop:
+                check_crop_fits(image.shape[-2:], crop_size)
                 image = TF.center_crop(image, [crop_size.height, crop_size.width])
             if do_normalize:
                 image = normalize_images(image, image_mean, image_std)

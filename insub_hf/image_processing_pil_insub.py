@@ -10,6 +10,8 @@ by about one grey level (1/255 before normalising); without a resize the outputs
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 from PIL import Image
@@ -19,6 +21,12 @@ from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from transformers.processing_utils import ImagesKwargs
 
 NUM_CHANNELS = (1, 3)
+# PIL modes of 16-bit grey images (a 16-bit PNG opens as "I;16"); PIL's own conversion to 8 bits clips them at 255
+SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
+# Integer dtypes read by their range (uint8 as is: the backends rescale by 1/255; uint16 by 65535 to [0, 1])
+INTEGER_RANGES = {np.dtype(np.uint8): 255, np.dtype(np.uint16): 65535}
+ALLOWED_INPUTS = ("uint8 (0..255) or uint16 (0..65535) pixels, floats in [0, 1], or a PIL image (8-bit modes, "
+                  "16-bit grey)")
 # ITU-R 601-2 luma in PIL's fixed point (`Image.convert("L")`): grey = (R*19595 + G*38470 + B*7471 + 2**15) >> 16
 LUMA = (19595, 38470, 7471)
 
@@ -71,7 +79,7 @@ class InSubImageProcessorFields:
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        check_processor_fields(self.num_channels, self.image_mean, self.image_std)
+        check_processor_settings(**{name: getattr(self, name) for name in SETTINGS})
 
     @classmethod
     def for_images(cls, image_size: int, num_channels: int, mean, std, **kwargs):
@@ -85,9 +93,13 @@ class InSubImageProcessorFields:
         pops `num_channels` from `kwargs` and returns it."""
         num_channels = kwargs.pop("num_channels", None) or self.num_channels
         kwargs["do_convert_rgb"] = False  # the conversion is to_channels', to the model's channel count
-        if isinstance(image, Image.Image):
-            image = np.array(image.convert("L" if num_channels == 1 else "RGB"))
-        return image, num_channels
+        return read_image(image, num_channels), num_channels
+
+    def _validate_preprocess_kwargs(self, **kwargs) -> None:
+        """transformers' checks, then `check_processor_settings` on the settings of this call (a call's own
+        `do_rescale=False` or `image_std` is refused as a built processor's is)."""
+        super()._validate_preprocess_kwargs(**kwargs)
+        check_processor_settings(**{name: kwargs.get(name) for name in SETTINGS})
 
 
 class InSubImageProcessorPil(InSubImageProcessorFields, PilBackend):
@@ -105,12 +117,12 @@ class InSubImageProcessorPil(InSubImageProcessorFields, PilBackend):
     def _preprocess(self, images: list[np.ndarray], do_resize, size, resample, do_center_crop, crop_size, do_rescale,
                     rescale_factor, do_normalize, image_mean, image_std, return_tensors=None, num_channels=None,
                     **kwargs) -> BatchFeature:
-        check_processor_fields(num_channels or self.num_channels, image_mean, image_std)
         out = []
         for image in images:  # images of any size; each (C, H, W)
             if do_resize:
                 image = self.resize(image, size, resample=resample)
             if do_center_crop:
+                check_crop_fits(image.shape[-2:], crop_size)
                 image = self.center_crop(image, crop_size)
             if do_rescale and not np.issubdtype(image.dtype, np.floating):
                 image = self.rescale(image, rescale_factor)
@@ -151,9 +163,121 @@ def normalize_images(images: torch.Tensor, mean, std) -> torch.Tensor:
     return (images - mean_t) / std_t
 
 
+def read_image(image, num_channels: int):
+    """One input image as the backends read it: a PIL image in the model's mode (grey or RGB; 16-bit grey by its bit
+    depth, as floats in [0, 1]), a uint8 array or tensor as it is, a uint16 one divided by 65535, floats checked to
+    lie in [0, 1]. Anything else is refused, naming its type, dtype and range and what is allowed (`ALLOWED_INPUTS`):
+    other integer dtypes (an int64 0..255 array: cast it to uint8), floats outside [0, 1] (0..255 pixels, or images
+    normalised already), non-finite values."""
+    if isinstance(image, Image.Image):
+        if image.mode in SIXTEEN_BIT_MODES:
+            return np.asarray(image, dtype=np.uint16).astype(np.float32) / 65535
+        if image.mode not in ("I", "F"):  # 8-bit modes: PIL's own conversion is exact there
+            return np.array(image.convert("L" if num_channels == 1 else "RGB"))
+        image = np.asarray(image)  # 32-bit integer or float pixels: read by their dtype below
+    if isinstance(image, torch.Tensor):
+        if image.dtype == torch.uint8 or image.is_floating_point() and _unit_range(image, "tensor"):
+            return image
+        if image.dtype == getattr(torch, "uint16", None):
+            return image.float() / 65535
+        _refuse("tensor", str(image.dtype).removeprefix("torch."), image)
+    if isinstance(image, np.ndarray):
+        if image.dtype in INTEGER_RANGES:
+            return image if image.dtype == np.uint8 else image.astype(np.float32) / INTEGER_RANGES[image.dtype]
+        if np.issubdtype(image.dtype, np.floating) and _unit_range(torch.from_numpy(np.asarray(image)), "array"):
+            return image
+        _refuse("array", str(image.dtype), torch.from_numpy(np.asarray(image, dtype=np.float64)))
+    raise TypeError(f"InSubImageProcessor: images must be PIL images, numpy arrays or torch tensors, got "
+                    f"{type(image).__name__}.")
+
+
+def check_unit_images(images: torch.Tensor, name: str) -> None:
+    """Raises unless `images` are floats in [0, 1], the one rule for float images on every path (this processor, the
+    batched views, the harness): uint8 or 0..255 pixels and images already normalised to [-1, 1] or by a mean and
+    std are named as such. Reads the values: call it on data up front, not inside a training step."""
+    if not images.is_floating_point():
+        raise ValueError(f"{name} must be float images in [0, 1], got dtype {images.dtype} (uint8 pixels: divide by 255).")
+    if images.numel() == 0:
+        return
+    low, high = float(images.min()), float(images.max())
+    if not (math.isfinite(low) and math.isfinite(high)) or low < 0 or high > 1:
+        hint = ("non-finite values" if not (math.isfinite(low) and math.isfinite(high)) else
+                "0..255 pixels: divide by 255" if high > 1.5 else "normalised images: pass them before normalisation")
+        raise ValueError(f"{name} must be float images in [0, 1], got values in [{low:.4g}, {high:.4g}] ({hint}).")
+
+
+def _unit_range(image: torch.Tensor, kind: str) -> bool:
+    """True for float pixels in [0, 1] (`check_unit_images`, naming the input and what else is allowed)."""
+    try:
+        check_unit_images(image, f"InSubImageProcessor: a float {kind} image")
+    except ValueError as error:
+        raise ValueError(f"{error} Allowed: {ALLOWED_INPUTS}.") from None
+    return True
+
+
+def _refuse(kind: str, dtype: str, image: torch.Tensor) -> None:
+    """Raises for an image of a dtype the processor does not read, naming the dtype and its values' range."""
+    values = f"values in [{float(image.min()):.6g}, {float(image.max()):.6g}]" if image.numel() else "no values"
+    cast = " (0..255 pixels: cast to uint8)" if "int" in dtype else ""
+    raise ValueError(f"InSubImageProcessor: {'an' if kind == 'array' else 'a'} {kind} image of dtype {dtype} ({values}) is not read{cast}; allowed: "
+                     f"{ALLOWED_INPUTS}.")
+
+
+def check_crop_fits(shape, crop_size) -> None:
+    """Refuses an image `(H, W)` smaller than the centre crop: the crop would pad it with zeros."""
+    height, width = (int(v) for v in shape)
+    if height < crop_size.height or width < crop_size.width:
+        raise ValueError(
+            f"InSubImageProcessor: an image of {height}x{width} is smaller than crop_size "
+            f"{crop_size.height}x{crop_size.width}, which would pad it with zeros; keep do_resize on or give larger "
+            "images."
+        )
+
+
+# The settings `check_processor_settings` reads (instance fields, or one call's keyword arguments)
+SETTINGS = ("num_channels", "image_mean", "image_std", "do_rescale", "rescale_factor", "do_resize", "size",
+            "do_center_crop", "crop_size")
+
+
+def _side(value, key: str):
+    """`value[key]` of a size dict or SizeDict (None when absent)."""
+    if value is None:
+        return None
+    return value.get(key) if isinstance(value, dict) else getattr(value, key, None)
+
+
+def check_processor_settings(num_channels, image_mean, image_std, do_rescale=True, rescale_factor=1 / 255,
+                             do_resize=True, size=None, do_center_crop=True, crop_size=None) -> None:
+    """Refuses, naming the field, every setting under which the model would read something else than the image:
+    the channels, mean and std (`check_processor_fields`), a rescale other than uint8's 1/255 (integer images are
+    read by their dtype), a size other than `{"shortest_edge": S}` with S >= 2, a crop under 2x2 (a constant
+    image), and a crop larger than the resized image (padded with zeros)."""
+    check_processor_fields(num_channels, image_mean, image_std)
+    if not do_rescale:
+        raise ValueError("InSubImageProcessor.do_rescale must be True: integer images are read by their dtype "
+                         "(uint8 / 255, uint16 / 65535) and float images must be in [0, 1]; got False.")
+    if rescale_factor is None or not math.isclose(rescale_factor, 1 / 255, rel_tol=1e-6):
+        raise ValueError(f"InSubImageProcessor.rescale_factor must be 1/255 (uint8 pixels to [0, 1]; other dtypes "
+                         f"are read by their range), got {rescale_factor!r}.")
+    edge = _side(size, "shortest_edge")
+    if do_resize and (not isinstance(edge, int) or isinstance(edge, bool) or edge < 2):
+        raise ValueError(f"InSubImageProcessor.size must be {{'shortest_edge': S}} with an integer S >= 2, got "
+                         f"{dict(size) if size is not None else None!r}.")
+    if do_center_crop:
+        height, width = _side(crop_size, "height"), _side(crop_size, "width")
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 2 for v in (height, width)):
+            raise ValueError(f"InSubImageProcessor.crop_size must be {{'height': H, 'width': W}} with integers >= 2 "
+                             f"(a 1-pixel image is constant), got {dict(crop_size) if crop_size else None!r}.")
+        if do_resize and max(height, width) > edge:
+            raise ValueError(
+                f"InSubImageProcessor.crop_size {height}x{width} must fit inside the resized image (size "
+                f"shortest_edge {edge}): a larger crop pads the image with zeros."
+            )
+
+
 def check_processor_fields(num_channels: int, mean, std) -> None:
     """Refuses a channel count other than 1 or 3, a mean or std (a number or one per channel) of another length
-    than the channels, and a std that is not positive, naming the field."""
+    than the channels, and a std that is not positive and finite or a mean that is not finite, naming the field."""
     if num_channels not in NUM_CHANNELS:
         raise ValueError(f"InSubImageProcessor.num_channels must be one of {NUM_CHANNELS}, got {num_channels!r}.")
     fields = {name: [v] if isinstance(v, (int, float)) else list(v) for name, v in (("image_mean", mean),
@@ -164,5 +288,7 @@ def check_processor_fields(num_channels: int, mean, std) -> None:
                 f"InSubImageProcessor.{name} must give one value per channel (num_channels={num_channels}), got "
                 f"{values}."
             )
-    if any(s <= 0 for s in fields["image_std"]):
-        raise ValueError(f"InSubImageProcessor.image_std must be positive, got {fields['image_std']}.")
+    if not all(isinstance(s, (int, float)) and math.isfinite(s) and s > 0 for s in fields["image_std"]):
+        raise ValueError(f"InSubImageProcessor.image_std must be positive and finite, got {fields['image_std']}.")
+    if not all(isinstance(m, (int, float)) and math.isfinite(m) for m in fields["image_mean"]):
+        raise ValueError(f"InSubImageProcessor.image_mean must be finite, got {fields['image_mean']}.")

@@ -14,7 +14,7 @@ from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.utils import ModelOutput
 
-from .configuration_insub import InSubConfig
+from .configuration_insub import InSubConfig, check_label_settings
 from .heads import BatchedHeads
 from .modeling_insub import InSubModel, InSubPreTrainedModel
 
@@ -81,6 +81,8 @@ class InSubForImageClassification(InSubPreTrainedModel):
     """
 
     def __init__(self, config: InSubConfig):
+        # from_pretrained(..., num_labels=1) sets the field after the config was checked
+        check_label_settings(config.num_labels, config.problem_type)
         super().__init__(config)
         self.insub = InSubModel(config)
         if self.insub.main_input_name != "pixel_values":
@@ -134,6 +136,7 @@ class InSubForSequenceClassification(InSubPreTrainedModel):
     """
 
     def __init__(self, config: InSubConfig):
+        check_label_settings(config.num_labels, config.problem_type)
         super().__init__(config)
         self.insub = InSubModel(config)
         self.main_input_name = self.insub.main_input_name

@@ -13,7 +13,7 @@ from transformers import PreTrainedModel, Trainer, TrainerCallback, TrainingArgu
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME
 
 from .checkpointing import checkpoint_problems, last_complete_checkpoint
-from .data.batch_views import check_unit_images
+from .image_processing_pil_insub import check_unit_images
 from .data.seeding import SeededSamples, mix_seed, seeded_draws
 from .distributed import check_same_across_processes, convert_sync_batchnorm
 from .memory_format import resolve_channels_last

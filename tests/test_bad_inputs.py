@@ -37,6 +37,52 @@ def test_a_bad_config_value_is_refused_naming_the_field(kwargs, message):
     assert message in str(error.value)
 
 
+
+TINY_BERT = dict(model_type="bert", vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                 intermediate_size=32)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(num_labels=1), "InSubConfig.num_labels must be at least 2, got 1 (transformers' regression convention)"),
+    (dict(num_labels=10**9), "InSubConfig.num_labels must be an integer >= 2 and <= 100000, got 1000000000"),
+    (dict(num_labels=3, problem_type="multi_label_classification"),
+     "InSubConfig.problem_type must be None or 'single_label_classification', got 'multi_label_classification'"),
+    (dict(num_labels=3, problem_type="regression"), "problem_type must be None or 'single_label_classification'"),
+])
+def test_label_settings_the_classifiers_cannot_honour_are_refused_with_the_reason(kwargs, message):
+    with pytest.raises(ValueError) as error:
+        tiny_config(**kwargs)
+    assert message in str(error.value)
+
+
+def test_label_settings_given_to_from_pretrained_are_refused_too(tmp_path):
+    from insub_hf import InSubForImageClassification
+
+    InSubModel(tiny_config()).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"num_labels must be at least 2, got 1"):
+        InSubForImageClassification.from_pretrained(tmp_path, num_labels=1)
+    with pytest.raises(ValueError, match=r"problem_type must be None or 'single_label_classification'"):
+        InSubForSequenceClassification.from_pretrained(tmp_path, num_labels=4, problem_type="multi_label_classification")
+    assert InSubForImageClassification.from_pretrained(tmp_path, num_labels=4).classifier is not None
+
+
+@pytest.mark.parametrize("objective", ["byol", "simclr", "dino", "vicreg", "barlow_twins", "genomenet"])
+def test_an_objective_refuses_an_encoder_of_another_modality(objective):
+    with pytest.raises(ValueError, match=rf"objective='{objective}' trains encoders that read \[.*\], but this encoder "
+                                         r"reads input_ids: use one of \['scd'\] with it"):
+        InSubConfig(encoder_config=dict(TINY_BERT), objective=objective)
+    with pytest.raises(ValueError, match=r"objective='scd' trains encoders that read \['input_ids'\], but this encoder "
+                                         r"reads pixel_values"):
+        tiny_config(objective="scd")
+
+
+def test_without_an_objective_the_encoders_modality_picks_it():
+    from insub_hf.encoders import GenomicEncoderConfig
+
+    assert tiny_config().objective == "simclr"
+    assert InSubConfig(encoder_config=dict(TINY_BERT)).objective == "scd"
+    assert InSubConfig(encoder_config=GenomicEncoderConfig(conv_filters=8)).objective == "genomenet"
+
 def test_a_misspelt_config_keyword_is_refused_with_the_closest_field_and_a_saved_config_loads_quietly(tmp_path):
     with pytest.raises(ValueError, match="InSubConfig got num_head=3, which is not one of its fields; did you mean 'num_heads'"):
         InSubConfig(num_head=3)

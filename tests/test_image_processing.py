@@ -55,7 +55,16 @@ def test_rgb_to_grey_is_pils_luma():
     (dict(num_channels=2), r"InSubImageProcessor.num_channels must be one of \(1, 3\), got 2"),
     (dict(num_channels=1, image_mean=[0.5, 0.5, 0.5], image_std=[0.2]),
      r"InSubImageProcessor.image_mean must give one value per channel \(num_channels=1\)"),
-    (dict(num_channels=1, image_mean=[0.5], image_std=[0.0]), r"image_std must be positive, got \[0.0\]"),
+    (dict(num_channels=1, image_mean=[0.5], image_std=[0.0]), r"image_std must be positive and finite, got \[0.0\]"),
+    # settings under which the model would read a blank, constant or padded image
+    (dict(num_channels=1, image_mean=[0.5], image_std=[float("inf")]), r"image_std must be positive and finite, got \[inf\]"),
+    (dict(num_channels=1, image_mean=[float("nan")], image_std=[0.5]), r"image_mean must be finite, got \[nan\]"),
+    (dict(do_rescale=False), r"do_rescale must be True: integer images are read by their dtype"),
+    (dict(rescale_factor=1.0), r"rescale_factor must be 1/255 \(uint8 pixels to \[0, 1\]"),
+    (dict(size={"shortest_edge": 1}, crop_size={"height": 1, "width": 1}), r"size must be \{'shortest_edge': S\} with an integer S >= 2"),
+    (dict(size={"height": 32, "width": 32}), r"size must be \{'shortest_edge': S\}.*got \{'height': 32, 'width': 32\}"),
+    (dict(size={"shortest_edge": 32}, crop_size={"height": 1, "width": 32}), r"crop_size must be .* integers >= 2 \(a 1-pixel image is constant\)"),
+    (dict(size={"shortest_edge": 28}, crop_size={"height": 32, "width": 32}), r"crop_size 32x32 must fit inside the resized image \(size shortest_edge 28\): a larger crop pads"),
 ])
 def test_bad_fields_are_refused_naming_them(fields, message):
     with pytest.raises(ValueError, match=message):
@@ -112,3 +121,72 @@ def test_the_pil_backend_gives_the_torchvision_numbers_without_torchvision():
     torch.testing.assert_close(grey_pil(rgb, return_tensors="pt").pixel_values,
                                grey_fast(rgb, return_tensors="pt").pixel_values, rtol=0, atol=1e-6)
     assert pil.to_dict()["image_processor_type"] == "InSubImageProcessor"  # one saved form for both backends
+
+
+def _processors():
+    from insub_hf import InSubImageProcessorPil
+
+    return [cls.for_images(28, 1, (0.5,), (0.25,)) for cls in (InSubImageProcessor, InSubImageProcessorPil)]
+
+
+@pytest.mark.parametrize("backend", [0, 1], ids=["torchvision", "pil"])
+def test_a_16_bit_png_is_read_by_its_bit_depth(tmp_path, backend):
+    processor = _processors()[backend]
+    pixels = (np.arange(28 * 28).reshape(28, 28) * 83).astype(np.uint16)  # 0 .. 65,000: most of it above 255
+    Image.fromarray(pixels).save(tmp_path / "grey16.png")
+    image = Image.open(tmp_path / "grey16.png")
+    assert image.mode == "I;16"
+    got = processor(image, return_tensors="pt").pixel_values[0, 0]
+    # by hand: pixel / 65535, normalised; not PIL's clipping at 255 (which would read nearly every pixel as white)
+    expected = (torch.from_numpy(pixels.astype(np.float32)) / 65535 - 0.5) / 0.25
+    torch.testing.assert_close(got, expected, rtol=0, atol=1.5 / 255 / 0.25)  # PIL resizes 8-bit: a grey level
+    rgb16 = np.repeat(pixels[..., None], 3, axis=-1)  # a uint16 array: the same image by its dtype
+    torch.testing.assert_close(processor(rgb16, return_tensors="pt").pixel_values[0, 0], got, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", [0, 1], ids=["torchvision", "pil"])
+@pytest.mark.parametrize("image, message", [
+    (np.full((28, 28, 3), 100, dtype=np.int32), r"an array image of dtype int32 \(values in \[100, 100\]\) is not read "
+     r"\(0..255 pixels: cast to uint8\); allowed: uint8 \(0..255\) or uint16"),
+    (torch.full((3, 28, 28), 100, dtype=torch.int64), r"a tensor image of dtype int64 \(values in \[100, 100\]\)"),
+    (np.full((28, 28, 3), 200.0), r"a float array image must be float images in \[0, 1\], got values in \[200, 200\] "
+     r"\(0..255 pixels: divide by 255\)"),
+    (np.full((28, 28, 3), -0.5, dtype=np.float32), r"got values in \[-0.5, -0.5\] \(normalised images: pass them before"),
+    (torch.full((3, 28, 28), float("nan")), r"a float tensor image must be float images in \[0, 1\].*non-finite"),
+])
+def test_images_outside_their_range_are_refused_naming_dtype_and_range(backend, image, message):
+    with pytest.raises(ValueError, match=message):
+        _processors()[backend](image, return_tensors="pt")
+
+
+@pytest.mark.parametrize("backend", [0, 1], ids=["torchvision", "pil"])
+def test_float_images_in_the_unit_range_and_uint8_read_the_same(backend):
+    processor = _processors()[backend]
+    pixels = RNG.integers(0, 256, (28, 28, 3), dtype=np.uint8)
+    as_uint8 = processor(pixels, return_tensors="pt").pixel_values
+    as_float = processor(pixels.astype(np.float32) / 255, return_tensors="pt").pixel_values
+    torch.testing.assert_close(as_float, as_uint8, rtol=0, atol=1.5 / 255 / 0.25)
+
+
+def test_a_calls_own_settings_are_checked_as_a_built_processors():
+    processor = _processors()[0]
+    with pytest.raises(ValueError, match="do_rescale must be True"):
+        processor(GREY, do_rescale=False)
+    with pytest.raises(ValueError, match=r"an image of 10x10 is smaller than crop_size 28x28, which would pad it"):
+        processor(np.zeros((10, 10, 3), dtype=np.uint8), do_resize=False)
+
+
+def test_the_harness_takes_images_by_the_same_rules():
+    from insub_hf.evaluation.harness import ImageEvaluationData
+
+    good = dict(train_images=torch.rand(4, 1, 8, 8), train_labels=torch.tensor([0, 1, 0, 1]),
+                test_images=torch.rand(2, 1, 8, 8), test_labels=torch.tensor([0, 1]), ood_images={},
+                mean=(0.5,), std=(0.25,), num_classes=2)
+    ImageEvaluationData(**good)
+    with pytest.raises(ValueError, match=r"ImageEvaluationData.test_images must be float images in \[0, 1\], got "
+                                         r"values in .* \(0..255 pixels: divide by 255\)"):
+        ImageEvaluationData(**{**good, "test_images": good["test_images"] * 255})
+    with pytest.raises(ValueError, match=r"ImageEvaluationData.ood_images\['noise'\] must be float images"):
+        ImageEvaluationData(**{**good, "ood_images": {"noise": torch.rand(2, 1, 8, 8) * 2 - 1}})
+    with pytest.raises(ValueError, match=r"image_std must be positive and finite, got \[inf\]"):
+        ImageEvaluationData(**{**good, "std": (float("inf"),)})

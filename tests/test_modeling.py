@@ -104,7 +104,8 @@ def test_text_and_dna_models_pretrain():
     out = text(input_ids=ids, attention_mask=torch.ones_like(ids))
     assert torch.isfinite(out.loss)
     assert not torch.equal(out.representation[0], out.representation[1])  # two dropout passes differ
-    dna = InSubForPreTraining(tiny_config(encoder_config=GenomicEncoderConfig(conv_filters=8, kernel_size=8, stride=4)))
+    dna = InSubForPreTraining(tiny_config(encoder_config=GenomicEncoderConfig(conv_filters=8, kernel_size=8, stride=4),
+                                          objective="simclr"))  # two DNA views (DNAViews); by default Self-GenomeNet
     x = torch.nn.functional.one_hot(torch.randint(0, 4, (4, 40)), 4).float()
     assert torch.isfinite(dna(dna_one_hot=x, dna_one_hot_2=x.flip(1, 2)).loss)
 

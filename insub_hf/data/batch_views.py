@@ -7,14 +7,13 @@ loader workers. The per-sample torchvision pipeline (`ImageViews`) stays for str
 
 from __future__ import annotations
 
-import math
-
 import kornia.augmentation as K
 import torch
 from datasets import Array3D, Dataset, Features
 from torch import nn
 
 from ..image_processing_insub import normalize_images
+from ..image_processing_pil_insub import check_unit_images
 from ..validation import check_choice, check_range
 
 
@@ -70,20 +69,6 @@ class BatchTwoViews(nn.Module):
         images = images.float()
         return (normalize_images(self.augment(images), self.mean, self.std),
                 normalize_images(self.augment(images), self.mean, self.std))
-
-
-def check_unit_images(images: torch.Tensor, name: str) -> None:
-    """Raises unless `images` are floats in [0, 1] (what `BatchTwoViews` normalises): uint8 or 0..255 pixels and
-    images already normalised to [-1, 1] or by a mean and std are named as such. Reads the values: call it on data
-    up front (a data set, its first row), not inside a training step."""
-    if not images.is_floating_point():
-        raise ValueError(f"{name} must be float images in [0, 1], got dtype {images.dtype} (uint8 pixels: divide by 255).")
-    if images.numel() == 0:
-        return
-    low, high = float(images.min()), float(images.max())
-    if not (math.isfinite(low) and math.isfinite(high)) or low < 0 or high > 1:
-        hint = "0..255 pixels: divide by 255" if high > 1.5 else "normalised images: pass them before normalisation"
-        raise ValueError(f"{name} must be float images in [0, 1], got values in [{low:.4g}, {high:.4g}] ({hint}).")
 
 
 def image_tensor_dataset(images: torch.Tensor) -> Dataset:

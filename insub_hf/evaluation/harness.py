@@ -13,6 +13,7 @@ import torch
 
 from ..checksums import weights_fingerprint
 from ..image_processing_insub import normalize_images
+from ..image_processing_pil_insub import check_processor_fields, check_unit_images
 from ..validation import CheckedArguments, checked
 from . import metrics
 from .corruptions import CORRUPTIONS, SEVERITIES, corrupt
@@ -46,6 +47,11 @@ class ImageEvaluationData:
     num_classes: int
 
     def __post_init__(self) -> None:
+        # the processor's rules: float images in [0, 1], a finite mean and a positive std per channel
+        check_processor_fields(self.test_images.shape[1], self.mean, self.std)
+        for name, images in (("train_images", self.train_images), ("test_images", self.test_images),
+                             *((f"ood_images[{name!r}]", images) for name, images in self.ood_images.items())):
+            check_unit_images(images, f"ImageEvaluationData.{name}")
         check_probe_labels(self.train_labels, self.num_classes, "training")
         check_probe_labels(self.test_labels, self.num_classes, "test")
         for name, images in self.ood_images.items():

@@ -88,6 +88,8 @@ class Objective(nn.Module):
         config_class: its `ObjectiveConfig` (`InSubConfig.objective_config` is one, as a dict).
         modality: what it trains on: `"image"` (two views, or DINO's crops), `"text"` or `"dna"` (the demo and the
             jobs pick the data and the encoder by it).
+        encoder_inputs: the encoder inputs (`main_input_name`) it can train; `InSubConfig` refuses another encoder.
+            Two-view objectives take images or DNA (`DNAViews`: a crop and another crop's reverse complement).
         extra_inputs: batch keys beyond the two views that `forward` takes (DINO: `local_pixel_values`).
         initialized_modules: module types of the objective's own state whose `reset_parameters` the model's
             `post_init` calls (fresh weights only; loaded ones are kept).
@@ -102,6 +104,7 @@ class Objective(nn.Module):
     title: ClassVar[str]
     config_class: ClassVar[type[ObjectiveConfig]] = ObjectiveConfig
     modality: ClassVar[str] = "image"
+    encoder_inputs: ClassVar[tuple[str, ...]] = ("pixel_values", "dna_one_hot")
     extra_inputs: ClassVar[tuple[str, ...]] = ()
     initialized_modules: ClassVar[tuple[type[nn.Module], ...]] = ()
 

@@ -97,6 +97,7 @@ class DINOObjective(Objective):
     """
 
     name = "dino"
+    encoder_inputs = ("pixel_values",)
     title = "DINO"
     config_class = DINOConfig
     extra_inputs = ("local_pixel_values",)

@@ -37,6 +37,7 @@ class SelfGenomeNetObjective(Objective):
     """
 
     name = "genomenet"
+    encoder_inputs = ("dna_one_hot",)
     title = "Self-GenomeNet"
     config_class = SelfGenomeNetConfig
     modality = "dna"

@@ -46,6 +46,7 @@ class SCDObjective(Objective):
     """
 
     name = "scd"
+    encoder_inputs = ("input_ids",)
     title = "SCD (self-contrastive decorrelation)"
     config_class = SCDConfig
     modality = "text"
