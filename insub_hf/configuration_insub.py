@@ -346,6 +346,15 @@ class InSubConfig(PretrainedConfig):
         return cls(**{**DNA.config_fields(), "encoder_config": encoder_config, **overrides})
 
     @property
+    def hidden_size(self) -> int | None:
+        """The representation size d (`pooler_output`; what sentence-transformers and other tools read): the
+        encoder's `hidden_size`, or its last stage's width for CNNs; None for a timm encoder (known once built)."""
+        if self.encoder_config is None:
+            return None
+        sizes = encoder_field(self.encoder_config, "hidden_sizes")
+        return sizes[-1] if sizes else encoder_field(self.encoder_config, "hidden_size")
+
+    @property
     def modality(self) -> str:
         """What the model reads: "image", "text" or "dna" (its objective's modality)."""
         return OBJECTIVES[self.objective].modality

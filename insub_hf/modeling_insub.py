@@ -23,6 +23,8 @@ from .step_checks import check_training_step
 
 logger = logging.get_logger(__name__)
 
+# What transformers' pipelines report a model reads (`input_modalities`), by the encoder's input
+INPUT_MODALITIES = {"pixel_values": "image", "input_ids": "text", "dna_one_hot": "dna"}
 # The modules whose fresh weights the model initialises (`_init_weights`): the heads and the objectives' own state.
 OWN_MODULES = (BatchedHeads, *(m for o in OBJECTIVES.values() for m in o.initialized_modules))
 
@@ -39,6 +41,11 @@ class InSubModelOutput(ModelOutput):
         uncertainty: `(B,)` the spread averaged over dimensions, oriented so that higher means more likely out of
             distribution for this model (`config.uncertainty_direction`, fixed on validation data; read as it is
             while that is None); zeros when M = 1.
+        pooler_output: `(B, d)` the representation again, under the name transformers' feature extraction reads
+            (`pipeline("image-feature-extraction", pool=True)`).
+        last_hidden_state: the encoder states the representation was pooled from, where it has them: `(B, T, d)`
+            tokens or DNA windows, `(B, C, h, w)` a CNN's feature map; None for timm encoders.
+        hidden_states: every encoder layer's states with `output_hidden_states=True` (transformers encoders).
     """
 
     representation: torch.Tensor | None = None
@@ -46,6 +53,9 @@ class InSubModelOutput(ModelOutput):
     mean_embedding: torch.Tensor | None = None
     sigma: torch.Tensor | None = None
     uncertainty: torch.Tensor | None = None
+    pooler_output: torch.Tensor | None = None
+    last_hidden_state: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
 
 
 @dataclass
@@ -90,7 +100,9 @@ class InSubPreTrainedModel(PreTrainedModel):
     config_class = InSubConfig
     base_model_prefix = "insub"
     main_input_name = "pixel_values"
-    supports_gradient_checkpointing = False
+    # the encoder's own layers checkpoint (transformers' ViT, BERT, ...); an encoder without such layers is refused
+    # by `gradient_checkpointing_enable`, naming the model
+    supports_gradient_checkpointing = True
 
     def _init_weights(self, module: nn.Module) -> None:
         # Encoders that are PreTrainedModels initialise themselves; timm models are initialised when built.
@@ -149,6 +161,7 @@ class InSubModel(InSubPreTrainedModel):
         super().__init__(config)
         self.encoder = build_encoder(config)
         self.main_input_name = self.encoder.main_input_name
+        self.input_modalities = INPUT_MODALITIES[self.main_input_name]
         self.heads = BatchedHeads(
             self.encoder.output_dim,
             list(config.head_hidden_sizes),
@@ -225,15 +238,17 @@ class InSubModel(InSubPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         dna_one_hot: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> InSubModelOutput | tuple:
-        representation = self.get_representation(
-            pixel_values=pixel_values,
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            dna_one_hot=dna_one_hot,
-        )
+        """`output_hidden_states` (default: the config's) passes through to a transformers encoder."""
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
+        encoded = self.encoder.encode(output_hidden_states=bool(output_hidden_states), **self.encoder_inputs(
+            pixel_values=pixel_values, input_ids=input_ids, attention_mask=attention_mask,
+            token_type_ids=token_type_ids, dna_one_hot=dna_one_hot,
+        ))
+        representation = encoded.pooled
         z = self.embed_heads(representation)  # (B, M, q)
         sigma = head_spread(z, self.config.diversity_eps)  # (B, q)
         out = InSubModelOutput(
@@ -242,6 +257,9 @@ class InSubModel(InSubPreTrainedModel):
             mean_embedding=z.mean(dim=1),
             sigma=sigma,
             uncertainty=(self.config.uncertainty_direction or 1) * sigma.mean(dim=-1),
+            pooler_output=representation,
+            last_hidden_state=encoded.last_hidden_state,
+            hidden_states=encoded.hidden_states,
         )
         return out if return_dict is not False else out.to_tuple()
 

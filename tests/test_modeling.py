@@ -159,3 +159,98 @@ def test_uncertainty_is_the_spread_in_the_models_stored_direction(direction, sig
 def test_an_uncertainty_direction_other_than_plus_or_minus_one_is_refused():
     with pytest.raises(ValueError, match=r"InSubConfig.uncertainty_direction must be one of \[1, -1, None\], got 0"):
         tiny_config(uncertainty_direction=0)
+
+
+# --- transformers conventions: pooler_output, last_hidden_state, output_hidden_states, gradient checkpointing,
+# hidden_size, input_modalities ----------------------------------------------------------------------------------
+def _text_model():
+    bert = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return InSubModel(tiny_config(encoder_config=bert, pooling="mean")).eval()
+
+
+def test_outputs_carry_pooler_output_last_hidden_state_and_the_encoders_hidden_states():
+    vit = InSubModel(tiny_config()).eval()
+    pixels = torch.rand(2, 3, 32, 32)
+    with torch.no_grad():
+        out = vit(pixel_values=pixels, output_hidden_states=True)
+        backbone = vit.encoder.model(pixel_values=pixels, output_hidden_states=True)  # the ViT itself
+    torch.testing.assert_close(out.pooler_output, out.representation, rtol=0, atol=0)
+    torch.testing.assert_close(out.last_hidden_state, backbone.last_hidden_state, rtol=0, atol=0)
+    torch.testing.assert_close(out.representation, backbone.last_hidden_state[:, 0], rtol=0, atol=0)  # CLS
+    assert len(out.hidden_states) == len(backbone.hidden_states) == 3  # embeddings + 2 layers
+    assert vit(pixel_values=pixels).hidden_states is None  # the config's default: off
+    text = _text_model()
+    ids = torch.randint(1, 30, (3, 5))
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])
+    with torch.no_grad():
+        out = text(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+        states = text.encoder.model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+    assert out.last_hidden_state.shape == (3, 5, 16) and len(out.hidden_states) == len(states) == 3
+    by_hand = (out.last_hidden_state * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)  # masked mean pooling
+    torch.testing.assert_close(out.pooler_output, by_hand)
+
+
+def test_an_encoder_without_hidden_states_refuses_them_by_name():
+    from insub_hf.encoders import GenomicEncoderConfig
+
+    dna = InSubModel(tiny_config(encoder_config=GenomicEncoderConfig(conv_filters=8, kernel_size=8, stride=4)))
+    x = torch.nn.functional.one_hot(torch.randint(0, 4, (2, 40)), 4).float()
+    assert dna(dna_one_hot=x).last_hidden_state.shape == (2, 9, 64)  # its windows
+    with pytest.raises(ValueError, match=r"output_hidden_states: this model's encoder \(GenomicEncoder\) gives no "
+                                         r"per-layer hidden states"):
+        dna(dna_one_hot=x, output_hidden_states=True)
+
+
+@pytest.mark.parametrize("modality", ["image", "text"])
+def test_gradient_checkpointing_gives_the_same_gradients_over_transformers_encoders(modality):
+    torch.manual_seed(0)
+    model = InSubModel(tiny_config()) if modality == "image" else _text_model()
+    model.train()
+    model.encoder.model.config.hidden_dropout_prob = 0.0  # deterministic passes: the gradients must match exactly
+    inputs = ({"pixel_values": torch.rand(4, 3, 32, 32)} if modality == "image"
+              else {"input_ids": torch.randint(1, 30, (4, 6))})
+
+    def gradients():
+        model.zero_grad()
+        model(**inputs).mean_embedding.square().sum().backward()
+        return [p.grad.clone() for p in model.encoder.parameters() if p.grad is not None]
+
+    plain = gradients()
+    model.activation_checkpointing_enable()  # transformers' new name of gradient_checkpointing_enable
+    assert model.is_activation_checkpointing
+    checkpointed = gradients()
+    assert len(plain) == len(checkpointed) > 0
+    for a, b in zip(plain, checkpointed):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_hidden_size_and_input_modalities_follow_the_encoder():
+    from transformers import ResNetConfig
+
+    from insub_hf.configuration_insub import named_encoder
+    from insub_hf.encoders import GenomicEncoderConfig
+
+    for config in (tiny_config(), tiny_config(encoder_config=named_encoder("resnet10_cifar", 28, 1, 0.25)),
+                   tiny_config(encoder_config=ResNetConfig(hidden_sizes=[8, 24], depths=[1, 1], embedding_size=8)),
+                   tiny_config(encoder_config=GenomicEncoderConfig(conv_filters=8, lstm_hidden_size=20))):
+        assert config.hidden_size == InSubModel(config).encoder.output_dim
+    assert _text_model().config.hidden_size == 16
+    assert [InSubModel(c).input_modalities for c in (tiny_config(), _text_model().config)] == ["image", "text"]
+
+
+def test_the_feature_extraction_pipeline_pools_and_names_the_models_modality():
+    from PIL import Image
+    from transformers import pipeline
+
+    from insub_hf import InSubImageProcessor
+
+    model = InSubModel(tiny_config()).eval()
+    processor = InSubImageProcessor.for_images(32, 3, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
+    extractor = pipeline("image-feature-extraction", model=model, image_processor=processor)
+    image = Image.fromarray(torch.randint(0, 256, (32, 32, 3), dtype=torch.uint8).numpy())
+    pooled = torch.tensor(extractor(image, pool=True))
+    with torch.no_grad():
+        expected = model(**processor(image, return_tensors="pt")).representation
+    torch.testing.assert_close(pooled.reshape(expected.shape), expected, rtol=1e-5, atol=1e-6)
+    assert model.input_modalities == "image"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -13,6 +14,23 @@ POOLINGS = ("cls", "mean")
 # Set while a saved InSub checkpoint loads: its own weights replace a backbone's pretrained ones, so a timm encoder
 # configured with `pretrained=True` is built without fetching them (the file or Hub cache may be gone).
 LOADING_A_CHECKPOINT: ContextVar[bool] = ContextVar("LOADING_A_CHECKPOINT", default=False)
+
+
+@dataclass
+class EncoderOutput:
+    """What `Encoder.encode` gives.
+
+    Attributes:
+        pooled: `(B, d)` the representation (what `forward` returns).
+        last_hidden_state: the states it was pooled from, where the encoder has them: `(B, T, d)` tokens or DNA
+            windows (BERT, ViT, the genomic encoder), `(B, C, h, w)` a convolutional feature map (transformers CNNs,
+            the CIFAR ResNet); None for timm models.
+        hidden_states: every layer's states, when asked for (transformers encoders only).
+    """
+
+    pooled: torch.Tensor
+    last_hidden_state: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
 
 
 class Encoder(nn.Module):
@@ -55,6 +73,20 @@ class Encoder(nn.Module):
 
     def forward(self, **inputs: torch.Tensor) -> torch.Tensor:
         return self.pool(self.forward_features(**inputs), **inputs)
+
+    def encode(self, output_hidden_states: bool = False, **inputs: torch.Tensor) -> EncoderOutput:
+        """The representation with the states behind it (`EncoderOutput`). Default: an encoder with token-level
+        features gives them as `last_hidden_state`, any other its representation alone; neither has per-layer
+        states, so `output_hidden_states` is refused (the transformers adapters override this and pass it on)."""
+        if output_hidden_states:
+            raise ValueError(
+                f"output_hidden_states: this model's encoder ({type(self).__name__}) gives no per-layer hidden states; "
+                "transformers encoders (ViT, BERT, ResNet, the CIFAR ResNet) do."
+            )
+        if type(self).forward is not Encoder.forward:  # pooled by its own forward: no token level
+            return EncoderOutput(self(**inputs))
+        features = self.forward_features(**inputs)
+        return EncoderOutput(self.pool(features, **inputs), features)
 
     def transformers_backbone(self) -> nn.Module:
         """The wrapped transformers model, for loading pretrained backbone weights; raises for other encoders."""

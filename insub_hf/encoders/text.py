@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from ..validation import check_choice
-from .base import POOLINGS, Encoder, check_rank
+from .base import POOLINGS, Encoder, EncoderOutput, check_rank
 
 
 def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -63,6 +63,17 @@ class TransformersTextEncoder(Encoder):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        return self._run(input_ids, attention_mask, token_type_ids).last_hidden_state
+
+    def encode(self, output_hidden_states: bool = False, **inputs: torch.Tensor) -> EncoderOutput:
+        """The pooled sentence vector, the token states `(B, T, d)` and, when asked, every layer's."""
+        out = self._run(**inputs, output_hidden_states=output_hidden_states)
+        pooled = self.pool(out.last_hidden_state, attention_mask=inputs.get("attention_mask"))
+        return EncoderOutput(pooled, out.last_hidden_state, out.hidden_states if output_hidden_states else None)
+
+    def _run(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+             token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False):
+        """The transformers model's output on checked token ids (all-ones mask when none is given)."""
         check_rank("input_ids", input_ids, 2, "(batch, tokens)")
         vocab = self.vocab_size
         # a data-dependent check, skipped inside torch.compile (see `check_finite`)
@@ -74,7 +85,9 @@ class TransformersTextEncoder(Encoder):
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         kwargs = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
-        return self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
+        if output_hidden_states:
+            kwargs["output_hidden_states"] = True
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
 
     def pool(self, features: torch.Tensor, attention_mask: torch.Tensor | None = None, **inputs) -> torch.Tensor:
         if self.pooling == "cls":

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .base import LOADING_A_CHECKPOINT, Encoder, check_finite, check_rank
+from .base import LOADING_A_CHECKPOINT, Encoder, EncoderOutput, check_finite, check_rank
 
 
 def _check_pixels(pixel_values: torch.Tensor, num_channels: int) -> None:
@@ -49,6 +49,25 @@ class TransformersVisionEncoder(Encoder):
         """`interpolate_pos_encoding`: accept images of another size than the config's `image_size` (DINO's local
         crops): a ViT resizes its position embeddings, a CNN pools whatever size it gets. Without it, another size is
         refused."""
+        return self._pooled(self._run(pixel_values, interpolate_pos_encoding))
+
+    def encode(self, output_hidden_states: bool = False, **inputs: torch.Tensor) -> EncoderOutput:
+        """The representation, the model's last hidden state (`(B, T, d)` tokens of a ViT, `(B, C, h, w)` a CNN's
+        feature map) and, when asked, every layer's."""
+        out = self._run(**inputs, output_hidden_states=output_hidden_states)
+        return EncoderOutput(self._pooled(out), out.last_hidden_state,
+                             out.hidden_states if output_hidden_states else None)
+
+    @staticmethod
+    def _pooled(out) -> torch.Tensor:
+        hidden = out.last_hidden_state
+        if hidden.dim() == 3:  # (B, tokens, d): CLS token, after the final LayerNorm
+            return hidden[:, 0]
+        return out.pooler_output.flatten(1)  # (B, d, 1, 1) -> (B, d)
+
+    def _run(self, pixel_values: torch.Tensor, interpolate_pos_encoding: bool = False,
+             output_hidden_states: bool = False):
+        """The transformers model's output on checked images (see `forward`)."""
         _check_pixels(pixel_values, self.num_channels)
         kwargs = {}
         size = self.image_size
@@ -61,11 +80,9 @@ class TransformersVisionEncoder(Encoder):
                 )
             if self.interpolates:
                 kwargs["interpolate_pos_encoding"] = True
-        out = self.model(pixel_values=pixel_values, **kwargs)
-        hidden = out.last_hidden_state
-        if hidden.dim() == 3:  # (B, tokens, d): CLS token, after the final LayerNorm
-            return hidden[:, 0]
-        return out.pooler_output.flatten(1)  # (B, d, 1, 1) -> (B, d)
+        if output_hidden_states:
+            kwargs["output_hidden_states"] = True
+        return self.model(pixel_values=pixel_values, **kwargs)
 
 
 class TimmEncoder(Encoder):
