@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from insub_hf.cli import run_command
 
-    return run_command(COMMANDS[argv[0]][0], argv[0], argv[1:])
+    module, description = COMMANDS[argv[0]]
+    return run_command(module, argv[0], argv[1:], description)
 
 
 if __name__ == "__main__":

@@ -120,7 +120,7 @@ def write_sentence_transformer_files(folder: str | Path, model, tokenizer) -> No
         from sentence_transformers.sentence_transformer.modules import Normalize
     except ImportError as error:
         raise ImportError(
-            "A text model's folder is a sentence-transformers folder too: pip install 'insub-hf[st]'."
+            "A text model's folder is a sentence-transformers folder too: pip install \"insub-hf[st]\"."
         ) from error
     from . import sentence_transformer_module as st_module
     from .configuration_insub import base_max_length

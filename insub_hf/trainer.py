@@ -31,6 +31,8 @@ class InSubTrainingArguments(TrainingArguments):
     `torch_compile=True` compiles the training forward into one graph (no breaks from encoders, heads or losses; the
     genomic encoder's LSTM excepted)."""
 
+    _argument_group_name = "training (transformers' TrainingArguments; the defaults are the job's recipe)"
+
     remove_unused_columns: bool = field(
         default=False,
         metadata={"help": "Keep the view columns (pixel_values_2, ...) that a set_transform creates on the fly."},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import MISSING, field, fields
+from pathlib import Path
 from typing import Any
 
 
@@ -61,6 +62,8 @@ def checked(
     check = dict(low=low, high=high, integer=integer, low_inclusive=low_inclusive, high_inclusive=high_inclusive)
     rule = {"choices": tuple(choices)} if choices is not None else {"range": check}
     rule["optional"] = optional
+    if choices is not None:  # the command line lists them and refuses others itself (argparse `choices`)
+        metadata = {"choices": tuple(choices), **metadata}
     made = field(default=default, default_factory=default_factory, metadata={"help": help, **metadata})
     _RULES[id(made)] = (made, rule)
     return made
@@ -99,9 +102,51 @@ def check_fields(arguments: Any) -> None:
                 check_range(name, item, **rule["range"])
 
 
+# What a `path_field` must name: an existing file, an existing folder, or a saved model's folder (with config.json)
+PATH_KINDS = ("file", "folder", "model")
+_PATHS: dict[int, tuple[Any, str]] = {}
+
+
+def path_field(default: Any = MISSING, help: str = "", *, kind: str = "file", **metadata: Any):
+    """A dataclass field naming a local path of `kind` (`PATH_KINDS`), which `check_paths` checks before any work
+    (None passes: the job's default applies)."""
+    check_choice("path_field kind", kind, PATH_KINDS)
+    made = field(default=default, metadata={"help": help, **metadata})
+    _PATHS[id(made)] = (made, kind)
+    return made
+
+
+def check_path(name: str, value: str | Path, kind: str) -> None:
+    """Raises FileNotFoundError / NotADirectoryError / IsADirectoryError, naming the flag and the path, unless `value`
+    is an existing file, folder, or a model folder holding config.json (where it does not, a subfolder that does is
+    suggested: a run folder given for its `model/`)."""
+    path = Path(value)
+    if not path.exists():
+        raise FileNotFoundError(f"{name} {str(value)!r}: no such {'file' if kind == 'file' else 'folder'}.")
+    if kind == "file" and path.is_dir():
+        raise IsADirectoryError(f"{name} {str(value)!r} is a folder; give a file.")
+    if kind != "file" and not path.is_dir():
+        raise NotADirectoryError(f"{name} {str(value)!r} is a file; give a folder.")
+    if kind == "model" and not (path / "config.json").is_file():
+        inside = sorted(str(c.parent) for c in [*path.glob("*/config.json"), *path.glob("*/model/config.json")])
+        hint = f"; did you mean {' or '.join(repr(p) for p in inside[:3])}?" if inside else \
+            " (a save_pretrained folder has one)."
+        raise FileNotFoundError(f"{name} {str(value)!r} holds no config.json{hint}")
+
+
+def check_paths(arguments: Any) -> None:
+    """Checks every `path_field` of a dataclass instance (`check_path`), naming it as its command-line flag."""
+    for f in fields(arguments):
+        entry = _PATHS.get(id(f))
+        if entry is not None and entry[0] is f and getattr(arguments, f.name) is not None:
+            check_path(f"--{f.name}", getattr(arguments, f.name), entry[1])
+
+
 class CheckedArguments:
-    """Mixin for the argument dataclasses of the jobs: every `checked` field is checked when the object is built
-    (by `HfArgumentParser` or by hand), so a bad value is refused before any work starts."""
+    """Mixin for the argument dataclasses of the jobs: every `checked` field and every `path_field` is checked when
+    the object is built (by `HfArgumentParser` or by hand), so a bad value or a missing file is refused before any
+    work starts."""
 
     def __post_init__(self) -> None:
         check_fields(self)
+        check_paths(self)

@@ -16,6 +16,21 @@ def tiny_config(**overrides) -> InSubConfig:
     return InSubConfig(**kwargs)
 
 
+def cli_error(argv: list[str], capsys) -> str:
+    """Runs `insub-hf ARGV`, which must refuse its input as argparse does: exit status 2, the usage line and one
+    line of error last on stderr, no traceback. Returns that line."""
+    from insub_hf_cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2, err[-2000:]
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err and lines[-2].startswith(f"usage: insub-hf {argv[0]}"), err[-2000:]
+    assert lines[-1].startswith(f"insub-hf {argv[0]}") and ": error: " in lines[-1], err[-2000:]
+    return lines[-1]
+
+
 def compare_argv(output_dir, **options) -> list[str]:
     """`insub-hf compare` arguments on the bundled data at a tiny budget (1 epoch of a CIFAR ResNet-18 at width 1/16,
     2 heads, 20 images per class); `options` add or override flags (lists for multi-value flags)."""

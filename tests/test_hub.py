@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,7 @@ from insub_hf.evaluation.results import MethodResults, Metrics
 from insub_hf.hub import check_hub_folder, save_for_hub
 from insub_hf.model_card import HubCard, harness_eval_results, senteval_eval_results
 
-from .conftest import compare_argv, tiny_config
+from .conftest import cli_error, compare_argv, tiny_config
 from .hub_server import LocalHub
 
 GENOMIC = dict(model_type="insub_genomic", conv_filters=8, kernel_size=12, stride=6, lstm_hidden_size=16)
@@ -79,7 +80,7 @@ def card_metrics(readme: Path) -> dict[str, float]:
     return {m["name"]: m["value"] for result in entry["results"] for m in result["metrics"]}
 
 
-def test_compare_pushes_the_insub_model_with_its_measured_numbers(tmp_path, fake_api):
+def test_compare_pushes_the_insub_model_with_its_measured_numbers(tmp_path, fake_api, capsys):
     out = tmp_path / "compare"
     argv = compare_argv(
         out, train_per_class=8, test_per_class=4, ood_images=20, methods="insub", probe_epochs=2, label_fractions=0.5,
@@ -104,9 +105,10 @@ def test_compare_pushes_the_insub_model_with_its_measured_numbers(tmp_path, fake
     assert measured["OOD AUROC vs mnist (MSP)"] == round(row["ood"]["mnist"]["msp"], 4)
     card = (folder / "README.md").read_text()
     split = "test (40 images)"  # the split says what was measured: 4 test images per class
-    assert f"| fashion_mnist | {split} | ECE | {100 * row['test']['ece']:.1f} % |" in card  # each value with its unit
-    assert f"| fashion_mnist | {split} | NLL | {row['test']['nll']:.3f} |" in card
-    assert f"| fashion_mnist | {split} | Brier | {row['test']['brier']:.3f} |" in card
+    # each value with its unit, as the model-index holds it (rounded once)
+    assert f"| fashion_mnist | {split} | ECE | {100 * round(row['test']['ece'], 4):.2f} % |" in card
+    assert f"| fashion_mnist | {split} | NLL | {round(row['test']['nll'], 4):.4f} |" in card
+    assert f"| fashion_mnist | {split} | Brier | {round(row['test']['brier'], 4):.4f} |" in card
     # where the data came from and how the model was trained, as the run recorded them
     assert "80 training images of fashion_mnist: the bundled Fashion-MNIST subset" in card
     assert "- per_device_train_batch_size: 20" in card and "- lr_scheduler_type: cosine" in card
@@ -136,14 +138,13 @@ def test_compare_pushes_the_insub_model_with_its_measured_numbers(tmp_path, fake
     local = tmp_path / "card_folder"
     hub_argv = ["hub", "--model_dir", str(model_dir), "--repo_id", "someone/insub-fmnist", "--results",
                 str(out / "results.json"), "--folder", str(local)]
-    with pytest.raises(ValueError, match=r"row='InSub \(M=9\)' is not a row.*allowed: \['InSub \(M=2\)'\]"):
-        main([*hub_argv, "--row", "InSub (M=9)"])
+    assert re.search(r"row='InSub \(M=9\)' is not a row.*allowed: \['InSub \(M=2\)'\]",
+                     cli_error([*hub_argv, "--row", "InSub (M=9)"], capsys))
     assert not local.exists()
     assert main([*hub_argv, "--row", "InSub (M=2)"]) == 0
     assert card_metrics(local / "README.md") == measured
     assert json.loads((local / "config.json").read_text())["architectures"] == ["InSubForPreTraining"]
-    with pytest.raises(ValueError, match="card_folder' exists"):
-        main([*hub_argv, "--row", "InSub (M=2)"])
+    assert "card_folder' exists" in cli_error([*hub_argv, "--row", "InSub (M=2)"], capsys)
 
 
 def test_push_to_hub_of_every_model_class_sends_one_checked_folder(tmp_path, fake_api):
@@ -167,13 +168,12 @@ def test_push_to_hub_of_every_model_class_sends_one_checked_folder(tmp_path, fak
     assert fake_api.calls[-1][1]["repo_id"] == "someone/s" and (tmp_path / "local" / "modeling_insub.py").exists()
 
 
-def test_pushing_without_a_token_creates_and_uploads_nothing(tmp_path, fake_api, monkeypatch):
+def test_pushing_without_a_token_creates_and_uploads_nothing(tmp_path, fake_api, monkeypatch, capsys):
     monkeypatch.setattr("insub_hf.hub.get_token", lambda: None)
     with pytest.raises(ValueError, match="no Hugging Face token.*HF_TOKEN.*nothing was created or uploaded"):
         InSubModel(tiny_config()).push_to_hub("someone/x")
-    with pytest.raises(ValueError, match="no Hugging Face token"):
-        main(["compare", "--output_dir", str(tmp_path / "c"), "--methods", "insub", "--push_to_hub", "--hub_model_id",
-              "someone/x"])
+    assert "no Hugging Face token" in cli_error(["compare", "--output_dir", str(tmp_path / "c"), "--methods", "insub",
+                                                 "--push_to_hub", "--hub_model_id", "someone/x"], capsys)
     assert fake_api.calls == [] and not (tmp_path / "c").exists()
 
 
@@ -395,16 +395,16 @@ def test_training_scripts_check_the_token_first_and_push_once_at_the_end(tmp_pat
 
 
 @pytest.mark.parametrize("repo_id", ["a/..", "my name/insub", "a/b/c", "insub-"])
-def test_an_invalid_repo_id_is_refused_before_any_folder_is_written(tmp_path, monkeypatch, repo_id):
+def test_an_invalid_repo_id_is_refused_before_any_folder_is_written(tmp_path, monkeypatch, repo_id, capsys):
     monkeypatch.chdir(tmp_path)
     InSubModel(tiny_config(num_heads=2)).save_pretrained(tmp_path / "model")
     before = sorted(p.name for p in tmp_path.iterdir())
-    with pytest.raises(ValueError, match=f"hub_model_id='{repo_id}' is not a Hub repo id: Repo id must"):
-        main(["hub", "--model_dir", str(tmp_path / "model"), "--hub_model_id", repo_id])
+    error = cli_error(["hub", "--model_dir", str(tmp_path / "model"), "--hub_model_id", repo_id], capsys)
+    assert f"hub_model_id='{repo_id}' is not a Hub repo id: Repo id must" in error
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no runs/hub/<name> folder
 
 
-def test_the_demo_results_make_a_card_and_the_fitted_detector_travels_with_the_model(tmp_path):
+def test_the_demo_results_make_a_card_and_the_fitted_detector_travels_with_the_model(tmp_path, capsys):
     from insub_hf import InSubOODDetector
     from insub_hf.checksums import weights_fingerprint
     from insub_hf.data import IMAGE_DATASET_PRESETS
@@ -428,18 +428,17 @@ def test_the_demo_results_make_a_card_and_the_fitted_detector_travels_with_the_m
     (tmp_path / "results.json").write_text(json.dumps({"args": {}, "runs": runs}))
     argv = ["hub", "--model_dir", str(model_dir), "--repo_id", "someone/insub-demo", "--results",
             str(tmp_path / "results.json"), "--folder", str(tmp_path / "folder"), "--base_model", "someone/backbone"]
-    with pytest.raises(ValueError, match=r"row='insub_m9' is not a run of .*allowed: \['baseline', 'insub_m2', 'text_m2'\]"):
-        main([*argv, "--row", "insub_m9"])
+    assert re.search(r"row='insub_m9' is not a run of .*allowed: \['baseline', 'insub_m2', 'text_m2'\]",
+                     cli_error([*argv, "--row", "insub_m9"], capsys))
     # another model's numbers (the baseline's), another modality's, or numbers that name no model are refused
-    with pytest.raises(ValueError, match=rf"row='baseline' .* measured the weights 000000000000; .*model_dir holds "
-                                         rf"the weights {own[:12]}"):
-        main([*argv, "--row", "baseline"])
-    with pytest.raises(ValueError, match=r"row='text_m2' .* measured a model of modality 'text'; .*model_dir holds one of modality 'image'"):
-        main([*argv, "--row", "text_m2"])
+    assert re.search(rf"row='baseline' .* measured the weights 000000000000; .*model_dir holds the weights {own[:12]}",
+                     cli_error([*argv, "--row", "baseline"], capsys))
+    assert re.search(r"row='text_m2' .* measured a model of modality 'text'; .*model_dir holds one of modality 'image'",
+                     cli_error([*argv, "--row", "text_m2"], capsys))
     unnamed = [{k: v for k, v in run.items() if k != "fingerprints"} for run in runs]
     (tmp_path / "unnamed.json").write_text(json.dumps({"args": {}, "runs": unnamed}))
-    with pytest.raises(ValueError, match="measured weights it does not record"):
-        main([*argv[:6], str(tmp_path / "unnamed.json"), *argv[7:], "--row", "insub_m2"])
+    assert "measured weights it does not record" in cli_error(
+        [*argv[:6], str(tmp_path / "unnamed.json"), *argv[7:], "--row", "insub_m2"], capsys)
     assert not (tmp_path / "folder").exists()
     assert main([*argv, "--row", "insub_m2"]) == 0
     folder = tmp_path / "folder"
@@ -450,13 +449,13 @@ def test_the_demo_results_make_a_card_and_the_fitted_detector_travels_with_the_m
     }
     meta = yaml.safe_load(card.split("---")[1])
     assert meta["license"] == "apache-2.0" and meta["base_model"] == "someone/backbone"
-    assert "| Fashion-MNIST | test | Accuracy | 80.0 % |" in card and "| Fashion-MNIST | test | Brier | 0.280 |" in card
+    assert "| Fashion-MNIST | test | Accuracy | 80.00 % |" in card and "| Fashion-MNIST | test | Brier | 0.2800 |" in card
     travelled = InSubOODDetector.from_pretrained(folder)
     torch.testing.assert_close(travelled.representation_bank, detector.representation_bank, rtol=0, atol=0)
     torch.testing.assert_close(travelled.head_banks, detector.head_banks, rtol=0, atol=0)
     (tmp_path / "other.json").write_text(json.dumps({"args": {}}))
-    with pytest.raises(ValueError, match="is not a results.json of insub-hf demo, compare or text"):
-        main([*argv[:6], str(tmp_path / "other.json"), "--folder", str(tmp_path / "f2")])
+    assert "is not a results.json of insub-hf demo, compare or text" in cli_error(
+        [*argv[:6], str(tmp_path / "other.json"), "--folder", str(tmp_path / "f2")], capsys)
 
 
 def test_a_published_folder_names_nothing_of_this_machine(tmp_path):

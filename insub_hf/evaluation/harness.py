@@ -66,6 +66,8 @@ class ImageEvaluationData:
 class HarnessArguments(CheckedArguments):
     """What the harness evaluates beyond the clean test set."""
 
+    _argument_group_name = 'evaluation'
+
     mc_dropout_passes: int = checked(5, "T stochastic passes of the MC Dropout method.", low=1, integer=True)
     corruption_images: int = checked(100, "Test images per corruption and severity.", low=1, integer=True)
     corruptions: list[str] = checked(

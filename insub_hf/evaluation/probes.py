@@ -19,6 +19,8 @@ OPTIMIZERS = ("sgd", "adamw")
 class ProbeArguments(CheckedArguments):
     """How a probe is trained (on precomputed features, without augmentation)."""
 
+    _argument_group_name = 'evaluation: linear probes'
+
     probe_optimizer: str = checked("sgd", "sgd (momentum) or adamw.", choices=OPTIMIZERS)
     probe_learning_rate: float = checked(0.1, "Peak learning rate (cosine to 0).", low=0, low_inclusive=False)
     probe_momentum: float = checked(0.9, "SGD momentum.", low=0, high=1)

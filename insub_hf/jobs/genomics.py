@@ -22,7 +22,7 @@ from ..protocol.arguments import OVERWRITE_HELP, training_arguments
 from ..protocol.experiment import Experiment, Variant
 from ..recipes import DNA
 from ..trainer import InSubTrainer, InSubTrainingArguments
-from ..validation import CheckedArguments, checked
+from ..validation import CheckedArguments, checked, path_field
 
 # The DNA recipe's training (`recipes.DNA`: 4 epochs, batch 64, learning rate 1e-3)
 TRAINING_DEFAULTS = DNA.training_arguments(output_dir="runs/genomics")
@@ -33,12 +33,12 @@ class GenomicsArguments(CheckedArguments):
     """The genomics job's model and data (its pretraining: `InSubTrainingArguments`, from `TRAINING_DEFAULTS`;
     output_dir holds the checkpoints and results; fine-tuning takes its batch and learning rate)."""
 
-    pretrain_fasta: str | None = field(
-        default=None, metadata={"help": "Unlabelled FASTA(.gz); default: the bundled Drosophila upstream regions."}
+    _argument_group_name = 'model and data'
+
+    pretrain_fasta: str | None = path_field(
+        None, "Unlabelled FASTA(.gz); default: the bundled Drosophila upstream regions."
     )
-    labelled: str | None = field(
-        default=None, metadata={"help": "Labelled CSV (sequence,label) or FASTA (>name|label); default: splice."}
-    )
+    labelled: str | None = path_field(None, "Labelled CSV (sequence,label) or FASTA (>name|label); default: splice.")
     crop_length: int = checked(150, "Pretraining crop in nt (paper: 150 or 1000).", low=1, integer=True)
     num_heads: int = checked(DNA.num_heads, "M of the InSub model; the baseline has 1.", low=2, integer=True)
     diversity_alpha: float = checked(DNA.diversity_alpha, "alpha.", low=0)

@@ -28,6 +28,7 @@ from ..evaluation.results import ComparisonRow, MethodResults
 from ..hub import hub_token, push_model_to_hub, save_for_hub
 from ..model_card import HubCard, genomics_eval_results, harness_eval_results, senteval_eval_results
 from ..protocol.arguments import HYPERPARAMETERS
+from ..validation import CheckedArguments, path_field
 
 
 # what a demo run records of the harness's `MethodResults`
@@ -41,6 +42,8 @@ AUTO_BY_ARCHITECTURE = {
 @dataclass
 class HubArguments:
     """Where `insub-hf hub` pushes (the names of `TrainingArguments`' Hub fields; the training jobs take those)."""
+
+    _argument_group_name = "hub"
 
     hub_model_id: str | None = field(
         default=None, metadata={"help": "The Hub repo to push the model and its results to.", "aliases": ["--repo_id"]}
@@ -61,14 +64,14 @@ class HubArguments:
 
 
 @dataclass
-class HubCommandArguments:
+class HubCommandArguments(CheckedArguments):
     """What `insub-hf hub` builds the repo folder from; the repo itself is `--hub_model_id` (or `--repo_id`)."""
 
-    model_dir: str = field(metadata={"help": "A saved InSub model (save_pretrained folder)."})
-    results: str | None = field(
-        default=None,
-        metadata={"help": "results.json of `insub-hf demo`, `compare` or `text` to put on the card."},
-    )
+    _argument_group_name = "model and results"
+
+    model_dir: str = path_field(help="A saved InSub model (its save_pretrained folder, e.g. runs/demo/insub_m5/model).",
+                                kind="model")
+    results: str | None = path_field(None, "results.json of `insub-hf demo`, `compare` or `text` to put on the card.")
     row: str | None = field(
         default=None, metadata={"help": "Which model of the results: a demo run ('insub_m5'), a compare row name "
                                         "('InSub (M=5)') or a text model name ('scd_insub_m3')."},

@@ -45,6 +45,8 @@ class MechanismArguments(CheckedArguments):
     """Which objectives and how many heads (the runs' training: `InSubTrainingArguments`, from `TRAINING_DEFAULTS`;
     output_dir holds the runs, tables and the plot)."""
 
+    _argument_group_name = 'model and data'
+
     objectives: list[str] = checked(
         default_factory=lambda: list(OBJECTIVES), help=f"Any of {tuple(OBJECTIVES)}.", choices=tuple(OBJECTIVES)
     )

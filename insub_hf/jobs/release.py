@@ -46,6 +46,8 @@ DETECTOR_BANK = 10_000
 class ReleaseArguments:
     """Where a release goes beside its runs (`--output_dir`) and the Hub (`--push_to_hub --hub_model_id`)."""
 
+    _argument_group_name = 'release'
+
     name: str | None = field(default=None, metadata={"help": "The model's name (card title, model_cards/NAME); "
                                                               "default: the recipe's release name. RECIPE is image, "
                                                               "text or dna: `insub-hf release RECIPE --help` lists "
@@ -342,8 +344,8 @@ def select(command: str, argv: list[str]):
         return SimpleNamespace(ARGUMENT_GROUPS=ARGUMENT_GROUPS, TRAINING_DEFAULTS=None, run=None), \
             f"{command} RECIPE", argv
     if not argv or argv[0] not in RECIPES:
-        raise SystemExit(f"insub-hf {command}: RECIPE must be one of {sorted(RECIPES)} (e.g. `insub-hf {command} "
-                         f"image --help`); got {argv[0] if argv else 'none'!r}.")
+        raise ValueError(f"RECIPE must be one of {sorted(RECIPES)} (e.g. `insub-hf {command} image --help`); got "
+                         f"{argv[0] if argv else 'none'!r}.")
     recipe, rest = RECIPES[argv[0]], argv[1:]
     line = " ".join(["insub-hf", command, argv[0], *reproducing(rest)])
 

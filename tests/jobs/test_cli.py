@@ -289,3 +289,65 @@ def test_an_abbreviated_or_unknown_flag_is_refused_in_one_line_with_status_2(cap
         assert exit_.value.code == 2
         err = capsys.readouterr().err
         assert f"insub-hf {argv[0]}: error: unrecognized arguments: {unknown}" in err and "Traceback" not in err
+
+
+def test_paths_are_checked_first_in_one_line(tmp_path, capsys):
+    from ..conftest import cli_error, tiny_config
+
+    assert f"--model_dir {str(tmp_path / 'nope')!r}: no such folder." in cli_error(
+        ["hub", "--model_dir", str(tmp_path / "nope")], capsys)
+    run = tmp_path / "run"  # a run folder given for its model folder
+    InSubModel(tiny_config()).save_pretrained(run / "insub_m3" / "model")
+    error = cli_error(["hub", "--model_dir", str(run)], capsys)
+    assert f"--model_dir {str(run)!r} holds no config.json; did you mean {str(run / 'insub_m3' / 'model')!r}?" in error
+    (tmp_path / "weights.bin").write_bytes(b"")
+    assert "is a file; give a folder" in cli_error(["hub", "--model_dir", str(tmp_path / "weights.bin")], capsys)
+    assert f"--pretrain_fasta {str(tmp_path / 'x.fa')!r}: no such file." in cli_error(
+        ["genomics", "--pretrain_fasta", str(tmp_path / "x.fa"), "--output_dir", str(tmp_path / "g")], capsys)
+    assert not (tmp_path / "g").exists()
+    assert "the following arguments are required: --model_dir" in cli_error(["hub"], capsys)
+
+
+def test_help_reads_like_the_hugging_face_tools(capsys):
+    with pytest.raises(SystemExit):
+        main(["hub", "--help"])
+    printed = capsys.readouterr().out
+    assert printed.startswith("usage: insub-hf hub [options]\n\nA saved model and its evaluation results")  # described
+    assert "\nmodel and results:\n" in printed and "\nhub:\n" in printed  # argument groups
+    assert "Required. A saved InSub model" in " ".join(printed.split())
+    assert "(default: None)" not in printed
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    printed = " ".join(capsys.readouterr().out.split())
+    for group in ("model and data:", "training (transformers' TrainingArguments;", "evaluation:"):
+        assert group in printed
+    assert "--data_source {auto,bundled,debian}" in printed  # a closed set is argparse's choices
+    # one boolean style: an optional boolean (bf16: None = automatic) reads as every other one does
+    assert "--bf16 [{true,false}]" in printed and "--batch_views [{true,false}]" in printed
+    assert "--bf16 BF16" not in printed
+
+
+def test_a_boolean_flag_alone_is_true_and_takes_false():
+    from insub_hf.cli import job_parser
+    from insub_hf.jobs import demo
+
+    parser = job_parser("demo", demo.ARGUMENT_GROUPS, demo.TRAINING_DEFAULTS)
+    for argv, expected in (([], None), (["--bf16"], True), (["--bf16", "false"], False)):
+        _, training = parser.parse_args_into_dataclasses(args=argv)
+        assert training.bf16 is expected or (expected is None and training.bf16 in (True, False))
+
+
+def test_every_install_hint_names_a_real_extra():
+    import configparser
+    import re
+    from pathlib import Path
+
+    import insub_hf
+
+    setup = configparser.ConfigParser()
+    setup.read(Path(insub_hf.__file__).parents[1] / "setup.cfg")
+    extras = set(setup["options.extras_require"])
+    hints = [(path, extra) for path in Path(insub_hf.__file__).parent.rglob("*.py")
+             for extra in re.findall(r'insub-hf\[(\w+)\]', path.read_text())]
+    assert hints and {extra for _, extra in hints} <= extras, [h for h in hints if h[1] not in extras]
+    assert not [path for path in Path(insub_hf.__file__).parent.rglob("*.py") if 'pip install -e' in path.read_text()]

@@ -2,6 +2,7 @@
 card carries this run's numbers, how it was made and how InSub compares with its baseline, copied to model_cards/."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -12,6 +13,8 @@ from insub_hf import InSubOODDetector
 from insub_hf.hub import check_hub_folder, machine_paths
 from insub_hf.jobs.release import reproducing
 from insub_hf_cli import main
+
+from ..conftest import cli_error
 
 pytestmark = pytest.mark.slow
 
@@ -110,5 +113,5 @@ def test_the_command_a_card_names_leaves_out_where_it_went_and_who_pushed():
 
 
 def test_an_unknown_recipe_is_refused_naming_the_recipes(capsys):
-    with pytest.raises(SystemExit, match=r"RECIPE must be one of \['dna', 'image', 'text'\].*got 'audio'"):
-        main(["release", "audio"])
+    error = cli_error(["release", "audio"], capsys)
+    assert re.search(r"RECIPE must be one of \['dna', 'image', 'text'\].*got 'audio'", error)
