@@ -28,7 +28,7 @@ AUTO_CLASSES = {
     "InSubForSequenceClassification": "AutoModelForSequenceClassification",
     "InSubForImageClassification": "AutoModelForImageClassification",
 }
-PERCENT_METRICS = ("accuracy", "ece", "tace", "auroc")
+PERCENT_METRICS = ("accuracy", "ece", "tace", "auroc", "aurc", "fpr95")
 # (encoder input, is a classifier) -> the Hub's pipeline tag
 PIPELINE_TAGS = {
     ("pixel_values", False): "image-feature-extraction", ("pixel_values", True): "image-classification",
@@ -90,10 +90,11 @@ def harness_eval_results(results, dataset_name: str, dataset_type: str, split: s
     """model-index entries from one method's `insub_hf.evaluation.MethodResults` (`MethodResults.from_dict` reads a
     row of `insub-hf compare`'s results.json).
 
-    Accuracy, ECE, TACE, NLL and Brier of the linear probe on `split`, and per OOD set the AUROC of the max softmax
-    probability, of the label-free k-NN score and (M > 1) of the head spread in the model's stored orientation (its
-    `uncertainty` output). Values as the harness gives them (fractions; the card's table
-    shows accuracy, calibration errors and AUROC in %).
+    Accuracy, ECE, TACE, NLL and Brier of the linear probe on `split`, its ECE and NLL after temperature scaling
+    and the AURC of its max probability (where the results have them), and per OOD set the AUROC and the FPR at 95 %
+    TPR of the max softmax probability, of the label-free k-NN score and (M > 1) of the head spread in the model's
+    stored orientation (its `uncertainty` output). Values as the harness gives them (fractions; the card's table
+    shows accuracy, calibration errors, AURC, AUROC and FPR95 in %).
     """
     task = dict(task_type="image-classification", task_name="Linear probe on the frozen encoder")
     data = dict(dataset_type=dataset_type, dataset_name=dataset_name, dataset_split=split)
@@ -102,6 +103,13 @@ def harness_eval_results(results, dataset_name: str, dataset_type: str, split: s
                    metric_value=card_value(getattr(results.test, key)))
         for key in ("accuracy", "ece", "tace", "nll", "brier")
     ]
+    if results.test.temperature is not None:
+        scaled = f"after temperature scaling (T = {results.test.temperature:.2f}, fitted on validation data)"
+        out += [EvalResult(**task, **data, metric_type=key, metric_name=f"{METRIC_NAMES[key]} {scaled}",
+                           metric_value=card_value(getattr(results.test, f"{key}_scaled"))) for key in ("ece", "nll")]
+    if "aurc" in results.selective:
+        out.append(EvalResult(**task, **data, metric_type="aurc", metric_name="AURC (max probability; lower is better)",
+                              metric_value=card_value(results.selective["aurc"])))
     for ood_set, scores in results.ood.items():
         for score, label in (("msp", "MSP"), ("knn", "k-NN, label-free"),
                              ("head_spread", "head spread, label-free, the model's uncertainty")):
@@ -109,6 +117,11 @@ def harness_eval_results(results, dataset_name: str, dataset_type: str, split: s
                 out.append(EvalResult(
                     **task, **data, metric_type="auroc", metric_name=f"OOD AUROC vs {ood_set} ({label})",
                     metric_value=card_value(scores[score]), metric_config=ood_set,
+                ))
+            if score in results.ood_fpr95.get(ood_set, {}):
+                out.append(EvalResult(
+                    **task, **data, metric_type="fpr95", metric_name=f"OOD FPR95 vs {ood_set} ({label}; lower is better)",
+                    metric_value=card_value(results.ood_fpr95[ood_set][score]), metric_config=ood_set,
                 ))
     return out
 

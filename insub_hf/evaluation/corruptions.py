@@ -163,3 +163,15 @@ def corrupt(images: torch.Tensor, name: str, severity: int, seed: int = 0) -> to
         raise ValueError(f"images must be float (N, C, H, W) in [0, 1], got {images.dtype} {tuple(images.shape)}.")
     generator = torch.Generator().manual_seed(seed)
     return CORRUPTIONS[name](images, severity, generator).clamp(0, 1)
+
+
+def centre_crop(images: torch.Tensor, fraction: float) -> torch.Tensor:
+    """The centre `fraction` of each image's sides, resized back to the full size (bilinear): less information in the
+    same geometry, for the crop test (`metrics.crop_test`). images `(N, C, H, W)` in [0, 1] -> the same shape."""
+    import torch.nn.functional as F
+
+    height, width = images.shape[-2:]
+    crop_h, crop_w = max(1, round(height * fraction)), max(1, round(width * fraction))
+    top, left = (height - crop_h) // 2, (width - crop_w) // 2
+    crop = images[..., top:top + crop_h, left:left + crop_w]
+    return F.interpolate(crop, size=(height, width), mode="bilinear", align_corners=False).clamp(0, 1)

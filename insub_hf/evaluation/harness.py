@@ -16,12 +16,24 @@ from ..image_processing_insub import normalize_images
 from ..image_processing_pil_insub import check_processor_fields, check_unit_images
 from ..validation import CheckedArguments, checked
 from . import metrics
-from .corruptions import CORRUPTIONS, SEVERITIES, corrupt
+from .corruptions import CORRUPTIONS, SEVERITIES, centre_crop, corrupt
 from .features import FeatureSet, extract_features
 from .knn import knn_accuracy
 from .ood_detector import DEFAULT_K, InSubOODDetector, calibration_noise
 from .ood_sets import check_same_geometry
-from .probes import ProbeArguments, balanced_label_subset, check_probe_labels, fit_probes, member_probabilities
+from .probes import (
+    ProbeArguments,
+    balanced_label_subset,
+    check_probe_labels,
+    fit_probes,
+    member_probabilities,
+    train_val_split,
+)
+
+# The crop test's centre crops (share of each side kept; 1.0: the whole image)
+CROP_FRACTIONS = (1.0, 0.75, 0.5, 0.25)
+# The scores the crop test and R-AUROC read (each higher = less certain), where the method has them
+UNCERTAINTY_SCORES = ("msp", "entropy", "mutual_information", "knn", "head_spread")
 from .results import CorruptionMetrics, HeadSpreadCalibration, MethodResults, Metrics
 
 
@@ -87,15 +99,20 @@ class HarnessArguments(CheckedArguments):
     )
 
 
-def summarize(member_probs: torch.Tensor, labels: torch.Tensor) -> Metrics:
-    """Accuracy, NLL, ECE, TACE, Brier of the averaged members `(N, K, C)`, and their diversity when K > 1."""
+def summarize(member_probs: torch.Tensor, labels: torch.Tensor, temperature: float | None = None) -> Metrics:
+    """Accuracy, NLL, ECE, TACE, Brier of the averaged members `(N, K, C)`, their diversity when K > 1 and, given a
+    `temperature`, the ECE and NLL of the averaged prediction scaled by it."""
     probs = member_probs.mean(dim=1)
+    scaled = metrics.temperature_scale(probs, temperature) if temperature is not None else None
     return Metrics(
         accuracy=metrics.accuracy(probs, labels), nll=metrics.nll(probs, labels),
         ece=metrics.expected_calibration_error(probs, labels),
         tace=metrics.thresholded_adaptive_calibration_error(probs, labels), brier=metrics.brier_score(probs, labels),
         disagreement_over_error=metrics.normalized_disagreement(member_probs, labels)
         if member_probs.shape[1] > 1 else None,
+        temperature=temperature,
+        ece_scaled=metrics.expected_calibration_error(scaled, labels) if scaled is not None else None,
+        nll_scaled=metrics.nll(scaled, labels) if scaled is not None else None,
     )
 
 
@@ -236,8 +253,11 @@ class MethodEvaluator:
         """Step 4: returns (the results, arrays for the plots: `reliability` bins and `scores[split][name]`)."""
         data = self.data
         test_probs, test_sigma, test_free = self.predict(data.test_images, label_free=True)
+        mean = test_probs.mean(dim=1)
         results = MethodResults(
-            members=test_probs.shape[1], test=summarize(test_probs, data.test_labels),
+            members=test_probs.shape[1], test=summarize(test_probs, data.test_labels, self.temperature()),
+            selective={"aurc": metrics.aurc(mean.max(dim=1).values, mean.argmax(dim=1) == data.test_labels),
+                       "augrc": metrics.augrc(mean.max(dim=1).values, mean.argmax(dim=1) == data.test_labels)},
             knn_accuracy=self._knn_accuracy(),
             head_spread_calibration=self.head_spread_calibration if self.has_heads else [],
             fingerprints=[weights_fingerprint(getattr(m, "insub", m)) for m in self.models],
@@ -249,6 +269,10 @@ class MethodEvaluator:
             scores = ood_scores(*self.predict(images, label_free=True))
             arrays["scores"][name] = scores
             results.ood[name] = {key: ood_auroc(arrays["scores"]["in"][key], value) for key, value in scores.items()}
+            results.ood_fpr95[name] = {key: metrics.fpr_at_tpr(arrays["scores"]["in"][key], value, higher_is_in=False)
+                                       for key, value in scores.items()}
+        results.retrieval = self._retrieval(arrays["scores"]["in"])
+        results.crop = self._crop_test()
         results.semi_supervised = self._semi_supervised()
         results.corruptions = self._corruptions(arrays["scores"]["in"])
         if results.corruptions:
@@ -258,12 +282,49 @@ class MethodEvaluator:
             }
         return results, arrays
 
-    def _knn_accuracy(self) -> float:
-        """The k-NN classifier's test accuracy on the first model's representation (mean over its members)."""
+    def temperature(self) -> float | None:
+        """The temperature of the method's averaged prediction, fitted by NLL on the probes' validation split of the
+        training images (held apart from probe training, where it chose the epoch; never the test split; for P
+        Finetune-InSub probes, the first probe's split). None without a validation split."""
+        _, val = train_val_split(len(self.data.train_labels), self.probe_args.probe_val_fraction,
+                                 self.probe_args.probe_seed)
+        if len(val) == 0:
+            return None
+        probs, _, _ = self.predict(self.data.train_images[val])
+        return metrics.fit_temperature(probs.mean(dim=1), self.data.train_labels[val])
+
+    def _representations(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The first model's training and test representations (mean over its members) and the training labels."""
         train = self._require("extract_training_features", self.training_features)[0]
         test = self._features(self.models[0], self.data.inputs(self.data.test_images), 0)
-        return knn_accuracy(train.representations.mean(dim=1), train.labels, test.representations.mean(dim=1),
-                            self.data.test_labels, self.harness_args.knn_classifier_k)
+        return train.representations.mean(dim=1), test.representations.mean(dim=1), train.labels
+
+    def _knn_accuracy(self) -> float:
+        """The k-NN classifier's test accuracy on the first model's representation (mean over its members)."""
+        train, test, labels = self._representations()
+        return knn_accuracy(train, labels, test, self.data.test_labels, self.harness_args.knn_classifier_k)
+
+    def _retrieval(self, test_scores: dict[str, torch.Tensor]) -> dict[str, float | None]:
+        """R-AUROC of each uncertainty score: does it predict that the test input's nearest training representation
+        (cosine; the first model's) has another class? None where no retrieval was wrong (or all were)."""
+        train, test, labels = self._representations()
+        errors = metrics.nearest_neighbour_errors(test, self.data.test_labels, train, labels)
+        out = {key: metrics.r_auroc(test_scores[key], errors) for key in UNCERTAINTY_SCORES if key in test_scores}
+        return {key: None if value != value else value for key, value in out.items()}
+
+    def _crop_test(self) -> dict[str, dict[str, float | None]]:
+        """The crop test of each uncertainty score on the first `corruption_images` test images: their centre crops
+        at `CROP_FRACTIONS`, resized back, scored as the test images are."""
+        images = self.data.test_images[: min(self.harness_args.corruption_images, len(self.data.test_images))]
+        per_fraction = [ood_scores(*self.predict(centre_crop(images, f), label_free=True, head_scores=False))
+                        for f in CROP_FRACTIONS]
+        out = {}
+        for key in UNCERTAINTY_SCORES:
+            if key in per_fraction[0]:
+                test = metrics.crop_test(torch.stack([scores[key] for scores in per_fraction], dim=1), CROP_FRACTIONS)
+                spearman = None if test.spearman != test.spearman else test.spearman  # constant scores: no ranking
+                out[key] = {"spearman": spearman, "smaller_crop_higher": test.smaller_crop_higher}
+        return out
 
     def _semi_supervised(self) -> dict[str, Metrics]:
         out = {}

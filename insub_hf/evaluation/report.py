@@ -54,8 +54,11 @@ PAIRED_METRICS = (
     ("Acc", _at("test", "accuracy"), 100, 2, False),
     ("k-NN Acc", _at("knn_accuracy"), 100, 2, False),
     ("ECE", _at("test", "ece"), 100, 2, True),
+    ("ECE (T)", _at("test", "ece_scaled"), 100, 2, True),
     ("TACE", _at("test", "tace"), 100, 2, True),
     ("NLL", _at("test", "nll"), 1, 3, True),
+    ("NLL (T)", _at("test", "nll_scaled"), 1, 3, True),
+    ("AURC", _at("selective", "aurc"), 100, 2, True),
     ("Brier", _at("test", "brier"), 1, 3, True),
     ("Corr. Acc", _corruption_mean("accuracy"), 100, 2, False),
     ("Corr. ECE", _corruption_mean("ece"), 100, 2, True),
@@ -166,6 +169,38 @@ def _table(header: list[str], lines: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+# (key, label) of the uncertainty scores the retrieval, crop and FPR95 tables show
+TABLE_SCORES = (("msp", "MSP"), ("knn", "k-NN"), ("head_spread", "head spread"))
+
+
+def uncertainty_table(groups: dict[str, list[ComparisonRow]]) -> str:
+    """Markdown: calibration after temperature scaling, selective prediction, retrieval uncertainty and the crop
+    test per method (`docs/evaluation.md` defines each)."""
+    header = ["Method", "T", "ECE", "ECE (T)", "NLL", "NLL (T)", "AURC", "AUGRC",
+              *[f"R-AUROC {label}" for _, label in TABLE_SCORES], *[f"crop rho {label}" for _, label in TABLE_SCORES]]
+    lines = [[name, _cell(rows, ("test", "temperature")), _cell(rows, ("test", "ece"), 100),
+              _cell(rows, ("test", "ece_scaled"), 100), _cell(rows, ("test", "nll"), digits=3),
+              _cell(rows, ("test", "nll_scaled"), digits=3), _cell(rows, ("selective", "aurc"), 100),
+              _cell(rows, ("selective", "augrc"), 100),
+              *[_cell(rows, ("retrieval", key), 100, 1) for key, _ in TABLE_SCORES],
+              *[_cell(rows, ("crop", key, "spearman"), digits=2) for key, _ in TABLE_SCORES]]
+             for name, rows in groups.items()]
+    return "\n".join([
+        "Calibration after temperature scaling (one T per method, fitted by NLL on the probe's validation split of the "
+        "training images; ECE and AURC in %), selective prediction (AURC, AUGRC of the max probability; lower is "
+        "better), retrieval (R-AUROC %: the score predicting that the test image's nearest training image has "
+        "another class) and the crop test (Spearman rho of crop fraction and score; negative = smaller crops less "
+        "certain, as they should be):", "", _table(header, lines)])
+
+
+def fpr95_table(groups: dict[str, list[ComparisonRow]], ood_sets: list[str]) -> str:
+    """Markdown: FPR at 95 % TPR (%) per OOD set and score (lower is better)."""
+    return "\n".join(["FPR at 95 % TPR (%; lower is better) per OOD set and score:", "", _table(
+        ["Method", *[f"{s}: {label}" for s in ood_sets for _, label in TABLE_SCORES]],
+        [[name, *[_cell(rows, ("ood_fpr95", s, key), 100, 1) for s in ood_sets for key, _ in TABLE_SCORES]]
+         for name, rows in groups.items()])])
+
+
 def markdown_report(results: dict, rows: list[ComparisonRow]) -> str:
     """The comparison as markdown: main table (calibration, OOD by max probability, diversity, cost), OOD by every
     score, semi-supervised probes and corruptions averaged over types. `results`: what results.json holds besides
@@ -224,6 +259,7 @@ def markdown_report(results: dict, rows: list[ComparisonRow]) -> str:
         [[name, *[_cell(rows, ("ood", s, key), 100) for s in ood_sets for key, _ in scores]]
          for name, rows in groups.items()],
     )]
+    parts += ["", uncertainty_table(groups), "", fpr95_table(groups, ood_sets)]
     fractions = list(first.semi_supervised) if first else []
     if fractions:
         parts += ["", "Semi-supervised linear probes (labels used: Acc / ECE / NLL):", "", _table(

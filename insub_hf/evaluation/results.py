@@ -44,7 +44,8 @@ def _check_fields(result, highs: dict[str, float | None], optional: tuple[str, .
 @dataclass
 class Metrics:
     """Accuracy and calibration of the averaged member probabilities: fractions in [0, 1], the Brier score in
-    [0, 2], NLL and the normalised disagreement finite and >= 0 (each checked when built)."""
+    [0, 2], NLL and the normalised disagreement finite and >= 0 (each checked when built). With a temperature (fitted
+    by NLL on held-out data, `metrics.fit_temperature`): the ECE and NLL of the prediction scaled by it."""
 
     accuracy: float
     nll: float
@@ -52,10 +53,15 @@ class Metrics:
     tace: float
     brier: float
     disagreement_over_error: float | None = None  # with K > 1 members
+    temperature: float | None = None
+    ece_scaled: float | None = None
+    nll_scaled: float | None = None
 
     def __post_init__(self) -> None:
         _check_fields(self, {"accuracy": 1.0, "nll": None, "ece": 1.0, "tace": 1.0, "brier": 2.0,
-                             "disagreement_over_error": None}, optional=("disagreement_over_error",))
+                             "disagreement_over_error": None, "temperature": None, "ece_scaled": 1.0,
+                             "nll_scaled": None},
+                      optional=("disagreement_over_error", "temperature", "ece_scaled", "nll_scaled"))
 
 
 @dataclass
@@ -119,6 +125,13 @@ class MethodResults:
         semi_supervised: label fraction ("1%") -> test metrics of probes fit on that share of the labels.
         corruptions: corruption -> severity ("1".."5") -> metrics; corruption_mean: severity -> mean over types.
         head_spread_calibration: per model with heads, how its spread is read.
+        ood_fpr95: OOD set -> score name -> FPR at 95 % TPR (lower is better).
+        selective: "aurc" and "augrc" of the probe's max probability on the test set (lower is better).
+        retrieval: score name -> R-AUROC: how well the score (higher = less certain) of a test input predicts that
+            its nearest training representation (cosine) has another class; None where no retrieval was wrong.
+        crop: score name -> {"spearman": rank correlation of crop fraction and score (negative: smaller crops are
+            less certain, as they should be), "smaller_crop_higher": share of images whose smallest crop scores
+            higher than the whole image}.
         training, cost: the pretraining record and cost (set by the protocol, None from the harness alone).
         fingerprints: `weights_fingerprint` of each evaluated model's encoder and heads, and modality what they read
             ("image"): which model these numbers are of (`insub-hf hub` refuses them for another).
@@ -132,6 +145,10 @@ class MethodResults:
     corruptions: dict[str, dict[str, CorruptionMetrics]] = field(default_factory=dict)
     corruption_mean: dict[str, CorruptionMetrics] = field(default_factory=dict)
     head_spread_calibration: list[HeadSpreadCalibration] = field(default_factory=list)
+    ood_fpr95: dict[str, dict[str, float]] = field(default_factory=dict)
+    selective: dict[str, float] = field(default_factory=dict)
+    retrieval: dict[str, float | None] = field(default_factory=dict)
+    crop: dict[str, dict[str, float | None]] = field(default_factory=dict)
     training: TrainingRecord | None = None
     cost: Cost | None = None
     fingerprints: list[str] = field(default_factory=list)
@@ -142,6 +159,18 @@ class MethodResults:
         self.knn_accuracy = checked_number("MethodResults.knn_accuracy", self.knn_accuracy, optional=True)
         self.ood = {name: {score: checked_number(f"MethodResults.ood[{name!r}][{score!r}] (an AUROC)", value)
                            for score, value in scores.items()} for name, scores in self.ood.items()}
+        self.ood_fpr95 = {name: {score: checked_number(f"MethodResults.ood_fpr95[{name!r}][{score!r}]", value)
+                                 for score, value in scores.items()} for name, scores in self.ood_fpr95.items()}
+        self.selective = {key: checked_number(f"MethodResults.selective[{key!r}]", value)
+                          for key, value in self.selective.items()}
+        self.retrieval = {key: checked_number(f"MethodResults.retrieval[{key!r}] (an R-AUROC)", value, optional=True)
+                          for key, value in self.retrieval.items()}
+        for score, test in self.crop.items():
+            spearman = test.get("spearman")
+            if spearman is not None:
+                check_range(f"MethodResults.crop[{score!r}]['spearman']", spearman, low=-1.0, high=1.0)
+            test["smaller_crop_higher"] = checked_number(f"MethodResults.crop[{score!r}]['smaller_crop_higher']",
+                                                         test.get("smaller_crop_higher"))
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -139,6 +139,8 @@ def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None =
         runs.append({"name": name, "num_heads": m, "diversity_weight": weight, "history": report.history,
                      "test": asdict(measured.test), "knn_accuracy": measured.knn_accuracy, "ood": measured.ood,
                      "head_spread_calibration": [asdict(c) for c in measured.head_spread_calibration],
+                     "ood_fpr95": measured.ood_fpr95, "selective": measured.selective,
+                     "retrieval": measured.retrieval, "crop": measured.crop,
                      "fingerprints": measured.fingerprints, "modality": measured.modality})
     out = experiment.output_dir
     reliability_diagrams(arrays, out / f"{prefix}reliability.png")
@@ -177,6 +179,24 @@ def demo_table(runs: list[dict], out, prefix: str) -> str:
         )
     lines.append("AUROC (%): OOD sets against the test images; MSP needs the probe, k-NN and the head spread "
                  "(label-free) do not; the spread needs M > 1.")
+    lines += ["", f"{'model':<16} {'T':>5} {'ECE -> (T)':>15} {'NLL -> (T)':>15} {'AURC':>6} "
+              f"{'R-AUROC k-NN / spread':>22} {'crop rho k-NN / spread':>23} "
+              + " ".join(f"{s + ' FPR95 k-NN / spread':>24}" for s in sets)]
+    for run in runs:
+        t = run["test"]
+        pair = lambda get: " / ".join("    –" if get(k) is None else f"{get(k):5.2f}"  # noqa: E731
+                                      for k in ("knn", "head_spread"))
+        lines.append(
+            f"{run['name']:<16} {t['temperature'] or float('nan'):5.2f} {100 * t['ece']:6.2f} -> "
+            f"{100 * (t['ece_scaled'] or float('nan')):5.2f} {t['nll']:6.3f} -> {t['nll_scaled'] or float('nan'):5.3f} "
+            f"{100 * run['selective']['aurc']:6.2f} {pair(lambda k: run['retrieval'].get(k)):>22} "
+            f"{pair(lambda k: (run['crop'].get(k) or {}).get('spearman')):>23} "
+            + " ".join(f"{pair(lambda k, s=s: run['ood_fpr95'][s].get(k)):>24}" for s in sets)
+        )
+    lines.append("T: the temperature fitted on the probe's validation split; ECE in % and NLL raw -> after scaling; "
+                 "AURC (%) of the max probability; R-AUROC: the score predicting a wrong nearest training neighbour; "
+                 "crop rho < 0: smaller crops score as less certain; FPR95: OOD images taken as test images at 95 % "
+                 "TPR (fractions; lower is better).")
     for run in runs:
         for calibration in run.get("head_spread_calibration") or []:
             high = calibration["direction"] == 1

@@ -12,7 +12,7 @@ from insub_hf.image_processing_insub import normalize_images
 from insub_hf.evaluation.ood_sets import load_mnist_images, noise_ood_sets
 from insub_hf.evaluation.results import OOD_SCORES, MethodResults
 
-from ..conftest import compare_argv
+from ..conftest import cli_error, compare_argv
 
 VIT_28 = dict(model_type="vit", image_size=28, patch_size=7, num_channels=1, hidden_size=16, num_hidden_layers=1,
               num_attention_heads=2, intermediate_size=32)
@@ -147,6 +147,17 @@ def test_compare_command_writes_table_json_plots_and_reuses_cached_runs_and_eval
     assert insub["cost"]["parameters"] > results["rows"][0]["cost"]["parameters"]
     table = (out / "results.md").read_text()
     assert "| Method | Members | Acc | k-NN Acc | ECE | TACE | NLL | Brier |" in table and "| InSub (M=2) | 1 |" in table
+    # calibration raw and after temperature scaling, selective prediction, retrieval, the crop test, FPR95
+    assert ("| Method | T | ECE | ECE (T) | NLL | NLL (T) | AURC | AUGRC | R-AUROC MSP | R-AUROC k-NN | "
+            "R-AUROC head spread | crop rho MSP | crop rho k-NN | crop rho head spread |") in table
+    assert "FPR at 95 % TPR" in table and "| Method | uniform: MSP | uniform: k-NN | uniform: head spread |" in table
+    for row in results["rows"]:
+        test = row["test"]
+        assert test["temperature"] > 0 and 0 <= test["ece_scaled"] <= 1 and test["nll_scaled"] > 0
+        assert 0 <= row["selective"]["augrc"] <= row["selective"]["aurc"] <= 1
+        assert set(row["ood_fpr95"]) == set(row["ood"]) and all(0 <= v <= 1 for v in row["ood_fpr95"]["mnist"].values())
+        assert -1 <= row["crop"]["knn"]["spearman"] <= 1 and "knn" in row["retrieval"]
+    assert "head_spread" in insub["crop"] and "head_spread" not in results["rows"][0]["crop"]
     for plot in ("reliability", "metrics_vs_m", "sigma_over_training", "ood_scores", "corruptions"):
         assert (out / f"{plot}.png").read_bytes()[:4] == b"\x89PNG"
     # baseline, one more ensemble member, MC dropout, BatchEnsemble, InSub, its control (Finetune-InSub reuses InSub)
@@ -154,8 +165,7 @@ def test_compare_command_writes_table_json_plots_and_reuses_cached_runs_and_eval
     assert len(runs) == 6
     stamps = {run: (run / "model" / "model.safetensors").stat().st_mtime_ns for run in runs}
     capsys.readouterr()
-    with pytest.raises(FileExistsError, match="holds a finished run"):  # the results are kept ...
-        main(argv)
+    assert "holds a finished run" in cli_error(argv, capsys)  # the results are kept ...
     assert len(list((out / "evaluation_cache").iterdir())) == 7  # one finished evaluation per method
     for plot in ("reliability", "ood_scores"):
         (out / f"{plot}.png").unlink()

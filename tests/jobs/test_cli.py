@@ -75,6 +75,10 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     results = json.loads((out / "results.json").read_text())
     baseline, insub = results["runs"]
     assert set(insub["ood"]) == {"mnist", "uniform", "gaussian"} and 0 <= insub["test"]["accuracy"] <= 1
+    # calibration after temperature scaling, selective prediction, retrieval, the crop test and FPR95, per model
+    assert "ECE -> (T)" in printed and "R-AUROC k-NN / spread" in printed and "mnist FPR95 k-NN / spread" in printed
+    assert insub["test"]["temperature"] > 0 and insub["selective"]["aurc"] >= insub["selective"]["augrc"]
+    assert {"knn", "head_spread"} <= set(insub["crop"]) and set(insub["ood_fpr95"]) == set(insub["ood"])
     knn = baseline["ood"]["mnist"]["knn"]
     assert 0 <= knn <= 1 and f"{100 * knn:5.1f}" in printed  # the label-free AUROC the table prints
     spread = insub["ood"]["mnist"]["head_spread"]

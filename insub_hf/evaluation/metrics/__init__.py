@@ -6,27 +6,41 @@ from .brier import brier_score
 from .disagreement import disagreement_rate, normalized_disagreement
 from .ece import ReliabilityBins, expected_calibration_error, reliability_bins
 from .inputs import check_labels, check_logits, check_member_probabilities, check_probabilities
+from .crop import CropTest, crop_test
 from .nll import nll, nll_from_logits
-from .ood import max_probability, mutual_information, ood_auroc, predictive_entropy
+from .ood import aupr, fpr_at_tpr, max_probability, mutual_information, ood_auroc, predictive_entropy
+from .retrieval import nearest_neighbour_errors, r_auroc
+from .selective import augrc, aurc
 from .tace import thresholded_adaptive_calibration_error
+from .temperature import fit_temperature, temperature_scale
 
 __all__ = [
+    "CropTest",
     "ReliabilityBins",
     "accuracy",
+    "aupr",
+    "augrc",
+    "aurc",
     "brier_score",
     "check_labels",
     "check_logits",
     "check_member_probabilities",
     "check_probabilities",
+    "crop_test",
     "disagreement_rate",
     "expected_calibration_error",
+    "fit_temperature",
+    "fpr_at_tpr",
     "max_probability",
     "mutual_information",
+    "nearest_neighbour_errors",
     "nll",
     "nll_from_logits",
     "normalized_disagreement",
     "ood_auroc",
     "predictive_entropy",
+    "r_auroc",
     "reliability_bins",
+    "temperature_scale",
     "thresholded_adaptive_calibration_error",
 ]

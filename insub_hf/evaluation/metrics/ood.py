@@ -35,6 +35,19 @@ def mutual_information(member_probabilities) -> torch.Tensor:
     return (entropy_of_mean - mean_entropy).clamp_min(0)
 
 
+def _ranked(in_scores, out_scores, higher_is_in: bool, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(targets: 1 = in-distribution, scores: higher = in-distribution) of two score sets, checked."""
+    in_scores = np.asarray(torch.as_tensor(in_scores, dtype=torch.float64)).ravel()
+    out_scores = np.asarray(torch.as_tensor(out_scores, dtype=torch.float64)).ravel()
+    if len(in_scores) == 0 or len(out_scores) == 0:
+        raise ValueError(f"{metric} needs both sets non-empty, got {len(in_scores)} in and {len(out_scores)} out.")
+    scores = np.concatenate([in_scores, out_scores])
+    if not np.isfinite(scores).all():
+        raise ValueError(f"{metric}: scores contain NaN or inf.")
+    targets = np.concatenate([np.ones(len(in_scores)), np.zeros(len(out_scores))])
+    return targets, scores if higher_is_in else -scores
+
+
 def ood_auroc(in_scores, out_scores, higher_is_in: bool = True) -> float:
     """Area under the ROC curve of telling in-distribution (positive) from OOD samples by a score.
 
@@ -48,12 +61,26 @@ def ood_auroc(in_scores, out_scores, higher_is_in: bool = True) -> float:
     """
     from sklearn.metrics import roc_auc_score
 
-    in_scores = np.asarray(torch.as_tensor(in_scores, dtype=torch.float64)).ravel()
-    out_scores = np.asarray(torch.as_tensor(out_scores, dtype=torch.float64)).ravel()
-    if len(in_scores) == 0 or len(out_scores) == 0:
-        raise ValueError(f"ood_auroc needs both sets non-empty, got {len(in_scores)} in and {len(out_scores)} out.")
-    scores = np.concatenate([in_scores, out_scores])
-    if not np.isfinite(scores).all():
-        raise ValueError("ood_auroc: scores contain NaN or inf.")
-    targets = np.concatenate([np.ones(len(in_scores)), np.zeros(len(out_scores))])
-    return float(roc_auc_score(targets, scores if higher_is_in else -scores))
+    return float(roc_auc_score(*_ranked(in_scores, out_scores, higher_is_in, "ood_auroc")))
+
+
+def fpr_at_tpr(in_scores, out_scores, higher_is_in: bool = True, tpr: float = 0.95) -> float:
+    """FPR at 95 % TPR (OpenOOD's FPR95): the share of OOD samples still taken as in-distribution at the strictest
+    threshold that keeps `tpr` of the in-distribution samples (in-distribution positive; arguments as `ood_auroc`).
+    Lower is better; 0.95 is what a score that cannot tell them apart gives."""
+    targets, scores = _ranked(in_scores, out_scores, higher_is_in, "fpr_at_tpr")
+    threshold = np.sort(scores[targets == 1])[::-1][int(np.ceil(tpr * (targets == 1).sum())) - 1]
+    return float((scores[targets == 0] >= threshold).mean())
+
+
+def aupr(in_scores, out_scores, higher_is_in: bool = True, positive: str = "in") -> float:
+    """Area under the precision-recall curve (`sklearn.metrics.average_precision_score`) with the in-distribution
+    samples as positives (`positive="in"`, AUPR-In) or the OOD ones (`"out"`, AUPR-Out, the score negated); arguments
+    as `ood_auroc`. Chance is the positives' share."""
+    from sklearn.metrics import average_precision_score
+
+    if positive not in ("in", "out"):
+        raise ValueError(f"aupr: positive must be one of ['in', 'out'], got {positive!r}.")
+    targets, scores = _ranked(in_scores, out_scores, higher_is_in, "aupr")
+    return float(average_precision_score(targets, scores) if positive == "in" else
+                 average_precision_score(1 - targets, -scores))
