@@ -13,6 +13,7 @@ from transformers import PreTrainedModel, Trainer, TrainerCallback, TrainingArgu
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME
 
 from .checkpointing import checkpoint_problems, last_complete_checkpoint
+from .collapse_monitor import CollapseMonitorCallback
 from .image_processing_pil_insub import check_unit_images
 from .data.seeding import SeededSamples, mix_seed, seeded_draws
 from .distributed import check_same_across_processes, convert_sync_batchnorm
@@ -380,6 +381,10 @@ class InSubTrainer(Trainer):
                 if values:
                     logs[prefix + name] = round(torch.stack(values).float().mean().item(), 6)
             self._side_metrics[mode].clear()
+        if mode == "train":  # the collapse monitors' latest values, measured between steps
+            for callback in self.callback_handler.callbacks:
+                if isinstance(callback, CollapseMonitorCallback):
+                    logs.update({k: round(v, 6) for k, v in callback.pop_latest().items()})
         super().log(logs, start_time)
 
 

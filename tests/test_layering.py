@@ -27,7 +27,7 @@ LAYERS = [  # (rank, module prefixes)
     (2, ["configuration_insub", "hub", "model_card", "remote_code", "model_files", "convert_insub_files", "sentence_transformer_module"]),
     (3, ["modeling_insub", "modeling_classification", "sentence_embeddings"]),
     (4, ["evaluation"]),
-    (5, ["trainer"]),
+    (5, ["trainer", "collapse_monitor"]),
     (6, ["protocol"]),
     (7, ["jobs"]),
     (8, ["cli"]),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..collapse_monitor import CollapseMonitorCallback
 from ..configuration_insub import InSubConfig
 from ..data import (
     IMAGE_DATASET_PRESETS,
@@ -131,7 +132,9 @@ def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None =
             data["train"].with_transform(knn_rows), data["test"].with_transform(knn_rows), k=args.knn_k, name=name,
             path=experiment.output_dir / name / "epoch_report.jsonl",
         )
-        variant = Variant(name, demo_config(args, m, weight), seed, [report])
+        # RankMe and the heads' spread on 256 fixed test images, in the run's train_log.jsonl (warns on a collapse)
+        monitor = CollapseMonitorCallback(evaluation.inputs(evaluation.test_images[:256]), every=50)
+        variant = Variant(name, demo_config(args, m, weight), seed, [report, monitor])
         result = experiment.pretrain(variant, train, batch_views=views, processor=FASHION_MNIST.image_processor())
         measured, arrays[name] = MethodEvaluator([result.model], evaluation, ProbeArguments(), harness).run()
         for calibration in measured.head_spread_calibration:  # the saved model's `uncertainty` reads it this way

@@ -68,6 +68,7 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     assert "[baseline] epoch 2 | ssl" in printed and "[insub_m3] epoch 2 | ssl" in printed and "k-NN acc" in printed
     assert "'loss'" not in printed  # the Trainer's log dicts go to the run's log file
     assert '"ssl_loss"' in (out / "baseline" / "train_log.jsonl").read_text()
+    assert '"rankme"' in (out / "insub_m3" / "train_log.jsonl").read_text()  # the collapse monitor, in the log
     assert "probe acc" in printed and "mnist MSP / k-NN / spread" in printed and "gaussian MSP / k-NN / spread" in printed
     assert "insub_m3: head spread read as" in printed and "baseline: head spread" not in printed
     for picture in ("reliability", "uncertainty", "certainty_strip"):

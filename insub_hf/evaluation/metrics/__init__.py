@@ -8,6 +8,7 @@ from .ece import ReliabilityBins, expected_calibration_error, reliability_bins
 from .inputs import check_labels, check_logits, check_member_probabilities, check_probabilities
 from .crop import CropTest, crop_test
 from .nll import nll, nll_from_logits
+from .rank import rankme
 from .ood import aupr, fpr_at_tpr, max_probability, mutual_information, ood_auroc, predictive_entropy
 from .retrieval import nearest_neighbour_errors, r_auroc
 from .selective import augrc, aurc
@@ -40,6 +41,7 @@ __all__ = [
     "ood_auroc",
     "predictive_entropy",
     "r_auroc",
+    "rankme",
     "reliability_bins",
     "temperature_scale",
     "thresholded_adaptive_calibration_error",
