@@ -74,9 +74,10 @@ class CollapseMonitorCallback(TrainerCallback):
             problems.append(f"RankMe of the mean embedding is {self.latest['rankme']:.2f} of at most {ceiling} "
                             f"(below {RANK_THRESHOLD:.0%}): the representation is collapsing onto a few directions")
         if heads > 1 and self.latest["monitor_sigma"] < SPREAD_THRESHOLD * config.diversity_alpha:
-            problems.append(f"the heads' spread is {self.latest['monitor_sigma']:.4f}, below {SPREAD_THRESHOLD} x alpha "
-                            f"= {SPREAD_THRESHOLD * config.diversity_alpha:.4f}: the heads are collapsing onto each "
-                            "other and their spread no longer carries uncertainty (raise diversity_weight)")
+            floor = SPREAD_THRESHOLD * config.diversity_alpha
+            problems.append(f"the heads' spread is {self.latest['monitor_sigma']:.4f}, below {SPREAD_THRESHOLD} x "
+                            f"alpha = {floor:.4f}: the heads are collapsing onto each other and their spread no "
+                            "longer carries uncertainty (raise diversity_weight)")
         if problems:
             self.warned = True
             warnings.warn("Collapse monitor: " + "; ".join(problems) + ".", stacklevel=2)

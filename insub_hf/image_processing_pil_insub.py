@@ -219,8 +219,9 @@ def _refuse(kind: str, dtype: str, image: torch.Tensor) -> None:
     """Raises for an image of a dtype the processor does not read, naming the dtype and its values' range."""
     values = f"values in [{float(image.min()):.6g}, {float(image.max()):.6g}]" if image.numel() else "no values"
     cast = " (0..255 pixels: cast to uint8)" if "int" in dtype else ""
-    raise ValueError(f"InSubImageProcessor: {'an' if kind == 'array' else 'a'} {kind} image of dtype {dtype} ({values}) is not read{cast}; allowed: "
-                     f"{ALLOWED_INPUTS}.")
+    article = "an" if kind == "array" else "a"
+    raise ValueError(f"InSubImageProcessor: {article} {kind} image of dtype {dtype} ({values}) is not read{cast}; "
+                     f"allowed: {ALLOWED_INPUTS}.")
 
 
 def check_crop_fits(shape, crop_size) -> None:

@@ -71,7 +71,9 @@ def kth_neighbour_distance(
         try:
             import faiss
         except ImportError as error:
-            raise ImportError("backend='faiss' needs faiss: pip install \"insub-hf[ood]\" (or backend='torch').") from error
+            raise ImportError(
+                "backend='faiss' needs faiss: pip install \"insub-hf[ood]\" (or backend='torch')."
+            ) from error
         index = faiss.IndexFlatIP(b.shape[1])
         index.add(b.numpy())
         similarity, _ = index.search(q.numpy(), k)
