@@ -15,6 +15,7 @@ from ..configuration_insub import InSubConfig
 from ..data import TextViews, balanced_indices, load_sentence_corpus, load_tweet_sentiment
 from ..data.package_files import installed_package_file
 from ..encoders import load_encoder_weights
+from ..evaluation.metrics import split_half_r_auroc
 from ..evaluation.senteval import evaluate_task, load_senteval_task
 from ..model_card import HubCard
 from .hub import card_from_results
@@ -126,10 +127,12 @@ def run_text(args: TextArguments, training_args: InSubTrainingArguments | None =
         encoder = InSubSentenceEncoder(model, tokenizer)  # the base model's length, as its users embed
         embed = lambda sentences: encoder.encode(sentences).embeddings  # noqa: E731
         results[name] = {task: evaluate_task(embed, task, data, args.folds, seed) for task, data in task_data.items()}
-        if "TWEETS" in task_data:
-            results[name]["TWEETS"]["mean_uncertainty"] = float(
-                encoder.encode(list(task_data["TWEETS"]["text"])).uncertainty.mean()
-            )
+        if "TWEETS" in task_data:  # the per-sentence uncertainty as a representation's (R-AUROC), beside 1-NN distance
+            tweets = task_data["TWEETS"]
+            encoded = encoder.encode(list(tweets["text"]))
+            results[name]["TWEETS"].update(mean_uncertainty=float(encoded.uncertainty.mean()),
+                                           **split_half_r_auroc(encoded.embeddings, encoded.uncertainty,
+                                                                tweets["label"]))
     lines = ["\nmodel                    task     accuracy     ECE      NLL   (STS: Spearman x100)"]
     for name, per_task in results.items():
         for task, r in per_task.items():

@@ -114,3 +114,16 @@ def test_the_crop_test_by_hand():
     assert metrics.crop_test([[0.1, 0.2, 0.3]] * 3, fractions).spearman == pytest.approx(-1.0)
     with pytest.raises(ValueError, match="crop_test needs uncertainty"):
         metrics.crop_test([[0.1, 0.2]], fractions)
+
+
+def test_split_half_r_auroc_by_hand():
+    # gallery: items 0 and 2 (labels 0, 1); queries: items 1 and 3 (labels 0, 0)
+    embeddings = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.2, 0.9]])
+    labels = torch.tensor([0, 0, 1, 0])
+    # query 1's nearest is item 0 (right, similarity ~0.99), query 3's is item 2 (wrong, similarity ~0.98)
+    out = metrics.split_half_r_auroc(embeddings, torch.tensor([0.0, 0.1, 0.0, 0.9]), labels)
+    assert out == {"r_auroc_uncertainty": 1.0, "r_auroc_nn_distance": 1.0}
+    out = metrics.split_half_r_auroc(embeddings, torch.tensor([0.0, 0.9, 0.0, 0.1]), labels)
+    assert out["r_auroc_uncertainty"] == 0.0
+    assert metrics.split_half_r_auroc(embeddings, torch.zeros(4), torch.zeros(4, dtype=torch.long)) == {
+        "r_auroc_uncertainty": None, "r_auroc_nn_distance": None}  # no retrieval wrong: nothing to rank

@@ -85,6 +85,10 @@ def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(t
     assert f"knn {100 * ood['knn']:.1f} %" in card  # the OOD check's numbers on the card
     config = json.loads((out / "hub" / "config.json").read_text())
     assert config["uncertainty_direction"] == InSubOODDetector.from_pretrained(out / "hub").spread_direction
+    # the per-sentence uncertainty scored as a representation's (R-AUROC on the tweets), beside the 1-NN distance
+    tweets = json.loads((out / "results.json").read_text())["results"]["scd_insub_m2"]["TWEETS"]
+    assert {"r_auroc_uncertainty", "r_auroc_nn_distance"} <= set(tweets)
+    assert all(v is None or 0 <= v <= 1 for v in (tweets["r_auroc_uncertainty"], tweets["r_auroc_nn_distance"]))
 
 
 def test_the_dna_release_transfers_to_labelled_sequences(tmp_path):

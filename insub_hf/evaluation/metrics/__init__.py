@@ -10,7 +10,7 @@ from .crop import CropTest, crop_test
 from .nll import nll, nll_from_logits
 from .rank import rankme
 from .ood import aupr, fpr_at_tpr, max_probability, mutual_information, ood_auroc, predictive_entropy
-from .retrieval import nearest_neighbour_errors, r_auroc
+from .retrieval import nearest_neighbour_errors, nearest_neighbours, r_auroc, split_half_r_auroc
 from .selective import augrc, aurc
 from .tace import thresholded_adaptive_calibration_error
 from .temperature import fit_temperature, temperature_scale
@@ -35,6 +35,7 @@ __all__ = [
     "max_probability",
     "mutual_information",
     "nearest_neighbour_errors",
+    "nearest_neighbours",
     "nll",
     "nll_from_logits",
     "normalized_disagreement",
@@ -43,6 +44,7 @@ __all__ = [
     "r_auroc",
     "rankme",
     "reliability_bins",
+    "split_half_r_auroc",
     "temperature_scale",
     "thresholded_adaptive_calibration_error",
 ]
