@@ -81,18 +81,25 @@ def sigma_over_training(arrays: dict[str, dict], path: Path) -> None:
 
 
 def mechanism_plot(curves: dict[str, dict], alphas: dict[str, dict], path: Path) -> None:
-    """One panel per objective: sigma over training per run (`curves[objective][run] = [(step, sigma), ...]`) with
-    each run's alpha dashed in its colour (`alphas[objective][run]`)."""
+    """Per objective (a column): sigma over training per run (top; `curves[objective][run]["sigma"] = [(step,
+    sigma), ...]`) with each run's alpha dashed in its colour (`alphas[objective][run]`), and RankMe of the mean
+    embedding on the collapse monitor's fixed batch (bottom; `["rankme"]`, where it was logged)."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(curves), figsize=(4.2 * len(curves), 3.3), squeeze=False)
-    for ax, (objective, runs) in zip(axes[0], curves.items()):
+    fig, axes = plt.subplots(2, len(curves), figsize=(4.2 * len(curves), 6.2), squeeze=False)
+    for column, (objective, runs) in enumerate(curves.items()):
+        top, bottom = axes[0][column], axes[1][column]
         for name, curve in runs.items():
-            steps, values = zip(*curve)
-            line = ax.plot(steps, values, label=name)[0]
+            steps, values = zip(*curve["sigma"])
+            line = top.plot(steps, values, label=name)[0]
             if "lambda 0" not in name:
-                ax.axhline(alphas[objective][name], color=line.get_color(), linestyle="--", linewidth=0.8)
-        ax.set(xlabel="step", ylabel="mean sigma across heads", title=f"{objective} (dashed: alpha)")
-        ax.legend(fontsize=7)
+                top.axhline(alphas[objective][name], color=line.get_color(), linestyle="--", linewidth=0.8)
+            if curve.get("rankme"):
+                bottom.plot(*zip(*curve["rankme"]), label=name, color=line.get_color())
+        top.set(xlabel="step", ylabel="mean sigma across heads", title=f"{objective} (dashed: alpha)")
+        top.legend(fontsize=7)
+        bottom.set(xlabel="step", ylabel="RankMe of the mean embedding", title=f"{objective}: collapse monitor")
+        if bottom.has_data():
+            bottom.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -3,7 +3,7 @@
 For each objective of the registry (SimCLR, DINO, SCD, Self-GenomeNet, BYOL, VICReg, Barlow Twins) this job trains
 the same model twice for a short run, with lambda 0 and with the hinge on at that objective's job defaults, and for
 SimCLR also with the cosine of the mean (the paper's written formula) instead of the raw mean; it records the mean
-head spread sigma over training. Where sigma with lambda 0 falls below alpha, the objective pulls the heads together
+head spread sigma over training, and RankMe of the mean embedding (the collapse monitor on a fixed batch). Where sigma with lambda 0 falls below alpha, the objective pulls the heads together
 and the hinge has work to do; where it stays above alpha, the hinge is idle at that alpha. Output: `mechanism.json`,
 `mechanism.md` and `mechanism.png`.
 """
@@ -14,10 +14,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 from transformers import AutoConfig, AutoTokenizer
 
+from ..collapse_monitor import CollapseMonitorCallback
 from ..configuration_insub import InSubConfig
 from ..data import DNAViews, TextViews, bundled_upstream_path, load_fasta_dataset, load_sentence_corpus
+from ..data.dna_views import one_hot_dna
 from ..evaluation.cost import device_description
 from ..objectives import OBJECTIVES
 from ..protocol.arguments import (
@@ -75,6 +78,11 @@ class ObjectiveSetup:
     source: str
     processor: object = None
     init_encoder_from: str | Path | None = None
+    monitor_inputs: dict | None = None  # a fixed batch of encoder inputs the collapse monitor measures
+
+
+# Inputs of the fixed batch the collapse monitor measures RankMe and the spread on, per objective
+MONITORED = 256
 
 
 def with_weight(config: InSubConfig, weight: float) -> InSubConfig:
@@ -98,8 +106,10 @@ def image_setup(args: MechanismArguments, training_args: InSubTrainingArguments,
     variants = hinge_variants(raw, "raw mean, " if objective == "simclr" else "")
     if objective == "simclr":
         variants.update(hinge_variants(method_config(protocol, "insub_cosine", args.num_heads), "cosine, "))
+    evaluation = data.evaluation
     return ObjectiveSetup(
-        data.train, data.views, training_args, variants, raw.diversity_alpha, data.description, data.processor
+        data.train, data.views, training_args, variants, raw.diversity_alpha, data.description, data.processor,
+        monitor_inputs=evaluation.inputs(evaluation.test_images[:MONITORED]),
     )
 
 
@@ -117,9 +127,12 @@ def text_setup(args: MechanismArguments, training_args: InSubTrainingArguments) 
     corpus = load_sentence_corpus(text.corpus, text.text_column, max_sentences=text.max_sentences)
     train = corpus.with_transform(TextViews(tokenizer, text.text_column, text.max_length, encoder_config.vocab_size))
     config = text_config(text, encoder_config, args.num_heads, text.diversity_weight)
+    batch = tokenizer(corpus[text.text_column][:MONITORED], padding=True, truncation=True, max_length=text.max_length,
+                      return_tensors="pt")
     return ObjectiveSetup(train, None, recipe_batch_and_rate(training_args, TEXT), hinge_variants(config),
                           text.diversity_alpha, f"{len(corpus)} bundled sentences, all-MiniLM-L6-v2",
-                          init_encoder_from=path)
+                          init_encoder_from=path,
+                          monitor_inputs={k: batch[k] for k in ("input_ids", "attention_mask")})
 
 
 def genomics_setup(args: MechanismArguments, training_args: InSubTrainingArguments) -> ObjectiveSetup:
@@ -128,9 +141,12 @@ def genomics_setup(args: MechanismArguments, training_args: InSubTrainingArgumen
     corpus = load_fasta_dataset(bundled_upstream_path())
     train = corpus.with_transform(DNAViews(genomics.crop_length, two_views=False))
     config = genomics_config(genomics, args.num_heads, genomics.diversity_weight)
+    crops = [one_hot_dna(s[: genomics.crop_length]) for s in corpus["sequence"][:MONITORED]]
     return ObjectiveSetup(train, None, recipe_batch_and_rate(training_args, DNA), hinge_variants(config),
                           genomics.diversity_alpha,
-                          f"{len(corpus)} bundled upstream sequences, crops of {genomics.crop_length} nt")
+                          f"{len(corpus)} bundled upstream sequences, crops of {genomics.crop_length} nt",
+                          monitor_inputs={"dna_one_hot": torch.stack(
+                              [c for c in crops if len(c) == genomics.crop_length])})
 
 
 def objective_setup(args: MechanismArguments, training_args: InSubTrainingArguments, objective: str) -> ObjectiveSetup:
@@ -202,16 +218,19 @@ def run_mechanism(args: MechanismArguments, training_args: InSubTrainingArgument
         training = {**training_changes(t, TRAINING_DEFAULTS), "logging_steps": t.logging_steps}
         for name, config in setup.variants.items():
             key = settings_key(config, training=training, seed=seed, data=setup.source)
+            monitor = CollapseMonitorCallback(setup.monitor_inputs, every=max(1, t.logging_steps))
             result = experiment.pretrain(
-                Variant(f"runs/{objective}-{key}", config, seed), setup.train, cached=True,
+                Variant(f"runs/{objective}-{key}", config, seed, [monitor]), setup.train, cached=True,
                 batch_views=setup.batch_views, processor=setup.processor, init_encoder_from=setup.init_encoder_from,
             )
             record = training_record(result.log_history, result.cost)
-            curves[objective][name] = record["sigma_over_training"]
+            curves[objective][name] = {"sigma": record["sigma_over_training"],
+                                       "rankme": record["rankme_over_training"]}
             runs[name] = {**summarize(record["sigma_over_training"], config.diversity_alpha, config.diversity_weight,
                                       record["hinge_active_mean"]),
                           "normalize_mean": config.objective_config.get("normalize_mean"), "run": f"runs/{objective}-{key}",
-                          "sigma_over_training": record["sigma_over_training"]}
+                          "sigma_over_training": record["sigma_over_training"],
+                          "rankme_over_training": record["rankme_over_training"]}
             print(f"[mechanism] {objective}, {name}: sigma {runs[name]['first_sigma']:.4f} -> "
                   f"{runs[name]['final_sigma']:.4f}", flush=True)
         prefixes = ["raw mean, ", "cosine, "] if objective == "simclr" else [""]

@@ -120,8 +120,8 @@ class Experiment:
 
 
 def training_record(log_history: list[dict], cost: dict) -> dict:
-    """What a comparison keeps of a run's log: cost, sigma and hinge activity over training (and the mean activity),
-    the final ssl loss and its late drop."""
+    """What a comparison keeps of a run's log: cost, sigma, hinge activity (and its mean) and, where a collapse
+    monitor ran, RankMe over training, the final ssl loss and its late drop."""
     logs = [h for h in log_history if "ssl_loss" in h]
     fifth = max(1, len(logs) // 5)
     late, before = logs[-fifth:], logs[-2 * fifth:-fifth]
@@ -133,6 +133,7 @@ def training_record(log_history: list[dict], cost: dict) -> dict:
     return {
         "cost": cost,
         "sigma_over_training": [(h["step"], h["mean_sigma"]) for h in logs if "mean_sigma" in h],
+        "rankme_over_training": [(h["step"], h["rankme"]) for h in logs if "rankme" in h],
         "hinge_active_over_training": active,
         "hinge_active_mean": float(np.mean([value for _, value in active])) if active else None,
         "ssl_loss_final": logs[-1]["ssl_loss"] if logs else None,

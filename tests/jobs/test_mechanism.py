@@ -41,6 +41,9 @@ def test_the_job_trains_lambda_0_and_the_hinge_and_reports_their_logged_spreads(
             assert logs[-1]["loss"] == pytest.approx(logs[-1]["ssl_loss"] + 1.5 * logs[-1]["diversity_loss"], rel=1e-5)
     saved = json.loads((tmp_path / "mechanism.json").read_text())["results"]["genomenet"]
     assert saved["verdicts"][""] == verdict(results["runs"])
+    for run in saved["runs"].values():  # the collapse monitor's RankMe over training, beside sigma
+        assert [step for step, _ in run["rankme_over_training"]] == [1, 2, 3]
+        assert all(1 <= value <= 64 for _, value in run["rankme_over_training"])
     assert (tmp_path / "mechanism.png").stat().st_size > 0
 
     with pytest.raises(FileExistsError, match="overwrite_output_dir"):  # a finished table is not replaced silently
