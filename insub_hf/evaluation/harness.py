@@ -253,12 +253,13 @@ class MethodEvaluator:
         """Step 4: returns (the results, arrays for the plots: `reliability` bins and `scores[split][name]`)."""
         data = self.data
         test_probs, test_sigma, test_free = self.predict(data.test_images, label_free=True)
-        mean = test_probs.mean(dim=1)
+        confidence, predicted = test_probs.mean(dim=1).max(dim=1)
+        correct = predicted == data.test_labels
+        representations = self._representations()  # one pass over the test images for k-NN and retrieval
         results = MethodResults(
             members=test_probs.shape[1], test=summarize(test_probs, data.test_labels, self.temperature()),
-            selective={"aurc": metrics.aurc(mean.max(dim=1).values, mean.argmax(dim=1) == data.test_labels),
-                       "augrc": metrics.augrc(mean.max(dim=1).values, mean.argmax(dim=1) == data.test_labels)},
-            knn_accuracy=self._knn_accuracy(),
+            selective={"aurc": metrics.aurc(confidence, correct), "augrc": metrics.augrc(confidence, correct)},
+            knn_accuracy=self._knn_accuracy(representations),
             head_spread_calibration=self.head_spread_calibration if self.has_heads else [],
             fingerprints=[weights_fingerprint(getattr(m, "insub", m)) for m in self.models],
             modality=self.models[0].config.modality,
@@ -271,7 +272,7 @@ class MethodEvaluator:
             results.ood[name] = {key: ood_auroc(arrays["scores"]["in"][key], value) for key, value in scores.items()}
             results.ood_fpr95[name] = {key: metrics.fpr_at_tpr(arrays["scores"]["in"][key], value, higher_is_in=False)
                                        for key, value in scores.items()}
-        results.retrieval = self._retrieval(arrays["scores"]["in"])
+        results.retrieval = self._retrieval(arrays["scores"]["in"], representations)
         results.crop = self._crop_test()
         results.semi_supervised = self._semi_supervised()
         results.corruptions = self._corruptions(arrays["scores"]["in"])
@@ -299,15 +300,17 @@ class MethodEvaluator:
         test = self._features(self.models[0], self.data.inputs(self.data.test_images), 0)
         return train.representations.mean(dim=1), test.representations.mean(dim=1), train.labels
 
-    def _knn_accuracy(self) -> float:
-        """The k-NN classifier's test accuracy on the first model's representation (mean over its members)."""
-        train, test, labels = self._representations()
+    def _knn_accuracy(self, representations: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> float:
+        """The k-NN classifier's test accuracy on the first model's representation (`_representations`)."""
+        train, test, labels = representations
         return knn_accuracy(train, labels, test, self.data.test_labels, self.harness_args.knn_classifier_k)
 
-    def _retrieval(self, test_scores: dict[str, torch.Tensor]) -> dict[str, float | None]:
+    def _retrieval(self, test_scores: dict[str, torch.Tensor],
+                   representations: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> dict[str, float | None]:
         """R-AUROC of each uncertainty score: does it predict that the test input's nearest training representation
-        (cosine; the first model's) has another class? None where no retrieval was wrong (or all were)."""
-        train, test, labels = self._representations()
+        (cosine; the first model's, `_representations`) has another class? None where no retrieval was wrong (or all
+        were)."""
+        train, test, labels = representations
         errors = metrics.nearest_neighbour_errors(test, self.data.test_labels, train, labels)
         out = {key: metrics.r_auroc(test_scores[key], errors) for key in UNCERTAINTY_SCORES if key in test_scores}
         return {key: None if value != value else value for key, value in out.items()}
