@@ -13,6 +13,7 @@ COMMANDS = {
     "ablation": ("ablation", "alpha x lambda at M=5, then M at the best setting, scored on validation data; hinge activity."),
     "mechanism": ("mechanism", "Per objective: sigma over training with lambda 0 vs the hinge (SimCLR: raw vs cosine mean)."),
     "text": ("text", "SCD pretraining (baseline and InSub) on a BERT-style encoder, then SentEval-style transfer."),
+    "text-candidates": ("text_candidates", "Ways to pretrain InSub on MiniLM and to read its uncertainty, chosen on validation data."),
     "genomics": ("genomics", "Self-GenomeNet pretraining (baseline and InSub) on DNA, then calibrated sequence classification."),
     "release": ("release", "One recipe (image, text, dna) from training to a published model: runs, detector, Hub folder, card."),
     "hub": ("hub", "A saved model and its evaluation results -> a checked Hub repo folder with a generated card; --push."),

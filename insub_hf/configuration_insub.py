@@ -244,6 +244,9 @@ class InSubConfig(PretrainedConfig):
         normalize_heads: L2-normalise each head output before averaging (reference code).
         batch_ensemble_size: > 1 turns the encoder's linear layers into BatchEnsemble layers with this many
             members (the BatchEnsemble baseline of the paper; 1 = off).
+        freeze_encoder: pretrain the heads only: the encoder's weights keep the values it was built or loaded with
+            (`init_encoder_from`), so its representation stays a pretrained base model's exactly; dropout still makes
+            the text views. Fine-tuning ignores it (`InSubForImageClassification.freeze_encoder()` decides there).
         uncertainty_direction: how `InSubModelOutput.uncertainty` reads the heads' spread, so that higher always
             means more likely out of distribution for this model: +1 (high spread) or -1 (low spread), as the jobs
             fix it on validation data (training images against noise) after training and save it with the model;
@@ -269,6 +272,7 @@ class InSubConfig(PretrainedConfig):
     objective_config: dict | ObjectiveConfig | None = None
     normalize_heads: bool = True
     batch_ensemble_size: int = 1
+    freeze_encoder: bool = False
     uncertainty_direction: int | None = None
 
     def __post_init__(self, **kwargs: Any) -> None:
@@ -366,6 +370,7 @@ class InSubConfig(PretrainedConfig):
 
     def _check_values(self) -> None:
         check_choice("InSubConfig.normalize_heads", self.normalize_heads, (True, False))
+        check_choice("InSubConfig.freeze_encoder", self.freeze_encoder, (True, False))
         check_choice("InSubConfig.uncertainty_direction", self.uncertainty_direction, (1, -1, None))
         _check_attention_heads(self.encoder_config)
         check_choice("InSubConfig.objective", self.objective, tuple(OBJECTIVES))

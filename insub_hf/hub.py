@@ -105,10 +105,11 @@ def check_hub_folder(folder: str | Path) -> list[str]:
     return files
 
 
-def write_sentence_transformer_files(folder: str | Path, model, tokenizer) -> None:
+def write_sentence_transformer_files(folder: str | Path, model, tokenizer, uncertainty: dict | None = None) -> None:
     """Makes `folder`, which holds a text model with its remote code and its tokenizer, a sentence-transformers folder
     as well: `modules.json` (the `InSubSentenceTransformer` module, whose file is copied beside it, then
-    sentence-transformers' own `Normalize`), the modules' settings and `config_sentence_transformers.json`. Then
+    sentence-transformers' own `Normalize`, then with `uncertainty` (`InSubUncertainty`'s settings) the module that
+    reads the model's uncertainty that way), the modules' settings and `config_sentence_transformers.json`. Then
     `SentenceTransformer(folder, trust_remote_code=True)` and `AutoModel.from_pretrained(folder,
     trust_remote_code=True)` load the same folder. Its embeddings are L2-normalised, as those of the MiniLM base model
     (cosine similarity = dot product); the model's `representation` is not.
@@ -129,11 +130,14 @@ def write_sentence_transformer_files(folder: str | Path, model, tokenizer) -> No
     module = st_module.InSubSentenceTransformer(model=insub, tokenizer=tokenizer,
                                                 max_seq_length=base_max_length(insub.config.encoder_config, tokenizer))
     with tempfile.TemporaryDirectory() as tmp:
-        SentenceTransformer(modules=[module, Normalize()]).save(tmp)
+        extra = [st_module.InSubUncertainty(**uncertainty)] if uncertainty is not None else []
+        SentenceTransformer(modules=[module, Normalize(), *extra]).save(tmp)
         modules = json.loads((Path(tmp) / "modules.json").read_text())
         source = Path(st_module.__file__)
-        # the module's type names the file beside it, not the installed package: loads where insub-hf is absent
-        modules[0]["type"] = f"{source.stem}.{st_module.InSubSentenceTransformer.__name__}"
+        # the modules' types name the file beside them, not the installed package: loads where insub-hf is absent
+        for entry in modules:
+            if entry["type"].startswith(st_module.__name__):
+                entry["type"] = f"{source.stem}.{entry['type'].rsplit('.', 1)[1]}"
         (folder / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
         for name in ("config_sentence_transformers.json", module.config_file_name):
             shutil.copyfile(Path(tmp) / name, folder / name)
@@ -160,7 +164,7 @@ def save_for_hub(
     if card.tokenizer is not None:
         card.tokenizer.save_pretrained(folder)
         if is_sentence_model(model, card.tokenizer):
-            write_sentence_transformer_files(folder, model, card.tokenizer)
+            write_sentence_transformer_files(folder, model, card.tokenizer, card.sentence_uncertainty)
     if card.detector is not None:
         card.detector.save_pretrained(folder)
     for name, source in (card.extra_files or {}).items():

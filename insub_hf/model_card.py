@@ -52,6 +52,9 @@ class HubCard:
         processor: the image processor saved beside the model (`AutoImageProcessor`, `pipeline()`); the usage
             snippet then reads images through it.
         detector: an `insub_hf.evaluation.InSubOODDetector` fitted on the model, saved beside it.
+        sentence_uncertainty: a text model's reading of its `uncertainty` (the settings of
+            `sentence_transformer_module.InSubUncertainty`, its k-NN bank included), chosen on validation data; the
+            sentence-transformers folder ends with it. None: the heads' spread as the model gives it.
         license: the card's license (the package's, Apache-2.0, unless the data or base model says otherwise).
         base_model: the Hub id the model started from (a pretrained backbone, or the InSub model it was fine-tuned
             from), for the card's metadata.
@@ -69,6 +72,7 @@ class HubCard:
     tokenizer: Any = None
     processor: Any = None
     detector: Any = None
+    sentence_uncertainty: dict | None = None
     license: str = "apache-2.0"
     base_model: str | None = None
     extra_files: dict[str, str | Path] | None = None

@@ -291,6 +291,8 @@ class InSubForPreTraining(InSubPreTrainedModel):
         self.objective = OBJECTIVES[config.objective](config, self.insub)
         self.post_init()
         self.sync_objective_with_student()
+        if config.freeze_encoder:  # no gradient reaches the encoder: the optimiser skips it, backward stops at the heads
+            self.insub.encoder.requires_grad_(False)
 
     def sync_objective_with_student(self) -> None:
         """Lets the objective re-copy what it derives from the student (after initialisation or loaded encoder

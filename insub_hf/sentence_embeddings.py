@@ -63,7 +63,7 @@ class InSubSentenceEncoder:
             )
         self.model = model.eval()
         self.tokenizer = tokenizer
-        self.tokenize = SentenceTokenizer(tokenizer, max_length, model.encoder.vocab_size)
+        self.tokenize = SentenceTokenizer(tokenizer, max_length, model.encoder.vocab_size, padding="longest")
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, max_length: int | None = None, **kwargs) -> InSubSentenceEncoder:

@@ -4,13 +4,59 @@ embeds with `encode(...)` and gives each sentence's uncertainty with `encode(...
 This file is copied into the saved folder and loaded from there, so it imports only torch, transformers and
 sentence-transformers (the InSub model itself loads through its remote code beside it). Save a folder with
 `insub_hf.InSubSentenceEncoder.save_sentence_transformer`.
+
+A folder may end with `InSubUncertainty`, which replaces the heads' spread by the uncertainty chosen for the model on
+validation data (`UNCERTAINTY_READINGS`); the functions below are the one implementation of each reading, used by the
+module and by the job that chose it (`insub-hf text-candidates`).
 """
 
 from __future__ import annotations
 
 import torch
-from sentence_transformers.base.modules import InputModule
+import torch.nn.functional as F
+from sentence_transformers.base.modules import InputModule, Module
 from transformers import AutoModel, AutoTokenizer
+
+# how a text model's `uncertainty` is read: the heads' spread as the model gives it, that spread standardised per
+# sentence-length bucket, or the cosine distance to the k-th nearest training sentence
+UNCERTAINTY_READINGS = ("spread", "spread_by_length", "knn")
+
+
+def knn_distance(embeddings: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Tensor:
+    """`(N,)` cosine distance of each row of `embeddings (N, d)` to its k-th nearest row of `bank (n, d)` (both
+    L2-normalised; a query that is itself in the bank has distance 0 to its first neighbour)."""
+    similarity = embeddings.float() @ bank.float().T  # (N, n)
+    return 1 - similarity.topk(min(k, bank.shape[0]), dim=1).values[:, -1]
+
+
+def length_buckets(lengths: torch.Tensor, buckets: int) -> torch.Tensor:
+    """`(buckets - 1,)` inner edges: quantiles of the token counts `lengths (N,)` (repeated edges dropped)."""
+    quantiles = torch.linspace(0, 1, buckets + 1)[1:-1]
+    return torch.unique(torch.quantile(lengths.double(), quantiles.double())).float()
+
+
+def fit_length_standardisation(spread: torch.Tensor, lengths: torch.Tensor, buckets: int = 5) -> dict:
+    """On in-distribution sentences: per length bucket, the mean and standard deviation of `spread (N,)`, so that
+    `length_standardised` reads what the spread says beyond the sentence's length. Returns the module's settings
+    `length_edges`, `length_mean`, `length_std` (lists)."""
+    edges = length_buckets(lengths, buckets)
+    index = torch.bucketize(lengths.float(), edges, right=True)
+    means, stds = [], []
+    for b in range(len(edges) + 1):
+        part = spread[index == b].double()
+        means.append(float(part.mean()) if len(part) else float(spread.mean()))
+        stds.append(float(part.std()) if len(part) > 1 and float(part.std()) > 0 else float(spread.std()))
+    return {"length_edges": edges.tolist(), "length_mean": means, "length_std": stds}
+
+
+def length_standardised(spread: torch.Tensor, lengths: torch.Tensor, length_edges, length_mean,
+                        length_std) -> torch.Tensor:
+    """`(N,)`: `spread (N,)` minus its bucket's mean, over its bucket's standard deviation (buckets of `lengths (N,)`,
+    the token counts, as `fit_length_standardisation` fitted them)."""
+    index = torch.bucketize(lengths.float(), torch.as_tensor(length_edges, dtype=torch.float32), right=True)
+    mean = torch.as_tensor(length_mean, dtype=spread.dtype, device=spread.device)[index.to(spread.device)]
+    std = torch.as_tensor(length_std, dtype=spread.dtype, device=spread.device)[index.to(spread.device)]
+    return (spread - mean) / std
 
 
 class InSubSentenceTransformer(InputModule):
@@ -72,3 +118,62 @@ class InSubSentenceTransformer(InputModule):
         config = cls.load_config(model_name_or_path, subfolder=subfolder, **hub)
         folder = cls.load_dir_path(model_name_or_path, subfolder=subfolder, **hub)
         return cls(folder, trust_remote_code=trust_remote_code, **config)
+
+
+class InSubUncertainty(Module):
+    """The last module of a text model's folder: `uncertainty (B,)` becomes the reading chosen for this model on
+    validation data (higher = more likely out of distribution), and the heads' spread stays as `head_spread (B,)`.
+
+    Args:
+        reading: one of `UNCERTAINTY_READINGS`: `"spread"` (the model's oriented spread, as it is),
+            `"spread_by_length"` (standardised per token-count bucket: `length_edges/mean/std`, then read in
+            `direction`), `"knn"` (cosine distance of the normalised embedding to the k-th nearest of `bank_size`
+            training sentences, stored in the module's `model.safetensors`).
+        k, bank_size, embedding_size: the k-NN reading's neighbour and bank (N, d).
+        length_edges, length_mean, length_std: the length buckets (`fit_length_standardisation`).
+        direction: +1 or -1, how the standardised spread is read (fixed on validation data).
+    """
+
+    config_keys = ["reading", "k", "bank_size", "embedding_size", "length_edges", "length_mean", "length_std",
+                   "direction"]
+
+    def __init__(self, reading: str = "spread", k: int = 10, bank_size: int = 0, embedding_size: int = 0,
+                 length_edges: list | None = None, length_mean: list | None = None, length_std: list | None = None,
+                 direction: int = 1, bank: torch.Tensor | None = None):
+        super().__init__()
+        if reading not in UNCERTAINTY_READINGS:
+            raise ValueError(f"InSubUncertainty: reading must be one of {UNCERTAINTY_READINGS}, got {reading!r}.")
+        if bank is not None:
+            bank_size, embedding_size = bank.shape
+        self.reading, self.k, self.direction = reading, k, direction
+        self.bank_size, self.embedding_size = bank_size, embedding_size
+        self.length_edges, self.length_mean, self.length_std = length_edges, length_mean, length_std
+        self.register_buffer("bank", F.normalize(bank.float(), dim=1) if bank is not None
+                             else torch.zeros(bank_size, embedding_size))
+
+    def forward(self, features: dict[str, torch.Tensor], **kwargs) -> dict[str, torch.Tensor]:
+        spread = features["uncertainty"]
+        features["head_spread"] = spread
+        if self.reading == "knn":
+            embedding = F.normalize(features["sentence_embedding"], dim=-1)
+            features["uncertainty"] = knn_distance(embedding, self.bank.to(embedding.device), self.k)
+        elif self.reading == "spread_by_length":
+            lengths = features["attention_mask"].sum(dim=1)
+            features["uncertainty"] = self.direction * length_standardised(
+                spread, lengths, self.length_edges, self.length_mean, self.length_std)
+        return features
+
+    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+        self.save_config(output_path)
+        if self.reading == "knn":
+            self.save_torch_weights(output_path, safe_serialization=safe_serialization)
+
+    @classmethod
+    def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None, revision=None,
+             local_files_only: bool = False, **kwargs) -> InSubUncertainty:
+        hub = dict(subfolder=subfolder, token=token, cache_folder=cache_folder, revision=revision,
+                   local_files_only=local_files_only)
+        module = cls(**cls.load_config(model_name_or_path, **hub))
+        if module.reading == "knn":
+            module = cls.load_torch_weights(model_name_or_path=model_name_or_path, model=module, **hub)
+        return module

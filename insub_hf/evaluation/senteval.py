@@ -137,15 +137,25 @@ def classify_splits(
 ) -> dict[str, float]:
     """Logistic regression trained on `train`, penalty tuned on `dev` (else inner CV), evaluated on `test`."""
     (x, y), (xt, yt) = train, test
+    model = fit_classifier(train, dev, inner_folds, seed)
+    probs = np.zeros((len(yt), int(max(y.max(), yt.max())) + 1))
+    probs[:, model.classes_] = model.predict_proba(xt)
+    return _summary(probs, yt)
+
+
+def fit_classifier(
+    train: tuple[np.ndarray, np.ndarray], dev: tuple[np.ndarray, np.ndarray] | None = None, inner_folds: int = 5,
+    seed: int = 0,
+) -> LogisticRegression:
+    """Logistic regression on `train` (features `(N, d)`, labels `(N,)`), its penalty the best of `PENALTIES` on
+    `dev` (else by inner cross-validation)."""
+    x, y = train
     if dev is not None:
         scores = [(_fit(x, y, c, seed).predict(dev[0]) == dev[1]).mean() for c in PENALTIES]
         penalty = PENALTIES[int(np.argmax(scores))]
     else:
         penalty = _tune(x, y, inner_folds, seed)
-    model = _fit(x, y, penalty, seed)
-    probs = np.zeros((len(yt), int(max(y.max(), yt.max())) + 1))
-    probs[:, model.classes_] = model.predict_proba(xt)
-    return _summary(probs, yt)
+    return _fit(x, y, penalty, seed)
 
 
 def sts_spearman(u: torch.Tensor, v: torch.Tensor, scores) -> float:

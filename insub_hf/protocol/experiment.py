@@ -31,12 +31,14 @@ class Variant:
         config: the architecture.
         seed: initialisation, data order and augmentation.
         callbacks: Trainer callbacks of this run (e.g. a per-epoch report).
+        training: `InSubTrainingArguments` fields this run changes from the job's (e.g. its learning rate).
     """
 
     name: str
     config: InSubConfig
     seed: int = 0
     callbacks: list[TrainerCallback] = field(default_factory=list)
+    training: dict = field(default_factory=dict)
 
 
 class Experiment:
@@ -70,8 +72,10 @@ class Experiment:
         write_json(self.output_dir / RUN_ARGUMENTS, recorded)
 
     def run_arguments(self, variant: Variant) -> InSubTrainingArguments:
-        """The training arguments of `variant`: the job's, in its run folder with its seed."""
-        return replace(self.training_args, output_dir=str(self.output_dir / variant.name), seed=variant.seed)
+        """The training arguments of `variant`: the job's with the variant's changes, in its run folder with its
+        seed."""
+        return replace(self.training_args, **variant.training, output_dir=str(self.output_dir / variant.name),
+                       seed=variant.seed)
 
     def pretrain(
         self, variant: Variant, train_dataset, cached: bool = False, batch_views: torch.nn.Module | None = None,
