@@ -83,20 +83,21 @@ class InSubSentenceEncoder:
         """Writes model (safetensors, atomically) and tokenizer into one folder."""
         save_pretrained_atomic(self.model, path, processor=self.tokenizer)
 
-    def save_sentence_transformer(self, path: str | os.PathLike) -> Path:
+    def save_sentence_transformer(self, path: str | os.PathLike, uncertainty: dict | None = None) -> Path:
         """Writes the folder a Hub repo of this model holds (`insub_hf.hub.save_for_hub`; needs the `[st]` extra):
         the model with its remote code, the tokenizer, the sentence-transformers files and the generated model card,
         so that `SentenceTransformer(path, trust_remote_code=True)` and `AutoModel.from_pretrained(path,
         trust_remote_code=True)` load it without insub-hf. `encode(sentences)` then gives the L2-normalised
         `embeddings` (as the MiniLM base model's), `encode(sentences, output_value="uncertainty")` the per-sentence
-        uncertainty. What else `path` holds stays."""
+        uncertainty: the heads' spread, or with `uncertainty` (`sentence_transformer_module.InSubUncertainty`'s
+        settings) the reading chosen for the model. What else `path` holds stays."""
         from .hub import save_for_hub
         from .model_card import HubCard
 
         path, tokenizer = Path(path), copy.deepcopy(self.tokenizer)
         tokenizer.model_max_length = self.tokenize.max_length  # this encoder's length travels with the folder
         with atomic_folder(path) as tmp:
-            save_for_hub(self.model, tmp, path.name, HubCard(tokenizer=tokenizer))
+            save_for_hub(self.model, tmp, path.name, HubCard(tokenizer=tokenizer, sentence_uncertainty=uncertainty))
         return path
 
     @torch.no_grad()

@@ -190,6 +190,8 @@ class InSubTrainer(Trainer):
         self._micro_batch = (-1, 0)  # (global step, micro-batch within it) of the last views made per batch
         self._seeded_samples = None
         model = getattr(self.model, "module", self.model)
+        if getattr(model.config, "freeze_encoder", False) and hasattr(model, "objective"):  # pretraining only
+            model.insub.encoder.requires_grad_(False)  # again: loading weights (from_pretrained) unfreezes them
         if self.train_dataset is not None and _is_map_style(self.train_dataset):
             self._check_training_rows(getattr(model, "main_input_name", None))
             if self.batch_views is None:

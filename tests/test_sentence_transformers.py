@@ -101,3 +101,59 @@ def test_saves_into_a_run_folder_keep_its_results_and_models(tmp_path, encoder):
     assert (run / "results.json").read_text() == '{"rows": []}' and (run / "notes.txt").read_text() == "kept"
     assert (run / "insub_m3" / "model" / "config.json").read_text() == "{}"
     assert (run / "modules.json").is_file() and (run / "model.safetensors").is_file()
+
+
+BANK = ["A dog runs in the park.", "Stocks fell sharply today.", "I love this song so much!", "Rain again, ugh.",
+        "The meeting is at noon.", "What a great game last night", "def main(): return 0", "Bonjour tout le monde"]
+
+
+def test_a_folder_with_the_knn_reading_gives_the_distance_to_the_kth_nearest_bank_sentence(tmp_path, encoder):
+    from sentence_transformers import SentenceTransformer
+    from sklearn.neighbors import NearestNeighbors
+
+    bank = torch.nn.functional.normalize(encoder.encode(BANK).embeddings, dim=1)
+    path = encoder.save_sentence_transformer(tmp_path / "st", uncertainty={"reading": "knn", "k": 3, "bank": bank})
+    assert json.loads((path / "modules.json").read_text())[2]["type"] == "sentence_transformer_module.InSubUncertainty"
+    model = SentenceTransformer(str(path), trust_remote_code=True)
+    got = torch.stack(model.encode(SENTENCES, output_value="uncertainty"))
+    queries = torch.nn.functional.normalize(encoder.encode(SENTENCES).embeddings, dim=1)
+    distances, _ = NearestNeighbors(n_neighbors=3, metric="cosine").fit(bank.numpy()).kneighbors(queries.numpy())
+    torch.testing.assert_close(got.double(), torch.as_tensor(distances[:, -1], dtype=torch.float64), rtol=1e-4, atol=1e-5)
+    features = model.encode(SENTENCES, output_value=None)  # the heads' spread stays, under its own name
+    torch.testing.assert_close(torch.stack([f["head_spread"] for f in features]), encoder.encode(SENTENCES).uncertainty,
+                               rtol=1e-4, atol=1e-6)
+
+
+def test_a_folder_with_the_length_reading_standardises_the_spread_per_length_bucket(tmp_path, encoder):
+    from sentence_transformers import SentenceTransformer
+
+    settings = {"reading": "spread_by_length", "length_edges": [8.0], "length_mean": [0.2, 0.3],
+                "length_std": [0.5, 0.25], "direction": -1}
+    path = encoder.save_sentence_transformer(tmp_path / "st", uncertainty=settings)
+    got = torch.stack(SentenceTransformer(str(path), trust_remote_code=True).encode(SENTENCES,
+                                                                                    output_value="uncertainty"))
+    spread = encoder.encode(SENTENCES).uncertainty
+    lengths = [len(encoder.tokenizer(s)["input_ids"]) for s in SENTENCES]  # 7, 9 and 23 tokens: buckets 0, 1, 1
+    assert lengths[0] < 8 <= lengths[1] and lengths[2] >= 8
+    expected = torch.stack([-(spread[i] - (0.2 if n < 8 else 0.3)) / (0.5 if n < 8 else 0.25)
+                            for i, n in enumerate(lengths)])
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_length_standardisation_is_fitted_per_bucket():
+    from insub_hf.sentence_transformer_module import fit_length_standardisation, length_standardised
+
+    lengths = torch.tensor([3, 3, 3, 10, 10, 10])
+    spread = torch.tensor([1.0, 2.0, 3.0, 10.0, 20.0, 30.0])
+    fitted = fit_length_standardisation(spread, lengths, buckets=2)
+    assert fitted["length_edges"] == [6.5] and fitted["length_mean"] == [2.0, 20.0]
+    torch.testing.assert_close(torch.tensor(fitted["length_std"]), torch.tensor([1.0, 10.0]))
+    torch.testing.assert_close(length_standardised(spread, lengths, **fitted),
+                               torch.tensor([-1.0, 0.0, 1.0, -1.0, 0.0, 1.0]))
+
+
+def test_an_unknown_reading_is_refused_naming_the_readings():
+    from insub_hf.sentence_transformer_module import InSubUncertainty
+
+    with pytest.raises(ValueError, match=r"reading must be one of \('spread', 'spread_by_length', 'knn'\), got 'entropy'"):
+        InSubUncertainty(reading="entropy")

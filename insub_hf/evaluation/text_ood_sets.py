@@ -9,8 +9,10 @@ from __future__ import annotations
 import gettext
 import gzip
 import inspect
+import io
 import re
 import sysconfig
+import tokenize
 from pathlib import Path
 
 import numpy as np
@@ -41,13 +43,26 @@ def _stdlib_modules(limit: int = 400) -> list[Path]:
     return sorted(p for p in root.glob("*.py") if not p.name.startswith("_"))[:limit]
 
 
+def _code_only(source: str) -> list[str]:
+    """The lines of `source` outside multi-line strings (docstrings) and comments."""
+    prose = set()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.STRING and token.end[0] > token.start[0]:
+                prose.update(range(token.start[0], token.end[0] + 1))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return []
+    return [line for number, line in enumerate(source.splitlines(), 1) if number not in prose]
+
+
 def code_lines(count: int, seed: int = 0) -> list[str]:
-    """Lines of Python source from the standard library (20 to 120 characters, comments and docstrings left out)."""
+    """Lines of Python source from the standard library (20 to 120 characters holding an operator or bracket;
+    comments, docstrings and other strings spanning lines left out)."""
     lines = []
     for path in _stdlib_modules():
-        for line in path.read_text(errors="ignore").splitlines():
+        for line in _code_only(path.read_text(errors="ignore")):
             line = line.strip()
-            if 20 <= len(line) <= 120 and not line.startswith(("#", '"', "'")):
+            if 20 <= len(line) <= 120 and not line.startswith(("#", '"', "'")) and re.search(r"[=()\[\]:]", line):
                 lines.append(line)
     return _draw(sorted(set(lines)), count, seed, "code_lines")
 

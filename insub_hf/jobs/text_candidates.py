@@ -72,6 +72,8 @@ class TextCandidatesArguments(CheckedArguments):
     split_size: int = checked(1500, "Tweets of each of validation and test.", low=10, integer=True)
     ood_size: int = checked(500, "Sentences of each OOD set per split.", low=10, integer=True)
     k: int = checked(10, "The k-NN reading's neighbour.", low=1, integer=True)
+    bank_size: int = checked(4000, "Pretraining tweets the k-NN reading searches (the bundled corpus has 4,000).",
+                             low=1, integer=True)
     length_buckets: int = checked(5, "Token-count buckets of the length-standardised spread.", low=1, integer=True)
     overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
 
@@ -214,7 +216,7 @@ def run_text_candidates(args: TextCandidatesArguments, training_args: InSubTrain
     tokenizer.model_max_length = 256  # all-MiniLM-L6-v2's sentence length (its sentence_bert_config.json)
     encoder_config = AutoConfig.from_pretrained(path)
     corpus = load_sentence_corpus("bundled")
-    bank_sentences = list(corpus["text"])
+    bank_sentences = list(corpus["text"][:args.bank_size])
     train = corpus.with_transform(TextViews(tokenizer, "text", args.max_length, encoder_config.vocab_size))
     data = _split(load_tweet_sentiment("transfer"), args)
     sets = {split: {} for split in SPLITS}

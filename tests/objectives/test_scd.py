@@ -118,6 +118,36 @@ def test_training_steps_change_parameters(tmp_path, tokenizer):
     assert any("encoder" in k for k in changed) and any("heads" in k for k in changed)
 
 
+def test_a_frozen_encoder_keeps_its_weights_while_the_heads_learn(tmp_path, tokenizer):
+    model = InSubForPreTraining(tiny_bert_config(freeze_encoder=True))
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
+    corpus = load_sentence_corpus("bundled", max_sentences=16).with_transform(TextViews(tokenizer, max_length=16))
+    trainer = InSubTrainer(model=model, args=args(tmp_path, max_steps=2, learning_rate=1e-3, optim="adamw_torch"),
+                           train_dataset=corpus)
+    trainer.train()
+    changed = {k for k, v in model.named_parameters() if not torch.equal(v, before[k])}
+    assert changed and all(k.startswith("insub.heads") for k in changed)
+    assert all(torch.equal(v, before[k]) for k, v in model.insub.encoder.named_parameters(prefix="insub.encoder"))
+    model.save_pretrained(tmp_path / "model")
+    reloaded = InSubForPreTraining.from_pretrained(tmp_path / "model")  # trained on: the encoder stays frozen
+    InSubTrainer(model=reloaded, args=args(tmp_path / "again", max_steps=1), train_dataset=corpus)
+    assert reloaded.config.freeze_encoder and not any(p.requires_grad for p in reloaded.insub.encoder.parameters())
+
+
+def test_padding_to_the_longest_sentence_gives_the_fixed_length_embeddings(tokenizer):
+    model = InSubModel(tiny_bert_config(num_heads=2)).eval()
+    sentences = ["Short one.", "A somewhat longer sentence with more words in it."]
+    fixed = SentenceTokenizer(tokenizer, 40)(sentences)
+    longest = SentenceTokenizer(tokenizer, 40, padding="longest")(sentences)
+    assert fixed["input_ids"].shape == (2, 40) and longest["input_ids"].shape[1] < 20
+    with torch.no_grad():
+        a, b = model(**fixed), model(**longest)
+    torch.testing.assert_close(b.representation, a.representation, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(b.uncertainty, a.uncertainty, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match=r"padding must be one of \['max_length', 'longest'\], got 'left'"):
+        SentenceTokenizer(tokenizer, 40, padding="left")
+
+
 def test_save_load_round_trip_of_model_and_tokenizer(tmp_path, tokenizer):
     config = tiny_bert_config(num_heads=3)
     encoder = InSubSentenceEncoder(InSubModel(config), tokenizer, max_length=16)
