@@ -1,6 +1,7 @@
 """The `insub-hf` entry point. It lives outside the `insub_hf` package because importing the package registers the
 Auto classes, which loads torch and transformers (~10 s); the command list and an unknown command answer without
-that. A command's own `--help` and the job itself go through `insub_hf.cli`."""
+that. A command's own `--help` goes through `insub_hf.cli` the first time (its text is then kept: `help_cache_file`),
+and the job itself always does."""
 
 from __future__ import annotations
 
@@ -33,12 +34,63 @@ def version() -> str:
         return text.split("__version__ = ", 1)[1].split()[0].strip("\"'")
 
 
+def help_cache_file(argv: list[str]):
+    """Where the `--help` text of `insub-hf ARGV` is kept once printed (None when ARGV asks for no help): under
+    `$INSUB_HF_CACHE` (default `~/.cache/insub-hf`), named by a hash of ARGV, the installed insub-hf and
+    transformers versions and the size and time of every file of the package, so that any change prints it afresh.
+    Building a job's parser imports torch and transformers (seconds); a kept text needs neither."""
+    import hashlib
+    import importlib.metadata
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    if not argv or not any(arg in ("-h", "--help") for arg in argv[1:]):
+        return None
+    spec = importlib.util.find_spec("insub_hf")  # found, not imported
+    key = [*argv, version()]
+    try:
+        key.append(importlib.metadata.version("transformers"))
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for folder in spec.submodule_search_locations or []:
+        for path in sorted(Path(folder).rglob("*.py")):
+            stat = path.stat()
+            key.append(f"{path}:{stat.st_size}:{stat.st_mtime_ns}")
+    root = Path(os.environ.get("INSUB_HF_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                / "insub-hf")
+    return root / "help" / (hashlib.sha256("\n".join(key).encode()).hexdigest()[:24] + ".txt")
+
+
+def keep_help(argv: list[str], text: str) -> None:
+    """Keeps the `--help` text of `insub-hf ARGV` for the next time (`help_cache_file`); a cache that cannot be
+    written is skipped."""
+    import os
+
+    path = help_cache_file(argv)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.partial")
+        partial.write_text(text)
+        partial.replace(path)
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Runs `insub-hf COMMAND [arguments]`; returns the exit status (2: no such command)."""
+    """Runs `insub-hf COMMAND [arguments]`; returns the exit status (2: no such command). `--help` prints and exits
+    with status 0, as argparse does."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["--version"], ["-V"]):
         print(f"insub-hf {version()}")
         return 0
+    if argv and argv[0] in COMMANDS:
+        kept = help_cache_file(argv)
+        if kept is not None and kept.is_file():
+            print(kept.read_text(), end="")
+            raise SystemExit(0)
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         usage = "\n".join(f"  {name:<9} {text}" for name, (_, text) in COMMANDS.items())
         print(f"usage: insub-hf COMMAND [--help] | --version\n\ncommands:\n{usage}")

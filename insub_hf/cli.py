@@ -47,6 +47,7 @@ def run_command(module: str, command: str, argv: list[str], description: str | N
     """Parses `argv` with the job module's argument groups and runs it; returns 0. Bad input (a flag argparse does
     not know, a value or path a check refuses, anything the job raises as `USER_ERRORS`) ends with the usage line and
     one line of error on stderr, exit status 2."""
+    full_argv = list(argv)
     job = importlib.import_module(f"insub_hf.jobs.{module}")
     if hasattr(job, "select"):  # a command with a sub-command: `insub-hf release image ...`
         try:
@@ -54,6 +55,13 @@ def run_command(module: str, command: str, argv: list[str], description: str | N
         except ValueError as error:
             usage_error(command, one_line(error), "RECIPE [options]")
     parser = job_parser(command, job.ARGUMENT_GROUPS, getattr(job, "TRAINING_DEFAULTS", None), description)
+    if any(arg in ("-h", "--help") for arg in argv):  # argparse's answer, kept so the next one needs no torch
+        from insub_hf_cli import keep_help
+
+        text = parser.format_help()
+        keep_help([command.split()[0], *full_argv], text)
+        print(text, end="")
+        raise SystemExit(0)
     try:
         *groups, unknown = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
         if unknown:  # argparse's own answer: the usage line and one line of error, exit status 2

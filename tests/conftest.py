@@ -48,3 +48,17 @@ def compare_argv(output_dir, **options) -> list[str]:
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _help_cache(tmp_path_factory):
+    """Kept `--help` texts go to a folder of this test session, not the user's cache."""
+    import os
+
+    before = os.environ.get("INSUB_HF_CACHE")
+    os.environ["INSUB_HF_CACHE"] = str(tmp_path_factory.mktemp("insub_hf_cache"))
+    yield
+    if before is None:
+        os.environ.pop("INSUB_HF_CACHE")
+    else:
+        os.environ["INSUB_HF_CACHE"] = before

@@ -144,6 +144,36 @@ def test_a_16_bit_png_is_read_by_its_bit_depth(tmp_path, backend):
     torch.testing.assert_close(processor(rgb16, return_tensors="pt").pixel_values[0, 0], got, rtol=0, atol=1e-6)
 
 
+def test_the_feature_extraction_pipeline_reads_a_16_bit_png_by_its_bit_depth(tmp_path):
+    from transformers import pipeline
+
+    from insub_hf import InSubForImageClassification, InSubModel
+
+    from .conftest import tiny_config
+
+    processor = _processors()[0]
+    model = InSubModel(tiny_config(encoder_config=dict(model_type="vit", image_size=28, patch_size=4, hidden_size=32,
+                                                       num_hidden_layers=1, num_attention_heads=2,
+                                                       intermediate_size=64, num_channels=1))).eval()
+    pixels = (np.arange(28 * 28).reshape(28, 28) * 83).astype(np.uint16)
+    Image.fromarray(pixels).save(tmp_path / "grey16.png")
+    extractor = pipeline("image-feature-extraction", model=model, image_processor=processor)
+    with torch.no_grad():
+        expected = model(**processor(Image.open(tmp_path / "grey16.png"), return_tensors="pt")).representation
+        clipped = model(**processor(Image.open(tmp_path / "grey16.png").convert("L"), return_tensors="pt"))
+    for image in (str(tmp_path / "grey16.png"), Image.open(tmp_path / "grey16.png")):  # a path and a PIL image
+        pooled = torch.tensor(extractor(image, pool=True)).reshape(expected.shape)
+        torch.testing.assert_close(pooled, expected, rtol=1e-5, atol=1e-6)
+        assert not torch.allclose(pooled, clipped.representation, atol=1e-3)  # what 8-bit conversion would give
+    classifier = InSubForImageClassification(tiny_config(encoder_config=model.config.encoder_config, num_labels=3))
+    classify = pipeline("image-classification", model=classifier.eval(), image_processor=processor)
+    with torch.no_grad():
+        probabilities = classifier(**processor(Image.open(tmp_path / "grey16.png"), return_tensors="pt")).logits.softmax(-1)
+    scores = {row["label"]: row["score"] for row in classify(str(tmp_path / "grey16.png"), top_k=3)}
+    torch.testing.assert_close(torch.tensor([scores[classifier.config.id2label[i]] for i in range(3)]),
+                               probabilities[0], rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("backend", [0, 1], ids=["torchvision", "pil"])
 @pytest.mark.parametrize("image, message", [
     (np.full((28, 28, 3), 100, dtype=np.int32), r"an array image of dtype int32 \(values in \[100, 100\]\) is not read "

@@ -35,7 +35,9 @@ from ..evaluation.ood_detector import (
 from ..hub import final_push_target, save_for_hub, upload_hub_folder
 from ..model_card import HubCard
 from ..validation import checked
-from . import compare, genomics, text
+from ..evaluation.text_ood_sets import shuffled_words
+from ..sentence_transformer_module import UNCERTAINTY_READINGS
+from . import compare, genomics, text, text_candidates
 from .hub import card_from_results
 
 # Training inputs the shipped detector keeps as its bank (the Hub folder stays small; k-NN distances barely move)
@@ -187,10 +189,20 @@ def run_job(job, args, training_args, name: str):
 TEXT_VALIDATION, TEXT_TEST = 500, 1000
 
 
-def shuffled_words(sentences: list[str], seed: int) -> list[str]:
-    """Each sentence with its words in a seeded random order: the same words, no longer English."""
-    rng = np.random.default_rng(seed)
-    return [" ".join(rng.permutation(sentence.split())) for sentence in sentences]
+@dataclass
+class TextReleaseArguments:
+    """How the released text model reads its `uncertainty` (`insub-hf text-candidates` chose it on validation data)."""
+
+    _argument_group_name = 'text release'
+
+    uncertainty: str = checked(
+        text_candidates.RELEASE_READING,
+        "What `encode(..., output_value='uncertainty')` returns: knn (the cosine distance to the k-th nearest "
+        "pretraining sentence, its bank shipped in the folder), spread (the heads' spread) or spread_by_length "
+        "(the spread standardised per sentence-length bucket on validation tweets).",
+        choices=UNCERTAINTY_READINGS,
+    )
+    k: int = checked(10, "The k-NN reading's neighbour.", low=1, integer=True)
 
 
 def text_ood(model, tokenizer, corpus: list[str], max_length: int, bank: int, seed: int):
@@ -212,9 +224,32 @@ def text_ood(model, tokenizer, corpus: list[str], max_length: int, bank: int, se
     return detector, aurocs
 
 
-def release_text(command: str, release, args, training_args) -> Path:
-    """The text release: `insub-hf text` (the MiniLM base, the SCD baseline and SCD InSub, transfer to the tweets),
-    then the InSub model's detector and its OOD check on text (`text_ood`)."""
+def measure_text_uncertainty(model, tokenizer, args, reading: TextReleaseArguments, corpus: list[str], bank: int,
+                             seed: int) -> tuple[dict, dict]:
+    """The released model measured as `insub-hf text-candidates` measures a candidate (transfer, cosine correlation
+    with the base, every uncertainty reading on validation then test), and the `InSubUncertainty` settings of the
+    chosen `reading` (its direction and length buckets fixed on validation data, its bank `corpus[:bank]`)."""
+    from transformers import AutoConfig
+
+    from ..sentence_embeddings import InSubSentenceEncoder
+
+    path = text.encoder_path(args.encoder)
+    check = text_candidates.TextCandidatesArguments(k=reading.k, bank_size=bank)
+    bench = text_candidates.make_bench(check, list(corpus[:bank]))
+    text_candidates.measure_base(bench, path, AutoConfig.from_pretrained(path), text.base_tokenizer(path), check)
+    measured = text_candidates.measure_model(InSubSentenceEncoder(model, tokenizer), True, bench, check, seed)
+    settings = text_candidates.uncertainty_settings(reading.uncertainty, measured, reading.k)
+    for split in text_candidates.SPLITS:
+        measured[split].pop("embeddings")
+    measured.pop("bank")
+    return {**measured, "reading": reading.uncertainty, "ood_sets": list(bench.sets)}, settings
+
+
+def release_text(command: str, release, reading: TextReleaseArguments, args, training_args) -> Path:
+    """The text release: `insub-hf text` (the MiniLM base, the single-head baseline and InSub on the text recipe,
+    transfer to the tweets), the InSub model's detector and its OOD check on shuffled words (`text_ood`), then its
+    uncertainty readings measured and the chosen one shipped in the sentence-transformers folder
+    (`measure_text_uncertainty`)."""
     from transformers import AutoTokenizer
 
     from ..data import load_sentence_corpus
@@ -227,11 +262,42 @@ def release_text(command: str, release, args, training_args) -> Path:
                                 training_args.seed)
     (out / "text_ood.json").write_text(json.dumps(aurocs, indent=2) + "\n")
     model.config.uncertainty_direction = detector.spread_direction  # the model's `uncertainty` reads it that way
+    measured, settings = measure_text_uncertainty(model.insub, tokenizer, args, reading, corpus,
+                                                  release.detector_bank, training_args.seed)
+    (out / "text_uncertainty.json").write_text(json.dumps(measured, indent=2) + "\n")
     card = text.text_model_card(out / "results.json", name, tokenizer, model)
-    card = replace(card, detector=detector, notes=text_versus_baseline(results["results"], name, aurocs),
+    notes = "\n\n".join([text_versus_baseline(results["results"], name, aurocs), text_uncertainty_section(measured)])
+    card = replace(card, detector=detector, notes=notes, sentence_uncertainty=settings,
                    provenance=provenance(command, training_args.seed, time.time() - start),
-                   extra_files={**card.extra_files, "evaluation/text_ood.json": out / "text_ood.json"})
+                   extra_files={**card.extra_files, "evaluation/text_ood.json": out / "text_ood.json",
+                                "evaluation/text_uncertainty.json": out / "text_uncertainty.json"})
     return publish(release, model.insub, card, out, push)
+
+
+READING_NAMES = {"knn": "k-NN distance", "spread": "heads' spread", "spread_by_length": "spread per length bucket",
+                 "length": "sentence length (reference)"}
+
+
+def text_uncertainty_section(measured: dict) -> str:
+    """The text card's section on its uncertainty: each reading's test AUROCs against the OOD sets, for the transfer
+    classifier's errors, and its Spearman correlation with length, the shipped one named."""
+    test, chosen = measured["test"], measured["reading"]
+    sets = measured["ood_sets"]
+    lines = ["## Which uncertainty this model ships", "",
+             f"`encode(sentences, output_value=\"uncertainty\")` returns the **{READING_NAMES[chosen]}**, chosen on "
+             "validation data by `insub-hf text-candidates` (docs/text_candidates.md); the heads' spread stays "
+             "available as `output_value=\"head_spread\"`. Every reading on held-out test data (AUROC, higher "
+             "uncertainty = the other kind of text, or = a wrong transfer prediction; 50 % is chance):", "",
+             "| Reading | mean OOD AUROC | " + " | ".join(sets) + " | error AUROC | Spearman with length |",
+             "|" + "---|" * (len(sets) + 4)]
+    for r, numbers in test["readings"].items():
+        label = f"**{READING_NAMES[r]}** (shipped)" if r == chosen else READING_NAMES[r]
+        lines.append(f"| {label} | {100 * numbers['mean_ood_auroc']:.1f} % | "
+                     + " | ".join(f"{100 * numbers['ood_auroc'][s]:.1f} %" for s in sets)
+                     + f" | {100 * numbers['error_auroc']:.1f} % | {numbers['length_spearman']:.2f} |")
+    lines += ["", f"Transfer on the test tweets: {100 * test['transfer_accuracy']:.2f} %; the rank correlation of its "
+              f"pairwise cosines with the base model's: {test['cosine_spearman_with_base']:.3f}."]
+    return "\n".join(lines)
 
 
 def text_versus_baseline(per_model: dict, name: str, aurocs: dict) -> str:
@@ -310,6 +376,7 @@ RECIPES = {
     ),
     "text": SimpleNamespace(
         job=text, name="insub-minilm-scd", run=release_text, defaults=dict(output_dir="runs/release/text"),
+        groups=(TextReleaseArguments,),
     ),
     "dna": SimpleNamespace(
         job=genomics, name="insub-genomenet-dm3", run=release_dna, defaults=dict(output_dir="runs/release/dna"),
@@ -354,6 +421,6 @@ def select(command: str, argv: list[str]):
         return recipe.run(line, release, *groups)
 
     return SimpleNamespace(
-        ARGUMENT_GROUPS=(ReleaseArguments, *recipe.job.ARGUMENT_GROUPS),
+        ARGUMENT_GROUPS=(ReleaseArguments, *getattr(recipe, "groups", ()), *recipe.job.ARGUMENT_GROUPS),
         TRAINING_DEFAULTS={**recipe.job.TRAINING_DEFAULTS, **recipe.defaults}, run=run,
     ), f"{command} {argv[0]}", rest

@@ -43,6 +43,21 @@ def packaged_minilm_path() -> Path:
     ))
 
 
+def encoder_path(encoder: str) -> str | Path:
+    """`--encoder` as a folder or Hub id: `"minilm"` is the packaged all-MiniLM-L6-v2."""
+    return packaged_minilm_path() if encoder == "minilm" else encoder
+
+
+def base_tokenizer(path: str | Path):
+    """The base model's tokenizer, its `model_max_length` the sentence-transformers length when the base is a
+    sentence-transformers folder (InSubSentenceEncoder and the saved sentence-transformers folder read it)."""
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    base = Path(path) / "sentence_bert_config.json"
+    if base.is_file():
+        tokenizer.model_max_length = json.loads(base.read_text())["max_seq_length"]
+    return tokenizer
+
+
 @dataclass
 class TextArguments(CheckedArguments):
     """The text job's model, corpus and transfer tasks (its training: `InSubTrainingArguments`, from
@@ -98,12 +113,9 @@ def run_text(args: TextArguments, training_args: InSubTrainingArguments | None =
     `--push_to_hub`, the InSub sentence model and its numbers are pushed."""
     training_args = training_args or training_arguments(TRAINING_DEFAULTS)
     seed = training_args.seed
-    path = packaged_minilm_path() if args.encoder == "minilm" else args.encoder
+    path = encoder_path(args.encoder)
     experiment = Experiment(training_args, asdict(args), TRAINING_DEFAULTS, overwrite=args.overwrite_output_dir)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    base = Path(path) / "sentence_bert_config.json"  # a sentence-transformers base model's length travels with the
-    if base.is_file():  # saved tokenizer: InSubSentenceEncoder and the sentence-transformers folder read it
-        tokenizer.model_max_length = json.loads(base.read_text())["max_seq_length"]
+    tokenizer = base_tokenizer(path)
     encoder_config = AutoConfig.from_pretrained(path)
     corpus = load_sentence_corpus(args.corpus, args.text_column, max_sentences=args.max_sentences)
     views = TextViews(tokenizer, args.text_column, args.max_length, encoder_config.vocab_size)

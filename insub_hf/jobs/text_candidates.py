@@ -21,13 +21,12 @@ validation OOD AUROC, the k-NN distance unless a spread reading beats it.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from scipy.stats import spearmanr
-from transformers import AutoConfig, AutoTokenizer
+from transformers import AutoConfig
 
 from ..configuration_insub import InSubConfig
 from ..data import TextViews, load_sentence_corpus, load_tweet_sentiment
@@ -43,7 +42,7 @@ from ..sentence_embeddings import InSubSentenceEncoder
 from ..sentence_transformer_module import fit_length_standardisation, knn_distance, length_standardised
 from ..trainer import InSubTrainingArguments
 from ..validation import CheckedArguments, checked
-from .text import packaged_minilm_path
+from .text import base_tokenizer, encoder_path
 
 TRAINING_DEFAULTS = TEXT.training_arguments(output_dir="runs/text_candidates")
 
@@ -53,6 +52,8 @@ CANDIDATES = {
     "scd_lr3e-6": ({}, {"learning_rate": 3e-6}),  # lightly tuned: a tenth of the rate
     "scd_frozen": ({"freeze_encoder": True}, {"learning_rate": 1e-3}),  # the base's representation; heads only
 }
+# what the text release ships (`insub-hf release text --uncertainty`), as `choose` picked it from this job's run
+RELEASE_READING = "knn"
 BASE = "base"  # the base model as it is (no InSub heads: its readings are length and k-NN only)
 READINGS = ("spread", "spread_by_length", "knn", "length")
 SPLITS = ("validation", "test")
@@ -64,6 +65,9 @@ class TextCandidatesArguments(CheckedArguments):
 
     _argument_group_name = 'candidates and data'
 
+    encoder: str = field(
+        default="minilm", metadata={"help": "minilm (the packaged all-MiniLM-L6-v2), a local folder or a Hub id."}
+    )
     candidates: list[str] = field(default_factory=lambda: list(CANDIDATES),
                                   metadata={"help": f"Which of {list(CANDIDATES)} to train."})
     seeds: list[int] = field(default_factory=lambda: [0, 1], metadata={"help": "Seeds of each candidate."})
@@ -126,11 +130,48 @@ def readings(encoded: Encoded, bank: torch.Tensor, k: int, standardise: dict | N
     return out
 
 
-def measure_model(encoder, heads: bool, data: dict, sets: dict, bank_sentences: list[str], base: dict | None,
-                  args: TextCandidatesArguments, seed: int) -> dict:
-    """Validation and test numbers of one model (see the module's docstring)."""
+@dataclass
+class Bench:
+    """What every model is measured on: the transfer tweets (`data`: train, validation, test), the OOD sets
+    (`sets`: name -> split -> sentences), the k-NN reading's bank sentences and the base model's unit embeddings of
+    the validation and test tweets (`base`, for the cosine correlation)."""
+
+    data: dict
+    sets: dict
+    bank_sentences: list[str]
+    base: dict | None = None
+
+
+def make_bench(args: TextCandidatesArguments, bank_sentences: list[str]) -> Bench:
+    """The transfer tweets in a fixed split (`_split`) and `ood_size` sentences of each OOD set per split (disjoint
+    halves; the shuffled words of the split's own tweets)."""
+    data = _split(load_tweet_sentiment("transfer"), args)
+    sets = {}
+    for split, offset in zip(SPLITS, (0, args.ood_size)):
+        made = text_ood_sets(list(data[split]["text"]), 2 * args.ood_size, seed=0)
+        for name, sentences in made.items():
+            sets.setdefault(name, {})[split] = (
+                shuffled_words(list(data[split]["text"][:args.ood_size]), seed=1) if name == "shuffled"
+                else sentences[offset:offset + args.ood_size])
+    return Bench(data, sets, bank_sentences)
+
+
+def measure_base(bench: Bench, path, encoder_config, tokenizer, args: TextCandidatesArguments) -> dict:
+    """The base model's numbers (its readings: k-NN and length); keeps its embeddings in `bench.base`."""
+    model = InSubModel(InSubConfig.for_text(encoder_config, num_heads=1, diversity_weight=0.0))
+    load_encoder_weights(model, path)
+    numbers = measure_model(InSubSentenceEncoder(model, tokenizer), False, bench, args, seed=0)
+    bench.base = {split: numbers[split].pop("embeddings") for split in SPLITS}
+    numbers.pop("bank")
+    return numbers
+
+
+def measure_model(encoder, heads: bool, bench: Bench, args: TextCandidatesArguments, seed: int) -> dict:
+    """Validation and test numbers of one model (see the module's docstring), its readings' directions and length
+    standardisation (fitted on the validation tweets), and (not for JSON) its `bank` and split `embeddings`."""
+    data = bench.data
     enc = {split: encode(encoder, list(data[split]["text"]), heads) for split in ("train", *SPLITS)}
-    bank = encode(encoder, bank_sentences, False).embeddings
+    bank = encode(encoder, bench.bank_sentences, False).embeddings
     standardise = fit_length_standardisation(enc["validation"].spread, enc["validation"].lengths,
                                              args.length_buckets) if heads else None
     labels = {split: np.asarray(data[split]["label"]) for split in ("train", *SPLITS)}
@@ -138,30 +179,38 @@ def measure_model(encoder, heads: bool, data: dict, sets: dict, bank_sentences: 
                                 (enc["validation"].embeddings.numpy(), labels["validation"]), seed=seed)
     per_split, scores = {}, {}
     for split in SPLITS:
-        errors = classifier.predict(enc[split].embeddings.numpy()) != labels[split]
+        errors = torch.as_tensor(classifier.predict(enc[split].embeddings.numpy()) != labels[split])
         in_scores = readings(enc[split], bank, args.k, standardise)
         out_scores = {name: readings(encode(encoder, sentences[split], heads), bank, args.k, standardise)
-                      for name, sentences in sets.items()}
+                      for name, sentences in bench.sets.items()}
         scores[split] = (in_scores, out_scores, errors)
-        per_split[split] = {"transfer_accuracy": float(1 - errors.mean()),
-                            "cosine_spearman_with_base": cosine_correlation(enc[split].embeddings[:1000],
-                                                                             base[split][:1000]) if base else 1.0,
-                            "embeddings": enc[split].embeddings}
+        correlation = (cosine_correlation(enc[split].embeddings[:1000], bench.base[split][:1000])
+                       if bench.base is not None else 1.0)
+        per_split[split] = {"transfer_accuracy": float(1 - errors.double().mean()),
+                            "cosine_spearman_with_base": correlation, "embeddings": enc[split].embeddings}
     # each reading's direction: the one with the higher mean AUROC over the validation OOD sets
     in_val, out_val, _ = scores["validation"]
-    directions = {r: 1 if np.mean([ood_auroc(in_val[r], out_val[s][r], higher_is_in=False) for s in sets]) >= 0.5
-                  else -1 for r in in_val}
+    directions = {r: 1 if np.mean([ood_auroc(in_val[r], out_val[s][r], higher_is_in=False) for s in bench.sets])
+                  >= 0.5 else -1 for r in in_val}
     for split in SPLITS:
         in_scores, out_scores, errors = scores[split]
         per_split[split]["readings"] = {r: {
-            "ood_auroc": {s: ood_auroc(d * in_scores[r], d * out_scores[s][r], higher_is_in=False) for s in sets},
-            "error_auroc": ood_auroc(d * in_scores[r][~torch.as_tensor(errors)], d * in_scores[r][torch.as_tensor(errors)],
-                                     higher_is_in=False),
+            "ood_auroc": {s: ood_auroc(d * in_scores[r], d * out_scores[s][r], higher_is_in=False) for s in bench.sets},
+            "error_auroc": ood_auroc(d * in_scores[r][~errors], d * in_scores[r][errors], higher_is_in=False),
             "length_spearman": float(spearmanr(d * in_scores[r].numpy(), enc[split].lengths.numpy()).statistic),
         } for r, d in directions.items()}
         for numbers in per_split[split]["readings"].values():
             numbers["mean_ood_auroc"] = float(np.mean(list(numbers["ood_auroc"].values())))
-    return {"directions": directions, "length_standardisation": standardise, **per_split}
+    return {"directions": directions, "length_standardisation": standardise, "bank": bank, **per_split}
+
+
+def uncertainty_settings(reading: str, measured: dict, k: int) -> dict:
+    """`InSubUncertainty`'s settings for `reading` of a model `measure_model` measured."""
+    if reading == "knn":
+        return {"reading": "knn", "k": k, "bank": measured["bank"]}
+    if reading == "spread_by_length":
+        return {"reading": reading, "direction": measured["directions"][reading], **measured["length_standardisation"]}
+    return {"reading": "spread"}
 
 
 def choose(results: dict, base_name: str = BASE) -> dict:
@@ -210,30 +259,14 @@ def run_text_candidates(args: TextCandidatesArguments, training_args: InSubTrain
     """Trains every candidate at every seed, measures them and the base model (validation, then test), writes
     results.json (numbers and the validation-only choice) and candidates.md (the table); returns the results."""
     training_args = training_args or training_arguments(TRAINING_DEFAULTS)
-    path = packaged_minilm_path()
+    path = encoder_path(args.encoder)
     experiment = Experiment(training_args, asdict(args), TRAINING_DEFAULTS, overwrite=args.overwrite_output_dir)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    tokenizer.model_max_length = 256  # all-MiniLM-L6-v2's sentence length (its sentence_bert_config.json)
+    tokenizer = base_tokenizer(path)
     encoder_config = AutoConfig.from_pretrained(path)
     corpus = load_sentence_corpus("bundled")
-    bank_sentences = list(corpus["text"][:args.bank_size])
     train = corpus.with_transform(TextViews(tokenizer, "text", args.max_length, encoder_config.vocab_size))
-    data = _split(load_tweet_sentiment("transfer"), args)
-    sets = {split: {} for split in SPLITS}
-    for split, offset in zip(SPLITS, (0, args.ood_size)):
-        made = text_ood_sets(list(data[split]["text"]), 2 * args.ood_size, seed=0)
-        for name, sentences in made.items():
-            sets[split][name] = (shuffled_words(list(data[split]["text"][:args.ood_size]), seed=1) if name == "shuffled"
-                                 else sentences[offset:offset + args.ood_size])
-    set_names = list(sets["validation"])
-    by_split = {name: {split: sets[split][name] for split in SPLITS} for name in set_names}
-
-    base_model = InSubModel(InSubConfig.for_text(encoder_config, num_heads=1, diversity_weight=0.0))
-    load_encoder_weights(base_model, path)
-    base = measure_model(InSubSentenceEncoder(base_model, tokenizer), False, data, by_split, bank_sentences, None,
-                         args, 0)
-    base_embeddings = {split: base[split]["embeddings"] for split in SPLITS}
-    results = {BASE: {0: base}}
+    bench = make_bench(args, list(corpus["text"][:args.bank_size]))
+    results = {BASE: {0: measure_base(bench, path, encoder_config, tokenizer, args)}}
     for name in args.candidates:
         config_changes, training_changes = CANDIDATES[name]
         results[name] = {}
@@ -241,14 +274,15 @@ def run_text_candidates(args: TextCandidatesArguments, training_args: InSubTrain
             config = InSubConfig.for_text(encoder_config, **config_changes)
             variant = Variant(f"{name}_seed{seed}", config, seed, training=training_changes)
             model = experiment.pretrain(variant, train, init_encoder_from=path).model.insub
-            results[name][seed] = measure_model(InSubSentenceEncoder(model, tokenizer), True, data, by_split,
-                                                bank_sentences, base_embeddings, args, seed)
-            print(f"{name} seed {seed}: validation transfer "
-                  f"{100 * results[name][seed]['validation']['transfer_accuracy']:.2f} %")
+            numbers = measure_model(InSubSentenceEncoder(model, tokenizer), True, bench, args, seed)
+            numbers.pop("bank")
+            results[name][seed] = numbers
+            print(f"{name} seed {seed}: validation transfer {100 * numbers['validation']['transfer_accuracy']:.2f} %")
+    set_names = list(bench.sets)
     for per_seed in results.values():
         for numbers in per_seed.values():
             for split in SPLITS:
-                numbers[split].pop("embeddings")
+                numbers[split].pop("embeddings", None)
     chosen = choose(results)
     text = table(results, set_names)
     (experiment.output_dir / "candidates.md").write_text(text + "\n")

@@ -230,6 +230,32 @@ def test_help_of_every_command_prints_its_arguments(command, capsys):
     assert printed.startswith(f"usage: insub-hf {command}") and "(default: " in printed
 
 
+def test_a_help_once_printed_is_printed_again_without_torch_or_transformers(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import json, sys
+import insub_hf_cli
+try:
+    insub_hf_cli.main(sys.argv[1:])
+except SystemExit as exit_:
+    assert exit_.code == 0
+print(json.dumps(sorted(m for m in ("torch", "transformers", "insub_hf") if m in sys.modules)), file=sys.stderr)
+"""
+    env = {**os.environ, "INSUB_HF_CACHE": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", code, "release", "text", "--help"], capture_output=True, text=True,
+                           env=env) for _ in range(2)]
+    assert all(run.returncode == 0 for run in runs), runs[0].stderr[-2000:]
+    first, again = runs
+    assert first.stdout.startswith("usage: insub-hf release text") and "--uncertainty" in first.stdout
+    assert again.stdout == first.stdout
+    assert json.loads(first.stderr.strip().splitlines()[-1]) == ["insub_hf", "torch", "transformers"]
+    assert json.loads(again.stderr.strip().splitlines()[-1]) == []  # the kept text: no torch, nothing imported
+    assert len(list((tmp_path / "help").iterdir())) == 1
+
+
 def test_a_literal_percent_in_a_help_text_is_printed_as_written(capsys):
     from dataclasses import dataclass, field
 

@@ -89,6 +89,18 @@ def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(t
     tweets = json.loads((out / "results.json").read_text())["results"]["scd_insub_m2"]["TWEETS"]
     assert {"r_auroc_uncertainty", "r_auroc_nn_distance"} <= set(tweets)
     assert all(v is None or 0 <= v <= 1 for v in (tweets["r_auroc_uncertainty"], tweets["r_auroc_nn_distance"]))
+    # the uncertainty it ships: the reading chosen on validation data, measured beside the others on test data
+    measured = json.loads((out / "text_uncertainty.json").read_text())
+    assert measured["reading"] == "knn" and set(measured["test"]["readings"]) == {"spread", "spread_by_length", "knn",
+                                                                                   "length"}
+    modules = json.loads((out / "hub" / "modules.json").read_text())
+    assert [m["type"].rsplit(".", 1)[1] for m in modules] == ["InSubSentenceTransformer", "Normalize", "InSubUncertainty"]
+    settings = json.loads((out / "hub" / modules[2]["path"] / "config.json").read_text())
+    assert settings["reading"] == "knn" and settings["bank_size"] == 48 and settings["k"] == 10
+    knn = measured["test"]["readings"]["knn"]
+    assert "## Which uncertainty this model ships" in card and f"| {100 * knn['mean_ood_auroc']:.1f} % |" in card
+    assert f"| {knn['length_spearman']:.2f} |" in card
+
 
 
 def test_the_dna_release_transfers_to_labelled_sequences(tmp_path):
@@ -114,6 +126,12 @@ def test_the_command_a_card_names_leaves_out_where_it_went_and_who_pushed():
     argv = ["--output_dir", "/home/me/runs", "--num_train_epochs", "6", "--hub_token=hf_x", "--push_to_hub",
             "--model_cards", "cards", "--seed", "1", "--labelled", "/home/me/splice.csv"]
     assert reproducing(argv) == ["--num_train_epochs", "6", "--seed", "1", "--labelled", "splice.csv"]
+
+
+def test_an_unknown_text_uncertainty_is_refused_naming_the_readings(tmp_path, capsys):
+    error = cli_error(["release", "text", "--uncertainty", "entropy", "--output_dir", str(tmp_path / "no")], capsys)
+    assert "--uncertainty: invalid choice: 'entropy' (choose from 'spread', 'spread_by_length', 'knn')" in error
+    assert not (tmp_path / "no").exists()
 
 
 def test_an_unknown_recipe_is_refused_naming_the_recipes(capsys):

@@ -1,0 +1,65 @@
+"""`pipeline("image-feature-extraction")` and `pipeline("image-classification")` over an InSub image processor read
+each image as that processor does.
+
+transformers' own pipelines convert every image to 8-bit RGB before the processor sees it (`load_image`), which
+clips a 16-bit image at 255: nearly white, garbage features, no word. With an InSub processor these pipelines hand
+local files and PIL images to it as they are, so a 16-bit image is read by its bit depth (`read_image`); URLs and
+base64 strings still go through transformers' loader (8-bit). With any other processor they are transformers' own.
+"""
+
+from __future__ import annotations
+
+import os
+
+from PIL import Image, ImageOps
+from transformers.image_utils import load_image
+from transformers.pipelines import PIPELINE_REGISTRY, ImageClassificationPipeline, ImageFeatureExtractionPipeline
+
+
+def _insub_processor(pipeline) -> bool:
+    from .image_processing_insub import InSubImageProcessor
+    from .image_processing_pil_insub import InSubImageProcessorPil
+
+    return isinstance(pipeline.image_processor, (InSubImageProcessor, InSubImageProcessorPil))
+
+
+def _as_given(image, timeout):
+    """A local file or PIL image as it is (its EXIF orientation applied); anything else as transformers loads it."""
+    if isinstance(image, str) and os.path.isfile(image):
+        image = Image.open(image)
+    return ImageOps.exif_transpose(image) if isinstance(image, Image.Image) else load_image(image, timeout=timeout)
+
+
+class InSubImageFeatureExtractionPipeline(ImageFeatureExtractionPipeline):
+    """transformers' image feature extraction, reading images by their bit depth for InSub processors."""
+
+    def preprocess(self, image, timeout=None, **image_processor_kwargs):
+        if not _insub_processor(self):
+            return super().preprocess(image, timeout=timeout, **image_processor_kwargs)
+        image = _as_given(image, timeout)
+        return self.image_processor(image, return_tensors="pt", **image_processor_kwargs).to(self.dtype)
+
+
+class InSubImageClassificationPipeline(ImageClassificationPipeline):
+    """transformers' image classification, reading images by their bit depth for InSub processors."""
+
+    def preprocess(self, image, timeout=None):
+        if not _insub_processor(self):
+            return super().preprocess(image, timeout=timeout)
+        image = image if not isinstance(image, (str, Image.Image)) else _as_given(image, timeout)  # arrays as given
+        return self.image_processor(images=image, return_tensors="pt").to(self.dtype)
+
+
+# task -> (transformers' class, the one that replaces it)
+PIPELINES = {"image-feature-extraction": (ImageFeatureExtractionPipeline, InSubImageFeatureExtractionPipeline),
+             "image-classification": (ImageClassificationPipeline, InSubImageClassificationPipeline)}
+
+
+def register_pipelines() -> None:
+    """Makes `PIPELINES` the tasks' pipelines (their defaults stay transformers'); a task another library has
+    replaced already is left alone."""
+    for name, (stock, ours) in PIPELINES.items():
+        task = PIPELINE_REGISTRY.supported_tasks[name]
+        impl = task["impl"]  # the class, or its dotted path (transformers resolves it when a pipeline is built)
+        if impl is stock or impl == f"{stock.__module__}.{stock.__name__}":
+            task["impl"] = ours
