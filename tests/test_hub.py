@@ -322,7 +322,7 @@ def test_the_text_job_pushes_the_sentence_model_with_its_tokenizer_and_transfer_
     assert card_metrics(fake_api.snapshot / "README.md") == {"Accuracy": 0.61, "ECE": 0.07, "NLL": 0.9}
     card = ModelCard.load(fake_api.snapshot / "README.md")
     assert card.data.base_model == MINILM_HUB_ID  # from the run's results, no flag needed
-    assert f"SCD on the 'bundled' sentence corpus, starting from {MINILM_HUB_ID}" in card.text and "- learning_rate: 3e-05" in card.text
+    assert f"SCD on the 'bundled' sentence corpus, starting from {MINILM_HUB_ID}" in card.text and "- learning_rate: 0.001" in card.text
     assert "- per_device_train_batch_size: 64" in card.text  # the text recipe's training, as the run recorded it
     assert AutoTokenizer.from_pretrained(fake_api.snapshot)("a b c")["input_ids"] == tokenizer("a b c")["input_ids"]
 

@@ -25,7 +25,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 def recipe_of(config: InSubConfig) -> dict:
     fields = ("objective", "num_heads", "diversity_alpha", "diversity_weight", "head_hidden_sizes", "head_output_size",
-              "normalize_heads", "head_norm")
+              "normalize_heads", "head_norm", "freeze_encoder")
     return {name: getattr(config, name) for name in fields}
 
 

@@ -266,7 +266,8 @@ def release_text(command: str, release, reading: TextReleaseArguments, args, tra
                                                   release.detector_bank, training_args.seed)
     (out / "text_uncertainty.json").write_text(json.dumps(measured, indent=2) + "\n")
     card = text.text_model_card(out / "results.json", name, tokenizer, model)
-    notes = "\n\n".join([text_versus_baseline(results["results"], name, aurocs), text_uncertainty_section(measured)])
+    notes = "\n\n".join([text_versus_baseline(results["results"], name, aurocs, model.config.freeze_encoder),
+                          text_uncertainty_section(measured)])
     card = replace(card, detector=detector, notes=notes, sentence_uncertainty=settings,
                    provenance=provenance(command, training_args.seed, time.time() - start),
                    extra_files={**card.extra_files, "evaluation/text_ood.json": out / "text_ood.json",
@@ -300,17 +301,20 @@ def text_uncertainty_section(measured: dict) -> str:
     return "\n".join(lines)
 
 
-def text_versus_baseline(per_model: dict, name: str, aurocs: dict) -> str:
+def text_versus_baseline(per_model: dict, name: str, aurocs: dict, frozen: bool = False) -> str:
     """The text card's section: transfer of the base model, the SCD baseline and InSub, in plain words where InSub
-    is not better, and the detector's AUROCs on tweets against shuffled words."""
+    is not better (with a `frozen` encoder all three embed as the base does), and the detector's AUROCs on tweets
+    against shuffled words."""
     models = [m for m in ("pretrained (no SCD)", "scd_baseline", name) if m in per_model]
     rows = [(task, key, [per_model[m][task][key] for m in models], higher)
             for task, numbers in per_model[name].items()
             for key, higher in (("accuracy", True), ("ece", False), ("nll", False), ("spearman", True)) if key in numbers]
+    same = (" The encoder was frozen (only the heads were trained), so all three give the base model's embeddings "
+            "and the same transfer numbers: InSub adds an uncertainty, not better embeddings." if frozen else "")
     return versus_others(
         "## InSub against its baselines",
         "The base model as it is, and SCD with one head (no diversity term) at the same budget, measured by the same "
-        "transfer code (logistic regression on frozen embeddings; one seed):",
+        f"transfer code (logistic regression on frozen embeddings; one seed).{same}",
         ("Task", "Metric", *models), rows, "the best of the others", "InSub is better than both in every transfer "
         "metric here.",
     ) + "\n".join(["", "", f"Out-of-distribution text: the shipped detector, with the head spread's direction fixed on "

@@ -1,5 +1,6 @@
-"""The text job: SCD pretraining of a single-head baseline and of InSub on a BERT-style encoder, then SentEval-style
-transfer of the frozen sentence embeddings (the bundled tweets offline; MR ... MRPC and STS-B through the Hub)."""
+"""The text job: SCD pretraining of a single-head baseline and of InSub on a BERT-style encoder (by the text recipe,
+heads only over the frozen encoder: `--freeze_encoder false` tunes it too), then SentEval-style transfer of the
+frozen sentence embeddings (the bundled tweets offline; MR ... MRPC and STS-B through the Hub)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from ..sentence_embeddings import InSubSentenceEncoder
 from ..trainer import InSubTrainingArguments
 from ..validation import CheckedArguments, checked
 
-# The text recipe's training (`recipes.TEXT`: 1 epoch, batch 64, learning rate 3e-5)
+# The text recipe's training (`recipes.TEXT`: 1 epoch, batch 64, the heads at 1e-3 over the frozen encoder)
 TRAINING_DEFAULTS = TEXT.training_arguments(output_dir="runs/text")
 
 
@@ -82,6 +83,9 @@ class TextArguments(CheckedArguments):
     )
     diversity_alpha: float = checked(TEXT.diversity_alpha, "alpha (paper, NLP: 0.1).", low=0)
     diversity_weight: float = checked(TEXT.diversity_weight, "lambda (paper, NLP: 0.01).", low=0)
+    freeze_encoder: bool = field(default=TEXT.freeze_encoder, metadata={
+        "help": "Pretrain the heads only: the encoder keeps the base model's weights, so its embeddings stay the "
+                "base's (the text recipe's choice; with false, lower --learning_rate to the encoder's 3e-5)."})
     head_size: int = checked(
         TEXT.head_output_size, "Width of the 3 projector layers (paper: 4096).", low=1, integer=True
     )
@@ -96,7 +100,8 @@ class TextArguments(CheckedArguments):
 
 def text_config(args: TextArguments, encoder_config, num_heads: int, diversity_weight: float) -> InSubConfig:
     return InSubConfig.for_text(
-        encoder_config, num_heads=num_heads, head_hidden_sizes=[args.head_size, args.head_size],
+        encoder_config, num_heads=num_heads, freeze_encoder=args.freeze_encoder,
+        head_hidden_sizes=[args.head_size, args.head_size],
         head_output_size=args.head_size, diversity_alpha=args.diversity_alpha, diversity_weight=diversity_weight,
     )
 
