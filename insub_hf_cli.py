@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     from insub_hf.cli import run_command
 
     module, description = COMMANDS[argv[0]]
-    return run_command(module, argv[0], argv[1:], description)
+    return run_command(module, argv[0], argv[1:], description, on_help=lambda text: keep_help(argv, text))
 
 
 if __name__ == "__main__":

@@ -43,11 +43,11 @@ def usage_error(command: str, message: str, usage: str = "[options]") -> None:
     argparse.ArgumentParser(prog=f"insub-hf {command}", usage=f"insub-hf {command} {usage}").error(message)
 
 
-def run_command(module: str, command: str, argv: list[str], description: str | None = None) -> int:
+def run_command(module: str, command: str, argv: list[str], description: str | None = None,
+                on_help=None) -> int:
     """Parses `argv` with the job module's argument groups and runs it; returns 0. Bad input (a flag argparse does
     not know, a value or path a check refuses, anything the job raises as `USER_ERRORS`) ends with the usage line and
-    one line of error on stderr, exit status 2."""
-    full_argv = list(argv)
+    one line of error on stderr, exit status 2. `--help` prints the help (given to `on_help` first) and exits 0."""
     job = importlib.import_module(f"insub_hf.jobs.{module}")
     if hasattr(job, "select"):  # a command with a sub-command: `insub-hf release image ...`
         try:
@@ -55,11 +55,10 @@ def run_command(module: str, command: str, argv: list[str], description: str | N
         except ValueError as error:
             usage_error(command, one_line(error), "RECIPE [options]")
     parser = job_parser(command, job.ARGUMENT_GROUPS, getattr(job, "TRAINING_DEFAULTS", None), description)
-    if any(arg in ("-h", "--help") for arg in argv):  # argparse's answer, kept so the next one needs no torch
-        from insub_hf_cli import keep_help
-
+    if any(arg in ("-h", "--help") for arg in argv):  # argparse's answer, handed to `on_help` (which keeps it)
         text = parser.format_help()
-        keep_help([command.split()[0], *full_argv], text)
+        if on_help is not None:
+            on_help(text)
         print(text, end="")
         raise SystemExit(0)
     try:
