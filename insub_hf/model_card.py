@@ -257,12 +257,32 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
         ), training_data=card.training_data or "Not recorded when this card was generated.",
         eval_table=eval_table(eval_results) if eval_results else "", notes=card.notes, citation=CITATION,
         insub_version=__version__, transformers_version=transformers.__version__,
-        direction=getattr(config, "uncertainty_direction", None),
+        direction=getattr(config, "uncertainty_direction", None), calibration=CALIBRATION_SETS[main_input],
+        sentence_reading=sentence_reading(card.sentence_uncertainty) if sentences else None,
         hyperparameters=card.hyperparameters, detector=_detector_facts(card.detector), provenance=card.provenance,
         requirements=" ".join(REQUIREMENTS[main_input] + (("sentence-transformers",) if sentences else ())),
         sentences=sentences,
         **_usage(config, main_input, auto_class, repo_id, processor=card.processor is not None),
     )
+
+
+# What the jobs fix the spread's direction on, per input (in-distribution inputs against these)
+CALIBRATION_SETS = {
+    "pixel_values": "training images against noise images",
+    "input_ids": "held-out sentences against their shuffled words",
+    "dna_one_hot": "training sequences against uniformly random ones",
+}
+
+
+def sentence_reading(settings: dict | None) -> str | None:
+    """In words, the reading a sentence-transformers folder's `InSubUncertainty` gives (None: the model's own)."""
+    if not settings or settings.get("reading", "spread") == "spread":
+        return None
+    if settings["reading"] == "knn":
+        size = len(settings["bank"]) if settings.get("bank") is not None else settings.get("bank_size")
+        return (f"cosine distance of the sentence's embedding to its {settings.get('k', 10)}-th nearest of {size} "
+                "training sentences (their embeddings ship in the folder)")
+    return "heads' spread standardised within sentence-length buckets fitted on validation sentences"
 
 
 # What a model of each input needs to load with trust_remote_code=True (no insub-hf)

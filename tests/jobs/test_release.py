@@ -100,6 +100,10 @@ def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(t
     knn = measured["test"]["readings"]["knn"]
     assert "## Which uncertainty this model ships" in card and f"| {100 * knn['mean_ood_auroc']:.1f} % |" in card
     assert f"| {knn['length_spearman']:.2f} |" in card
+    intro = " ".join(card.split("## Training data")[0].split())
+    assert ("Through sentence-transformers, `uncertainty` is instead the cosine distance of the sentence's embedding to "
+            "its 10-th nearest of 48 training sentences") in intro
+    assert "(held-out sentences against their shuffled words)" in intro and "noise" not in intro
 
 
 
