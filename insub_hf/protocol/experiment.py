@@ -153,6 +153,8 @@ def settings_key(config: InSubConfig, **settings) -> str:
     spec = {"config": objective_config_to_flat(config.to_diff_dict()), **settings}
     spec["config"].pop("transformers_version", None)
     spec["config"].pop("uncertainty_direction", None)  # measured after training: the same run either way
+    if not spec["config"].get("freeze_encoder"):  # added later; only a frozen encoder names another run
+        spec["config"].pop("freeze_encoder", None)
     return short_hash(spec)
 
 

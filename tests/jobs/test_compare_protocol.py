@@ -89,6 +89,8 @@ def test_run_cache_keys_are_those_of_runs_cached_before_objectives_had_their_own
     # another setting names another run
     other = InSubConfig(objective="dino", objective_config={"out_dim": 65}, num_heads=2)
     assert settings_key(other, seed=1) != settings_key(dino, seed=1)
+    frozen = InSubConfig(objective="dino", objective_config={"out_dim": 64}, num_heads=2, freeze_encoder=True)
+    assert settings_key(frozen, seed=1) != settings_key(dino, seed=1)  # a frozen encoder trains other weights
 
 
 def test_the_protocol_trains_any_image_objective_and_keeps_the_cosine_control_to_simclr():
