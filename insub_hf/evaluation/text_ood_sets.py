@@ -107,8 +107,9 @@ def other_languages(count: int, seed: int = 0, locale_dir: str | Path = LOCALE_D
     for language in OTHER_LANGUAGES:
         for path in sorted((Path(locale_dir) / language / "LC_MESSAGES").glob("*.mo")):
             try:
-                catalog = gettext.GNUTranslations(path.open("rb"))._catalog
-            except (OSError, UnicodeDecodeError, gettext.error if hasattr(gettext, "error") else OSError):
+                with path.open("rb") as file:
+                    catalog = gettext.GNUTranslations(file)._catalog
+            except (OSError, UnicodeDecodeError):  # a catalog gettext cannot read (bad magic number, encoding)
                 continue
             for key, value in catalog.items():
                 if isinstance(value, str) and key and 30 <= len(value) <= 200 and "%" not in value and "{" not in value:

@@ -239,10 +239,7 @@ def measure_text_uncertainty(model, tokenizer, args, reading: TextReleaseArgumen
     text_candidates.measure_base(bench, path, AutoConfig.from_pretrained(path), text.base_tokenizer(path), check)
     measured = text_candidates.measure_model(InSubSentenceEncoder(model, tokenizer), True, bench, check, seed)
     settings = text_candidates.uncertainty_settings(reading.uncertainty, measured, reading.k)
-    for split in text_candidates.SPLITS:
-        measured[split].pop("embeddings")
-    measured.pop("bank")
-    return {**measured, "reading": reading.uncertainty, "ood_sets": list(bench.sets)}, settings
+    return {**measured.numbers, "reading": reading.uncertainty, "ood_sets": list(bench.sets)}, settings
 
 
 def release_text(command: str, release, reading: TextReleaseArguments, args, training_args) -> Path:

@@ -141,13 +141,12 @@ def make_bench(args: TextCandidatesArguments, bank_sentences: list[str]) -> Benc
     """The transfer tweets in a fixed split (`_split`) and `ood_size` sentences of each OOD set per split (disjoint
     halves; the shuffled words of the split's own tweets)."""
     data = _split(load_tweet_sentiment("transfer"), args)
-    sets = {}
+    made = text_ood_sets(list(data["validation"]["text"]), 2 * args.ood_size, seed=0)  # "shuffled" is made per split
+    sets = {name: {} for name in made}
     for split, offset in zip(SPLITS, (0, args.ood_size)):
-        made = text_ood_sets(list(data[split]["text"]), 2 * args.ood_size, seed=0)
         for name, sentences in made.items():
-            sets.setdefault(name, {})[split] = (
-                shuffled_words(list(data[split]["text"][:args.ood_size]), seed=1) if name == "shuffled"
-                else sentences[offset:offset + args.ood_size])
+            sets[name][split] = (shuffled_words(list(data[split]["text"][:args.ood_size]), seed=1) if name == "shuffled"
+                                 else sentences[offset:offset + args.ood_size])
     return Bench(data, sets, bank_sentences)
 
 
@@ -155,15 +154,25 @@ def measure_base(bench: Bench, path, encoder_config, tokenizer, args: TextCandid
     """The base model's numbers (its readings: k-NN and length); keeps its embeddings in `bench.base`."""
     model = InSubModel(InSubConfig.for_text(encoder_config, num_heads=1, diversity_weight=0.0))
     load_encoder_weights(model, path)
-    numbers = measure_model(InSubSentenceEncoder(model, tokenizer), False, bench, args, seed=0)
-    bench.base = {split: numbers[split].pop("embeddings") for split in SPLITS}
-    numbers.pop("bank")
-    return numbers
+    measured = measure_model(InSubSentenceEncoder(model, tokenizer), False, bench, args, seed=0)
+    bench.base = measured.embeddings
+    return measured.numbers
 
 
-def measure_model(encoder, heads: bool, bench: Bench, args: TextCandidatesArguments, seed: int) -> dict:
+@dataclass
+class Measured:
+    """What `measure_model` measured: `numbers` (for results.json: per split the transfer accuracy, the cosine
+    correlation and every reading's AUROCs and Spearman; the readings' `directions` and `length_standardisation`),
+    and beside them the model's unit `embeddings` of the validation and test tweets (`SPLITS`) and of the `bank`."""
+
+    numbers: dict
+    embeddings: dict[str, torch.Tensor]
+    bank: torch.Tensor
+
+
+def measure_model(encoder, heads: bool, bench: Bench, args: TextCandidatesArguments, seed: int) -> Measured:
     """Validation and test numbers of one model (see the module's docstring), its readings' directions and length
-    standardisation (fitted on the validation tweets), and (not for JSON) its `bank` and split `embeddings`."""
+    standardisation (fitted on the validation tweets)."""
     data = bench.data
     enc = {split: encode(encoder, list(data[split]["text"]), heads) for split in ("train", *SPLITS)}
     bank = encode(encoder, bench.bank_sentences, False).embeddings
@@ -182,7 +191,7 @@ def measure_model(encoder, heads: bool, bench: Bench, args: TextCandidatesArgume
         correlation = (cosine_correlation(enc[split].embeddings[:1000], bench.base[split][:1000])
                        if bench.base is not None else 1.0)
         per_split[split] = {"transfer_accuracy": float(1 - errors.double().mean()),
-                            "cosine_spearman_with_base": correlation, "embeddings": enc[split].embeddings}
+                            "cosine_spearman_with_base": correlation}
     # each reading's direction: the one with the higher mean AUROC over the validation OOD sets
     in_val, out_val, _ = scores["validation"]
     directions = {r: 1 if np.mean([ood_auroc(in_val[r], out_val[s][r], higher_is_in=False) for s in bench.sets])
@@ -196,15 +205,17 @@ def measure_model(encoder, heads: bool, bench: Bench, args: TextCandidatesArgume
         } for r, d in directions.items()}
         for numbers in per_split[split]["readings"].values():
             numbers["mean_ood_auroc"] = float(np.mean(list(numbers["ood_auroc"].values())))
-    return {"directions": directions, "length_standardisation": standardise, "bank": bank, **per_split}
+    return Measured({"directions": directions, "length_standardisation": standardise, **per_split},
+                    {split: enc[split].embeddings for split in SPLITS}, bank)
 
 
-def uncertainty_settings(reading: str, measured: dict, k: int) -> dict:
+def uncertainty_settings(reading: str, measured: Measured, k: int) -> dict:
     """`InSubUncertainty`'s settings for `reading` of a model `measure_model` measured."""
+    numbers = measured.numbers
     if reading == "knn":
-        return {"reading": "knn", "k": k, "bank": measured["bank"]}
+        return {"reading": "knn", "k": k, "bank": measured.bank}
     if reading == "spread_by_length":
-        return {"reading": reading, "direction": measured["directions"][reading], **measured["length_standardisation"]}
+        return {"reading": reading, "direction": numbers["directions"][reading], **numbers["length_standardisation"]}
     return {"reading": "spread"}
 
 
@@ -269,15 +280,10 @@ def run_text_candidates(args: TextCandidatesArguments, training_args: InSubTrain
             config = InSubConfig.for_text(encoder_config, **config_changes)
             variant = Variant(f"{name}_seed{seed}", config, seed, training=training_changes)
             model = experiment.pretrain(variant, train, init_encoder_from=path).model.insub
-            numbers = measure_model(InSubSentenceEncoder(model, tokenizer), True, bench, args, seed)
-            numbers.pop("bank")
+            numbers = measure_model(InSubSentenceEncoder(model, tokenizer), True, bench, args, seed).numbers
             results[name][seed] = numbers
             print(f"{name} seed {seed}: validation transfer {100 * numbers['validation']['transfer_accuracy']:.2f} %")
     set_names = list(bench.sets)
-    for per_seed in results.values():
-        for numbers in per_seed.values():
-            for split in SPLITS:
-                numbers[split].pop("embeddings", None)
     chosen = choose(results)
     text = table(results, set_names)
     (experiment.output_dir / "candidates.md").write_text(text + "\n")
