@@ -15,6 +15,7 @@ from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME
 from .checkpointing import checkpoint_problems, last_complete_checkpoint
 from .collapse_monitor import CollapseMonitorCallback
 from .image_processing_pil_insub import check_unit_images
+from .data.device_images import DeviceImages, collate_device_batch
 from .data.seeding import SeededSamples, mix_seed, seeded_draws
 from .distributed import check_same_across_processes, convert_sync_batchnorm
 from .memory_format import resolve_channels_last
@@ -73,6 +74,15 @@ class InSubTrainingArguments(TrainingArguments):
     dataloader_pin_memory: bool | None = field(
         default=None, metadata={"help": "Pin the batches' memory. Default: where a CUDA GPU is present."},
     )
+    data_on_device: bool = field(
+        default=False,
+        metadata={
+            "help": "Keep the training set of plain images (InSubTrainer's batch_views) on the training device as one "
+            "tensor and gather each batch there (DeviceImages): no loader workers, no pixel copies per step. Needs "
+            "room on the device for the set (float32: 4 bytes per pixel; a uint8 DeviceImages given as the training "
+            "set: 1)."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.fp16 and (self.use_cpu or not gpu_available()):
@@ -80,6 +90,16 @@ class InSubTrainingArguments(TrainingArguments):
                 "InSubTrainingArguments.fp16=True needs a GPU (fp16 autocast with a loss scaler); training on the CPU "
                 "it would be ignored. Use bf16=True (CPU autocast) or leave both off."
             )
+        if self.data_on_device:
+            # the batches are gathered on the device: loader workers would copy them back and pinning refuses them
+            for name, given in (("dataloader_num_workers", self.dataloader_num_workers),
+                                ("dataloader_pin_memory", self.dataloader_pin_memory)):
+                if given:
+                    raise ValueError(
+                        f"InSubTrainingArguments.{name}={given} with data_on_device=True: batches gathered on the "
+                        f"device take no loader workers and no pinned memory; leave {name} unset (or 0 / False)."
+                    )
+            self.dataloader_num_workers, self.dataloader_pin_memory = 0, False
         # the fast path where a GPU is present, unless the fields were given (fast_path_arguments)
         chosen = fast_path_arguments(
             False if self.bf16 is None and self.fp16 else self.bf16, dataloader_num_workers=self.dataloader_num_workers
@@ -186,6 +206,8 @@ class InSubTrainer(Trainer):
         super().__init__(*args, **kwargs)
         check_distributed(self.args)
         self.batch_views = batch_views.to(self.args.device) if batch_views is not None else None
+        if getattr(self.args, "data_on_device", False) and self.train_dataset is not None:
+            self._move_training_set(kwargs.get("data_collator") is None)
         self._view_seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
         self._micro_batch = (-1, 0)  # (global step, micro-batch within it) of the last views made per batch
         self._seeded_samples = None
@@ -219,6 +241,18 @@ class InSubTrainer(Trainer):
         if hasattr(model, "check_steps_in_forward"):
             model.check_steps_in_forward = False  # compute_loss checks each batch (`check_batch`)
         self._pending_check: tuple[int, torch.Tensor, dict[str, torch.Tensor]] | None = None
+
+    def _move_training_set(self, default_collator: bool) -> None:
+        """`data_on_device`: the training set's images to the training device as one `DeviceImages`."""
+        if self.batch_views is None or not _is_map_style(self.train_dataset):
+            raise ValueError(
+                "InSubTrainingArguments.data_on_device=True keeps a map-style set of plain images on the device and "
+                "needs InSubTrainer(batch_views=...) to make the views there; set data_on_device=False for "
+                f"{type(self.train_dataset).__name__}{'' if self.batch_views is not None else ' without batch_views'}."
+            )
+        self.train_dataset = DeviceImages.from_rows(self.train_dataset, self.args.device)
+        if default_collator:
+            self.data_collator = collate_device_batch
 
     def _check_training_rows(self, main_input: str | None) -> None:
         """A training set with no rows, or whose rows lack the model's input (a data set without its view

@@ -210,3 +210,40 @@ def test_batched_views_follow_the_per_sample_views_distribution():
     set_seed(0)
     other = torch.cat(BatchTwoViews(preset.image_size, mean, std, num_channels=1, crop_scale=(0.8, 1.0))(images))
     assert max(abs(v) for v in _z_scores(other, slow).values()) > 6
+
+
+def test_data_on_device_trains_like_the_loader(tmp_path):
+    # the same sampler draws the same rows and the views are seeded per step, so keeping the set on the device (one
+    # gather per batch, no collation) trains the very weights the data loader path trains
+    config = resnet_config()
+    plain_losses, plain = _train(tmp_path / "loader", config, None)
+    device_losses, on_device = _train(tmp_path / "device", config, None, data_on_device=True)
+    assert len(plain_losses) == 3
+    torch.testing.assert_close(torch.tensor(device_losses), torch.tensor(plain_losses), atol=1e-6, rtol=1e-6)
+    for key, value in plain.state_dict().items():
+        torch.testing.assert_close(on_device.state_dict()[key], value, atol=1e-6, rtol=1e-6, msg=key)
+
+
+def test_device_images_gather_batches_in_unit_range():
+    from insub_hf.data import DeviceImages, collate_device_batch
+
+    pixels = torch.randint(0, 256, (5, 1, 4, 4), dtype=torch.uint8)
+    images = DeviceImages(pixels)
+    batch = collate_device_batch(images.__getitems__([3, 0, 3]))
+    assert batch["pixel_values"].dtype == torch.float32
+    torch.testing.assert_close(batch["pixel_values"], pixels[[3, 0, 3]].float() / 255)
+    torch.testing.assert_close(images[1]["pixel_values"], pixels[1].float() / 255)
+    rows = image_tensor_dataset(pixels.float() / 255)
+    torch.testing.assert_close(DeviceImages.from_rows(rows, "cpu").images, pixels.float() / 255)
+    with pytest.raises(ValueError, match=r"DeviceImages takes uint8 \(0..255\) or float images"):
+        DeviceImages(pixels.long())
+
+
+def test_data_on_device_refuses_what_it_cannot_keep(tmp_path):
+    with pytest.raises(ValueError, match="dataloader_num_workers=2 with data_on_device=True"):
+        InSubTrainingArguments(output_dir=str(tmp_path), data_on_device=True, dataloader_num_workers=2, report_to=[])
+    args = InSubTrainingArguments(output_dir=str(tmp_path), data_on_device=True, report_to=[], max_steps=1)
+    assert (args.dataloader_num_workers, args.dataloader_pin_memory) == (0, False)
+    with pytest.raises(ValueError, match="needs InSubTrainer\\(batch_views=...\\)"):
+        InSubTrainer(model=InSubForPreTraining(resnet_config()), args=args,
+                     train_dataset=image_tensor_dataset(torch.rand(8, 3, 32, 32)))

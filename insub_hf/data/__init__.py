@@ -9,6 +9,7 @@ from ..lazy_exports import lazy_exports
 _EXPORTS = {
     ".batch_views": ("BatchTwoViews", "image_tensor_dataset"),
     ".columns": ("check_dataset",),
+    ".device_images": ("DeviceImages", "collate_device_batch"),
     ".dna_io": (
         "SPLICE_LABELS", "bundled_upstream_path", "fasta_windows", "load_fasta_dataset", "load_labelled_sequences",
         "load_splice_junctions", "read_fasta",

@@ -4,6 +4,7 @@ and the bundled Fashion-MNIST default that works offline."""
 from __future__ import annotations
 
 import gzip
+import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -101,6 +102,14 @@ FASHION_MNIST_CLASSES = [
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
 ]
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+# Another folder holding the same four IDX files (a machine without the Debian package, e.g. a carried copy)
+FASHION_MNIST_DIR_VARIABLE = "INSUB_HF_FASHION_MNIST"
+
+
+def full_fashion_mnist_dir() -> Path:
+    """Where the full Fashion-MNIST IDX files are read from: `$INSUB_HF_FASHION_MNIST` when set, else Debian's
+    dataset-fashion-mnist folder."""
+    return Path(os.environ.get(FASHION_MNIST_DIR_VARIABLE) or DEBIAN_FASHION_MNIST)
 FASHION_MNIST_SOURCES = ("auto", "bundled", "debian")
 
 
@@ -187,11 +196,13 @@ def _read_idx(path: Path, offset: int) -> np.ndarray:
 def resolve_fashion_mnist_source(source: str) -> str:
     """`"debian"` or `"bundled"`: what `source` (`auto`, `bundled`, `debian`) reads on this machine."""
     check_choice("source", source, FASHION_MNIST_SOURCES)
-    debian_present = (DEBIAN_FASHION_MNIST / "train-images-idx3-ubyte.gz").exists()
+    folder = full_fashion_mnist_dir()
+    debian_present = (folder / "train-images-idx3-ubyte.gz").exists()
     if source == "debian" and not debian_present:
         raise FileNotFoundError(
-            f"source='debian' needs Debian's dataset-fashion-mnist package ({DEBIAN_FASHION_MNIST}); "
-            "install it with `apt-get install dataset-fashion-mnist` or use source='bundled'."
+            f"source='debian' needs Debian's dataset-fashion-mnist package ({folder}; ${FASHION_MNIST_DIR_VARIABLE} "
+            "names another folder with its four IDX files); install it with `apt-get install dataset-fashion-mnist` "
+            "or use source='bundled'."
         )
     return "debian" if source == "debian" or (source == "auto" and debian_present) else "bundled"
 
@@ -207,11 +218,11 @@ def fashion_mnist_description(source: str) -> str:
 
 def _fashion_mnist_arrays(source: str) -> dict[str, np.ndarray]:
     if resolve_fashion_mnist_source(source) == "debian":
-        arrays = {}
+        arrays, folder = {}, full_fashion_mnist_dir()
         for split, prefix in (("train", "train"), ("test", "t10k")):
-            arrays[f"{split}_images"] = _read_idx(DEBIAN_FASHION_MNIST / f"{prefix}-images-idx3-ubyte.gz", 16)
+            arrays[f"{split}_images"] = _read_idx(folder / f"{prefix}-images-idx3-ubyte.gz", 16)
             arrays[f"{split}_images"] = arrays[f"{split}_images"].reshape(-1, 28, 28)
-            arrays[f"{split}_labels"] = _read_idx(DEBIAN_FASHION_MNIST / f"{prefix}-labels-idx1-ubyte.gz", 8)
+            arrays[f"{split}_labels"] = _read_idx(folder / f"{prefix}-labels-idx1-ubyte.gz", 8)
         return arrays
     with resources.files("insub_hf.data").joinpath("bundled/fashion_mnist_subset.npz").open("rb") as f:
         return dict(np.load(f))

@@ -35,7 +35,7 @@ UNTRAINED_FIELDS = frozenset({
     "dataloader_multiprocessing_context", "torch_compile", "torch_compile_backend", "torch_compile_mode",
     "torch_empty_cache_steps", "skip_memory_metrics", "resume_from_checkpoint", "do_train", "do_eval", "do_predict",
     "eval_strategy", "eval_steps", "eval_delay", "per_device_eval_batch_size", "eval_on_start", "local_rank",
-    "ddp_timeout", "channels_last",
+    "ddp_timeout", "channels_last", "data_on_device",
 })
 # What a job's results always record of its training arguments (beside every field changed from its defaults)
 RECORDED_FIELDS = ("num_train_epochs", "max_steps", "per_device_train_batch_size", "learning_rate", "seed", "bf16")

@@ -1,0 +1,113 @@
+"""The GPU kit (benchmarks/gpu_prepare.py, gpu_run.py, gpu_race.py) runs whole on the CPU at a tiny size: every stage
+writes its table with its columns, the comparison scores both models, and the release comes back as a checked Hub
+folder; the prepare script's size check counts what travels and refuses what is over."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import gpu_prepare  # noqa: E402
+import gpu_race  # noqa: E402
+import gpu_run  # noqa: E402
+
+
+@pytest.mark.slow
+def test_the_kit_runs_every_stage_at_a_tiny_size(tmp_path):
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "gpu_run.py"), "--out", str(out), "--tiny", "--kit", str(tmp_path / "none"),
+         "--work", str(tmp_path / "work"), "--site", str(tmp_path / "site"), "--deadline_minutes", "3"],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    kit = json.loads((out / "kit.json").read_text())
+    assert {k: v["status"] for k, v in kit["stages"].items()} == {"speed": "ok", "release": "ok"}
+    assert kit["environment"]["device"] == "cpu" and kit["environment"]["insub_hf"]
+
+    rows = {row["row"]: row for row in kit["speed_rows"]}
+    assert list(rows) == ["insub-hf M=5", "lightly SimCLR", "insub-hf M=1", "insub-hf M=10", "insub-hf M=5 epoch"]
+    for name, row in rows.items():
+        assert list(row) == list(gpu_race.COLUMNS)
+        assert row["status"] == "ok", (name, row["status"])
+        assert row["e2e_samples_s"] > 0 and row["step_tflop"] > 0
+        assert row["epoch_s"] == pytest.approx(64 / row["e2e_samples_s"])
+    assert rows["insub-hf M=5 epoch"]["measured_epoch_s"] > 0
+    # the heads add FLOPs, M=1 and lightly's SimCLR (one head of the same shape) count the same
+    assert rows["insub-hf M=1"]["step_tflop"] < rows["insub-hf M=5"]["step_tflop"] < rows["insub-hf M=10"]["step_tflop"]
+    assert rows["lightly SimCLR"]["step_tflop"] == pytest.approx(rows["insub-hf M=1"]["step_tflop"], rel=0.02)
+
+    methods = {row["method"]: row for row in kit["comparison"]["rows"]}
+    assert set(methods) == {"baseline", "insub"} and methods["insub"]["num_heads"] == 5
+    for row in methods.values():
+        assert {"accuracy", "ece", "nll", "ece_scaled", "nll_scaled", "temperature"} <= set(row["test"])
+        assert {"uniform", "gaussian", "mnist"} <= set(row["ood"]) and "knn" in row["ood_fpr95"]["mnist"]
+    assert "head_spread" in methods["insub"]["ood"]["mnist"]
+
+    parts = sorted(out.glob("release.tar.gz.*"))
+    assert kit["release_parts"] == [p.name for p in parts] and len(list(out.iterdir())) <= 8
+    archive = tmp_path / "release.tar.gz"
+    archive.write_bytes(b"".join(p.read_bytes() for p in parts))
+    subprocess.run(["tar", "xzf", str(archive), "-C", str(tmp_path)], check=True)
+    from insub_hf.hub import check_hub_folder
+
+    folder = tmp_path / gpu_run.RELEASE_NAME
+    files = check_hub_folder(folder)  # raises on a missing or unsafe file
+    assert {"config.json", "model.safetensors", "README.md", "ood_detector.safetensors"} <= set(files)
+    summary = (out / "summary.md").read_text()
+    assert "## Speed race" in summary and "## At scale" in summary and "release.tar.gz.00" in summary
+
+
+def _git_tree(root: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / ".gitignore").write_text("ignored/\n.kit/\n")  # 15 bytes
+    (root / "tracked.bin").write_bytes(b"x" * 1000)
+    subprocess.run(["git", "-C", str(root), "add", "tracked.bin", ".gitignore"], check=True)
+    (root / "untracked.txt").write_bytes(b"y" * 500)  # travels: git does not ignore it
+    (root / "ignored").mkdir()
+    (root / "ignored" / "big.bin").write_bytes(b"z" * 10_000)  # stays: ignored and not carried
+    (root / ".kit" / "wheels").mkdir(parents=True)
+    (root / ".kit" / "wheels" / "a.whl").write_bytes(b"w" * 3000)
+
+
+def test_prepare_counts_what_travels_and_refuses_too_much(tmp_path, capsys):
+    _git_tree(tmp_path)
+    assert gpu_prepare.travelling_bytes(tmp_path, [".kit"]) == {"working tree": 1515, ".kit": 3000}
+    assert gpu_prepare.check_size(tmp_path, [".kit"], limit=4515) == 4515
+    assert "4515" not in capsys.readouterr().out  # sizes are shown in MiB
+    with pytest.raises(SystemExit, match="over the 0 MiB limit"):
+        gpu_prepare.check_size(tmp_path, [".kit"], limit=4514)
+
+
+def test_prepare_pins_every_wheel_once():
+    names = [r.split("==")[0].replace("_", "-").lower() for r in (*gpu_prepare.WHEELS, *gpu_prepare.BUILT)]
+    assert len(names) == len(set(names))
+    assert all("==" in r for r in (*gpu_prepare.WHEELS, *gpu_prepare.BUILT))
+
+
+def test_stage_two_epochs_are_planned_from_the_race():
+    args = gpu_run.parse(["--out", "x"])
+    rows = [{"row": "insub-hf M=5", "e2e_samples_s": 6000.0, "warmup_s": 5.0, "status": "ok", "compile": True}]
+    # 60,000 images at 6,000/s: 10 s an epoch; 400 s left less 100 + 40 kept: 260 s; two seeds would give each of
+    # the 4 models 260 / 4 - 5 = 60 s (6 epochs, under the 10 two seeds need); one seed: 260 / 2 - 5 = 125 s
+    assert gpu_run.plan_epochs(rows, 400.0, args) == (12, [0])
+    assert gpu_run.plan_epochs(rows, 700.0, args) == (13, [0, 1])  # 560 / 4 - 5 = 135 s
+    assert gpu_run.plan_epochs([], 400.0, args) == (args.default_epochs, [0])
+    assert gpu_run.plan_epochs(rows, 400.0, Namespace(**{**vars(args), "epochs": 4, "seeds": 2})) == (4, [0, 1])
+    assert gpu_run.compiles(rows, args)
+    assert not gpu_run.compiles([{**rows[0], "status": "failed: BackendCompilerFailed"}], args)
+
+
+def test_the_race_knows_the_peaks_of_the_lent_gpus():
+    assert gpu_race.datasheet_peak("NVIDIA H100 80GB HBM3") == 989.4
+    assert gpu_race.datasheet_peak("NVIDIA H100 PCIe") == 756.0
+    assert gpu_race.datasheet_peak("NVIDIA H200") == 989.4
+    assert gpu_race.datasheet_peak("Some GPU") is None
