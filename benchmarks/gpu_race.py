@@ -39,7 +39,7 @@ import torch
 from torch import nn
 from transformers import PrinterCallback, TrainerCallback, set_seed
 
-from throughput import BusyMeter, LightlySimCLR, synchronize  # noqa: E402  (same folder)
+from throughput import BusyMeter, LightlySimCLR, PILViews, synchronize  # noqa: E402  (same folder)
 from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.configuration_insub import named_encoder
 from insub_hf.data import BatchTwoViews, DeviceImages, IMAGE_STATS
@@ -236,21 +236,6 @@ def insub_row(args, num_heads: int, images: DeviceImages, device: torch.device, 
         return {**row, "measured_epoch_s": timer.epoch_s, "e2e_samples_s": len(images) / timer.epoch_s}
     return {**row, "warmup_s": timer.warmup_s, "e2e_samples_s": args.batch_size * args.steps / timer.window_s,
             "step_samples_s": args.batch_size / timer.step_s}
-
-
-class PILViews(torch.utils.data.Dataset):
-    """lightly's input: PIL images through its `SimCLRTransform`, which returns a sample's two views."""
-
-    def __init__(self, pixels: np.ndarray, transform):
-        self.pixels, self.transform = pixels, transform
-
-    def __len__(self) -> int:
-        return len(self.pixels)
-
-    def __getitem__(self, i: int):
-        from PIL import Image
-
-        return self.transform(Image.fromarray(self.pixels[i], mode="RGB"))
 
 
 def lightly_row(args, pixels: np.ndarray, device: torch.device) -> dict:

@@ -175,8 +175,9 @@ def image_flags(args, epochs: int, seeds: list[int], work: Path, compile_model: 
         size = ["--encoder", "resnet18_cifar", "--width", "1", "--num_train_epochs", str(epochs),
                 "--per_device_train_batch_size", str(args.batch_size), "--data_source", "debian",
                 "--torch_compile", str(compile_model).lower(), "--logging_steps", "20"]
+    # the kit's own scratch folder: a stage run again replaces its results, trained models come from the run cache
     return [*size, "--methods", "baseline", "insub", "--seeds", *map(str, seeds), "--data_on_device", "true",
-            "--output_dir", str(work / "image")]
+            "--output_dir", str(work / "image"), "--overwrite_output_dir", "true"]
 
 
 def pack_release(hub: Path, out: Path, log: Log) -> list[str]:

@@ -71,16 +71,19 @@ class LightlySimCLR(nn.Module):
 
 
 class PILViews(torch.utils.data.Dataset):
-    """lightly's input: PIL images through `SimCLRTransform`, which returns the two views of a sample."""
+    """lightly's input: PIL images through `SimCLRTransform`, which returns the two views of a sample.
+
+    `images`: uint8 `(N, H, W)` (grey) or `(N, H, W, 3)` (RGB)."""
 
     def __init__(self, images: np.ndarray, transform):
         self.images, self.transform = images, transform
+        self.mode = "L" if images.ndim == 3 else "RGB"
 
     def __len__(self) -> int:
         return len(self.images)
 
     def __getitem__(self, i: int):
-        return self.transform(Image.fromarray(self.images[i], mode="L"))
+        return self.transform(Image.fromarray(self.images[i], mode=self.mode))
 
 
 def lightly_transform():

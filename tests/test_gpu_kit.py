@@ -25,8 +25,8 @@ def test_the_kit_runs_every_stage_at_a_tiny_size(tmp_path):
     out = tmp_path / "out"
     result = subprocess.run(
         [sys.executable, str(BENCHMARKS / "gpu_run.py"), "--out", str(out), "--tiny", "--kit", str(tmp_path / "none"),
-         "--work", str(tmp_path / "work"), "--site", str(tmp_path / "site"), "--deadline_minutes", "3"],
-        capture_output=True, text=True, timeout=240,
+         "--work", str(tmp_path / "work"), "--site", str(tmp_path / "site"), "--deadline_minutes", "4.5"],
+        capture_output=True, text=True, timeout=290,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     kit = json.loads((out / "kit.json").read_text())
@@ -111,3 +111,23 @@ def test_the_race_knows_the_peaks_of_the_lent_gpus():
     assert gpu_race.datasheet_peak("NVIDIA H100 PCIe") == 756.0
     assert gpu_race.datasheet_peak("NVIDIA H200") == 989.4
     assert gpu_race.datasheet_peak("Some GPU") is None
+
+
+@pytest.mark.slow
+def test_a_stage_runs_alone_and_the_release_reuses_the_comparisons_models(tmp_path):
+    def run(stage: str) -> dict:
+        out = tmp_path / stage
+        subprocess.run(
+            [sys.executable, str(BENCHMARKS / "gpu_run.py"), "--out", str(out), "--tiny", "--stages", stage,
+             "--kit", str(tmp_path / "none"), "--work", str(tmp_path / "work"), "--deadline_minutes", "4"],
+            capture_output=True, text=True, timeout=270, check=True,
+        )
+        return json.loads((out / "kit.json").read_text())
+
+    scale, release = run("scale"), run("release")
+    assert scale["stages"]["scale"]["status"] == "ok" and "release_parts" not in scale
+    assert release["stages"]["release"]["status"] == "ok" and release["release_parts"]
+    # the same trained weights (the run cache), so the same numbers
+    assert [r["fingerprints"] for r in release["comparison"]["rows"]] == [
+        r["fingerprints"] for r in scale["comparison"]["rows"]]
+    assert [r["test"] for r in release["comparison"]["rows"]] == [r["test"] for r in scale["comparison"]["rows"]]
