@@ -1,9 +1,10 @@
 """insub-hf: uncertainty-aware self-supervised models with an ensemble of independent sub-networks (InSub).
 
-Importing the package registers the InSub classes with the Auto classes (config and models only) and the image
-feature extraction pipeline that reads 16-bit images by their bit depth (`insub_hf.pipelines`); every other
-public name is imported when first used (PEP 562), so `import insub_hf` does not load the trainer, the data loaders,
-the evaluation harness or the Hub tools.
+Importing the package registers the InSub classes with the Auto classes (config, models, image processor) and changes
+nothing else in other libraries: the pipelines that read 16-bit images by their bit depth are opt-in
+(`pipeline(..., pipeline_class=InSubImageFeatureExtractionPipeline)`, or `register_pipelines()` for every pipeline of
+the two tasks). Every other public name is imported when first used (PEP 562), so `import insub_hf` does not load the
+trainer, the data loaders, the evaluation harness or the Hub tools.
 """
 
 from transformers import (
@@ -21,7 +22,6 @@ from .image_processing_pil_insub import InSubImageProcessorPil
 from .lazy_exports import lazy_exports
 from .modeling_classification import InSubForImageClassification, InSubForSequenceClassification
 from .modeling_insub import InSubForPreTraining, InSubModel
-from .pipelines import register_pipelines
 from .version import __version__
 
 # Registering with the Auto classes is what lets AutoModel.from_pretrained(dir) find the InSub classes.
@@ -33,7 +33,6 @@ AutoModelForImageClassification.register(InSubConfig, InSubForImageClassificatio
 AutoImageProcessor.register(
     InSubConfig, image_processor_classes={"torchvision": InSubImageProcessor, "pil": InSubImageProcessorPil}, exist_ok=True
 )
-register_pipelines()  # pipeline("image-feature-extraction") reads 16-bit images by their bit depth
 
 _EXPORTS = {
     ".modeling_classification": ("InSubImageClassifierOutput",),
@@ -56,6 +55,7 @@ _EXPORTS = {
     ".evaluation": ("InSubOODDetector", "extract_representations", "knn_accuracy"),
     ".sentence_embeddings": ("InSubSentenceEncoder",),
     ".protocol.callbacks": ("KNNReportCallback",),
+    ".pipelines": ("InSubImageClassificationPipeline", "InSubImageFeatureExtractionPipeline", "register_pipelines"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 

@@ -20,6 +20,8 @@ from transformers.image_processing_utils import BatchFeature
 from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, PILImageResampling
 from transformers.processing_utils import ImagesKwargs
 
+from .image_range import check_unit_images
+
 NUM_CHANNELS = (1, 3)
 # PIL modes of 16-bit grey images (a 16-bit PNG opens as "I;16"); PIL's own conversion to 8 bits clips them at 255
 SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
@@ -189,21 +191,6 @@ def read_image(image, num_channels: int):
         _refuse("array", str(image.dtype), torch.from_numpy(np.asarray(image, dtype=np.float64)))
     raise TypeError(f"InSubImageProcessor: images must be PIL images, numpy arrays or torch tensors, got "
                     f"{type(image).__name__}.")
-
-
-def check_unit_images(images: torch.Tensor, name: str) -> None:
-    """Raises unless `images` are floats in [0, 1], the one rule for float images on every path (this processor, the
-    batched views, the harness): uint8 or 0..255 pixels and images already normalised to [-1, 1] or by a mean and
-    std are named as such. Reads the values: call it on data up front, not inside a training step."""
-    if not images.is_floating_point():
-        raise ValueError(f"{name} must be float images in [0, 1], got dtype {images.dtype} (uint8 pixels: divide by 255).")
-    if images.numel() == 0:
-        return
-    low, high = float(images.min()), float(images.max())
-    if not (math.isfinite(low) and math.isfinite(high)) or low < 0 or high > 1:
-        hint = ("non-finite values" if not (math.isfinite(low) and math.isfinite(high)) else
-                "0..255 pixels: divide by 255" if high > 1.5 else "normalised images: pass them before normalisation")
-        raise ValueError(f"{name} must be float images in [0, 1], got values in [{low:.4g}, {high:.4g}] ({hint}).")
 
 
 def _unit_range(image: torch.Tensor, kind: str) -> bool:

@@ -21,6 +21,7 @@ from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, cache
 from .checksums import add_checksums, model_weight_files, verify_checksums
 from .configuration_insub import CONVERTER
 from .encoders.base import LOADING_A_CHECKPOINT
+from .validation import looks_like_a_path
 
 
 def package_module(name: str):
@@ -36,11 +37,6 @@ def package_module(name: str):
             f"insub_hf.{name} is part of the insub-hf package, which this environment lacks (the model was loaded "
             "from a repo's remote code); install insub-hf to push or to save remote code."
         ) from error
-
-
-def looks_like_a_path(name: str) -> bool:
-    """A name that can only be a local path: absolute, relative with ./ ../ ~, or with more than one '/'."""
-    return name.startswith(("/", "./", "../", "~")) or "\\" in name or name.count("/") > 1
 
 
 def cached_weight_files(repo_id: str, kwargs: dict) -> list[Path]:

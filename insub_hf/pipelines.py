@@ -5,6 +5,9 @@ transformers' own pipelines convert every image to 8-bit RGB before the processo
 clips a 16-bit image at 255: nearly white, garbage features, no word. With an InSub processor these pipelines hand
 local files and PIL images to it as they are, so a 16-bit image is read by its bit depth (`read_image`); URLs and
 base64 strings still go through transformers' loader (8-bit). With any other processor they are transformers' own.
+
+Opt-in, as transformers documents custom pipelines: `pipeline(task, model=..., pipeline_class=...)` for one
+pipeline, or `register_pipelines()` once to make them the two tasks' classes; `import insub_hf` registers nothing.
 """
 
 from __future__ import annotations

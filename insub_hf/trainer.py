@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass, field
-
 import os
+from collections import defaultdict
 
 import torch
 from torch import nn
@@ -13,124 +11,17 @@ from transformers import PreTrainedModel, Trainer, TrainerCallback, TrainingArgu
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME
 
 from .checkpointing import checkpoint_problems, last_complete_checkpoint
-from .collapse_monitor import CollapseMonitorCallback
-from .image_processing_pil_insub import check_unit_images
+from .image_range import check_unit_images
 from .data.device_images import DeviceImages, collate_device_batch
 from .data.seeding import SeededSamples, mix_seed, seeded_draws
 from .distributed import check_same_across_processes, convert_sync_batchnorm
-from .memory_format import resolve_channels_last
 from .step_checks import check_training_step, step_flags_bad, training_step_error, training_step_flags
-from .validation import check_range
+from .training_args import InSubTrainingArguments, fast_path_arguments, gpu_available, launched_processes
+
+__all__ = ["InSubTrainer", "InSubTrainingArguments", "ObjectiveStepCallback", "SeededEpochCallback",
+           "fast_path_arguments", "gpu_available", "launched_processes"]
 
 SIDE_METRICS = ("ssl_loss", "diversity_loss", "mean_sigma", "hinge_active")
-
-
-@dataclass
-class InSubTrainingArguments(TrainingArguments):
-    """`TrainingArguments` with defaults that suit multi-view self-supervised batches, and the fast path by default
-    where a CUDA GPU is present: bf16 autocast and data loader workers (`fast_path_arguments`; a value given is
-    kept), channels_last for convolutional encoders (on a CPU only where it is safe: `channels_last`).
-    `torch_compile=True` compiles the training forward into one graph (no breaks from encoders, heads or losses; the
-    genomic encoder's LSTM excepted)."""
-
-    _argument_group_name = "training (transformers' TrainingArguments; the defaults are the job's recipe)"
-
-    remove_unused_columns: bool = field(
-        default=False,
-        metadata={"help": "Keep the view columns (pixel_values_2, ...) that a set_transform creates on the fly."},
-    )
-    global_batch_size: int | None = field(
-        default=None,
-        metadata={
-            "help": "Samples per step over all processes (the contrastive batch: every one is a negative for the "
-            "others); sets per_device_train_batch_size = global_batch_size / world size. Must divide evenly."
-        },
-    )
-    sync_batchnorm: bool = field(
-        default=False,
-        metadata={"help": "Batch statistics over all processes in every BatchNorm (heads and encoder); GPU only."},
-    )
-    channels_last: bool | None = field(
-        default=None,
-        metadata={
-            "help": "Train a convolutional encoder with its weights in channels_last memory format (NHWC), back to the "
-            "default layout when train() returns; no effect on encoders without Conv2d. Default (unset): on a GPU, and "
-            "on a CPU only where oneDNN runs its AVX-512 kernels (the CPU has AVX-512 and ONEDNN_MAX_CPU_ISA does not "
-            "cap it lower): oneDNN's AVX2 channels_last kernels hang or crash on narrow layers (an upstream bug), so "
-            "true on such a CPU is refused."
-        },
-    )
-
-    bf16: bool | None = field(
-        default=None,
-        metadata={"help": "bf16 autocast (the losses stay in float32). Default: on where a CUDA GPU supports bf16 "
-                          "(and fp16 is off), off elsewhere."},
-    )
-    dataloader_num_workers: int | None = field(
-        default=None,
-        metadata={"help": "Data loader worker processes. Default: min(8, CPU cores - 1) where a CUDA GPU is present, "
-                          "0 elsewhere (on a few CPU cores, workers only compete with the step)."},
-    )
-    dataloader_pin_memory: bool | None = field(
-        default=None, metadata={"help": "Pin the batches' memory. Default: where a CUDA GPU is present."},
-    )
-    data_on_device: bool = field(
-        default=False,
-        metadata={
-            "help": "Keep the training set of plain images (InSubTrainer's batch_views) on the training device as one "
-            "tensor and gather each batch there (DeviceImages): no loader workers, no pixel copies per step. Needs "
-            "room on the device for the set (float32: 4 bytes per pixel; a uint8 DeviceImages given as the training "
-            "set: 1)."
-        },
-    )
-
-    def __post_init__(self) -> None:
-        if self.fp16 and (self.use_cpu or not gpu_available()):
-            raise ValueError(
-                "InSubTrainingArguments.fp16=True needs a GPU (fp16 autocast with a loss scaler); training on the CPU "
-                "it would be ignored. Use bf16=True (CPU autocast) or leave both off."
-            )
-        if self.data_on_device:
-            # the batches are gathered on the device: loader workers would copy them back and pinning refuses them
-            for name, given in (("dataloader_num_workers", self.dataloader_num_workers),
-                                ("dataloader_pin_memory", self.dataloader_pin_memory)):
-                if given:
-                    raise ValueError(
-                        f"InSubTrainingArguments.{name}={given} with data_on_device=True: batches gathered on the "
-                        f"device take no loader workers and no pinned memory; leave {name} unset (or 0 / False)."
-                    )
-            self.dataloader_num_workers, self.dataloader_pin_memory = 0, False
-        # the fast path where a GPU is present, unless the fields were given (fast_path_arguments)
-        chosen = fast_path_arguments(
-            False if self.bf16 is None and self.fp16 else self.bf16, dataloader_num_workers=self.dataloader_num_workers
-        )
-        self.bf16, self.dataloader_num_workers = chosen["bf16"], chosen["dataloader_num_workers"]
-        if self.dataloader_pin_memory is None:
-            self.dataloader_pin_memory = chosen["dataloader_pin_memory"]
-        self.use_cpu = self.use_cpu or chosen.get("use_cpu", False)
-        if launched_processes() > 1 and not gpu_available():
-            # several processes (torchrun, accelerate launch) on a machine without a GPU: transformers only makes
-            # them one distributed run when told it trains on the CPU; otherwise each trains alone on all the data
-            self.use_cpu = True
-            self.ddp_backend = self.ddp_backend or "gloo"
-        super().__post_init__()
-        self.channels_last = resolve_channels_last(
-            self.channels_last, on_cpu=self.use_cpu or not gpu_available(), field="InSubTrainingArguments.channels_last"
-        )
-        for name in ("per_device_train_batch_size", "per_device_eval_batch_size"):
-            check_range(f"InSubTrainingArguments.{name}", getattr(self, name), low=1, integer=True)
-        if self.max_steps <= 0:  # the epochs decide how long to train
-            check_range("InSubTrainingArguments.num_train_epochs", self.num_train_epochs, low=0, low_inclusive=False)
-        check_range("InSubTrainingArguments.learning_rate", self.learning_rate, low=0)
-        if self.global_batch_size is not None:
-            size = self.world_size
-            if self.global_batch_size < 1 or self.global_batch_size % size:
-                raise ValueError(
-                    f"InSubTrainingArguments.global_batch_size={self.global_batch_size} must be a positive multiple of "
-                    f"the world size ({size} processes), so that every process holds the same share; use e.g. "
-                    f"{max(size, self.global_batch_size // size * size)}."
-                )
-            self.per_device_train_batch_size = self.global_batch_size // size
 
 
 class ObjectiveStepCallback(TrainerCallback):
@@ -417,21 +308,12 @@ class InSubTrainer(Trainer):
                 if values:
                     logs[prefix + name] = round(torch.stack(values).float().mean().item(), 6)
             self._side_metrics[mode].clear()
-        if mode == "train":  # the collapse monitors' latest values, measured between steps
+        if mode == "train":  # values callbacks measured between steps (e.g. the collapse monitors), once each
             for callback in self.callback_handler.callbacks:
-                if isinstance(callback, CollapseMonitorCallback):
-                    logs.update({k: round(v, 6) for k, v in callback.pop_latest().items()})
+                pop_latest = getattr(callback, "pop_latest", None)
+                if callable(pop_latest):
+                    logs.update({k: round(v, 6) for k, v in pop_latest().items()})
         super().log(logs, start_time)
-
-
-def gpu_available() -> bool:
-    """Whether torch sees an accelerator transformers trains on without `use_cpu` (CUDA or Apple's MPS)."""
-    return torch.cuda.is_available() or torch.backends.mps.is_available()
-
-
-def launched_processes() -> int:
-    """How many processes the launcher started (`WORLD_SIZE`, set by torchrun and accelerate launch); 1 without one."""
-    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def check_distributed(args: TrainingArguments) -> None:
@@ -447,27 +329,6 @@ def check_distributed(args: TrainingArguments) -> None:
             f"ddp_backend={args.ddp_backend!r}). On a machine without a GPU pass --use_cpu true --ddp_backend gloo "
             "(or `accelerate launch --cpu`); with GPUs, check that every process sees one."
         )
-
-
-def fast_path_arguments(
-    bf16: bool | None = None, torch_compile: bool = False, dataloader_num_workers: int | None = None
-) -> dict:
-    """`InSubTrainingArguments` keywords for how fast to train, with the fast path as the default where a CUDA GPU is
-    present: bf16 autocast where the GPU has it, data loader workers (min(8, CPU cores - 1)) and pinned memory. On
-    CPU: float32, no workers (on a few cores, workers only compete with the step). `torch_compile` stays opt-in.
-    None means that default; a value given is kept."""
-    cuda = torch.cuda.is_available()
-    if bf16 is None:
-        bf16 = cuda and torch.cuda.is_bf16_supported()
-    if dataloader_num_workers is None:
-        dataloader_num_workers = min(8, max(1, (os.cpu_count() or 2) - 1)) if cuda else 0
-    arguments = dict(
-        bf16=bf16, torch_compile=torch_compile, dataloader_num_workers=dataloader_num_workers,
-        dataloader_pin_memory=cuda,
-    )
-    if bf16 and not gpu_available():
-        arguments["use_cpu"] = True  # transformers accepts bf16 without a GPU only when told it trains on the CPU
-    return arguments
 
 
 def _is_map_style(dataset) -> bool:

@@ -9,6 +9,11 @@ from pathlib import Path
 from typing import Any
 
 
+def looks_like_a_path(name: str) -> bool:
+    """A name that can only be a local path: absolute, relative with ./ ../ ~, or with more than one '/'."""
+    return name.startswith(("/", "./", "../", "~")) or "\\" in name or name.count("/") > 1
+
+
 def check_choice(field: str, value: Any, allowed: Iterable[Any]) -> None:
     """Raises ValueError unless `value` is one of `allowed`."""
     allowed = tuple(allowed)

@@ -157,7 +157,10 @@ def test_the_feature_extraction_pipeline_reads_a_16_bit_png_by_its_bit_depth(tmp
                                                        intermediate_size=64, num_channels=1))).eval()
     pixels = (np.arange(28 * 28).reshape(28, 28) * 83).astype(np.uint16)
     Image.fromarray(pixels).save(tmp_path / "grey16.png")
-    extractor = pipeline("image-feature-extraction", model=model, image_processor=processor)
+    from insub_hf import InSubImageFeatureExtractionPipeline, register_pipelines
+
+    extractor = pipeline("image-feature-extraction", model=model, image_processor=processor,
+                         pipeline_class=InSubImageFeatureExtractionPipeline)
     with torch.no_grad():
         expected = model(**processor(Image.open(tmp_path / "grey16.png"), return_tensors="pt")).representation
         clipped = model(**processor(Image.open(tmp_path / "grey16.png").convert("L"), return_tensors="pt"))
@@ -166,6 +169,7 @@ def test_the_feature_extraction_pipeline_reads_a_16_bit_png_by_its_bit_depth(tmp
         torch.testing.assert_close(pooled, expected, rtol=1e-5, atol=1e-6)
         assert not torch.allclose(pooled, clipped.representation, atol=1e-3)  # what 8-bit conversion would give
     classifier = InSubForImageClassification(tiny_config(encoder_config=model.config.encoder_config, num_labels=3))
+    register_pipelines()  # the other opt-in: the task's own pipeline() reads by bit depth from here on
     classify = pipeline("image-classification", model=classifier.eval(), image_processor=processor)
     with torch.no_grad():
         probabilities = classifier(**processor(Image.open(tmp_path / "grey16.png"), return_tensors="pt")).logits.softmax(-1)
@@ -220,3 +224,12 @@ def test_the_harness_takes_images_by_the_same_rules():
         ImageEvaluationData(**{**good, "ood_images": {"noise": torch.rand(2, 1, 8, 8) * 2 - 1}})
     with pytest.raises(ValueError, match=r"image_std must be positive and finite, got \[inf\]"):
         ImageEvaluationData(**{**good, "std": (float("inf"),)})
+
+
+def test_importing_the_package_changes_no_pipeline_of_transformers():
+    code = ("from transformers.pipelines import PIPELINE_REGISTRY as r; before = {t: str(r.supported_tasks[t]['impl']) "
+            "for t in r.supported_tasks}; import insub_hf, insub_hf.pipelines; print(before == {t: "
+            "str(r.supported_tasks[t]['impl']) for t in r.supported_tasks}); insub_hf.register_pipelines(); "
+            "print(r.supported_tasks['image-feature-extraction']['impl'].__name__)")
+    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert printed == ["True", "InSubImageFeatureExtractionPipeline"]

@@ -20,7 +20,7 @@ from insub_hf.remote_code import relative_imports
 PACKAGE = Path(__file__).resolve().parents[1] / "insub_hf"
 
 LAYERS = [  # (rank, module prefixes)
-    (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "memory_format",
+    (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "memory_format", "image_range",
          "step_checks", "recipes", "heads", "losses", "encoders", "data", "image_processing_insub",
          "image_processing_pil_insub"]),
     (1, ["objectives"]),
@@ -28,7 +28,7 @@ LAYERS = [  # (rank, module prefixes)
          "pipelines"]),
     (3, ["modeling_insub", "modeling_classification", "sentence_embeddings"]),
     (4, ["evaluation"]),
-    (5, ["trainer", "collapse_monitor"]),
+    (5, ["trainer", "training_args", "collapse_monitor"]),
     (6, ["protocol"]),
     (7, ["jobs"]),
     (8, ["cli"]),

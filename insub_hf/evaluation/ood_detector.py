@@ -25,8 +25,7 @@ from safetensors.torch import save_file
 
 from ..checkpointing import write_json
 from ..checksums import METADATA_KEY, checksum_metadata, read_verified, weights_fingerprint
-from ..model_files import looks_like_a_path
-from ..validation import check_choice, check_range
+from ..validation import check_choice, check_range, looks_like_a_path
 from .features import extract_features
 from .metrics.ood import ood_auroc
 from .ood_sets import noise_ood_sets
