@@ -26,7 +26,7 @@ from insub_hf.evaluation.cost import device_description
 from insub_hf.evaluation.features import extract_features
 from insub_hf.memory_format import training_memory_format
 from insub_hf.jobs.compare import ComparisonArguments
-from insub_hf.protocol.methods import method_config
+from insub_hf.jobs.methods import method_config
 from insub_hf.recipes import IMAGE
 
 MEMBERS = {"baseline": 1, "ssl_ensemble": 5, "mc_dropout": 1, "batch_ensemble": 1, "insub": 1}

@@ -20,7 +20,7 @@ from transformers import HfArgumentParser
 from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.hub import final_push_target, save_final_model
 from insub_hf.data import BatchTwoViews, ImageDataArguments, ImageViews, ImageWithLabel, unit_image_transform
-from insub_hf.protocol.arguments import ImageEncoderArguments
+from insub_hf.jobs.arguments import ImageEncoderArguments
 from insub_hf.recipes import IMAGE
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
 

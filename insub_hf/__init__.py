@@ -54,7 +54,7 @@ _EXPORTS = {
     ".model_card": ("HubCard",),
     ".evaluation": ("InSubOODDetector", "extract_representations", "knn_accuracy"),
     ".sentence_embeddings": ("InSubSentenceEncoder",),
-    ".protocol.callbacks": ("KNNReportCallback",),
+    ".jobs.callbacks": ("KNNReportCallback",),
     ".pipelines": ("InSubImageClassificationPipeline", "InSubImageFeatureExtractionPipeline", "register_pipelines"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -13,8 +13,8 @@ from insub_hf.configuration_insub import named_encoder
 from insub_hf.data import IMAGE_DATASET_PRESETS, load_fashion_mnist
 from insub_hf.data.batch_views import BatchTwoViews, image_tensor_dataset
 from insub_hf.evaluation.metrics import rankme
-from insub_hf.protocol.arguments import training_arguments
-from insub_hf.protocol.pretraining import pretrain
+from insub_hf.jobs.arguments import training_arguments
+from insub_hf.jobs.pretraining import pretrain
 from insub_hf.recipes import IMAGE
 
 

@@ -302,8 +302,8 @@ def test_the_text_job_pushes_the_sentence_model_with_its_tokenizer_and_transfer_
 
     from insub_hf.checksums import weights_fingerprint
     from insub_hf.jobs.text import MINILM_HUB_ID, TRAINING_DEFAULTS, packaged_minilm_path, text_model_card
-    from insub_hf.protocol.arguments import training_arguments
-    from insub_hf.protocol.experiment import Experiment
+    from insub_hf.jobs.arguments import training_arguments
+    from insub_hf.jobs.experiment import Experiment
 
     from .objectives.test_scd import tiny_bert_config
 

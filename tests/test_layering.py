@@ -2,7 +2,8 @@
 
 Layers, bottom-up (a module may import its own layer and the ones below):
 core (validation, distributed, checkpointing, memory_format, step_checks, recipes, heads, losses/, encoders/, data/) <- objectives/ <- configuration and
-Hub tools <- models <- evaluation (reads checkpoints) <- trainer <- protocol/ (experiments, the comparison) <- jobs/ <- cli. The package root only hands out
+Hub tools <- models <- evaluation (reads checkpoints) <- trainer <- jobs/ (the commands, the experiment runner, the
+comparison) <- cli. The package root only hands out
 names; no module of the package imports it.
 """
 
@@ -29,9 +30,8 @@ LAYERS = [  # (rank, module prefixes)
     (3, ["modeling_insub", "modeling_classification", "sentence_embeddings"]),
     (4, ["evaluation"]),
     (5, ["trainer", "training_args", "collapse_monitor"]),
-    (6, ["protocol"]),
-    (7, ["jobs"]),
-    (8, ["cli"]),
+    (6, ["jobs"]),
+    (7, ["cli"]),
 ]
 
 
@@ -111,7 +111,7 @@ def loaded_after(statement: str) -> set[str]:
     return set(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
-TRAINING = ("insub_hf.trainer", "insub_hf.protocol", "insub_hf.jobs", "transformers.trainer")
+TRAINING = ("insub_hf.trainer", "insub_hf.jobs", "insub_hf.jobs", "transformers.trainer")
 
 
 def test_the_metrics_load_without_training_the_hub_or_evaluate():

@@ -15,7 +15,7 @@ from insub_hf.jobs.genomics import GenomicsArguments, genomics_config
 from insub_hf.jobs.mechanism import MechanismArguments
 from insub_hf.jobs.text import TextArguments, text_config
 from insub_hf.objectives import OBJECTIVES
-from insub_hf.protocol.methods import method_config
+from insub_hf.jobs.methods import method_config
 from insub_hf.recipes import DNA, IMAGE, RECIPES, TEXT
 
 from .objectives.test_scd import tiny_bert_config

@@ -6,7 +6,7 @@ import torch
 
 from ..validation import check_choice
 from .columns import batch_column
-from .dna_encoding import UNKNOWN_POLICIES, one_hot_dna, reverse_complement
+from ..encoders.dna_encoding import UNKNOWN_POLICIES, one_hot_dna, reverse_complement
 
 __all__ = ["DNAViews", "one_hot_dna", "random_crop", "reverse_complement"]
 

@@ -18,9 +18,9 @@ from ..evaluation.harness import HarnessArguments, ImageEvaluationData
 from ..evaluation.cost import device_description
 from ..evaluation.ood_sets import noise_ood_sets
 from ..evaluation.probes import ProbeArguments, train_val_split
-from ..protocol.arguments import OVERWRITE_HELP, ProtocolArguments, training_arguments
-from ..protocol.comparison import RunCache, evaluate_cell, load_protocol_data
-from ..protocol.experiment import Experiment, check_output_dir, write_json
+from .arguments import OVERWRITE_HELP, ProtocolArguments, training_arguments
+from .comparison import RunCache, evaluate_cell, load_protocol_data
+from .experiment import Experiment, check_output_dir, write_json
 from ..recipes import IMAGE
 from ..trainer import InSubTrainingArguments
 from ..validation import checked

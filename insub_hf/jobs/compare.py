@@ -1,6 +1,6 @@
 """The paper's comparison with one command: pretrain every method through the same Trainer (cached per run),
 evaluate each with the same harness, write a markdown table (with per-seed paired differences to the baseline), a
-JSON file of every number and PNG plots. The protocol (data, methods, run cache) is `insub_hf.protocol`.
+JSON file of every number and PNG plots. The protocol (data, methods, run cache) is `jobs.comparison`.
 
 The default protocol converges on a CPU: a CIFAR-stem ResNet-10 at width 0.25 pretrained with SimCLR for 3 epochs
 on the full Fashion-MNIST (Debian's copy; the bundled 5,000 images otherwise), views made per batch with kornia,
@@ -20,10 +20,10 @@ from ..evaluation.report import paired_differences
 from ..evaluation.results import ComparisonRow
 from ..model_card import HubCard
 from .hub import card_from_results
-from ..protocol.arguments import OVERWRITE_HELP, ProtocolArguments, training_arguments
-from ..protocol.comparison import RunCache, convergence_warnings, evaluate_cell, load_protocol_data
-from ..protocol.experiment import Experiment
-from ..protocol.methods import METHODS, method_members
+from .arguments import OVERWRITE_HELP, ProtocolArguments, training_arguments
+from .comparison import RunCache, convergence_warnings, evaluate_cell, load_protocol_data
+from .experiment import Experiment
+from .methods import METHODS, method_members
 from ..recipes import IMAGE
 from ..trainer import InSubTrainingArguments
 from ..validation import checked

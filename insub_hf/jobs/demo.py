@@ -22,9 +22,9 @@ from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEv
 from ..evaluation.ood_sets import load_mnist_images, noise_ood_sets
 from ..evaluation.probes import ProbeArguments
 from ..objectives import OBJECTIVES
-from ..protocol.arguments import OVERWRITE_HELP, ImageRecipeArguments, training_arguments
-from ..protocol.callbacks import KNNReportCallback
-from ..protocol.experiment import Experiment, Variant, record_uncertainty_direction
+from .arguments import OVERWRITE_HELP, ImageRecipeArguments, training_arguments
+from .callbacks import KNNReportCallback
+from .experiment import Experiment, Variant, record_uncertainty_direction
 from ..recipes import IMAGE
 from ..trainer import InSubTrainingArguments
 from ..validation import checked

@@ -18,8 +18,8 @@ from ..evaluation.harness import summarize
 from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from ..modeling_classification import InSubForSequenceClassification
 from ..modeling_insub import InSubModel
-from ..protocol.arguments import OVERWRITE_HELP, training_arguments
-from ..protocol.experiment import Experiment, Variant
+from .arguments import OVERWRITE_HELP, training_arguments
+from .experiment import Experiment, Variant
 from ..recipes import DNA
 from ..trainer import InSubTrainer, InSubTrainingArguments
 from ..validation import CheckedArguments, checked, path_field

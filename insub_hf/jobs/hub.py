@@ -27,7 +27,7 @@ from ..evaluation.ood_detector import InSubOODDetector
 from ..evaluation.results import ComparisonRow, MethodResults
 from ..hub import hub_token, push_model_to_hub, save_for_hub
 from ..model_card import HubCard, genomics_eval_results, harness_eval_results, senteval_eval_results
-from ..protocol.arguments import HYPERPARAMETERS
+from .arguments import HYPERPARAMETERS
 from ..validation import CheckedArguments, path_field
 
 

@@ -23,13 +23,13 @@ from ..data import DNAViews, TextViews, bundled_upstream_path, load_fasta_datase
 from ..data.dna_views import one_hot_dna
 from ..evaluation.cost import device_description
 from ..objectives import OBJECTIVES
-from ..protocol.arguments import (
+from .arguments import (
     OVERWRITE_HELP, ProtocolArguments, recorded_training, training_arguments, training_changes,
     with_training_defaults,
 )
-from ..protocol.comparison import load_protocol_data
-from ..protocol.experiment import Experiment, Variant, check_output_dir, settings_key, training_record, write_json
-from ..protocol.methods import method_config
+from .comparison import load_protocol_data
+from .experiment import Experiment, Variant, check_output_dir, settings_key, training_record, write_json
+from .methods import method_config
 from ..recipes import DNA, IMAGE, TEXT
 from ..trainer import InSubTrainingArguments
 from ..validation import CheckedArguments, checked

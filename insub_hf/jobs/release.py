@@ -151,7 +151,7 @@ def release_image(command: str, release, args, training_args, probe_args, harnes
     """The image release: `insub-hf compare` with the baseline and InSub (the image recipe), then the InSub model's
     detector (its bank: training images; the head spread's direction fixed on noise as the harness fixes it)."""
     from ..evaluation.results import ComparisonRow
-    from ..protocol.comparison import load_protocol_data
+    from .comparison import load_protocol_data
 
     start, push = time.time(), final_push_target(training_args)
     compare.run_comparison(args, training_args, probe_args, harness_args)

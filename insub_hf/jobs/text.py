@@ -21,8 +21,8 @@ from ..evaluation.senteval import evaluate_task, load_senteval_task
 from ..model_card import HubCard
 from .hub import card_from_results
 from ..modeling_insub import InSubModel
-from ..protocol.arguments import OVERWRITE_HELP, training_arguments
-from ..protocol.experiment import Experiment, Variant
+from .arguments import OVERWRITE_HELP, training_arguments
+from .experiment import Experiment, Variant
 from ..recipes import TEXT
 from ..sentence_embeddings import InSubSentenceEncoder
 from ..trainer import InSubTrainingArguments

@@ -35,8 +35,8 @@ from ..evaluation.metrics.ood import ood_auroc
 from ..evaluation.senteval import fit_classifier
 from ..evaluation.text_ood_sets import NEAR_DOMAIN, shuffled_words, text_ood_sets
 from ..modeling_insub import InSubModel
-from ..protocol.arguments import OVERWRITE_HELP, training_arguments
-from ..protocol.experiment import Experiment, Variant
+from .arguments import OVERWRITE_HELP, training_arguments
+from .experiment import Experiment, Variant
 from ..recipes import TEXT
 from ..sentence_embeddings import InSubSentenceEncoder
 from ..sentence_transformer_module import fit_length_standardisation, knn_distance, length_standardised

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..data.dna_encoding import reverse_complement
+from ..encoders.dna_encoding import reverse_complement
 from ..losses.genomenet import DistanceProjections, self_genomenet_loss
 from ..validation import checked
 from .base import Objective, ObjectiveConfig, ObjectiveOutput, Student

@@ -6,7 +6,7 @@ import torch
 from datasets import Dataset
 
 from insub_hf import InSubForPreTraining
-from insub_hf.protocol.callbacks import KNNReportCallback
+from insub_hf.jobs.callbacks import KNNReportCallback
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
 
 from ..conftest import tiny_config

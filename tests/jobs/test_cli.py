@@ -30,7 +30,7 @@ def test_every_pretraining_job_lists_the_trainers_own_flags_at_its_recipes_defau
     import importlib
 
     from insub_hf.cli import job_parser
-    from insub_hf.protocol.arguments import training_arguments
+    from insub_hf.jobs.arguments import training_arguments
     from insub_hf.trainer import InSubTrainingArguments
 
     with pytest.raises(SystemExit) as exit:

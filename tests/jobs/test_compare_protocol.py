@@ -7,10 +7,10 @@ import torch
 from insub_hf.data import IMAGE_DATASET_PRESETS
 from insub_hf.jobs.compare import ComparisonArguments
 from insub_hf.evaluation.results import ComparisonRow, MethodResults, Metrics, TrainingRecord
-from insub_hf.protocol.comparison import convergence_warnings
-from insub_hf.protocol.methods import method_config
+from insub_hf.jobs.comparison import convergence_warnings
+from insub_hf.jobs.methods import method_config
 from insub_hf import InSubConfig
-from insub_hf.protocol.experiment import settings_key, training_record
+from insub_hf.jobs.experiment import settings_key, training_record
 
 
 def test_training_record_measures_the_late_ssl_loss_drop_and_hinge_activity():
@@ -108,7 +108,7 @@ def test_the_protocol_trains_any_image_objective_and_keeps_the_cosine_control_to
 
 
 def test_every_method_is_declared_once_with_its_table_name():
-    from insub_hf.protocol.methods import METHODS, method_members
+    from insub_hf.jobs.methods import METHODS, method_members
 
     assert [METHODS[m].row_name(5, 3) for m in ("baseline", "ssl_ensemble", "mc_dropout", "insub")] == [
         "Baseline", "SSL-Ensemble (M=5)", "MC Dropout (T=3)", "InSub (M=5)"]
@@ -125,8 +125,8 @@ def run_keys(**training) -> list[str]:
     from types import SimpleNamespace
 
     from insub_hf.jobs.compare import TRAINING_DEFAULTS
-    from insub_hf.protocol.arguments import training_arguments
-    from insub_hf.protocol.comparison import ProtocolData, RunCache
+    from insub_hf.jobs.arguments import training_arguments
+    from insub_hf.jobs.comparison import ProtocolData, RunCache
 
     data = ProtocolData(train=None, views=None, evaluation=None, description="x")
     [(name, values)] = training.items()

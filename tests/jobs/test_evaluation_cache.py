@@ -5,7 +5,7 @@ import torch
 
 from insub_hf.evaluation.metrics.ece import ReliabilityBins
 from insub_hf.evaluation.results import MethodResults, Metrics
-from insub_hf.protocol.evaluation_cache import EvaluationCache
+from insub_hf.jobs.evaluation_cache import EvaluationCache
 
 
 def entry():

@@ -124,8 +124,8 @@ def test_an_output_dir_that_cannot_be_written_is_refused_before_the_data_are_rea
 
 
 def test_resume_refuses_other_settings_naming_them_and_changes_nothing(tmp_path):
-    from insub_hf.protocol.arguments import training_arguments
-    from insub_hf.protocol.experiment import Experiment
+    from insub_hf.jobs.arguments import training_arguments
+    from insub_hf.jobs.experiment import Experiment
     from insub_hf.recipes import IMAGE
 
     defaults = IMAGE.training_arguments(output_dir=str(tmp_path))

@@ -4,7 +4,7 @@ import pytest
 
 from insub_hf import InSubConfig
 from insub_hf.jobs.mechanism import TRAINING_DEFAULTS, MechanismArguments, run_mechanism, summarize, verdict
-from insub_hf.protocol.arguments import training_arguments
+from insub_hf.jobs.arguments import training_arguments
 from insub_hf.recipes import DNA
 
 
