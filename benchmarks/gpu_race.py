@@ -36,7 +36,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 from transformers import PrinterCallback, TrainerCallback, set_seed
 
 from throughput import BusyMeter, LightlySimCLR, PILViews, synchronize  # noqa: E402  (same folder)
@@ -213,7 +212,7 @@ def insub_row(args, num_heads: int, images: DeviceImages, device: torch.device, 
     eager = InSubForPreTraining(config).to(device)
     fake = torch.randn(args.batch_size, CHANNELS, IMAGE_SIZE, IMAGE_SIZE, device=device)
     flops = step_flops(lambda: eager(pixel_values=fake, pixel_values_2=fake).loss, args, device)
-    del eager
+    eager = None  # its memory back before the timed model is built
     reset_memory(device)
     set_seed(0)
     timer = Timer(args, device, timed_epoch=epoch)

@@ -20,9 +20,8 @@ from transformers.image_processing_utils import BatchFeature
 from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, PILImageResampling
 from transformers.processing_utils import ImagesKwargs
 
-from .image_range import check_unit_images
+from .image_range import check_processor_fields, check_unit_images
 
-NUM_CHANNELS = (1, 3)
 # PIL modes of 16-bit grey images (a 16-bit PNG opens as "I;16"); PIL's own conversion to 8 bits clips them at 255
 SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
 # Integer dtypes read by their range (uint8 as is: the backends rescale by 1/255; uint16 by 65535 to [0, 1])
@@ -263,20 +262,3 @@ def check_processor_settings(num_channels, image_mean, image_std, do_rescale=Tru
             )
 
 
-def check_processor_fields(num_channels: int, mean, std) -> None:
-    """Refuses a channel count other than 1 or 3, a mean or std (a number or one per channel) of another length
-    than the channels, and a std that is not positive and finite or a mean that is not finite, naming the field."""
-    if num_channels not in NUM_CHANNELS:
-        raise ValueError(f"InSubImageProcessor.num_channels must be one of {NUM_CHANNELS}, got {num_channels!r}.")
-    fields = {name: [v] if isinstance(v, (int, float)) else list(v) for name, v in (("image_mean", mean),
-                                                                                     ("image_std", std))}
-    for name, values in fields.items():
-        if len(values) != num_channels:
-            raise ValueError(
-                f"InSubImageProcessor.{name} must give one value per channel (num_channels={num_channels}), got "
-                f"{values}."
-            )
-    if not all(isinstance(s, (int, float)) and math.isfinite(s) and s > 0 for s in fields["image_std"]):
-        raise ValueError(f"InSubImageProcessor.image_std must be positive and finite, got {fields['image_std']}.")
-    if not all(isinstance(m, (int, float)) and math.isfinite(m) for m in fields["image_mean"]):
-        raise ValueError(f"InSubImageProcessor.image_mean must be finite, got {fields['image_mean']}.")

@@ -1,11 +1,13 @@
-"""The one rule for float images on every path (the processors, the batched views, the trainer, the harness): floats
-in [0, 1]."""
+"""What images and their normalisation must be on every path (the processors, the batched views, the trainer, the
+harness): float pixels in [0, 1]; 1 or 3 channels with a finite mean and a positive std per channel."""
 
 from __future__ import annotations
 
 import math
 
 import torch
+
+NUM_CHANNELS = (1, 3)
 
 
 def check_unit_images(images: torch.Tensor, name: str) -> None:
@@ -21,3 +23,22 @@ def check_unit_images(images: torch.Tensor, name: str) -> None:
         hint = ("non-finite values" if not (math.isfinite(low) and math.isfinite(high)) else
                 "0..255 pixels: divide by 255" if high > 1.5 else "normalised images: pass them before normalisation")
         raise ValueError(f"{name} must be float images in [0, 1], got values in [{low:.4g}, {high:.4g}] ({hint}).")
+
+
+def check_processor_fields(num_channels: int, mean, std) -> None:
+    """Refuses a channel count other than 1 or 3, a mean or std (a number or one per channel) of another length
+    than the channels, and a std that is not positive and finite or a mean that is not finite, naming the field."""
+    if num_channels not in NUM_CHANNELS:
+        raise ValueError(f"InSubImageProcessor.num_channels must be one of {NUM_CHANNELS}, got {num_channels!r}.")
+    fields = {name: [v] if isinstance(v, (int, float)) else list(v) for name, v in (("image_mean", mean),
+                                                                                     ("image_std", std))}
+    for name, values in fields.items():
+        if len(values) != num_channels:
+            raise ValueError(
+                f"InSubImageProcessor.{name} must give one value per channel (num_channels={num_channels}), got "
+                f"{values}."
+            )
+    if not all(isinstance(s, (int, float)) and math.isfinite(s) and s > 0 for s in fields["image_std"]):
+        raise ValueError(f"InSubImageProcessor.image_std must be positive and finite, got {fields['image_std']}.")
+    if not all(isinstance(m, (int, float)) and math.isfinite(m) for m in fields["image_mean"]):
+        raise ValueError(f"InSubImageProcessor.image_mean must be finite, got {fields['image_mean']}.")

@@ -13,6 +13,13 @@ from .memory_format import resolve_channels_last
 from .validation import check_range
 
 
+# The training settings results.json lists in full and a model card shows (as `Trainer.create_model_card` does)
+HYPERPARAMETERS = (
+    "learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "num_train_epochs", "max_steps",
+    "seed", "optim", "weight_decay", "lr_scheduler_type", "warmup_steps", "bf16",
+)
+
+
 @dataclass
 class InSubTrainingArguments(TrainingArguments):
     """`TrainingArguments` with defaults that suit multi-view self-supervised batches, and the fast path by default

@@ -119,7 +119,7 @@ def test_compiled_and_eager_training_refuse_unnormalised_inputs_alike(tmp_path, 
     batch["pixel_values"] = batch["pixel_values"] * scale
     messages = []
     for forward in (torch.compile(model, backend="aot_eager").train(), model.train()):
-        with pytest.raises(FloatingPointError, match=rf"pixel_values max \|x\| = .*e\+3\d.*must be normalised") as info:
+        with pytest.raises(FloatingPointError, match=r"pixel_values max \|x\| = .*e\+3\d.*must be normalised") as info:
             trainer.compute_loss(forward, batch)
         messages.append(str(info.value).split(" for inputs ")[1])
     assert messages[0] == messages[1]

@@ -301,7 +301,8 @@ def test_the_text_job_pushes_the_sentence_model_with_its_tokenizer_and_transfer_
     from transformers import AutoTokenizer
 
     from insub_hf.checksums import weights_fingerprint
-    from insub_hf.jobs.text import MINILM_HUB_ID, TRAINING_DEFAULTS, packaged_minilm_path, text_model_card
+    from insub_hf.encoders.pretrained import MINILM_HUB_ID, packaged_minilm_path
+    from insub_hf.jobs.text import TRAINING_DEFAULTS, text_model_card
     from insub_hf.jobs.arguments import training_arguments
     from insub_hf.jobs.experiment import Experiment
 
@@ -463,7 +464,8 @@ def test_a_published_folder_names_nothing_of_this_machine(tmp_path):
 
     from insub_hf.encoders import encoder_config_from_pretrained
     from insub_hf.hub import machine_paths
-    from insub_hf.jobs.text import TextArguments, packaged_minilm_path, text_config
+    from insub_hf.encoders.pretrained import packaged_minilm_path
+    from insub_hf.jobs.arguments import TextArguments, text_config
 
     base = str(packaged_minilm_path())  # a folder inside site-packages: the config and tokenizer remember it
     model = InSubModel(text_config(TextArguments(), encoder_config_from_pretrained(base), 2, 0.01))
@@ -507,7 +509,7 @@ def test_every_snippet_of_every_generated_card_runs_in_a_fresh_process(tmp_path)
 
     from insub_hf import InSubForImageClassification, InSubOODDetector
     from insub_hf.data import IMAGE_DATASET_PRESETS
-    from insub_hf.jobs.text import packaged_minilm_path
+    from insub_hf.encoders.pretrained import packaged_minilm_path
 
     from .objectives.test_scd import tiny_bert_config
 

@@ -23,7 +23,7 @@ from insub_hf import InSubConfig, InSubImageProcessor, InSubModel
 from insub_hf.configuration_insub import named_encoder
 from insub_hf.hub import push_model_to_hub
 from insub_hf.model_card import HubCard
-from insub_hf.jobs.text import packaged_minilm_path
+from insub_hf.encoders.pretrained import packaged_minilm_path
 from insub_hf.sentence_embeddings import InSubSentenceEncoder
 
 torch.manual_seed(0)

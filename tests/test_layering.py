@@ -29,7 +29,7 @@ LAYERS = [  # (rank, module prefixes)
          "pipelines"]),
     (3, ["modeling_insub", "modeling_classification", "sentence_embeddings"]),
     (4, ["evaluation"]),
-    (5, ["trainer", "training_args", "collapse_monitor"]),
+    (5, ["trainer", "training_args", "collapse_monitor", "cards"]),
     (6, ["jobs"]),
     (7, ["cli"]),
 ]

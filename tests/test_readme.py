@@ -14,7 +14,7 @@ from insub_hf import InSubConfig, InSubForPreTraining, InSubModel
 from insub_hf.checkpointing import save_pretrained_atomic
 from insub_hf.configuration_insub import named_encoder
 from insub_hf.data import IMAGE_DATASET_PRESETS
-from insub_hf.jobs.text import packaged_minilm_path
+from insub_hf.encoders.pretrained import packaged_minilm_path
 
 from .objectives.test_scd import tiny_bert_config
 

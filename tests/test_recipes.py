@@ -11,9 +11,9 @@ from insub_hf import InSubConfig
 from insub_hf.encoders import GenomicEncoderConfig
 from insub_hf.jobs.compare import ComparisonArguments
 from insub_hf.jobs.demo import DemoArguments, demo_config
-from insub_hf.jobs.genomics import GenomicsArguments, genomics_config
+from insub_hf.jobs.arguments import GenomicsArguments, genomics_config
 from insub_hf.jobs.mechanism import MechanismArguments
-from insub_hf.jobs.text import TextArguments, text_config
+from insub_hf.jobs.arguments import TextArguments, text_config
 from insub_hf.objectives import OBJECTIVES
 from insub_hf.jobs.methods import method_config
 from insub_hf.recipes import DNA, IMAGE, RECIPES, TEXT

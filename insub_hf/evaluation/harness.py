@@ -13,8 +13,7 @@ import torch
 
 from ..checksums import weights_fingerprint
 from ..image_processing_insub import normalize_images
-from ..image_processing_pil_insub import check_processor_fields
-from ..image_range import check_unit_images
+from ..image_range import check_processor_fields, check_unit_images
 from ..validation import CheckedArguments, checked
 from . import metrics
 from .corruptions import CORRUPTIONS, SEVERITIES, centre_crop, corrupt

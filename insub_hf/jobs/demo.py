@@ -22,7 +22,7 @@ from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEv
 from ..evaluation.ood_sets import load_mnist_images, noise_ood_sets
 from ..evaluation.probes import ProbeArguments
 from ..objectives import OBJECTIVES
-from .arguments import OVERWRITE_HELP, ImageRecipeArguments, training_arguments
+from .arguments import IMAGE_OBJECTIVES, OVERWRITE_HELP, ImageRecipeArguments, training_arguments
 from .callbacks import KNNReportCallback
 from .experiment import Experiment, Variant, record_uncertainty_direction
 from ..recipes import IMAGE
@@ -47,14 +47,20 @@ class DemoArguments(ImageRecipeArguments):
     test_per_class: int = checked(100, "Test images per class.", low=1, integer=True)
     ood_images: int = checked(1000, "Images per OOD set (MNIST digits, uniform, Gaussian noise).", low=1, integer=True)
     knn_k: int = checked(20, "Neighbours of the per-epoch k-NN accuracy.", low=1, integer=True)
-    objective: str = checked(
-        "simclr", f"Any of {tuple(OBJECTIVES)}: image objectives train here (dino with local crops); scd runs "
-        "`insub-hf text` and genomenet `insub-hf genomics` with their defaults.", choices=tuple(OBJECTIVES),
-    )
     num_local_crops: int = checked(4, "DINO: local crops per image (12x12 for 28x28).", low=0, integer=True)
     dino_out_dim: int = checked(256, "DINO: output size K of each head's last layer.", low=1, integer=True)
     resume: bool = field(default=False, metadata={"help": "Continue from the last checkpoint in output_dir."})
     overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
+
+    def __post_init__(self) -> None:
+        modality = OBJECTIVES[self.objective].modality if self.objective in OBJECTIVES else "image"
+        if modality != "image":  # the other modalities have their own jobs, recipes and data
+            command = {"text": "insub-hf text", "dna": "insub-hf genomics"}[modality]
+            raise ValueError(
+                f"DemoArguments.objective={self.objective!r} trains on {modality}; the demo trains image objectives "
+                f"({', '.join(IMAGE_OBJECTIVES)}). Run `{command}` instead."
+            )
+        super().__post_init__()
 
 
 def demo_config(args: DemoArguments, num_heads: int, diversity_weight: float) -> InSubConfig:
@@ -104,14 +110,6 @@ def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None =
     from ..evaluation.plots import certainty_strip, ood_histograms, reliability_diagrams
 
     training_args = training_args or training_arguments(TRAINING_DEFAULTS)
-    modality = OBJECTIVES[args.objective].modality
-    if modality != "image":  # that modality's job with its own recipe, in a subfolder
-        from . import genomics, text
-
-        job = text if modality == "text" else genomics
-        folder = f"{training_args.output_dir}/{'text' if modality == 'text' else 'genomics'}"
-        return job.run(job.ARGUMENT_GROUPS[0](overwrite_output_dir=args.overwrite_output_dir),
-                       training_arguments(job.TRAINING_DEFAULTS, output_dir=folder, seed=training_args.seed))
     experiment = Experiment(  # refuses an output_dir holding a finished run before any work
         training_args, asdict(args), TRAINING_DEFAULTS, overwrite=args.overwrite_output_dir, resume=args.resume,
     )

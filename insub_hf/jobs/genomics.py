@@ -3,7 +3,7 @@ sequence classification by a linear probe on the frozen encoder and by fine-tuni
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -18,51 +18,13 @@ from ..evaluation.harness import summarize
 from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from ..modeling_classification import InSubForSequenceClassification
 from ..modeling_insub import InSubModel
-from .arguments import OVERWRITE_HELP, training_arguments
+from .arguments import GenomicsArguments, genomics_config, training_arguments
 from .experiment import Experiment, Variant
 from ..recipes import DNA
 from ..trainer import InSubTrainer, InSubTrainingArguments
-from ..validation import CheckedArguments, checked, path_field
 
 # The DNA recipe's training (`recipes.DNA`: 4 epochs, batch 64, learning rate 1e-3)
 TRAINING_DEFAULTS = DNA.training_arguments(output_dir="runs/genomics")
-
-
-@dataclass
-class GenomicsArguments(CheckedArguments):
-    """The genomics job's model and data (its pretraining: `InSubTrainingArguments`, from `TRAINING_DEFAULTS`;
-    output_dir holds the checkpoints and results; fine-tuning takes its batch and learning rate)."""
-
-    _argument_group_name = 'model and data'
-
-    pretrain_fasta: str | None = path_field(
-        None, "Unlabelled FASTA(.gz); default: the bundled Drosophila upstream regions."
-    )
-    labelled: str | None = path_field(None, "Labelled CSV (sequence,label) or FASTA (>name|label); default: splice.")
-    crop_length: int = checked(150, "Pretraining crop in nt (paper: 150 or 1000).", low=1, integer=True)
-    num_heads: int = checked(DNA.num_heads, "M of the InSub model; the baseline has 1.", low=2, integer=True)
-    diversity_alpha: float = checked(DNA.diversity_alpha, "alpha.", low=0)
-    diversity_weight: float = checked(DNA.diversity_weight, "lambda of the InSub model.", low=0)
-    head_output_size: int = checked(
-        DNA.head_output_size, "Each head: one Linear to this size (paper: 256).", low=1, integer=True
-    )
-    conv_filters: int = checked(64, "Conv1D filters (paper: 1024).", low=1, integer=True)
-    lstm_hidden_size: int = checked(64, "LSTM size (paper: 512).", low=1, integer=True)
-    test_fraction: float = checked(
-        0.2, "Held-out share of the labelled set (stratified).", low=0, high=1, low_inclusive=False,
-        high_inclusive=False,
-    )
-    finetune_epochs: float = checked(3, "Fine-tuning epochs (encoder + linear classifier).", low=0, low_inclusive=False)
-    overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
-
-
-def genomics_config(args: GenomicsArguments, num_heads: int, diversity_weight: float) -> InSubConfig:
-    encoder = dict(model_type="insub_genomic", conv_filters=args.conv_filters, lstm_hidden_size=args.lstm_hidden_size,
-                   kernel_size=24, stride=6)
-    return InSubConfig.for_dna(
-        encoder, num_heads=num_heads, head_output_size=args.head_output_size, diversity_alpha=args.diversity_alpha,
-        diversity_weight=diversity_weight,
-    )
 
 
 def encode_labelled(data) -> tuple[torch.Tensor, torch.Tensor]:

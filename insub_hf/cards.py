@@ -1,0 +1,264 @@
+"""The cards' engine: a model card's fields from what a run recorded (`card_from_results`: a demo, compare, text or
+genomics results.json), and the sections a release adds (InSub against its baselines, the text model's uncertainty,
+how the model was made). `jobs.hub` and `jobs.release` render every card through these; `model_card.HubCard`
+writes it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .checksums import weights_fingerprint
+from .data import IMAGE_DATASET_PRESETS
+from .evaluation.cost import device_description
+from .evaluation.results import ComparisonRow, MethodResults
+from .model_card import genomics_eval_results, harness_eval_results, senteval_eval_results
+from .training_args import HYPERPARAMETERS
+
+# The text release's OOD check: validation tweets fix the head spread's direction, other tweets are the test
+TEXT_VALIDATION, TEXT_TEST = 500, 1000
+
+# what a demo run records of the harness's `MethodResults`
+DEMO_RESULT_KEYS = ("test", "knn_accuracy", "ood", "head_spread_calibration", "fingerprints", "modality")
+def _named(entries: list[dict], row: str | None, kind: str, path) -> dict:
+    """The entry of `entries` (demo runs, compare rows) whose `name` is `row`; refuses another, naming the allowed."""
+    chosen = next((entry for entry in entries if entry["name"] == row), None)
+    if chosen is None:
+        names = [entry["name"] for entry in entries]
+        raise ValueError(f"HubCommandArguments.row={row!r} is not a {kind} of {path}; allowed: {names}.")
+    return chosen
+
+
+def card_from_results(path: str | Path, row: str | None, dataset: str | None, model=None) -> dict:
+    """`HubCard` fields for one model of a demo, compare or text results.json: its model-index entries (on the split
+    the run measured, named by size and source), the training data and settings the run recorded (`args`, `data`),
+    the data sets' Hub ids and, for the text model, its base model. With `model`, the row must be that model's
+    (`check_row_is_the_models`)."""
+    results = json.loads(Path(path).read_text())
+    args, data = results.get("args") or {}, results.get("data") or {}
+    if "results" in results and "corpus" in args:  # insub-hf text
+        _check_named_model(results, row, "text", path, model)
+        start = results.get("base_model") or _named_file(args.get("encoder", "?"))
+        return dict(
+            eval_results=senteval_eval_results(results["results"][row]),
+            training_data=f"SCD on the {args.get('corpus', '?')!r} sentence corpus, starting from {start} (the "
+                          "settings below).",
+            hyperparameters=_hyperparameters(results),
+            base_model=results.get("base_model"),
+        )
+    if "results" in results and results.get("modality") == "dna":  # insub-hf genomics
+        _check_named_model(results, row, "dna", path, model)
+        labelled = _named_file(args.get("labelled") or "the bundled splice junctions")
+        return dict(
+            eval_results=genomics_eval_results(results["results"][row], labelled),
+            training_data=f"Self-GenomeNet on {_named_file(args.get('pretrain_fasta') or 'the bundled Drosophila upstream regions')} "
+                          f"(crops of {args.get('crop_length', '?')} nt); transfer to {labelled}.",
+            hyperparameters=_hyperparameters(results),
+        )
+    if "runs" in results:  # insub-hf demo: one run per model, the harness's numbers under their own keys
+        chosen = _named(results["runs"], row, "run", path)
+        measured = MethodResults.from_dict({"members": 1, **{k: chosen[k] for k in DEMO_RESULT_KEYS if k in chosen}})
+        name, shown = "fashion_mnist", "Fashion-MNIST"
+    elif "rows" in results:  # insub-hf compare
+        chosen = _named(results["rows"], row, "row", path)
+        measured = ComparisonRow.from_dict(chosen).results
+        name = shown = args.get("dataset", "fashion_mnist")
+    else:
+        raise ValueError(
+            f"HubCommandArguments.results={str(path)!r} is not a results.json of insub-hf demo, compare or text (it "
+            "has none of their keys 'runs', 'rows', 'results' with a text corpus)."
+        )
+    if model is not None:
+        check_row_is_the_models(model, measured.fingerprints, measured.modality, row, path)
+    hub_ids = dataset_hub_ids(name)
+    split = f"test ({data['test']} images)" if "test" in data else "test"
+    training = (f"{data['train']} training images of {name}: {data['source']}." if data
+                else f"{name} (the run recorded no data description).")
+    return dict(
+        eval_results=harness_eval_results(measured, dataset or shown, (hub_ids or [name])[0], split=split),
+        training_data=training, datasets=hub_ids or None, hyperparameters=_hyperparameters(results, chosen.get("seed")),
+    )
+
+
+def _check_named_model(results: dict, row: str | None, modality: str, path, model) -> None:
+    """A text or genomics results.json (`{"results": {name: ...}, "fingerprints": {name: ...}}`) has the model `row`,
+    and with `model`, it is that model (`check_row_is_the_models`)."""
+    if row not in results["results"]:
+        raise ValueError(
+            f"HubCommandArguments.row={row!r} is not a model of {path}; allowed: {sorted(results['results'])}."
+        )
+    if model is not None:
+        fingerprint = results.get("fingerprints", {}).get(row)
+        check_row_is_the_models(model, [fingerprint] if fingerprint else [], modality, row, path)
+
+
+def _named_file(value: str) -> str:
+    """A recorded argument as a card may show it: a local path by its name only (no folder of this machine)."""
+    return Path(value).name if Path(value).is_absolute() else value
+
+
+def dataset_hub_ids(name: str) -> list[str]:
+    """The Hub ids of the image data set `name` (a key of `IMAGE_DATASET_PRESETS`), for a card's `datasets:`."""
+    preset = IMAGE_DATASET_PRESETS.get(name)
+    return sorted(key for key, known in IMAGE_DATASET_PRESETS.items() if known is preset and "/" in key)
+
+
+def _hyperparameters(results: dict, seed: int | None = None) -> dict | None:
+    """The training settings a results.json recorded (`hyperparameters`; results written before it: the recorded
+    arguments of `HYPERPARAMETERS`), with the row's own `seed` where it has one."""
+    recorded = results.get("hyperparameters") or {
+        k: v for k, v in (results.get("args") or {}).items() if k in HYPERPARAMETERS
+    }
+    return {**recorded, **({"seed": seed} if seed is not None else {})} or None
+
+
+def check_row_is_the_models(model, fingerprints: list[str], modality: str | None, row: str | None, path) -> None:
+    """Refuses to put a results row on `model`'s card unless the row measured exactly this model: its modality and
+    its weights (`weights_fingerprint` of the encoder and heads), naming both sides."""
+    own_modality = model.config.modality
+    if modality is not None and modality != own_modality:
+        raise ValueError(
+            f"HubCommandArguments.row={row!r} of {path} measured a model of modality {modality!r}; "
+            f"HubCommandArguments.model_dir holds one of modality {own_modality!r}. Choose the results of this model."
+        )
+    own = weights_fingerprint(getattr(model, "insub", model))
+    if fingerprints != [own]:
+        measured = (f"the weights {', '.join(f[:12] for f in fingerprints)}" if fingerprints else
+                    "weights it does not record (results written before rows named their model)")
+        raise ValueError(
+            f"HubCommandArguments.row={row!r} of {path} measured {measured}; HubCommandArguments.model_dir holds the "
+            f"weights {own[:12]}. A card carries only the numbers of its own model: choose that model's row (or "
+            "evaluate this model again)."
+        )
+
+
+def _commit() -> str:
+    """The package's git commit (with `-dirty` when its files differ from it), or its version outside a checkout."""
+    from .version import __version__
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "insub_hf"], cwd=root, capture_output=True,
+                               text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return f"insub-hf {__version__} (not a git checkout)"
+    return f"commit {head}{'-dirty' if dirty else ''}"
+
+
+def provenance(command: str, seed: int, seconds: float) -> str:
+    """The card's sentence on how this model was made: the command, commit, machine, date, seed and wall time."""
+    date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    return (f"Made by `{command}` at insub-hf {_commit()} on {device_description()}, {date}; seed {seed}; "
+            f"{seconds / 60:.1f} min wall time (baseline and InSub, training and evaluation).")
+
+
+# (metric, label, higher is better) of the test metrics a card compares with the baseline
+VERSUS = (("accuracy", "accuracy", True), ("ece", "ECE", False), ("nll", "NLL", False), ("brier", "Brier", False))
+
+
+def versus_baseline(baseline, insub) -> str:
+    """The card's section on InSub against its single-head baseline at the same budget (two `MethodResults`): the
+    test metrics and the OOD AUROCs of both, and in plain words where InSub is not better."""
+    rows, better, worse = [], [], []
+
+    def add(label: str, base: float, ours: float, higher: bool, percent: bool) -> None:
+        shown = (lambda v: f"{100 * v:.2f} %") if percent else (lambda v: f"{v:.4f}")
+        wins = ours > base if higher else ours < base
+        (better if wins else worse).append(label)
+        rows.append(f"| {label} | {shown(base)} | {shown(ours)} | {'yes' if wins else 'no'} |")
+
+    for key, label, higher in VERSUS:
+        add(label, getattr(baseline.test, key), getattr(insub.test, key), higher, key in ("accuracy", "ece"))
+    for ood_set, scores in insub.ood.items():
+        for score in ("msp", "knn"):
+            if score in scores and score in baseline.ood.get(ood_set, {}):
+                add(f"OOD AUROC vs {ood_set} ({score})", baseline.ood[ood_set][score], scores[score], True, True)
+    verdict = (f"InSub is better than the baseline in {', '.join(better) or 'nothing measured here'}, and **not better "
+               f"in {', '.join(worse)}**." if worse else "InSub is better than the baseline in every metric here.")
+    return "\n".join([
+        "## InSub against its baseline", "",
+        "The single-head baseline (M = 1, no diversity term) was trained at the same budget and measured by the same "
+        "harness, one seed each:", "",
+        "| Metric | Baseline | InSub | InSub better |", "|---|---|---|---|", *rows, "", verdict,
+    ])
+
+
+READING_NAMES = {"knn": "k-NN distance", "spread": "heads' spread", "spread_by_length": "spread per length bucket",
+                 "length": "sentence length (reference)"}
+
+
+def text_uncertainty_section(measured: dict) -> str:
+    """The text card's section on its uncertainty: each reading's test AUROCs against the OOD sets, for the transfer
+    classifier's errors, and its Spearman correlation with length, the shipped one named."""
+    test, chosen = measured["test"], measured["reading"]
+    sets = measured["ood_sets"]
+    lines = ["## Which uncertainty this model ships", "",
+             f"`encode(sentences, output_value=\"uncertainty\")` returns the **{READING_NAMES[chosen]}**, chosen on "
+             "validation data by `insub-hf text-candidates` (docs/text_candidates.md); the heads' spread stays "
+             "available as `output_value=\"head_spread\"`. Every reading on held-out test data (AUROC, higher "
+             "uncertainty = the other kind of text, or = a wrong transfer prediction; 50 % is chance):", "",
+             "| Reading | mean OOD AUROC | " + " | ".join(sets) + " | error AUROC | Spearman with length |",
+             "|" + "---|" * (len(sets) + 4)]
+    for r, numbers in test["readings"].items():
+        label = f"**{READING_NAMES[r]}** (shipped)" if r == chosen else READING_NAMES[r]
+        lines.append(f"| {label} | {100 * numbers['mean_ood_auroc']:.1f} % | "
+                     + " | ".join(f"{100 * numbers['ood_auroc'][s]:.1f} %" for s in sets)
+                     + f" | {100 * numbers['error_auroc']:.1f} % | {numbers['length_spearman']:.2f} |")
+    lines += ["", f"Transfer on the test tweets: {100 * test['transfer_accuracy']:.2f} %; the rank correlation of its "
+              f"pairwise cosines with the base model's: {test['cosine_spearman_with_base']:.3f}."]
+    return "\n".join(lines)
+
+
+def text_versus_baseline(per_model: dict, name: str, aurocs: dict, frozen: bool = False) -> str:
+    """The text card's section: transfer of the base model, the SCD baseline and InSub, in plain words where InSub
+    is not better (with a `frozen` encoder all three embed as the base does), and the detector's AUROCs on tweets
+    against shuffled words."""
+    models = [m for m in ("pretrained (no SCD)", "scd_baseline", name) if m in per_model]
+    rows = [(task, key, [per_model[m][task][key] for m in models], higher)
+            for task, numbers in per_model[name].items()
+            for key, higher in (("accuracy", True), ("ece", False), ("nll", False), ("spearman", True)) if key in numbers]
+    same = (" The encoder was frozen (only the heads were trained), so all three give the base model's embeddings "
+            "and the same transfer numbers: InSub adds an uncertainty, not better embeddings." if frozen else "")
+    return versus_others(
+        "## InSub against its baselines",
+        "The base model as it is, and SCD with one head (no diversity term) at the same budget, measured by the same "
+        f"transfer code (logistic regression on frozen embeddings; one seed).{same}",
+        ("Task", "Metric", *models), rows, "the best of the others", "InSub is better than both in every transfer "
+        "metric here.",
+    ) + "\n".join(["", "", f"Out-of-distribution text: the shipped detector, with the head spread's direction fixed on "
+                    f"{TEXT_VALIDATION} validation tweets against their shuffled words, tells {TEXT_TEST} other tweets "
+                    "from their shuffled words with AUROC " + ", ".join(f"{k} {100 * v:.1f} %" for k, v in aurocs.items())
+                    + " (50 % is chance)."])
+
+
+def versus_others(title: str, intro: str, header: tuple[str, ...], rows: list, others: str, all_better: str) -> str:
+    """A card section comparing InSub with other models: `rows` of (group, metric, values with InSub's last, higher is
+    better), each value to 4 decimals, and in plain words where InSub is not better than `others` (the best of the
+    other values)."""
+    lines = [title, "", intro, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    worse = []
+    for group, metric, values, higher in rows:
+        lines.append(f"| {group} | {metric} | " + " | ".join(f"{v:.4f}" for v in values) + " |")
+        best_other = max(values[:-1]) if higher else min(values[:-1])
+        if (values[-1] <= best_other) if higher else (values[-1] >= best_other):
+            worse.append(f"{group} {metric}")
+    lines += ["", f"InSub is **not better** than {others} in: {', '.join(worse)}." if worse else all_better]
+    return "\n".join(lines)
+
+
+def dna_versus_baseline(per_model: dict, name: str) -> str:
+    """The DNA card's section: the baseline's and InSub's probe and fine-tuning numbers, in plain words where InSub
+    is not better."""
+    rows = [(protocol, key, [per_model["baseline"][protocol][key], per_model[name][protocol][key]], higher)
+            for protocol in ("linear_probe", "finetune")
+            for key, higher in (("accuracy", True), ("ece", False), ("nll", False))]
+    return versus_others(
+        "## InSub against its baseline",
+        "Self-GenomeNet with one head (no diversity term) at the same budget, measured the same way (one seed):",
+        ("Protocol", "Metric", "Baseline", "InSub"), rows, "the baseline",
+        "InSub is better than the baseline in every metric here.",
+    )
