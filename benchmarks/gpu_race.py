@@ -40,7 +40,7 @@ from transformers import PrinterCallback, TrainerCallback, set_seed
 
 from throughput import BusyMeter, LightlySimCLR, PILViews, synchronize  # noqa: E402  (same folder)
 from insub_hf import InSubConfig, InSubForPreTraining
-from insub_hf.configuration_insub import named_encoder
+from insub_hf.encoders.presets import named_encoder
 from insub_hf.data import BatchTwoViews, DeviceImages, IMAGE_STATS
 from insub_hf.encoders.modeling_resnet_cifar import CifarResNetConfig
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments

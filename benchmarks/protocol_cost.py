@@ -25,9 +25,8 @@ from insub_hf.data import IMAGE_DATASET_PRESETS
 from insub_hf.evaluation.cost import device_description
 from insub_hf.evaluation.features import extract_features
 from insub_hf.memory_format import training_memory_format
-from insub_hf.jobs.compare import ComparisonArguments
+from insub_hf.jobs.compare import TRAINING_DEFAULTS, ComparisonArguments
 from insub_hf.jobs.methods import method_config
-from insub_hf.recipes import IMAGE
 
 MEMBERS = {"baseline": 1, "ssl_ensemble": 5, "mc_dropout": 1, "batch_ensemble": 1, "insub": 1}
 
@@ -49,8 +48,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--encoder", default=ComparisonArguments.encoder)
     parser.add_argument("--width", type=float, default=ComparisonArguments.width)
-    parser.add_argument("--batch_size", type=int, default=IMAGE.training["per_device_train_batch_size"])
-    parser.add_argument("--epochs", type=float, default=IMAGE.training["num_train_epochs"])
+    parser.add_argument("--batch_size", type=int, default=TRAINING_DEFAULTS["per_device_train_batch_size"])
+    parser.add_argument("--epochs", type=float, default=TRAINING_DEFAULTS["num_train_epochs"])
     parser.add_argument("--train_images", type=int, default=60000)
     parser.add_argument("--eval_images", type=int, default=60000 + 10000 + 3 * 1000, help="train + test + OOD")
     parser.add_argument("--steps", type=int, default=3, help="Timed steps per method and round.")
@@ -68,7 +67,7 @@ def main() -> None:
         .train().to(memory_format=training_memory_format(on_cpu=True))
         for method in MEMBERS
     }
-    steps = {method: step_fn(model, views, images, IMAGE.training["learning_rate"]) for method, model in models.items()}
+    steps = {method: step_fn(model, views, images, TRAINING_DEFAULTS["learning_rate"]) for method, model in models.items()}
     for step in steps.values():
         step()  # warm-up
     times = {method: [] for method in MEMBERS}

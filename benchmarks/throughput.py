@@ -42,7 +42,7 @@ from transformers import PrinterCallback, TrainerCallback, set_seed
 
 from head_overhead import interleaved_best  # noqa: E402  (same folder: the one timing rule of the benchmarks)
 from insub_hf import InSubConfig, InSubForPreTraining
-from insub_hf.configuration_insub import named_encoder
+from insub_hf.encoders.presets import named_encoder
 from insub_hf.data import IMAGE_DATASET_PRESETS, BatchTwoViews, image_tensor_dataset
 from insub_hf.data.image_datasets import _fashion_mnist_arrays, resolve_fashion_mnist_source
 from insub_hf.encoders.modeling_resnet_cifar import CifarResNetConfig, CifarResNetModel

@@ -22,7 +22,7 @@ from transformers import HfArgumentParser
 
 from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.hub import final_push_target, save_final_model
-from insub_hf.configuration_insub import named_encoder
+from insub_hf.encoders.presets import named_encoder
 from insub_hf.data import ImageDataArguments, MultiCropViews
 from insub_hf.encoders import encoder_config_from_pretrained, load_encoder_weights
 from insub_hf.recipes import IMAGE

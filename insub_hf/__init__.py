@@ -16,7 +16,8 @@ from transformers import (
     AutoModelForSequenceClassification,
 )
 
-from .configuration_insub import NAMED_ENCODERS, InSubConfig, named_encoder
+from .configuration_insub import InSubConfig
+from .encoders.presets import NAMED_ENCODERS, named_encoder
 from .image_processing_insub import InSubImageProcessor
 from .image_processing_pil_insub import InSubImageProcessorPil
 from .lazy_exports import lazy_exports

@@ -14,8 +14,11 @@ from .checksums import weights_fingerprint
 from .data import IMAGE_DATASET_PRESETS
 from .evaluation.cost import device_description
 from .evaluation.results import ComparisonRow, MethodResults
-from .model_card import genomics_eval_results, harness_eval_results, senteval_eval_results
+from .model_card import HubCard, genomics_eval_results, harness_eval_results, senteval_eval_results
 from .training_args import HYPERPARAMETERS
+
+__all__ = ["HubCard", "card_from_results", "dna_versus_baseline", "provenance", "text_uncertainty_section",
+           "text_versus_baseline", "versus_baseline", "versus_others"]
 
 # The text release's OOD check: validation tweets fix the head spread's direction, other tweets are the test
 TEXT_VALIDATION, TEXT_TEST = 500, 1000

@@ -11,7 +11,7 @@ from transformers.configuration_utils import SubConfigSpec
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from .encoders.base import POOLINGS
-from .encoders.configuration_resnet_cifar import RESNET_LAYOUTS, CifarResNetConfig
+from .encoders.presets import DEFAULT_ENCODER, named_encoder
 from .encoders.registry import OWN_ENCODERS  # registers the package's encoder configs, so nested configs resolve
 from .objectives import OBJECTIVES, ObjectiveConfig
 from .recipes import DNA, DNA_ENCODER, IMAGE, TEXT
@@ -21,93 +21,12 @@ HEAD_NORMS = ("batchnorm", "none")
 # How the hinge's per-view sums over dimensions combine the two views: "mean" divides by the views (the authors' code:
 # sum over batch, views and dims / 2B), "sum" adds them (the paper's l_div(k)).
 DIVERSITY_REDUCTIONS = ("mean", "sum")
-# Flat fields of configs saved before each objective had its own settings: flat name -> (objective, its field)
-FLAT_OBJECTIVE_FIELDS = {
-    flat: (name, field) for name, objective in OBJECTIVES.items()
-    for flat, field in objective.config_class.flat_fields.items()
-}
-CONVERTER = "python -m insub_hf.convert_insub_files FOLDER"
-
-
-def objective_config_to_flat(config_dict: dict[str, Any]) -> dict[str, Any]:
-    """A config dict with every objective's settings as the flat fields of before 2026-11-23 (its objective's from
-    `objective_config`, the others' defaults); settings without a flat field stay under `objective_config`. The
-    run-cache keys are made from this form, so runs cached then keep their keys."""
-    objective, options = config_dict.get("objective", "simclr"), dict(config_dict.get("objective_config") or {})
-    out = {k: v for k, v in config_dict.items() if k != "objective_config"}
-    for name, cls in OBJECTIVES.items():
-        values = options if name == objective else cls.config_class().to_dict()
-        out.update({flat: values[field] for flat, field in cls.config_class.flat_fields.items()})
-        if name == objective:
-            options = {k: v for k, v in options.items() if k not in cls.config_class.flat_fields.values()}
-    return {**out, "objective_config": options} if options else out
-
-
-# ViT-tiny at CIFAR scale (32x32 images, 4x4 patches -> 64 tokens), used when no encoder is given.
-DEFAULT_ENCODER = {
-    "model_type": "vit",
-    "image_size": 32,
-    "patch_size": 4,
-    "hidden_size": 192,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 3,
-    "intermediate_size": 768,
-}
-
-
-# ViT-S/16 at ImageNet scale (DINO's encoder; 384-d CLS token).
-VIT_SMALL_16 = {
-    "model_type": "vit",
-    "image_size": 224,
-    "patch_size": 16,
-    "hidden_size": 384,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 6,
-    "intermediate_size": 1536,
-}
-
-
-def small_vit_encoder(
-    image_size: int, num_channels: int, hidden_size: int, num_layers: int, patch_size: int = 4
-) -> dict[str, Any]:
-    """A ViT encoder config (as a dict) for small images: 4 attention heads, MLP width 2 x hidden_size."""
-    return dict(
-        model_type="vit", image_size=image_size, patch_size=patch_size, num_channels=num_channels,
-        hidden_size=hidden_size, num_hidden_layers=num_layers, num_attention_heads=4, intermediate_size=2 * hidden_size,
-    )
-
-
-# Short names of the image encoders every job and example offers (`--encoder NAME --width W`).
-NAMED_ENCODERS = (
-    *(f"resnet{depth}_cifar" for depth in RESNET_LAYOUTS), "vit_tiny_32", "vit_small_16", "vit_mini",
-)
-
-
-def named_encoder(name: str, image_size: int = 32, num_channels: int = 3, width: float = 1.0) -> dict[str, Any]:
-    """The encoder config (a dict for `InSubConfig.encoder_config`) of a short name.
-
-    Args:
-        name: `resnet10_cifar`, `resnet18_cifar`, `resnet34_cifar`, `resnet50_cifar` (CIFAR-stem ResNets,
-            `CifarResNetConfig`),
-            `vit_tiny_32` (ViT-tiny, 4x4 patches), `vit_small_16` (ViT-S/16) or `vit_mini` (width 128, depth 4,
-            4x4 patches: a CPU-sized ViT).
-        image_size, num_channels: the images it reads.
-        width: the ResNets' `width_multiplier` (ViTs take 1 only).
-    """
-    check_choice("encoder", name, NAMED_ENCODERS)
-    check_range("width", width, low=0.0, low_inclusive=False)
-    if name.endswith("_cifar"):
-        depth = int(name.removeprefix("resnet").removesuffix("_cifar"))
-        return dict(
-            model_type=CifarResNetConfig.model_type, depth=depth, width_multiplier=width, num_channels=num_channels,
-            image_size=image_size,
-        )
-    if width != 1.0:
-        raise ValueError(f"width={width} applies to the resnet*_cifar encoders; encoder={name!r} takes width 1.")
-    if name == "vit_mini":
-        return small_vit_encoder(image_size, num_channels, hidden_size=128, num_layers=4)
-    base = DEFAULT_ENCODER if name == "vit_tiny_32" else VIT_SMALL_16
-    return dict(base, image_size=image_size, num_channels=num_channels)
+# Each objective's own settings (its config's fields) -> the objectives that have it: such a key given flat is
+# refused, naming `objective_config`
+OBJECTIVE_FIELDS: dict[str, tuple[str, ...]] = {}
+for _name, _objective in OBJECTIVES.items():
+    for _field in _objective.config_class.__dataclass_fields__:
+        OBJECTIVE_FIELDS[_field] = (*OBJECTIVE_FIELDS.get(_field, ()), _name)
 
 
 def encoder_field(encoder_config, key: str):
@@ -177,7 +96,7 @@ _BOOKKEEPING_KEYS = {
 }
 
 
-def _check_unknown_keys(kwargs: dict[str, Any], encoder_keys: set[str]) -> None:
+def _check_unknown_keys(kwargs: dict[str, Any], encoder_keys: set[str], objective: str) -> None:
     """transformers keeps an unknown keyword as an attribute nobody reads, so a misspelt field would silently do
     nothing: a key close to a field (`num_head`) is refused, naming that field, and so is a field of the encoder
     config (`hidden_size`). A key close to none only warns: a config.json written by a later release or another
@@ -191,8 +110,9 @@ def _check_unknown_keys(kwargs: dict[str, Any], encoder_keys: set[str]) -> None:
                 f"InSubConfig got {key}={kwargs[key]!r}, a field of the encoder: set it in encoder_config "
                 f"(e.g. encoder_config={{..., {key!r}: {kwargs[key]!r}}})."
             )
-        if key in FLAT_OBJECTIVE_FIELDS:
-            objective, name = FLAT_OBJECTIVE_FIELDS[key]
+        if key in OBJECTIVE_FIELDS:
+            owners, name = OBJECTIVE_FIELDS[key], key
+            objective = objective if objective in owners else owners[0]
             raise ValueError(
                 f"InSubConfig got {key}={kwargs[key]!r}, a setting of objective={objective!r}: set it in "
                 f"objective_config (objective={objective!r}, objective_config={{{name!r}: {kwargs[key]!r}}})."
@@ -307,7 +227,9 @@ class InSubConfig(PretrainedConfig):
                 f"got {self.head_hidden_sizes!r}."
             )
         encoder = self.encoder_config
-        _check_unknown_keys(kwargs, set(encoder if isinstance(encoder, dict) else (encoder.to_dict() if encoder else {})))
+        _check_unknown_keys(
+            kwargs, set(encoder if isinstance(encoder, dict) else (encoder.to_dict() if encoder else {})), self.objective
+        )
         if "num_labels" in kwargs:  # before transformers builds an id2label entry per class
             check_label_settings(kwargs["num_labels"], kwargs.get("problem_type"))
         if self.objective is None:
@@ -317,18 +239,6 @@ class InSubConfig(PretrainedConfig):
             self.timm_kwargs.setdefault("dynamic_img_size", True)  # local crops are smaller than global ones
         super().__post_init__(**kwargs)
         self._check_values()
-
-    @classmethod
-    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any):
-        """`PretrainedConfig.from_dict`; a config.json of before 2026-11-23 (each objective's settings as flat
-        fields) is refused, naming the converter that rewrites it once."""
-        old = sorted(set(config_dict) & set(FLAT_OBJECTIVE_FIELDS))
-        if old:
-            raise ValueError(
-                f"This InSub config.json was written by an earlier insub-hf (flat objective fields {old[:3]}); "
-                f"convert its folder once with `{CONVERTER}` (configs, weights and results)."
-            )
-        return super().from_dict(config_dict, **kwargs)
 
     @classmethod
     def for_images(cls, **overrides: Any) -> InSubConfig:

@@ -2,8 +2,7 @@
 
 Loading: checksums verified before the weights are read (local folders and, after download, the Hub cache), a local
 path that does not exist refused rather than tried as a repo id, clearer errors offline and for weights whose shapes
-the config does not give, a checkpoint that lacks its objective's weights refused (naming the converter of earlier
-versions' files). Saving: onto a file refused, heads checked against the config, checksums added, remote code written.
+the config does not give, a checkpoint that lacks its objective's weights refused. Saving: onto a file refused, heads checked against the config, checksums added, remote code written.
 The model classes (`modeling_insub.py`) call these two functions and hold no file handling themselves.
 """
 
@@ -19,7 +18,6 @@ from safetensors import safe_open
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, cached_file, logging
 
 from .checksums import add_checksums, model_weight_files, verify_checksums
-from .configuration_insub import CONVERTER
 from .encoders.base import LOADING_A_CHECKPOINT
 from .validation import looks_like_a_path
 
@@ -107,8 +105,7 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
         raise ValueError(
             f"from_pretrained({name!r}): the checkpoint lacks {len(objective_missing)} weights of its config's "
             f"objective {model.config.objective!r} (e.g. {objective_missing[:2]}); it was saved with another "
-            f"objective, or by an earlier insub-hf (convert its folder once with `{CONVERTER}`). Load it with the "
-            "config it was saved with, or as InSubModel (encoder and heads only)."
+            "objective. Load it with the config it was saved with, or as InSubModel (encoder and heads only)."
         )
     if not local.is_dir():  # a Hub repo: its files are in the local cache now
         for file in cached_weight_files(name, kwargs):

@@ -9,7 +9,7 @@ import torch._dynamo as dynamo
 from transformers import set_seed
 
 from insub_hf import InSubConfig, InSubForPreTraining
-from insub_hf.configuration_insub import named_encoder
+from insub_hf.encoders.presets import named_encoder
 from insub_hf.data import IMAGE_DATASET_PRESETS, BatchTwoViews, ImageViews, image_tensor_dataset, load_fashion_mnist
 from insub_hf.data.image_views import simclr_augmentation
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments, fast_path_arguments

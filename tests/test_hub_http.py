@@ -20,7 +20,7 @@ import sys
 import torch
 from transformers import AutoTokenizer
 from insub_hf import InSubConfig, InSubImageProcessor, InSubModel
-from insub_hf.configuration_insub import named_encoder
+from insub_hf.encoders.presets import named_encoder
 from insub_hf.hub import push_model_to_hub
 from insub_hf.model_card import HubCard
 from insub_hf.encoders.pretrained import packaged_minilm_path

@@ -13,7 +13,7 @@ from transformers import AutoModelForImageClassification, Trainer, TrainingArgum
 
 from insub_hf import InSubConfig, InSubForImageClassification, InSubForPreTraining
 from insub_hf.checkpointing import save_pretrained_atomic
-from insub_hf.configuration_insub import named_encoder
+from insub_hf.encoders.presets import named_encoder
 from insub_hf.data import IMAGE_DATASET_PRESETS, load_fashion_mnist
 from insub_hf.evaluation.metrics import mutual_information, predictive_entropy
 

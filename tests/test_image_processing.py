@@ -13,7 +13,7 @@ from transformers import AutoImageProcessor
 
 from insub_hf import InSubConfig, InSubForPreTraining, InSubImageProcessor
 from insub_hf.checkpointing import save_pretrained_atomic
-from insub_hf.configuration_insub import named_encoder
+from insub_hf.encoders.presets import named_encoder
 from insub_hf.data import IMAGE_DATASET_PRESETS, eval_image_transform
 
 RNG = np.random.default_rng(0)

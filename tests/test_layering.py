@@ -25,7 +25,7 @@ LAYERS = [  # (rank, module prefixes)
          "step_checks", "recipes", "heads", "losses", "encoders", "data", "image_processing_insub",
          "image_processing_pil_insub"]),
     (1, ["objectives"]),
-    (2, ["configuration_insub", "hub", "model_card", "remote_code", "model_files", "convert_insub_files", "sentence_transformer_module",
+    (2, ["configuration_insub", "hub", "model_card", "remote_code", "model_files", "sentence_transformer_module",
          "pipelines"]),
     (3, ["modeling_insub", "modeling_classification", "sentence_embeddings"]),
     (4, ["evaluation"]),

@@ -18,7 +18,7 @@ NARROW_TRAINING = """
 import tempfile, torch
 from datasets import Dataset
 from insub_hf import InSubConfig, InSubForPreTraining, InSubTrainer, InSubTrainingArguments
-from insub_hf.configuration_insub import named_encoder
+from insub_hf.encoders.presets import named_encoder
 
 for width, channels, size, batch in [(1 / 16, 1, 28, 20), (1 / 32, 3, 32, 48)]:
     torch.manual_seed(0)

@@ -127,7 +127,7 @@ def test_saving_prints_no_shard_progress_bar_and_keeps_the_user_setting(tmp_path
 
 
 def test_member_representations_are_the_ensemble_members_the_representation_averages():
-    from insub_hf.configuration_insub import named_encoder
+    from insub_hf.encoders.presets import named_encoder
 
     x = torch.randn(4, 1, 16, 16)
     encoder = dict(named_encoder("resnet10_cifar", 16, 1, 0.0625), hidden_dropout_prob=0.5)
@@ -228,7 +228,7 @@ def test_gradient_checkpointing_gives_the_same_gradients_over_transformers_encod
 def test_hidden_size_and_input_modalities_follow_the_encoder():
     from transformers import ResNetConfig
 
-    from insub_hf.configuration_insub import named_encoder
+    from insub_hf.encoders.presets import named_encoder
     from insub_hf.encoders import GenomicEncoderConfig
 
     for config in (tiny_config(), tiny_config(encoder_config=named_encoder("resnet10_cifar", 28, 1, 0.25)),

@@ -12,7 +12,7 @@ from transformers import AutoTokenizer
 
 from insub_hf import InSubConfig, InSubForPreTraining, InSubModel
 from insub_hf.checkpointing import save_pretrained_atomic
-from insub_hf.configuration_insub import named_encoder
+from insub_hf.encoders.presets import named_encoder
 from insub_hf.data import IMAGE_DATASET_PRESETS
 from insub_hf.encoders.pretrained import packaged_minilm_path
 

@@ -185,9 +185,8 @@ class MethodResults:
         scores = sorted({score for per_set in data.get("ood", {}).values() for score in per_set} - set(OOD_SCORES))
         if scores:
             raise ValueError(
-                f"MethodResults.from_dict: unknown OOD scores {scores[:3]} (known: {sorted(OOD_SCORES)}); results of "
-                "an earlier insub-hf (`neg_*` scores) are converted once with `python -m insub_hf.convert_insub_files "
-                "FOLDER`."
+                f"MethodResults.from_dict: unknown OOD scores {scores[:3]} (known: {sorted(OOD_SCORES)}, each higher = "
+                "more likely OOD)."
             )
         d = dict(data)
         d["test"] = Metrics(**d["test"])

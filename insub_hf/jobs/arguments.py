@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields, replace
 
-from ..configuration_insub import NAMED_ENCODERS, InSubConfig, named_encoder
+from ..configuration_insub import InSubConfig
 from ..data import IMAGE_DATASET_PRESETS
+from ..encoders.presets import NAMED_ENCODERS, named_encoder
 from ..data.batch_views import BatchTwoViews
 from ..objectives import OBJECTIVES
 from ..recipes import DNA, IMAGE, TEXT

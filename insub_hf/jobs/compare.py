@@ -18,8 +18,7 @@ from ..evaluation.harness import HarnessArguments
 from ..evaluation.probes import ProbeArguments
 from ..evaluation.report import paired_differences
 from ..evaluation.results import ComparisonRow
-from ..cards import card_from_results
-from ..model_card import HubCard
+from ..cards import HubCard, card_from_results
 from .arguments import OVERWRITE_HELP, ProtocolArguments, training_arguments
 from .comparison import RunCache, convergence_warnings, evaluate_cell, load_protocol_data
 from .experiment import Experiment

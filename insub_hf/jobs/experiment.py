@@ -14,7 +14,7 @@ import torch
 from transformers import TrainerCallback
 
 from ..checkpointing import write_json
-from ..configuration_insub import InSubConfig, objective_config_to_flat
+from ..configuration_insub import InSubConfig
 from ..hub import final_push_target, push_model_to_hub
 from ..modeling_insub import InSubForPreTraining
 from ..trainer import InSubTrainingArguments
@@ -145,16 +145,16 @@ def training_record(log_history: list[dict], cost: dict) -> dict:
     }
 
 
+# The run cache's format: raised whenever what a key reads changes, so that no cached run is taken for another
+CACHE_VERSION = 2
+
+
 def settings_key(config: InSubConfig, **settings) -> str:
-    """A short hash of a run's config (its non-default fields) and the other `settings` it depends on, so a changed
-    setting names another run in a cache instead of reusing one."""
-    # the objective's settings as the flat fields they were before each objective had its own config, so that runs
-    # cached then (hours of CPU training) keep their keys
-    spec = {"config": objective_config_to_flat(config.to_diff_dict()), **settings}
+    """A short hash of the cache's version, a run's config (its non-default fields) and the other `settings` it
+    depends on, so a changed setting names another run in a cache instead of reusing one."""
+    spec = {"cache_version": CACHE_VERSION, "config": config.to_diff_dict(), **settings}
     spec["config"].pop("transformers_version", None)
     spec["config"].pop("uncertainty_direction", None)  # measured after training: the same run either way
-    if not spec["config"].get("freeze_encoder"):  # added later; only a frozen encoder names another run
-        spec["config"].pop("freeze_encoder", None)
     return short_hash(spec)
 
 

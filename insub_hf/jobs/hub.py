@@ -22,8 +22,7 @@ from ..checkpointing import atomic_folder
 from ..evaluation.ood_detector import CONFIG_NAME as DETECTOR_CONFIG
 from ..evaluation.ood_detector import InSubOODDetector
 from ..hub import hub_token, push_model_to_hub, save_for_hub
-from ..cards import card_from_results
-from ..model_card import HubCard
+from ..cards import HubCard, card_from_results
 from ..validation import CheckedArguments, path_field
 
 

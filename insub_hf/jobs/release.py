@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ..cards import (
+    HubCard,
     TEXT_TEST,
     TEXT_VALIDATION,
     card_from_results,
@@ -41,7 +42,6 @@ from ..evaluation.ood_detector import (
     calibration_noise,
 )
 from ..hub import final_push_target, save_for_hub, upload_hub_folder
-from ..model_card import HubCard
 from ..validation import checked
 from ..evaluation.text_ood_sets import shuffled_words
 from ..sentence_transformer_module import UNCERTAINTY_READINGS

@@ -16,8 +16,7 @@ from ..encoders import load_encoder_weights
 from ..encoders.pretrained import MINILM_HUB_ID, base_tokenizer, encoder_path
 from ..evaluation.metrics import split_half_r_auroc
 from ..evaluation.senteval import evaluate_task, load_senteval_task
-from ..cards import card_from_results
-from ..model_card import HubCard
+from ..cards import HubCard, card_from_results
 from ..modeling_insub import InSubModel
 from .arguments import TextArguments, text_config, training_arguments
 from .experiment import Experiment, Variant

@@ -15,13 +15,7 @@ from ..validation import CheckedArguments
 class ObjectiveConfig(CheckedArguments):
     """An objective's own settings: a dataclass of `checked` fields (each checked when built, the message naming
     `ClassName.field` and the allowed values), saved in the model's config.json as `InSubConfig.objective_config`.
-
-    Class attributes:
-        flat_fields: `{flat InSubConfig field of before 2026-11-23: field here}`: the run-cache keys' form, the
-            refusal of a flat keyword, and `convert_insub_files` read it.
     """
-
-    flat_fields: ClassVar[dict[str, str]] = {}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

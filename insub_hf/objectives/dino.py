@@ -42,11 +42,6 @@ class DINOConfig(ObjectiveConfig):
     final_teacher_momentum: float = checked(1.0, low=0.0, high=1.0)
     center_momentum: float = checked(0.9, low=0.0, high=1.0)
 
-    flat_fields = {f"dino_{name}": name for name in (
-        "out_dim", "student_temperature", "teacher_temperature", "warmup_teacher_temperature",
-        "warmup_teacher_temperature_fraction", "teacher_momentum", "final_teacher_momentum", "center_momentum",
-    )}
-
 
 def teacher_temperature(step: int, warmup_steps: int, start: float = 0.04, end: float = 0.07) -> float:
     """Teacher temperature: linear warm-up from `start` to `end` over `warmup_steps` optimiser steps, then `end`."""

@@ -23,8 +23,6 @@ class SelfGenomeNetConfig(ObjectiveConfig):
 
     distances: int = checked(3, low=1, integer=True)
 
-    flat_fields = {"genomenet_distances": "distances"}
-
 
 class SelfGenomeNetObjective(Objective):
     """The batch holds each sequence; the second view is its reverse complement, built here.

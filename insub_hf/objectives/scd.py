@@ -31,9 +31,6 @@ class SCDConfig(ObjectiveConfig):
     beta: float = checked(0.005225, low=0.0)
     off_diagonal_weight: float = checked(0.012, low=0.0)
 
-    flat_fields = {"scd_dropout": "dropout", "scd_dropout_2": "dropout_2", "scd_temperature": "temperature",
-                     "scd_alpha": "alpha", "scd_beta": "beta", "scd_lambda": "off_diagonal_weight"}
-
 
 class SCDObjective(Objective):
     """Self-Contrastive Decorrelation with the decorrelation over the M heads (`losses/scd.py`).

@@ -29,8 +29,6 @@ class SimCLRConfig(ObjectiveConfig):
     base_temperature: float | None = checked(0.07, low=0.0, low_inclusive=False, optional=True)
     normalize_mean: bool = checked(False, choices=(True, False))
 
-    flat_fields = {"temperature": "temperature", "base_temperature": "base_temperature",
-                     "normalize_mean": "normalize_mean"}
 
     @property
     def loss_scale(self) -> float:

@@ -75,22 +75,25 @@ def test_recipe_settings_reach_the_config_and_the_views_and_are_checked():
         ComparisonArguments(min_crop_scale=1.5)
 
 
-def test_run_cache_keys_are_those_of_runs_cached_before_objectives_had_their_own_config():
-    # keys printed by the release before objective_config (commit afb4458), for the comparison's methods and a DINO
-    # config: the flat fields of that time are what the key reads, so cached runs are found again (InSub at that
-    # commit's default setting)
-    args = ComparisonArguments(diversity_alpha=0.04, diversity_weight=1.0)
-    recorded = {"baseline": "7f31c6ddb733", "insub": "6e6ad2023788", "insub_cosine": "af0430889379",
-                "batch_ensemble": "e8eecf67daa4"}
-    for method, key in recorded.items():
-        assert settings_key(method_config(args, method, None if method == "baseline" else 5), seed=0, data="x") == key
+def test_run_cache_keys_name_each_run_and_its_cache_version(monkeypatch):
+    from insub_hf.jobs import experiment
+
     dino = InSubConfig(objective="dino", objective_config={"out_dim": 64}, num_heads=2)
-    assert settings_key(dino, seed=1) == "23950aa6c153"
-    # another setting names another run
+    key = settings_key(dino, seed=1)
+    assert len(key) == 12 and settings_key(InSubConfig(objective="dino", objective_config={"out_dim": 64},
+                                                       num_heads=2), seed=1) == key  # the same run
+    measured = InSubConfig(objective="dino", objective_config={"out_dim": 64}, num_heads=2, uncertainty_direction=-1)
+    assert settings_key(measured, seed=1) == key  # the spread's direction is measured after training
     other = InSubConfig(objective="dino", objective_config={"out_dim": 65}, num_heads=2)
-    assert settings_key(other, seed=1) != settings_key(dino, seed=1)
+    assert settings_key(other, seed=1) != key and settings_key(dino, seed=2) != key
     frozen = InSubConfig(objective="dino", objective_config={"out_dim": 64}, num_heads=2, freeze_encoder=True)
-    assert settings_key(frozen, seed=1) != settings_key(dino, seed=1)  # a frozen encoder trains other weights
+    assert settings_key(frozen, seed=1) != key  # a frozen encoder trains other weights
+    args = ComparisonArguments()
+    keys = {m: settings_key(method_config(args, m, None if m == "baseline" else 5), seed=0) for m in
+            ("baseline", "insub", "insub_cosine", "batch_ensemble")}
+    assert len(set(keys.values())) == 4
+    monkeypatch.setattr(experiment, "CACHE_VERSION", experiment.CACHE_VERSION + 1)
+    assert settings_key(dino, seed=1) != key  # a new cache format names every run anew
 
 
 def test_the_protocol_trains_any_image_objective_and_keeps_the_cosine_control_to_simclr():

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from insub_hf import DiversityLoss, InSubConfig, InSubForPreTraining, nt_xent_loss
-from insub_hf.configuration_insub import small_vit_encoder
+from insub_hf.encoders.presets import small_vit_encoder
 
 pytestmark = pytest.mark.numeric
 
