@@ -109,8 +109,8 @@ def dataset_hub_ids(name: str) -> list[str]:
 
 
 def _hyperparameters(results: dict, seed: int | None = None) -> dict | None:
-    """The training settings a results.json recorded (`hyperparameters`; results written before it: the recorded
-    arguments of `HYPERPARAMETERS`), with the row's own `seed` where it has one."""
+    """The training settings a results.json recorded (`hyperparameters`, else its recorded arguments among
+    `HYPERPARAMETERS`), with the row's own `seed` where it has one."""
     recorded = results.get("hyperparameters") or {
         k: v for k, v in (results.get("args") or {}).items() if k in HYPERPARAMETERS
     }
@@ -129,7 +129,7 @@ def check_row_is_the_models(model, fingerprints: list[str], modality: str | None
     own = weights_fingerprint(getattr(model, "insub", model))
     if fingerprints != [own]:
         measured = (f"the weights {', '.join(f[:12] for f in fingerprints)}" if fingerprints else
-                    "weights it does not record (results written before rows named their model)")
+                    "weights it does not record (a row that names no model)")
         raise ValueError(
             f"HubCommandArguments.row={row!r} of {path} measured {measured}; HubCommandArguments.model_dir holds the "
             f"weights {own[:12]}. A card carries only the numbers of its own model: choose that model's row (or "

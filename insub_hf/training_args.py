@@ -13,11 +13,34 @@ from .memory_format import resolve_channels_last
 from .validation import check_range
 
 
-# The training settings results.json lists in full and a model card shows (as `Trainer.create_model_card` does)
-HYPERPARAMETERS = (
-    "learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "num_train_epochs", "max_steps",
-    "seed", "optim", "weight_decay", "lr_scheduler_type", "warmup_steps", "bf16",
-)
+# One table of the Trainer settings the jobs treat apart, by role:
+# - untrained: how a run is logged, saved, pushed, resumed or how fast it goes, never the weights it trains (a change
+#   names no other run in a run cache, and a resumed run may change it);
+# - recorded: results.json always keeps it (beside every field changed from the job's defaults);
+# - card: the training settings results.json lists in full and a model card shows (as `Trainer.create_model_card`);
+# - place: where a run goes or who pushes it, left out of the command a release's card names.
+TRAINER_FIELDS: dict[str, tuple[str, ...]] = {
+    "untrained": (
+        "output_dir", "logging_strategy", "logging_steps", "logging_first_step", "log_on_each_node",
+        "logging_nan_inf_filter", "include_num_input_tokens_seen", "log_level", "log_level_replica", "disable_tqdm",
+        "report_to", "run_name", "project", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id",
+        "save_only_model", "save_strategy", "save_steps", "save_on_each_node", "save_total_limit",
+        "enable_jit_checkpoint", "push_to_hub", "hub_token", "hub_private_repo", "hub_model_id", "hub_strategy",
+        "hub_always_push", "hub_revision", "dataloader_num_workers", "dataloader_pin_memory",
+        "dataloader_persistent_workers", "dataloader_prefetch_factor", "dataloader_multiprocessing_context",
+        "torch_compile", "torch_compile_backend", "torch_compile_mode", "torch_empty_cache_steps",
+        "skip_memory_metrics", "resume_from_checkpoint", "do_train", "do_eval", "do_predict", "eval_strategy",
+        "eval_steps", "eval_delay", "per_device_eval_batch_size", "eval_on_start", "local_rank", "ddp_timeout",
+        "channels_last", "data_on_device",
+    ),
+    "recorded": ("num_train_epochs", "max_steps", "per_device_train_batch_size", "learning_rate", "seed", "bf16"),
+    "card": (
+        "learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "num_train_epochs", "max_steps",
+        "seed", "optim", "weight_decay", "lr_scheduler_type", "warmup_steps", "bf16",
+    ),
+    "place": ("output_dir", "push_to_hub", "hub_token", "hub_model_id", "hub_private_repo", "resume_from_checkpoint"),
+}
+HYPERPARAMETERS = TRAINER_FIELDS["card"]
 
 
 @dataclass

@@ -18,7 +18,7 @@ from ..evaluation.harness import HarnessArguments, ImageEvaluationData
 from ..evaluation.cost import device_description
 from ..evaluation.ood_sets import noise_ood_sets
 from ..evaluation.probes import ProbeArguments, train_val_split
-from .arguments import OVERWRITE_HELP, ProtocolArguments, training_arguments
+from .arguments import ProtocolArguments, job_seeds, training_arguments
 from .comparison import RunCache, evaluate_cell, load_protocol_data
 from .experiment import Experiment, check_output_dir, write_json
 from ..recipes import IMAGE
@@ -51,9 +51,8 @@ class AblationArguments(ProtocolArguments):
     validation_fraction: float = checked(
         0.1, "Training images held out for scoring.", low=0, high=1, low_inclusive=False, high_inclusive=False
     )
-    seeds: list[int] = checked(default_factory=lambda: [0], help="Pretraining seeds of every setting.", low=0,
-                               integer=True)
-    overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP + " The run cache is kept."})
+    seeds: list[int] | None = checked(None, "Pretraining seeds of every setting (default: the Trainer's --seed).",
+                                      low=0, integer=True, optional=True)
 
 
 def validation_data(evaluation: ImageEvaluationData, fraction: float, seed: int = 0) -> ImageEvaluationData:
@@ -103,6 +102,7 @@ def run_ablation(
     from ..evaluation.plots import sigma_over_training
 
     training_args = training_args or training_arguments(TRAINING_DEFAULTS)
+    args.seeds = job_seeds(args.seeds, training_args)
     probe_args = probe_args or ProbeArguments()
     harness = HarnessArguments(corruptions=[], label_fractions=[])
     start = time.time()

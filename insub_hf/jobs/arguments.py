@@ -13,33 +13,33 @@ from ..encoders.presets import NAMED_ENCODERS, named_encoder
 from ..data.batch_views import BatchTwoViews
 from ..objectives import OBJECTIVES
 from ..recipes import DNA, IMAGE, TEXT
-from ..training_args import HYPERPARAMETERS, InSubTrainingArguments
+from ..training_args import HYPERPARAMETERS, TRAINER_FIELDS, InSubTrainingArguments
 from ..validation import CheckedArguments, check_choice, checked, path_field
 
 ENCODER_HELP = f"One of {NAMED_ENCODERS} (CIFAR-stem ResNets: 3x3 stride-1 stem, no max-pool)."
 WIDTH_HELP = "Width multiplier of the resnet*_cifar encoders."
 OVERWRITE_HELP = (
     "Replace the finished results and models an earlier run left in output_dir (the Trainer's convention); without "
-    "it, the job refuses to start there."
+    "it, the job refuses to start there. Finished runs in a job's run cache are still reused (keyed by their settings)."
 )
 
 
-# InSubTrainingArguments fields that change how a run is logged, saved, pushed or how fast it goes, never the
-# weights it trains: a change to any other field names another run in a cache (`training_changes`)
-UNTRAINED_FIELDS = frozenset({
-    "output_dir", "logging_strategy", "logging_steps", "logging_first_step", "log_on_each_node",
-    "logging_nan_inf_filter", "include_num_input_tokens_seen", "log_level", "log_level_replica", "disable_tqdm",
-    "report_to", "run_name", "project", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id",
-    "save_only_model", "save_strategy", "save_steps", "save_on_each_node", "save_total_limit", "enable_jit_checkpoint",
-    "push_to_hub", "hub_token", "hub_private_repo", "hub_model_id", "hub_strategy", "hub_always_push", "hub_revision",
-    "dataloader_num_workers", "dataloader_pin_memory", "dataloader_persistent_workers", "dataloader_prefetch_factor",
-    "dataloader_multiprocessing_context", "torch_compile", "torch_compile_backend", "torch_compile_mode",
-    "torch_empty_cache_steps", "skip_memory_metrics", "resume_from_checkpoint", "do_train", "do_eval", "do_predict",
-    "eval_strategy", "eval_steps", "eval_delay", "per_device_eval_batch_size", "eval_on_start", "local_rank",
-    "ddp_timeout", "channels_last", "data_on_device",
-})
-# What a job's results always record of its training arguments (beside every field changed from its defaults)
-RECORDED_FIELDS = ("num_train_epochs", "max_steps", "per_device_train_batch_size", "learning_rate", "seed", "bf16")
+@dataclass
+class JobOutputArguments:
+    """What a job does with an output_dir that holds a finished run (`TrainingArguments` of transformers 5 no longer
+    has the field); every job's argument group takes it from here."""
+
+    overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
+
+
+# The Trainer settings the jobs treat apart (`training_args.TRAINER_FIELDS`, one table)
+UNTRAINED_FIELDS = frozenset(TRAINER_FIELDS["untrained"])
+RECORDED_FIELDS = TRAINER_FIELDS["recorded"]
+
+
+def job_seeds(seeds: list[int] | None, training_args: InSubTrainingArguments, count: int = 1) -> list[int]:
+    """A job's `--seeds`, or when none are given the Trainer's `--seed` and the `count - 1` seeds after it."""
+    return list(seeds) if seeds is not None else [training_args.seed + i for i in range(count)]
 
 
 def training_arguments(defaults: dict, **given) -> InSubTrainingArguments:
@@ -145,7 +145,7 @@ class ImageRecipeArguments(ImageEncoderArguments):
 
 
 @dataclass
-class ProtocolArguments(ImageRecipeArguments):
+class ProtocolArguments(ImageRecipeArguments, JobOutputArguments):
     """The recipe plus the data every comparison-protocol job pretrains and evaluates on."""
 
     dataset: str = field(
@@ -173,7 +173,7 @@ class ProtocolArguments(ImageRecipeArguments):
 
 
 @dataclass
-class TextArguments(CheckedArguments):
+class TextArguments(CheckedArguments, JobOutputArguments):
     """The text job's model, corpus and transfer tasks (its training: `InSubTrainingArguments`, from
     `TRAINING_DEFAULTS`; output_dir holds the checkpoints and results)."""
 
@@ -208,7 +208,6 @@ class TextArguments(CheckedArguments):
     task_path: str | None = field(default=None, metadata={"help": "A local copy of the (single) Hub task."})
     transfer_sentences: int = checked(3000, "TWEETS: class-balanced sentences used.", low=3, integer=True)
     folds: int = checked(10, "Cross-validation folds of the cv tasks.", low=2, integer=True)
-    overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
 
 
 def text_config(args: TextArguments, encoder_config, num_heads: int, diversity_weight: float) -> InSubConfig:
@@ -220,7 +219,7 @@ def text_config(args: TextArguments, encoder_config, num_heads: int, diversity_w
 
 
 @dataclass
-class GenomicsArguments(CheckedArguments):
+class GenomicsArguments(CheckedArguments, JobOutputArguments):
     """The genomics job's model and data (its pretraining: `InSubTrainingArguments`, from `TRAINING_DEFAULTS`;
     output_dir holds the checkpoints and results; fine-tuning takes its batch and learning rate)."""
 
@@ -244,7 +243,6 @@ class GenomicsArguments(CheckedArguments):
         high_inclusive=False,
     )
     finetune_epochs: float = checked(3, "Fine-tuning epochs (encoder + linear classifier).", low=0, low_inclusive=False)
-    overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
 
 
 def genomics_config(args: GenomicsArguments, num_heads: int, diversity_weight: float) -> InSubConfig:

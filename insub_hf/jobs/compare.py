@@ -9,7 +9,7 @@ then a linear probe on the frozen encoder."""
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..data import IMAGE_DATASET_PRESETS
@@ -19,7 +19,7 @@ from ..evaluation.probes import ProbeArguments
 from ..evaluation.report import paired_differences
 from ..evaluation.results import ComparisonRow
 from ..cards import HubCard, card_from_results
-from .arguments import OVERWRITE_HELP, ProtocolArguments, training_arguments
+from .arguments import ProtocolArguments, job_seeds, training_arguments
 from .comparison import RunCache, convergence_warnings, evaluate_cell, load_protocol_data
 from .experiment import Experiment
 from .methods import METHODS, method_members
@@ -44,15 +44,9 @@ class ComparisonArguments(ProtocolArguments):
         "BatchEnsemble's members (full table: 3 5 10).", low=2,
         integer=True,
     )
-    seeds: list[int] = checked(
-        default_factory=lambda: [0],
-        help="Pretraining seeds (each cell trains with its own; the Trainer's --seed is not read); several give mean "
-        "+- std and per-seed differences to the baseline.", low=0,
-        integer=True,
-    )
-    overwrite_output_dir: bool = field(
-        default=False,
-        metadata={"help": OVERWRITE_HELP + " Finished runs in the cache are still reused (keyed by their settings)."},
+    seeds: list[int] | None = checked(
+        None, "Pretraining seeds, each cell trains with its own (default: the Trainer's --seed); several give mean "
+        "+- std and per-seed differences to the baseline.", low=0, integer=True, optional=True,
     )
 
     def __post_init__(self) -> None:
@@ -93,6 +87,7 @@ def run_comparison(
     from ..evaluation.report import markdown_report
 
     training_args = training_args or training_arguments(TRAINING_DEFAULTS)
+    args.seeds = job_seeds(args.seeds, training_args)
     check_comparison(args, training_args)
     probe_args, harness_args = probe_args or ProbeArguments(), harness_args or HarnessArguments()
     # checks the token and the output folder before any training

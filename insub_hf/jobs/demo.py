@@ -5,7 +5,7 @@ most and least certain test images."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from ..collapse_monitor import CollapseMonitorCallback
 from ..configuration_insub import InSubConfig
@@ -22,7 +22,7 @@ from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEv
 from ..evaluation.ood_sets import load_mnist_images, noise_ood_sets
 from ..evaluation.probes import ProbeArguments
 from ..objectives import OBJECTIVES
-from .arguments import IMAGE_OBJECTIVES, OVERWRITE_HELP, ImageRecipeArguments, training_arguments
+from .arguments import IMAGE_OBJECTIVES, ImageRecipeArguments, JobOutputArguments, training_arguments
 from .callbacks import KNNReportCallback
 from .experiment import Experiment, Variant, record_uncertainty_direction
 from ..recipes import IMAGE
@@ -35,7 +35,7 @@ TRAINING_DEFAULTS = IMAGE.training_arguments(output_dir="runs/demo", num_train_e
 
 
 @dataclass
-class DemoArguments(ImageRecipeArguments):
+class DemoArguments(ImageRecipeArguments, JobOutputArguments):
     """The demo's model and data (its training: `InSubTrainingArguments`, from `TRAINING_DEFAULTS`; output_dir holds
     the checkpoints, results and plots)."""
 
@@ -49,8 +49,6 @@ class DemoArguments(ImageRecipeArguments):
     knn_k: int = checked(20, "Neighbours of the per-epoch k-NN accuracy.", low=1, integer=True)
     num_local_crops: int = checked(4, "DINO: local crops per image (12x12 for 28x28).", low=0, integer=True)
     dino_out_dim: int = checked(256, "DINO: output size K of each head's last layer.", low=1, integer=True)
-    resume: bool = field(default=False, metadata={"help": "Continue from the last checkpoint in output_dir."})
-    overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
 
     def __post_init__(self) -> None:
         modality = OBJECTIVES[self.objective].modality if self.objective in OBJECTIVES else "image"
@@ -111,7 +109,7 @@ def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None =
 
     training_args = training_args or training_arguments(TRAINING_DEFAULTS)
     experiment = Experiment(  # refuses an output_dir holding a finished run before any work
-        training_args, asdict(args), TRAINING_DEFAULTS, overwrite=args.overwrite_output_dir, resume=args.resume,
+        training_args, asdict(args), TRAINING_DEFAULTS, overwrite=args.overwrite_output_dir,
     )
     seed = training_args.seed
     source = resolve_fashion_mnist_source(args.data_source)

@@ -53,13 +53,15 @@ class Experiment:
         training_defaults: the job's training defaults (its recipe's), against which changes are recorded and key
             the run cache (`training_changes`).
         overwrite: replace what a finished run left in `output_dir` (`--overwrite_output_dir`).
-        resume: continue every variant from its last checkpoint (`--resume`).
+        The Trainer's `--resume_from_checkpoint true` continues every variant from its last complete checkpoint
+        (`resume_requested`).
         output_dir: the experiment's folder, if not `training_args.output_dir`. One that holds a finished run (results
-            or trained models) is refused here, before any work, unless `overwrite` or `resume`.
+            or trained models) is refused here, before any work, unless `overwrite` or resuming.
     """
 
     def __init__(self, training_args: InSubTrainingArguments, arguments: dict, training_defaults: dict,
-                 overwrite: bool = False, resume: bool = False, output_dir: str | Path | None = None):
+                 overwrite: bool = False, output_dir: str | Path | None = None):
+        resume = resume_requested(training_args)
         self.output_dir = Path(output_dir or training_args.output_dir)
         check_output_dir(self.output_dir, overwrite or resume)
         self.training_defaults, self.resume = training_defaults, resume
@@ -83,15 +85,12 @@ class Experiment:
     ) -> PretrainingResult:
         """Pretrains `variant` on two-view rows (or on plain images with `batch_views`, see `pretrain`), saving
         `processor` (the data's image processor or tokenizer) with its checkpoints and model; with `cached`, a
-        finished run of the same name is loaded instead (its model and `record.json`: cost and log; a model folder
-        cached before processors were saved gains the processor)."""
+        finished run of the same name is loaded instead (its model and `record.json`: cost and log)."""
         run_dir = self.output_dir / variant.name
         record_path = run_dir / "record.json"
         if cached and record_path.exists() and (run_dir / "model" / "config.json").exists():
             record = json.loads(record_path.read_text())
             model = InSubForPreTraining.from_pretrained(run_dir / "model")
-            if processor is not None and not (run_dir / "model" / "preprocessor_config.json").exists():
-                processor.save_pretrained(run_dir / "model")
             model = model.to("cuda" if torch.cuda.is_available() else "cpu")
             return PretrainingResult(model, record.get("log_history", []), record["cost"])
         result = pretrain(
@@ -163,9 +162,24 @@ def short_hash(spec: dict) -> str:
     return hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-# The arguments a run was started with (what `--resume` compares with), and those a resumed run may change
+# The arguments a run was started with (what a resumed run is compared with), and those a resumed run may change
 RUN_ARGUMENTS = "run_arguments.json"
-FREE_ON_RESUME = frozenset({"resume", "overwrite_output_dir", *UNTRAINED_FIELDS})
+FREE_ON_RESUME = frozenset({"overwrite_output_dir", *UNTRAINED_FIELDS})
+
+
+def resume_requested(training_args: InSubTrainingArguments) -> bool:
+    """`--resume_from_checkpoint`: true (or `last`) continues every run of a job from that run's last complete
+    checkpoint; unset starts them. A job trains several runs, each in its own folder, so one checkpoint folder is
+    refused, naming the allowed values."""
+    value = training_args.resume_from_checkpoint
+    if value in (None, "", False):
+        return False
+    if str(value).lower() in ("true", "last"):
+        return True
+    raise ValueError(
+        f"InSubTrainingArguments.resume_from_checkpoint={value!r}: a job continues each of its runs from that run's "
+        "last complete checkpoint in output_dir; pass true (or last), or leave it unset."
+    )
 
 
 def check_resumed_arguments(path: Path, now: dict) -> None:
@@ -181,7 +195,7 @@ def check_resumed_arguments(path: Path, now: dict) -> None:
     ]
     if changed:
         raise ValueError(
-            f"--resume: {path.parent} holds a run started with other settings ({'; '.join(changed)}); resume it with "
+            f"--resume_from_checkpoint: {path.parent} holds a run started with other settings ({'; '.join(changed)}); resume it with "
             "the same settings, or start a new run in another output_dir (or with --overwrite_output_dir)."
         )
 
@@ -203,7 +217,7 @@ def check_output_dir(output_dir: str | Path, replace: bool = False) -> None:
     if finished:
         raise FileExistsError(
             f"output_dir={str(output_dir)!r} holds a finished run ({', '.join(finished[:3])}); pass "
-            "--overwrite_output_dir to replace it, --resume (where the job has it) to continue it, or choose another "
+            "--overwrite_output_dir to replace it, --resume_from_checkpoint true to continue it, or choose another "
             "output_dir."
         )
     existing = output_dir.absolute()

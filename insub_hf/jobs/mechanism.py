@@ -10,7 +10,7 @@ and the hinge has work to do; where it stays above alpha, the hinge is idle at t
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +24,7 @@ from ..data.dna_views import one_hot_dna
 from ..evaluation.cost import device_description
 from ..objectives import OBJECTIVES
 from .arguments import (
-    OVERWRITE_HELP, GenomicsArguments, ProtocolArguments, TextArguments, genomics_config, recorded_training,
+    GenomicsArguments, JobOutputArguments, ProtocolArguments, TextArguments, genomics_config, recorded_training,
     text_config, training_arguments, training_changes, with_training_defaults,
 )
 from .comparison import load_protocol_data
@@ -43,7 +43,7 @@ TRAINING_DEFAULTS = IMAGE.training_arguments(
 
 
 @dataclass
-class MechanismArguments(CheckedArguments):
+class MechanismArguments(CheckedArguments, JobOutputArguments):
     """Which objectives and how many heads (the runs' training: `InSubTrainingArguments`, from `TRAINING_DEFAULTS`;
     output_dir holds the runs, tables and the plot)."""
 
@@ -58,9 +58,6 @@ class MechanismArguments(CheckedArguments):
     )
     max_sentences: int | None = checked(
         2000, "SCD: corpus sentences used.", low=1, integer=True, optional=True
-    )
-    overwrite_output_dir: bool = field(
-        default=False, metadata={"help": OVERWRITE_HELP + " Finished runs are still reused (keyed by their settings)."}
     )
 
 

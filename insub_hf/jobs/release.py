@@ -42,6 +42,7 @@ from ..evaluation.ood_detector import (
     calibration_noise,
 )
 from ..hub import final_push_target, save_for_hub, upload_hub_folder
+from ..training_args import TRAINER_FIELDS
 from ..validation import checked
 from ..evaluation.text_ood_sets import shuffled_words
 from ..sentence_transformer_module import UNCERTAINTY_READINGS
@@ -261,8 +262,7 @@ RECIPES = {
 ARGUMENT_GROUPS = (ReleaseArguments,)  # each recipe adds its job's groups (`select`)
 
 # Flags that say where a release goes or who pushes it, not what it is: left out of the command its card names
-NOT_REPRODUCING = {"output_dir", "model_cards", "hub_token", "hub_model_id", "push_to_hub", "hub_private_repo",
-                   "overwrite_output_dir", "resume", "token", "repo_id", "private"}
+NOT_REPRODUCING = {*TRAINER_FIELDS["place"], "model_cards", "overwrite_output_dir", "token", "repo_id", "private"}
 
 
 def reproducing(argv: list[str]) -> list[str]:

@@ -36,7 +36,7 @@ from ..evaluation.metrics.ood import ood_auroc
 from ..evaluation.senteval import fit_classifier
 from ..evaluation.text_ood_sets import NEAR_DOMAIN, shuffled_words, text_ood_sets
 from ..modeling_insub import InSubModel
-from .arguments import OVERWRITE_HELP, training_arguments
+from .arguments import JobOutputArguments, job_seeds, training_arguments
 from .experiment import Experiment, Variant
 from ..recipes import TEXT
 from ..sentence_embeddings import InSubSentenceEncoder
@@ -52,8 +52,8 @@ CANDIDATES = {
     "scd_lr3e-6": ({"freeze_encoder": False}, {"learning_rate": 3e-6}),  # lightly tuned: a tenth of the rate
     "scd_frozen": ({"freeze_encoder": True}, {"learning_rate": 1e-3}),  # the base's representation; heads only
 }
-# what the text release ships (`insub-hf release text --uncertainty`): `choose` picked scd_frozen (now the text
-# recipe) and the k-NN distance from this job's run at commit c081c75 (docs/text_candidates.md)
+# what the text release ships (`insub-hf release text --uncertainty`): the reading `choose` picked on validation data,
+# with scd_frozen as the text recipe (docs/text_candidates.md)
 RELEASE_READING = "knn"
 BASE = "base"  # the base model as it is (no InSub heads: its readings are length and k-NN only)
 READINGS = ("spread", "spread_by_length", "knn", "length")
@@ -61,7 +61,7 @@ SPLITS = ("validation", "test")
 
 
 @dataclass
-class TextCandidatesArguments(CheckedArguments):
+class TextCandidatesArguments(CheckedArguments, JobOutputArguments):
     """The candidates, seeds and measurements (training: `InSubTrainingArguments`, from `TRAINING_DEFAULTS`)."""
 
     _argument_group_name = 'candidates and data'
@@ -71,7 +71,8 @@ class TextCandidatesArguments(CheckedArguments):
     )
     candidates: list[str] = checked(default_factory=lambda: list(CANDIDATES), help="Which candidates to train.",
                                     choices=list(CANDIDATES))
-    seeds: list[int] = checked(default_factory=lambda: [0, 1], help="Seeds of each candidate.", low=0, integer=True)
+    seeds: list[int] | None = checked(None, "Seeds of each candidate (default: the Trainer's --seed and the next).",
+                                      low=0, integer=True, optional=True)
     max_length: int = checked(32, "Tokens per pretraining sentence.", low=2, integer=True)
     transfer_train: int = checked(3000, "Transfer tweets the classifier is trained on.", low=10, integer=True)
     split_size: int = checked(1500, "Tweets of each of validation and test.", low=10, integer=True)
@@ -80,7 +81,6 @@ class TextCandidatesArguments(CheckedArguments):
     bank_size: int = checked(4000, "Pretraining tweets the k-NN reading searches (the bundled corpus has 4,000).",
                              low=1, integer=True)
     length_buckets: int = checked(5, "Token-count buckets of the length-standardised spread.", low=1, integer=True)
-    overwrite_output_dir: bool = field(default=False, metadata={"help": OVERWRITE_HELP})
 
 
 @dataclass
@@ -265,6 +265,7 @@ def run_text_candidates(args: TextCandidatesArguments, training_args: InSubTrain
     """Trains every candidate at every seed, measures them and the base model (validation, then test), writes
     results.json (numbers and the validation-only choice) and candidates.md (the table); returns the results."""
     training_args = training_args or training_arguments(TRAINING_DEFAULTS)
+    args.seeds = job_seeds(args.seeds, training_args, count=2)
     path = encoder_path(args.encoder)
     experiment = Experiment(training_args, asdict(args), TRAINING_DEFAULTS, overwrite=args.overwrite_output_dir)
     tokenizer = base_tokenizer(path)

@@ -129,21 +129,25 @@ def test_resume_refuses_other_settings_naming_them_and_changes_nothing(tmp_path)
     from insub_hf.recipes import IMAGE
 
     defaults = IMAGE.training_arguments(output_dir=str(tmp_path))
-    started = {"temperature": 0.2, "resume": False}
+    started = {"temperature": 0.2}
     Experiment(training_arguments(defaults), started, defaults)
     (tmp_path / "baseline").mkdir()
     (tmp_path / "baseline" / "checkpoint-5").mkdir()  # a run under way
     before = snapshot(tmp_path)
     with pytest.raises(ValueError) as error:
-        Experiment(training_arguments(defaults, seed=1, lr_scheduler_type="linear"),
-                   {**started, "temperature": 0.5, "resume": True}, defaults, resume=True)
+        Experiment(training_arguments(defaults, seed=1, lr_scheduler_type="linear", resume_from_checkpoint="true"),
+                   {**started, "temperature": 0.5}, defaults)
     message = str(error.value)
     assert "holds a run started with other settings (lr_scheduler_type: None -> 'linear'; seed: 0 -> 1; " \
            "temperature: 0.2 -> 0.5)" in message
     assert snapshot(tmp_path) == before
-    # what does not change the run (resume itself, loader workers, logging) may differ
-    Experiment(training_arguments(defaults, dataloader_num_workers=2, logging_steps=50), {**started, "resume": True},
-               defaults, resume=True)
+    # what does not change the run (resuming itself, loader workers, logging) may differ
+    Experiment(training_arguments(defaults, dataloader_num_workers=2, logging_steps=50, resume_from_checkpoint="last"),
+               started, defaults)
+    # a job trains several runs: one checkpoint folder is not a value it takes
+    with pytest.raises(ValueError, match=r"resume_from_checkpoint='.*checkpoint-5': a job continues each of its runs"):
+        Experiment(training_arguments(defaults, resume_from_checkpoint=str(tmp_path / "baseline" / "checkpoint-5")),
+                   started, defaults)
 
 
 @pytest.mark.parametrize("objective, command", [("scd", "insub-hf text"), ("genomenet", "insub-hf genomics")])
@@ -153,3 +157,14 @@ def test_the_demo_refuses_another_modality_and_names_its_command(objective, comm
     with pytest.raises(ValueError, match=rf"DemoArguments.objective='{objective}' trains on .*Run `{command}` instead"):
         DemoArguments(objective=objective)
     assert DemoArguments(objective="byol").objective == "byol"
+
+
+def test_a_jobs_seeds_default_to_the_trainers_seed():
+    from insub_hf.jobs.arguments import job_seeds, training_arguments
+    from insub_hf.jobs.compare import ComparisonArguments
+    from insub_hf.recipes import IMAGE
+
+    args = training_arguments(IMAGE.training_arguments(output_dir="unused"), seed=7)
+    assert ComparisonArguments().seeds is None  # so --seed is what a comparison reads when --seeds is not given
+    assert job_seeds(None, args) == [7] and job_seeds(None, args, count=2) == [7, 8]
+    assert job_seeds([0, 3], args) == [0, 3]
