@@ -144,6 +144,8 @@ def write_sentence_transformer_files(folder: str | Path, model, tokenizer, uncer
         for entry in modules[1:]:
             shutil.copytree(Path(tmp) / entry["path"], folder / entry["path"], dirs_exist_ok=True)
     shutil.copyfile(source, folder / source.name)
+    readings = source.with_name("text_uncertainty.py")  # what the module imports beside it
+    shutil.copyfile(readings, folder / readings.name)
 
 
 def save_for_hub(

@@ -1,13 +1,13 @@
 """A sentence-transformers module serving an InSub text model: `SentenceTransformer(folder, trust_remote_code=True)`
 embeds with `encode(...)` and gives each sentence's uncertainty with `encode(..., output_value="uncertainty")`.
 
-This file is copied into the saved folder and loaded from there, so it imports only torch, transformers and
-sentence-transformers (the InSub model itself loads through its remote code beside it). Save a folder with
-`insub_hf.InSubSentenceEncoder.save_sentence_transformer`.
+This file and `text_uncertainty.py` are copied into the saved folder and loaded from there, so they import only torch,
+transformers and sentence-transformers (the InSub model itself loads through its remote code beside them). Save a
+folder with `insub_hf.InSubSentenceEncoder.save_sentence_transformer`.
 
 A folder may end with `InSubUncertainty`, which replaces the heads' spread by the uncertainty chosen for the model on
-validation data (`UNCERTAINTY_READINGS`); the functions below are the one implementation of each reading, used by the
-module and by the job that chose it (`insub-hf text-candidates`).
+validation data (`text_uncertainty.UNCERTAINTY_READINGS`, the one implementation of each reading, which the job that
+chose it uses too: `insub-hf text-candidates`).
 """
 
 from __future__ import annotations
@@ -17,47 +17,7 @@ import torch.nn.functional as F
 from sentence_transformers.base.modules import InputModule, Module
 from transformers import AutoModel, AutoTokenizer
 
-# how a text model's `uncertainty` is read: the heads' spread as the model gives it, that spread standardised per
-# sentence-length bucket, or the cosine distance to the k-th nearest training sentence
-UNCERTAINTY_READINGS = ("spread", "spread_by_length", "knn")
-
-
-def knn_distance(embeddings: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Tensor:
-    """`(N,)` cosine distance of each row of `embeddings (N, d)` to its k-th nearest row of `bank (n, d)` (both
-    L2-normalised; a query that is itself in the bank has distance 0 to its first neighbour)."""
-    similarity = embeddings.float() @ bank.float().T  # (N, n)
-    return 1 - similarity.topk(min(k, bank.shape[0]), dim=1).values[:, -1]
-
-
-def length_buckets(lengths: torch.Tensor, buckets: int) -> torch.Tensor:
-    """`(buckets - 1,)` inner edges: quantiles of the token counts `lengths (N,)` (repeated edges dropped)."""
-    quantiles = torch.linspace(0, 1, buckets + 1)[1:-1]
-    return torch.unique(torch.quantile(lengths.double(), quantiles.double())).float()
-
-
-def fit_length_standardisation(spread: torch.Tensor, lengths: torch.Tensor, buckets: int = 5) -> dict:
-    """On in-distribution sentences: per length bucket, the mean and standard deviation of `spread (N,)`, so that
-    `length_standardised` reads what the spread says beyond the sentence's length. Returns the module's settings
-    `length_edges`, `length_mean`, `length_std` (lists)."""
-    edges = length_buckets(lengths, buckets)
-    index = torch.bucketize(lengths.float(), edges, right=True)
-    means, stds = [], []
-    for b in range(len(edges) + 1):
-        part = spread[index == b].double()
-        means.append(float(part.mean()) if len(part) else float(spread.mean()))
-        stds.append(float(part.std()) if len(part) > 1 and float(part.std()) > 0 else float(spread.std()))
-    return {"length_edges": edges.tolist(), "length_mean": means, "length_std": stds}
-
-
-def length_standardised(spread: torch.Tensor, lengths: torch.Tensor, length_edges, length_mean,
-                        length_std) -> torch.Tensor:
-    """`(N,)`: `spread (N,)` minus its bucket's mean, over its bucket's standard deviation (buckets of `lengths (N,)`,
-    the token counts, as `fit_length_standardisation` fitted them)."""
-    index = torch.bucketize(lengths.float(), torch.as_tensor(length_edges, dtype=torch.float32), right=True)
-    mean = torch.as_tensor(length_mean, dtype=spread.dtype, device=spread.device)[index.to(spread.device)]
-    std = torch.as_tensor(length_std, dtype=spread.dtype, device=spread.device)[index.to(spread.device)]
-    return (spread - mean) / std
-
+from .text_uncertainty import UNCERTAINTY_READINGS, knn_distance, length_standardised
 
 class InSubSentenceTransformer(InputModule):
     """Tokeniser and InSub text model as one sentence-transformers input module.

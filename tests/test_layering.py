@@ -21,7 +21,7 @@ from insub_hf.remote_code import relative_imports
 PACKAGE = Path(__file__).resolve().parents[1] / "insub_hf"
 
 LAYERS = [  # (rank, module prefixes)
-    (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "memory_format", "image_range",
+    (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "memory_format", "image_range", "text_uncertainty",
          "step_checks", "recipes", "heads", "losses", "encoders", "data", "image_processing_insub",
          "image_processing_pil_insub"]),
     (1, ["objectives"]),
@@ -148,3 +148,10 @@ def test_the_remote_code_copy_holds_model_code_only():
     for module in required:
         assert rank(module.split(".", 1)[1]) <= rank("modeling_insub"), module
         assert "TrainerCallback" not in flat_source(module), module
+
+
+def test_the_image_release_needs_no_sentence_transformers():
+    # `insub-hf release image` runs without the st extra: the text readings it names import torch alone
+    code = "import sys, insub_hf.jobs.release; print('sentence_transformers' in sys.modules)"
+    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert printed.split() == ["False"]

@@ -45,7 +45,7 @@ from ..hub import final_push_target, save_for_hub, upload_hub_folder
 from ..training_args import TRAINER_FIELDS
 from ..validation import checked
 from ..evaluation.text_ood_sets import shuffled_words
-from ..sentence_transformer_module import UNCERTAINTY_READINGS
+from ..text_uncertainty import UNCERTAINTY_READINGS
 from . import compare, genomics, text, text_candidates
 
 # Training inputs the shipped detector keeps as its bank (the Hub folder stays small; k-NN distances barely move)
@@ -244,7 +244,8 @@ def release_dna(command: str, release, args, training_args) -> Path:
     return publish(release, model.insub, card, out, push)
 
 
-RECIPES = {
+# Each release by the recipe it is made with: its job, its name, how it runs and its defaults
+RELEASES = {
     "image": SimpleNamespace(
         job=compare, name="insub-resnet10-fashion-mnist", run=release_image,
         defaults=dict(methods=["baseline", "insub"], output_dir="runs/release/image"),
@@ -284,10 +285,10 @@ def select(command: str, argv: list[str]):
     if argv and argv[0] in ("-h", "--help"):  # the release's own flags; each recipe's --help lists the rest
         return SimpleNamespace(ARGUMENT_GROUPS=ARGUMENT_GROUPS, TRAINING_DEFAULTS=None, run=None), \
             f"{command} RECIPE", argv
-    if not argv or argv[0] not in RECIPES:
-        raise ValueError(f"RECIPE must be one of {sorted(RECIPES)} (e.g. `insub-hf {command} image --help`); got "
+    if not argv or argv[0] not in RELEASES:
+        raise ValueError(f"RECIPE must be one of {sorted(RELEASES)} (e.g. `insub-hf {command} image --help`); got "
                          f"{argv[0] if argv else 'none'!r}.")
-    recipe, rest = RECIPES[argv[0]], argv[1:]
+    recipe, rest = RELEASES[argv[0]], argv[1:]
     line = " ".join(["insub-hf", command, argv[0], *reproducing(rest)])
 
     def run(release: ReleaseArguments, *groups):

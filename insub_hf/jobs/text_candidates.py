@@ -40,7 +40,7 @@ from .arguments import JobOutputArguments, job_seeds, training_arguments
 from .experiment import Experiment, Variant
 from ..recipes import TEXT
 from ..sentence_embeddings import InSubSentenceEncoder
-from ..sentence_transformer_module import fit_length_standardisation, knn_distance, length_standardised
+from ..text_uncertainty import fit_length_standardisation, knn_distance, length_standardised
 from ..trainer import InSubTrainingArguments
 from ..validation import CheckedArguments, checked
 
