@@ -144,6 +144,7 @@ class InSubConfig(PretrainedConfig):
         pooling: how a token sequence becomes one vector for text encoders: `"cls"` or `"mean"` (masked).
         num_heads: M, the number of independent projection heads (1 = the single-head baseline).
         head_hidden_sizes: hidden widths of each head MLP; `[]` makes each head one Linear layer.
+        (M, alpha, lambda and the heads default to the image recipe, `recipes.IMAGE`, the one place that states them.)
         head_output_size: q, the embedding size of each head.
         head_norm: `"batchnorm"` (per-head BatchNorm after each hidden Linear) or `"none"`.
         diversity_alpha: alpha, the minimum per-dimension spread the hinge asks for.
@@ -180,12 +181,12 @@ class InSubConfig(PretrainedConfig):
     timm_model_name: str | None = None
     timm_kwargs: dict | None = None
     pooling: str = "cls"
-    num_heads: int = 5
+    num_heads: int = IMAGE.num_heads
     head_hidden_sizes: list[int] | None = None
-    head_output_size: int = 128
+    head_output_size: int = IMAGE.head_output_size
     head_norm: str = "batchnorm"
-    diversity_alpha: float = 0.08
-    diversity_weight: float = 1.0
+    diversity_alpha: float = IMAGE.diversity_alpha
+    diversity_weight: float = IMAGE.diversity_weight
     diversity_eps: float = 1e-4
     diversity_reduction: str = "mean"
     objective: str | None = None
@@ -219,8 +220,8 @@ class InSubConfig(PretrainedConfig):
             )
         if self.encoder_config is None and self.timm_model_name is None:
             self.encoder_config = dict(DEFAULT_ENCODER)
-        if self.head_hidden_sizes is None:
-            self.head_hidden_sizes = [2048]
+        if self.head_hidden_sizes is None:  # the image recipe's, as every other default
+            self.head_hidden_sizes = list(IMAGE.head_hidden_sizes)
         if not isinstance(self.head_hidden_sizes, (list, tuple)):
             raise ValueError(
                 "InSubConfig.head_hidden_sizes must be a list of hidden widths (e.g. [2048]; [] for one Linear layer), "

@@ -5,13 +5,13 @@ from insub_hf import GenomicEncoderConfig, InSubConfig
 from insub_hf.objectives import SimCLRConfig
 
 
-def test_defaults_follow_the_authors_code():
+def test_defaults_are_the_image_recipe_on_the_authors_objective():
     config = InSubConfig()
     assert isinstance(config.encoder_config, ViTConfig)
     assert (config.encoder_config.image_size, config.encoder_config.patch_size) == (32, 4)
-    assert config.head_hidden_sizes == [2048] and config.head_output_size == 128
-    # lambda1 = 1 on a hinge summed over batch, views and dims / 2B (their code; the paper's text says 1.5)
-    assert (config.diversity_eps, config.diversity_alpha, config.diversity_weight) == (1e-4, 0.08, 1.0)
+    assert config.head_hidden_sizes == [512] and config.head_output_size == 128  # recipes.IMAGE (the authors: 2048)
+    # the hinge summed over batch, views and dims / 2B (their code) at the recipe's lambda 0.3 (their lambda1: 1)
+    assert (config.diversity_eps, config.diversity_alpha, config.diversity_weight) == (1e-4, 0.08, 0.3)
     assert config.objective_options == SimCLRConfig(temperature=0.5, base_temperature=0.07, normalize_mean=False)
     assert config.head_norm == "batchnorm" and config.objective == "simclr"
 
@@ -68,3 +68,14 @@ def test_bad_values_name_the_field_and_what_is_allowed(kwargs, message):
 def test_genomic_config_validates():
     with pytest.raises(ValueError, match=r"GenomicEncoderConfig.stride must be an integer >= 1, got 0"):
         GenomicEncoderConfig(stride=0)
+
+
+def test_a_saved_config_states_its_heads_and_hinge_so_a_new_default_changes_no_saved_model(tmp_path):
+    import json
+
+    InSubConfig().save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert {k: saved[k] for k in ("num_heads", "head_hidden_sizes", "head_output_size", "diversity_alpha",
+                                  "diversity_weight")} == {"num_heads": 5, "head_hidden_sizes": [512],
+                                                           "head_output_size": 128, "diversity_alpha": 0.08,
+                                                           "diversity_weight": 0.3}

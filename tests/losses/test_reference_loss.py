@@ -62,11 +62,19 @@ def tiny_model(**overrides) -> InSubForPreTraining:
     return InSubForPreTraining(config).double()
 
 
-def test_the_default_config_is_the_authors_objective():
+def test_the_default_config_is_the_image_recipe_on_the_authors_objective():
+    from insub_hf.recipes import IMAGE
+
     config = InSubConfig()
+    # the authors' SimCLR loss and hinge form (the loss and gradient tests below check them against their code)
     assert config.objective_config == {"temperature": 0.5, "base_temperature": 0.07, "normalize_mean": False}
-    assert config.diversity_reduction == "mean"
-    assert (config.diversity_alpha, config.diversity_weight, config.diversity_eps) == (0.08, 1.0, 1e-4)
+    assert config.diversity_reduction == "mean" and config.diversity_eps == 1e-4
+    # M, alpha, lambda and the heads: the image recipe, the one place that states them (the authors' lambda 1.0 and
+    # 2048-wide heads are a config away: diversity_weight=1.0, head_hidden_sizes=[2048])
+    assert (config.num_heads, config.diversity_alpha, config.diversity_weight) == (5, 0.08, 0.3) == (
+        IMAGE.num_heads, IMAGE.diversity_alpha, IMAGE.diversity_weight)
+    assert config.head_hidden_sizes == [512] == list(IMAGE.head_hidden_sizes) and config.head_output_size == 128
+    assert InSubConfig.for_images().to_diff_dict() == {**config.to_diff_dict()}
 
 
 @pytest.mark.parametrize("temperature,alpha,weight", [(0.5, 0.4, 1.0), (0.2, 0.3, 2.5)])
@@ -104,7 +112,7 @@ def test_the_reference_loss_matches_on_random_head_outputs():
     # the loss pieces alone, on random head outputs (B=5, M=3, q=7), with gradients to them
     torch.manual_seed(1)
     raw = torch.randn(2, 5, 3, 7, dtype=torch.double, requires_grad=True)  # (views, B, M, q) before normalising
-    config = InSubConfig(objective_config={"temperature": 0.5}, diversity_alpha=0.5)
+    config = InSubConfig(objective_config={"temperature": 0.5}, diversity_alpha=0.5, diversity_weight=1.0)  # lamda1
     z = F.normalize(raw, dim=-1)
     options = config.objective_options
     ours = options.loss_scale * nt_xent_loss(z[0].mean(1), z[1].mean(1), 0.5, normalize=options.normalize_mean)
