@@ -10,9 +10,9 @@ import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .checksums import weights_fingerprint
 from .data import IMAGE_DATASET_PRESETS
 from .evaluation.cost import device_description
+from .evaluation.ood_detector import encoder_and_heads_fingerprint
 from .evaluation.results import ComparisonRow, MethodResults
 from .model_card import HubCard, genomics_eval_results, harness_eval_results, senteval_eval_results
 from .training_args import HYPERPARAMETERS
@@ -119,14 +119,14 @@ def _hyperparameters(results: dict, seed: int | None = None) -> dict | None:
 
 def check_row_is_the_models(model, fingerprints: list[str], modality: str | None, row: str | None, path) -> None:
     """Refuses to put a results row on `model`'s card unless the row measured exactly this model: its modality and
-    its weights (`weights_fingerprint` of the encoder and heads), naming both sides."""
+    its weights (`encoder_and_heads_fingerprint`), naming both sides."""
     own_modality = model.config.modality
     if modality is not None and modality != own_modality:
         raise ValueError(
             f"HubCommandArguments.row={row!r} of {path} measured a model of modality {modality!r}; "
             f"HubCommandArguments.model_dir holds one of modality {own_modality!r}. Choose the results of this model."
         )
-    own = weights_fingerprint(getattr(model, "insub", model))
+    own = encoder_and_heads_fingerprint(model)
     if fingerprints != [own]:
         measured = (f"the weights {', '.join(f[:12] for f in fingerprints)}" if fingerprints else
                     "weights it does not record (a row that names no model)")

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import torch
 
-from ..checksums import weights_fingerprint
 from ..image_processing_insub import normalize_images
 from ..image_range import check_processor_fields, check_unit_images
 from ..validation import CheckedArguments, checked
@@ -19,7 +18,7 @@ from . import metrics
 from .corruptions import CORRUPTIONS, SEVERITIES, centre_crop, corrupt
 from .features import FeatureSet, extract_features
 from .knn import knn_accuracy
-from .ood_detector import DEFAULT_K, InSubOODDetector, calibration_noise
+from .ood_detector import DEFAULT_K, InSubOODDetector, calibration_noise, encoder_and_heads_fingerprint
 from .ood_sets import check_same_geometry
 from .probes import (
     ProbeArguments,
@@ -261,7 +260,7 @@ class MethodEvaluator:
             selective={"aurc": metrics.aurc(confidence, correct), "augrc": metrics.augrc(confidence, correct)},
             knn_accuracy=self._knn_accuracy(representations),
             head_spread_calibration=self.head_spread_calibration if self.has_heads else [],
-            fingerprints=[weights_fingerprint(getattr(m, "insub", m)) for m in self.models],
+            fingerprints=[encoder_and_heads_fingerprint(m) for m in self.models],
             modality=self.models[0].config.modality,
         )
         bins = metrics.reliability_bins(test_probs.mean(dim=1), data.test_labels)

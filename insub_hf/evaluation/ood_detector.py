@@ -140,7 +140,7 @@ class InSubOODDetector:
         the head spread's direction on them (`calibrate_head_spread`)."""
         features = extract_features(model, train_inputs, batch_size, keep_heads=True)
         detector = cls(features.representations.mean(dim=1), features.head_embeddings, k, backend, features.head_sigma,
-                       model_fingerprint=_fingerprint(model))
+                       model_fingerprint=encoder_and_heads_fingerprint(model))
         if calibration_inputs is not None:
             detector.calibrate_head_spread(extract_features(model, calibration_inputs, batch_size).head_sigma)
         return detector
@@ -202,7 +202,7 @@ class InSubOODDetector:
     def score(self, model, inputs, batch_size: int = 256) -> dict[str, torch.Tensor]:
         """Scores of `inputs` (as for `fit`) under `model`, which must be the one the detector was fitted with."""
         if self.model_fingerprint is not None:
-            found = _fingerprint(model)
+            found = encoder_and_heads_fingerprint(model)
             if found != self.model_fingerprint:
                 raise ValueError(
                     f"InSubOODDetector: this detector was fitted on another model (weights fingerprint "
@@ -291,8 +291,9 @@ def _resolve(name_or_path: str | Path, filename: str, hub: dict) -> Path:
             from None
 
 
-def _fingerprint(model) -> str:
-    """`weights_fingerprint` of the encoder and heads (`InSubModel`, or the one inside `InSubForPreTraining`)."""
+def encoder_and_heads_fingerprint(model) -> str:
+    """`weights_fingerprint` of the encoder and heads (`InSubModel`, or the one inside `InSubForPreTraining`): which
+    trained model a detector's bank, a results row or a card's numbers belong to."""
     return weights_fingerprint(getattr(model, "insub", model))
 
 

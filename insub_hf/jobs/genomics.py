@@ -9,12 +9,12 @@ from pathlib import Path
 import torch
 from datasets import ClassLabel
 
-from ..checksums import weights_fingerprint
 from ..configuration_insub import InSubConfig
 from ..data import DNAViews, bundled_upstream_path, load_fasta_dataset, load_labelled_sequences, load_splice_junctions
 from ..data.dna_views import one_hot_dna
 from ..evaluation.features import extract_features
 from ..evaluation.harness import summarize
+from ..evaluation.ood_detector import encoder_and_heads_fingerprint
 from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from ..modeling_classification import InSubForSequenceClassification
 from ..modeling_insub import InSubModel
@@ -81,7 +81,7 @@ def run_genomics(args: GenomicsArguments, training_args: InSubTrainingArguments 
     for name, m, weight in (("baseline", 1, 0.0), (f"insub_m{args.num_heads}", args.num_heads, args.diversity_weight)):
         run = experiment.pretrain(Variant(name, genomics_config(args, m, weight), seed), views)
         encoder = run.model.insub
-        fingerprints[name] = weights_fingerprint(encoder)  # which model each row is (before fine-tuning copies it)
+        fingerprints[name] = encoder_and_heads_fingerprint(encoder)  # which model each row is (before fine-tuning copies it)
         features = extract_features(encoder, {"dna_one_hot": train[0]}).representations  # (N, 1, d)
         probes = fit_probes(features, train[1], num_classes, 1, ProbeArguments(probe_seed=seed))
         test_features = extract_features(encoder, {"dna_one_hot": test[0]}).representations

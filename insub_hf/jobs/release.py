@@ -35,6 +35,7 @@ from ..cards import (
 from ..checkpointing import atomic_folder
 from ..encoders.pretrained import base_tokenizer, encoder_path
 from ..evaluation.ood_detector import (
+    encoder_and_heads_fingerprint,
     CALIBRATION_IMAGES,
     CALIBRATION_SEED,
     DEFAULT_K,
@@ -92,12 +93,11 @@ def fit_detector(model, bank: dict[str, torch.Tensor], calibration: dict[str, to
 def measured_model(out: Path, fingerprints: list[str]):
     """The trained model under `out` (a run folder's `model/`, or the run cache's) whose weights a results row
     measured (`fingerprints`, one model), in eval mode."""
-    from ..checksums import weights_fingerprint
     from ..modeling_insub import InSubForPreTraining
 
     for config in sorted([*out.glob("*/model/config.json"), *out.glob("cache/*/model/config.json")]):
         model = InSubForPreTraining.from_pretrained(config.parent)
-        if [weights_fingerprint(model.insub)] == fingerprints:
+        if [encoder_and_heads_fingerprint(model)] == fingerprints:
             return model.eval()
     raise FileNotFoundError(f"no trained model under {out} has the weights {fingerprints} its results measured.")
 

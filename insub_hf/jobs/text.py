@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 from transformers import AutoConfig
 
-from ..checksums import weights_fingerprint
 from ..data import TextViews, balanced_indices, load_sentence_corpus, load_tweet_sentiment
 from ..encoders import load_encoder_weights
 from ..encoders.pretrained import MINILM_HUB_ID, base_tokenizer, encoder_path
 from ..evaluation.metrics import split_half_r_auroc
+from ..evaluation.ood_detector import encoder_and_heads_fingerprint
 from ..evaluation.senteval import evaluate_task, load_senteval_task
 from ..cards import HubCard, card_from_results
 from ..modeling_insub import InSubModel
@@ -83,7 +83,7 @@ def run_text(args: TextArguments, training_args: InSubTrainingArguments | None =
                 )
     out = experiment.output_dir
     lines.append(f"models: {out}/<name>/model (InSubSentenceEncoder.from_pretrained); numbers: {out}/results.json")
-    fingerprints = {name: weights_fingerprint(model) for name, model in models.items()}  # which model each row is
+    fingerprints = {name: encoder_and_heads_fingerprint(model) for name, model in models.items()}  # which model each row is
     base_model = MINILM_HUB_ID if args.encoder == "minilm" else None  # the Hub id the models start from
     results_file = experiment.finish({"results": results, "fingerprints": fingerprints, "base_model": base_model},
                                      "\n".join(lines))
