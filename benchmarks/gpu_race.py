@@ -36,9 +36,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import PrinterCallback, TrainerCallback, set_seed
+from transformers import PrinterCallback, set_seed
 
-from throughput import BusyMeter, LightlySimCLR, PILViews, synchronize  # noqa: E402  (same folder)
+from throughput import LightlySimCLR, PILViews, Window, WindowCallback, synchronize  # noqa: E402  (same folder)
 from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.encoders.presets import named_encoder
 from insub_hf.data import BatchTwoViews, DeviceImages, IMAGE_STATS
@@ -131,18 +131,15 @@ def make_views(args):
     return BatchTwoViews(IMAGE_SIZE, *IMAGE_STATS["cifar10"], num_channels=CHANNELS, crop_scale=CROP_SCALE)
 
 
-class Timer(TrainerCallback):
-    """Times an `InSubTrainer` run: warm-up steps, a window of measured steps (then the step alone, on fixed views,
-    with the trainer's own model and optimiser), profiled steps; with `epochs`, the last epoch."""
+class Timer(WindowCallback):
+    """Times an `InSubTrainer` run (`throughput.Window`): warm-up steps, a window of measured steps (then the step
+    alone, on fixed views, with the trainer's own model and optimiser), profiled steps; with `timed_epoch`, the last
+    epoch instead."""
 
     def __init__(self, args, device: torch.device, timed_epoch: bool = False):
+        super().__init__(Window(device, args.warmup, args.steps, args.profile_steps, at_window_end=self.measure_step))
         self.args, self.device, self.trainer, self.timed_epoch = args, device, None, timed_epoch
-        self.busy = BusyMeter(device)
-        self.warmup_s = self.window_s = self.step_s = self.epoch_s = None
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        synchronize(self.device)
-        self.begin = time.perf_counter()
+        self.step_s = self.epoch_s = None
 
     def on_epoch_begin(self, args, state, control, **kwargs):
         synchronize(self.device)
@@ -153,20 +150,11 @@ class Timer(TrainerCallback):
         self.epoch_s = time.perf_counter() - self.epoch_start  # the last epoch's, at the end
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.timed_epoch:
-            return
-        step, a = state.global_step, self.args
-        if step == a.warmup:
-            synchronize(self.device)
-            self.warmup_s = time.perf_counter() - self.begin
-            self.start = time.perf_counter()
-        elif step == a.warmup + a.steps:
-            synchronize(self.device)
-            self.window_s = time.perf_counter() - self.start
-            self.step_s = self.step_alone()
-            self.busy.start()
-        elif step == a.warmup + a.steps + a.profile_steps:
-            self.busy.stop()
+        if not self.timed_epoch:
+            super().on_step_end(args, state, control, **kwargs)
+
+    def measure_step(self) -> None:
+        self.step_s = self.step_alone()
 
     def step_alone(self) -> float:
         """Seconds per optimiser step of the trainer's model (compiled if it is) on one fixed pair of views."""
@@ -229,11 +217,12 @@ def insub_row(args, num_heads: int, images: DeviceImages, device: torch.device, 
     timer.trainer = trainer
     trainer.train()
     synchronize(device)
+    window = timer.window
     row = dict(row=row_title("epoch" if epoch else str(num_heads)), heads=num_heads, step_tflop=flops,
-               peak_mem_mib=peak_memory_mib(device), gpu_busy=timer.busy.share)
+               peak_mem_mib=peak_memory_mib(device), gpu_busy=window.busy.share)
     if epoch:
         return {**row, "measured_epoch_s": timer.epoch_s, "e2e_samples_s": len(images) / timer.epoch_s}
-    return {**row, "warmup_s": timer.warmup_s, "e2e_samples_s": args.batch_size * args.steps / timer.window_s,
+    return {**row, "warmup_s": window.warmup_seconds, "e2e_samples_s": args.batch_size * args.steps / window.seconds,
             "step_samples_s": args.batch_size / timer.step_s}
 
 
@@ -269,26 +258,21 @@ def lightly_row(args, pixels: np.ndarray, device: torch.device) -> dict:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    busy, done, begin = BusyMeter(device), 0, time.perf_counter()
-    total = args.warmup + args.steps + (args.profile_steps if device.type == "cuda" else 0)
-    row = dict(row="lightly SimCLR", heads=1, step_tflop=flops)
-    while done < total:
+    last, step_s = {}, []  # the step alone is timed on the last pair of views when the window ends
+    window = Window(device, args.warmup, args.steps, args.profile_steps,
+                    at_window_end=lambda: step_s.append(timed(lambda: step(*last["views"]), args.step_repeats, device)))
+    done = 0
+    while done < window.total:
         for views in loader:  # SimCLRTransform's two views per sample: a batch is [views 1, views 2]
-            x0, x1 = (v.to(device, non_blocking=True).to(memory_format=layout) for v in views[:2])
-            step(x0, x1)
+            last["views"] = [v.to(device, non_blocking=True).to(memory_format=layout) for v in views[:2]]
+            step(*last["views"])
             done += 1
-            if done == args.warmup:
-                synchronize(device)
-                row["warmup_s"], start = time.perf_counter() - begin, time.perf_counter()
-            elif done == args.warmup + args.steps:
-                synchronize(device)
-                row["e2e_samples_s"] = args.batch_size * args.steps / (time.perf_counter() - start)
-                row["step_samples_s"] = args.batch_size / timed(lambda: step(x0, x1), args.step_repeats, device)
-                busy.start()
-            if done == total:
-                busy.stop()
+            window.after_step(done)
+            if done == window.total:
                 break
-    return {**row, "gpu_busy": busy.share, "peak_mem_mib": peak_memory_mib(device)}
+    return dict(row="lightly SimCLR", heads=1, step_tflop=flops, warmup_s=window.warmup_seconds,
+                e2e_samples_s=args.batch_size * args.steps / window.seconds, step_samples_s=args.batch_size / step_s[0],
+                gpu_busy=window.busy.share, peak_mem_mib=peak_memory_mib(device))
 
 
 def row_title(name: str) -> str:

@@ -199,14 +199,8 @@ def summary(kit: dict) -> str:
     env = kit.get("environment", {})
     lines = ["# GPU kit run", "", "Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()), "",
              "Stages: " + ", ".join(f"{k} {v['status']} ({v['seconds']} s)" for k, v in kit["stages"].items()), ""]
-    speed = kit.get("speed_rows", [])
-    if speed:
-        columns = list(speed[0])
-        shown = lambda v: "" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
-        lines += ["## Speed race", "", json.dumps(kit.get("speed_header", {})), "",
-                  "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-        lines += ["| " + " | ".join(shown(r.get(c)) for c in columns) + " |" for r in speed]
-        lines.append("")
+    if kit.get("speed_md"):  # the race's own table
+        lines += ["## Speed race", "", kit["speed_md"], ""]
     if "plan" in kit:
         lines += [f"Stage 2 plan: {kit['plan']}", ""]
     if kit.get("comparison_md"):
@@ -268,6 +262,8 @@ def main(argv=None) -> None:
                 *(["--tiny"] if args.tiny else []), *args.race]
         kit["stages"]["speed"] = run_stage("speed", race, env, speed_end, log)
         kit["speed_header"], kit["speed_rows"] = read_rows(work / "speed" / "speed.jsonl")
+        table = work / "speed" / "speed.md"
+        kit["speed_md"] = table.read_text() if table.is_file() else None
         write_outputs(out, kit)
     image = {"scale", "release"} & set(args.stages)
     if image:

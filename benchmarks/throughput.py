@@ -142,12 +142,21 @@ class BusyMeter:
 
 
 class Window:
-    """Counts steps; times steps `warmup .. warmup + measure` and profiles the `profile` steps after them."""
+    """Counts steps; times the first `warmup` steps (from `begin`: compilation included) and steps
+    `warmup .. warmup + measure`, calls `at_window_end` (no argument) after those, and profiles the `profile` steps
+    after them."""
 
-    def __init__(self, device: torch.device, warmup: int, measure: int, profile: int):
+    def __init__(self, device: torch.device, warmup: int, measure: int, profile: int, at_window_end=None):
         self.device, self.warmup, self.measure, self.profile = device, warmup, measure, profile
         self.busy = BusyMeter(device)
-        self.seconds = None
+        self.seconds = self.warmup_seconds = None
+        self.at_window_end = at_window_end
+        self.begin()
+
+    def begin(self) -> None:
+        """Where the warm-up starts (construction, unless called again: a Trainer's start of training)."""
+        synchronize(self.device)
+        self.started = time.perf_counter()
 
     @property
     def total(self) -> int:
@@ -158,9 +167,12 @@ class Window:
         if step == self.warmup:
             synchronize(self.device)
             self.start = time.perf_counter()
+            self.warmup_seconds = self.start - self.started
         elif step == self.warmup + self.measure:
             synchronize(self.device)
             self.seconds = time.perf_counter() - self.start
+            if self.at_window_end is not None:
+                self.at_window_end()
             self.busy.start()
         if step == self.total and self.device.type == "cuda":
             self.busy.stop()
@@ -169,6 +181,9 @@ class Window:
 class WindowCallback(TrainerCallback):
     def __init__(self, window: Window):
         self.window = window
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.window.begin()
 
     def on_step_end(self, args, state, control, **kwargs):
         self.window.after_step(state.global_step)

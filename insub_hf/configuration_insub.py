@@ -23,10 +23,10 @@ HEAD_NORMS = ("batchnorm", "none")
 DIVERSITY_REDUCTIONS = ("mean", "sum")
 # Each objective's own settings (its config's fields) -> the objectives that have it: such a key given flat is
 # refused, naming `objective_config`
-OBJECTIVE_FIELDS: dict[str, tuple[str, ...]] = {}
-for _name, _objective in OBJECTIVES.items():
-    for _field in _objective.config_class.__dataclass_fields__:
-        OBJECTIVE_FIELDS[_field] = (*OBJECTIVE_FIELDS.get(_field, ()), _name)
+OBJECTIVE_FIELDS: dict[str, tuple[str, ...]] = {
+    field: tuple(name for name, objective in OBJECTIVES.items() if field in objective.config_class.__dataclass_fields__)
+    for every in OBJECTIVES.values() for field in every.config_class.__dataclass_fields__
+}
 
 
 def encoder_field(encoder_config, key: str):
