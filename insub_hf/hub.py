@@ -124,7 +124,6 @@ def write_sentence_transformer_files(folder: str | Path, model, tokenizer, uncer
             "A text model's folder is a sentence-transformers folder too: pip install \"insub-hf[st]\"."
         ) from error
     from . import sentence_transformer_module as st_module
-    from . import text_uncertainty
     from .configuration_insub import base_max_length
 
     folder, insub = Path(folder), getattr(model, "insub", model)
@@ -144,8 +143,9 @@ def write_sentence_transformer_files(folder: str | Path, model, tokenizer, uncer
             shutil.copyfile(Path(tmp) / name, folder / name)
         for entry in modules[1:]:
             shutil.copytree(Path(tmp) / entry["path"], folder / entry["path"], dirs_exist_ok=True)
-    for module in (st_module, text_uncertainty):  # the module and what it imports beside it
-        shutil.copyfile(module.__file__, folder / Path(module.__file__).name)
+    shutil.copyfile(source, folder / source.name)
+    readings = source.with_name("text_uncertainty.py")  # what the module imports beside it
+    shutil.copyfile(readings, folder / readings.name)
 
 
 def save_for_hub(
