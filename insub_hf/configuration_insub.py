@@ -11,9 +11,10 @@ from transformers.configuration_utils import SubConfigSpec
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from .encoders.base import POOLINGS
-from .encoders.presets import DEFAULT_ENCODER, named_encoder
+from .encoders.presets import DEFAULT_ENCODER
 from .encoders.registry import OWN_ENCODERS  # registers the package's encoder configs, so nested configs resolve
-from .objectives import OBJECTIVES, ObjectiveConfig
+from .objectives import OBJECTIVE_CONFIGS, ObjectiveConfig
+from .model_files import package_module
 from .recipes import DNA, DNA_ENCODER, IMAGE, TEXT
 from .validation import check_choice, check_range
 
@@ -24,8 +25,8 @@ DIVERSITY_REDUCTIONS = ("mean", "sum")
 # Each objective's own settings (its config's fields) -> the objectives that have it: such a key given flat is
 # refused, naming `objective_config`
 OBJECTIVE_FIELDS: dict[str, tuple[str, ...]] = {
-    field: tuple(name for name, objective in OBJECTIVES.items() if field in objective.config_class.__dataclass_fields__)
-    for every in OBJECTIVES.values() for field in every.config_class.__dataclass_fields__
+    field: tuple(name for name, options in OBJECTIVE_CONFIGS.items() if field in options.__dataclass_fields__)
+    for every in OBJECTIVE_CONFIGS.values() for field in every.__dataclass_fields__
 }
 
 
@@ -202,8 +203,8 @@ class InSubConfig(PretrainedConfig):
                 "InSubConfig: set only one of `encoder_config` and `timm_model_name`, got both "
                 f"(timm_model_name={self.timm_model_name!r})."
             )
-        if isinstance(self.encoder_config, str):
-            self.encoder_config = named_encoder(self.encoder_config)
+        if isinstance(self.encoder_config, str):  # a construction shorthand: a model's remote copy needs none of it
+            self.encoder_config = package_module("encoders.presets").named_encoder(self.encoder_config)
         if isinstance(self.encoder_config, dict) and "model_type" not in self.encoder_config:
             raise ValueError(
                 "InSubConfig.encoder_config: a dict needs a `model_type` (e.g. 'vit', 'resnet', 'bert', "
@@ -272,23 +273,23 @@ class InSubConfig(PretrainedConfig):
     @property
     def modality(self) -> str:
         """What the model reads: "image", "text" or "dna" (its objective's modality)."""
-        return OBJECTIVES[self.objective].modality
+        return OBJECTIVE_CONFIGS[self.objective].modality
 
     @property
     def objective_options(self) -> ObjectiveConfig:
         """`objective_config` as its objective's typed, checked config (e.g. `SimCLRConfig`)."""
-        return OBJECTIVES[self.objective].config_class.from_dict(self.objective_config, self.objective)
+        return OBJECTIVE_CONFIGS[self.objective].from_dict(self.objective_config, self.objective)
 
     def _check_values(self) -> None:
         check_choice("InSubConfig.normalize_heads", self.normalize_heads, (True, False))
         check_choice("InSubConfig.freeze_encoder", self.freeze_encoder, (True, False))
         check_choice("InSubConfig.uncertainty_direction", self.uncertainty_direction, (1, -1, None))
         _check_attention_heads(self.encoder_config)
-        check_choice("InSubConfig.objective", self.objective, tuple(OBJECTIVES))
+        check_choice("InSubConfig.objective", self.objective, tuple(OBJECTIVE_CONFIGS))
         check_label_settings(self.num_labels, self.problem_type)
-        reads, takes = encoder_input(self), OBJECTIVES[self.objective].encoder_inputs
+        reads, takes = encoder_input(self), OBJECTIVE_CONFIGS[self.objective].encoder_inputs
         if reads is not None and reads not in takes:
-            fitting = sorted(name for name, o in OBJECTIVES.items() if reads in o.encoder_inputs)
+            fitting = sorted(name for name, o in OBJECTIVE_CONFIGS.items() if reads in o.encoder_inputs)
             if not fitting:
                 raise ValueError(
                     f"InSubConfig.encoder_config model_type={encoder_field(self.encoder_config, 'model_type')!r} reads "
@@ -299,7 +300,7 @@ class InSubConfig(PretrainedConfig):
                 f"reads {reads}: use one of {fitting} with it, or another encoder."
             )
         given = self.objective_config
-        expected = OBJECTIVES[self.objective].config_class
+        expected = OBJECTIVE_CONFIGS[self.objective]
         if isinstance(given, ObjectiveConfig) and not isinstance(given, expected):
             raise ValueError(
                 f"InSubConfig.objective_config is a {type(given).__name__}; objective={self.objective!r} takes a "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 from pathlib import Path
+from types import ModuleType
 from typing import Callable
 
 import torch
@@ -22,18 +23,22 @@ from .encoders.base import LOADING_A_CHECKPOINT
 from .validation import looks_like_a_path
 
 
-def package_module(name: str):
-    """An insub-hf module the model code itself does not need (the Hub tools).
+def package_module(name: str, required: bool = True) -> ModuleType | None:
+    """The insub-hf module `name` (e.g. `"hub"`, `"encoders.presets"`), which the model code uses but does not need
+    to run (the Hub tools, file checks, the encoders' short names).
 
     Imported by name, not by a relative import statement, so that the remote-code copy of the model files stays free
-    of them: a class loaded from a repo with `trust_remote_code=True` runs without insub-hf, except for these tools.
+    of it. Where insub-hf is absent (a model loaded from a repo's remote code), returns None when not `required`, else
+    raises an ImportError saying to install insub-hf.
     """
     try:
         return importlib.import_module(f"insub_hf.{name}")
     except ImportError as error:
+        if not required:
+            return None
         raise ImportError(
             f"insub_hf.{name} is part of the insub-hf package, which this environment lacks (the model was loaded "
-            "from a repo's remote code); install insub-hf to push or to save remote code."
+            "from a repo's remote code); install insub-hf to use it."
         ) from error
 
 

@@ -17,7 +17,7 @@ from .encoders.build import build_encoder
 from .heads import BatchedHeads
 from .losses.diversity import DiversityLoss, head_spread
 from .losses.precision import upcast_half
-from .model_files import checked_from_pretrained, checked_save_pretrained, package_module
+from .model_files import package_module
 from .objectives import OBJECTIVES
 from .step_checks import check_training_step
 
@@ -25,8 +25,6 @@ logger = logging.get_logger(__name__)
 
 # What transformers' pipelines report a model reads (`input_modalities`), by the encoder's input
 INPUT_MODALITIES = {"pixel_values": "image", "input_ids": "text", "dna_one_hot": "dna"}
-# The modules whose fresh weights the model initialises (`_init_weights`): the heads and the objectives' own state.
-OWN_MODULES = (BatchedHeads, *(m for o in OBJECTIVES.values() for m in o.initialized_modules))
 
 
 @dataclass
@@ -104,16 +102,20 @@ class InSubPreTrainedModel(PreTrainedModel):
     # by `gradient_checkpointing_enable`, naming the model
     supports_gradient_checkpointing = True
 
+    def own_modules(self) -> tuple[type[nn.Module], ...]:
+        """The module types whose fresh weights the model initialises (`_init_weights`): the heads."""
+        return (BatchedHeads,)
+
     def _init_weights(self, module: nn.Module) -> None:
         # Encoders that are PreTrainedModels initialise themselves; timm models are initialised when built.
-        if isinstance(module, OWN_MODULES):
+        if isinstance(module, self.own_modules()):
             module.reset_parameters()
 
     def _initialize_weights(self, module: nn.Module, is_custom_code: bool = False) -> None:
         # For code outside transformers, `from_pretrained` skips a module whose *direct* parameters all loaded; the
         # heads keep theirs in child ParameterLists, so it would leave fresh heads (a classifier's) uninitialised.
         # Decide on all their parameters instead.
-        if isinstance(module, OWN_MODULES) and not getattr(module, "_is_hf_initialized", False):
+        if isinstance(module, self.own_modules()) and not getattr(module, "_is_hf_initialized", False):
             if not all(getattr(p, "_is_hf_initialized", False) for p in module.parameters()):
                 self._init_weights(module)
             module._is_hf_initialized = True
@@ -124,19 +126,28 @@ class InSubPreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
         """`PreTrainedModel.from_pretrained`, after checking the weights against the checksums their files carry (a
         changed, truncated or garbage file is refused, naming it), refusing a local path that does not exist (rather
-        than trying it as a Hub repo id) and naming what does not fit (`model_files.checked_from_pretrained`)."""
-        return checked_from_pretrained(cls, super().from_pretrained, pretrained_model_name_or_path, *args, **kwargs)
+        than trying it as a Hub repo id) and naming what does not fit (`model_files.checked_from_pretrained`). A remote
+        copy where insub-hf is absent loads as transformers does."""
+        files = package_module("model_files", required=False)
+        if files is None:
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        return files.checked_from_pretrained(cls, super().from_pretrained, pretrained_model_name_or_path, *args, **kwargs)
 
     def save_pretrained(self, save_directory, *args, remote_code: bool | None = None, **kwargs) -> None:
         """`PreTrainedModel.save_pretrained` with checksums, plus the model code as flat files with an `auto_map` when
         `remote_code` (default: when the class was registered with `register_for_auto_class`), so that the folder
         loads with `trust_remote_code=True` without insub-hf (`model_files.checked_save_pretrained`). `push_to_hub=True`
-        goes through `push_to_hub` (weights, remote code and the generated model card)."""
+        goes through `push_to_hub` (weights, remote code and the generated model card). A remote copy where insub-hf is
+        absent saves as transformers does (which copies these flat files beside the weights)."""
         if kwargs.pop("push_to_hub", False):
             repo_id = kwargs.pop("repo_id", None) or os.path.basename(os.path.normpath(save_directory))
             self.save_pretrained(save_directory, *args, remote_code=remote_code is not False, **kwargs)
             return self.push_to_hub(repo_id, token=kwargs.get("token"))
-        checked_save_pretrained(self, super().save_pretrained, save_directory, *args, remote_code=remote_code, **kwargs)
+        files = package_module("model_files", required=False)
+        if files is None:
+            return super().save_pretrained(save_directory, *args, **kwargs)
+        files.checked_save_pretrained(self, super().save_pretrained, save_directory, *args, remote_code=remote_code,
+                                      **kwargs)
 
     def push_to_hub(self, repo_id: str, card=None, **upload):
         """Uploads the model to the Hub repo `repo_id` (created if needed) as one commit: safetensors weights,
@@ -293,6 +304,10 @@ class InSubForPreTraining(InSubPreTrainedModel):
         self.sync_objective_with_student()
         if config.freeze_encoder:  # no gradient reaches the encoder: the optimiser skips it, backward stops at the heads
             self.insub.encoder.requires_grad_(False)
+
+    def own_modules(self) -> tuple[type[nn.Module], ...]:
+        """The heads and the objective's own state (`Objective.initialized_modules`)."""
+        return (BatchedHeads, *self.objective.initialized_modules)
 
     def sync_objective_with_student(self) -> None:
         """Lets the objective re-copy what it derives from the student (after initialisation or loaded encoder

@@ -1,10 +1,13 @@
-"""The package's model code as flat files beside a checkpoint, so that it loads with `trust_remote_code=True` where
+"""The model code as a few flat files beside a checkpoint, so that it loads with `trust_remote_code=True` where
 insub-hf is not installed.
 
-transformers copies a custom model's module and the modules it imports relatively from the *same folder* only; the
-package has subpackages (`encoders/`, `losses/`, ...). So the modules the model classes need are written here under
-flat names (`insub_hf/losses/ntxent.py` -> `losses_ntxent.py`, a package's `__init__.py` -> its own name) and each
-relative import is rewritten to point at the flat name. The code itself is the package's, byte for byte otherwise.
+transformers copies a custom model's module and the modules it imports relatively from the *same folder* only, while
+the package has subpackages (`encoders/`, `losses/`, ...). So the code the model classes need is bundled: starting
+from the classes the Auto classes load (`BUNDLES`), every top-level definition they reach, through the package's
+relative imports, is copied into one file per bundle, in the order Python would run it. What no loader reaches
+(training helpers, the other modalities' encoders and objectives) stays out. Each definition's source is the package's
+own, byte for byte, except that relative imports inside functions are dropped (their names are the bundle's own)
+(`bundling.py`), and docstrings are cut to their first paragraph.
 """
 
 from __future__ import annotations
@@ -14,49 +17,35 @@ import json
 import re
 from pathlib import Path
 
-PACKAGE = "insub_hf"
-PACKAGE_DIR = Path(__file__).resolve().parent
+from .bundling import PACKAGE, Bundler, bound_names, from_import, grouped_imports, source_file, summaries_only
 
-# What the Auto classes load, per auto class: `module.Class` of the flat files.
-AUTO_MAP = {
-    "AutoConfig": "configuration_insub.InSubConfig",
-    "AutoModel": "modeling_insub.InSubModel",
-    "AutoModelForPreTraining": "modeling_insub.InSubForPreTraining",
-    "AutoModelForSequenceClassification": "modeling_classification.InSubForSequenceClassification",
-    "AutoModelForImageClassification": "modeling_classification.InSubForImageClassification",
+
+# What a folder's remote code serves, by the model's modality: the Auto class -> the package's `module.Class`. The
+# model and its modality's classifier; pretraining further (`AutoModelForPreTraining`) takes the package itself: its
+# trainer, views and objectives, which register the same classes natively.
+MODEL_CLASSES = {
+    "image": {"AutoModel": "modeling_insub.InSubModel",
+              "AutoModelForImageClassification": "modeling_classification.InSubForImageClassification"},
+    "text": {"AutoModel": "modeling_insub.InSubModel",
+             "AutoModelForSequenceClassification": "modeling_classification.InSubForSequenceClassification"},
 }
-ROOT_MODULES = ("configuration_insub", "modeling_insub", "modeling_classification")
+MODEL_CLASSES["dna"] = MODEL_CLASSES["text"]
+# The bundles, in writing order (a later one imports from the earlier ones): file -> the `module.Class` roots it serves
+# (the model bundle's are `MODEL_CLASSES` of the model's modality). The image processor's two bundles are written only
+# for a folder that holds the processor.
+BUNDLES = {
+    "configuration_insub": ("configuration_insub.InSubConfig",),
+    "modeling_insub": (),
+    # the PIL class first: it holds what both share, so the torchvision one imports it, never the other way round
+    "image_processing_pil_insub": ("image_processing_pil_insub.InSubImageProcessorPil",),
+    "image_processing_insub": ("image_processing_insub.InSubImageProcessor",),
+}
+PROCESSOR_BUNDLES = ("image_processing_insub", "image_processing_pil_insub")
 # The image processor: the torchvision class, and the PIL class that AutoImageProcessor falls back to without torchvision
 IMAGE_PROCESSORS = {
-    "torchvision": ("image_processing_insub", "InSubImageProcessor"),
-    "pil": ("image_processing_pil_insub", "InSubImageProcessorPil"),
+    "torchvision": "image_processing_insub.InSubImageProcessor",
+    "pil": "image_processing_pil_insub.InSubImageProcessorPil",
 }
-
-
-def _source_file(module: str) -> Path:
-    """`insub_hf.losses.ntxent` -> its file (a package -> its `__init__.py`)."""
-    path = PACKAGE_DIR.joinpath(*module.split(".")[1:])
-    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
-
-
-def flat_name(module: str) -> str:
-    """`insub_hf.losses.ntxent` -> `losses_ntxent`."""
-    return "_".join(module.split(".")[1:])
-
-
-def _resolve(module: str, node: ast.ImportFrom) -> str:
-    """The package module a relative `from .x import ...` in `module` reads (`x`, resolved against the level)."""
-    is_package = _source_file(module).name == "__init__.py"
-    parts = module.split(".") if is_package else module.split(".")[:-1]
-    base = parts[: len(parts) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
-
-
-def relative_imports(module: str, source: str | None = None) -> list[tuple[ast.ImportFrom, str]]:
-    """Every relative import in `module` (module level or inside functions; of `source` when given, else of its
-    file), with the package module it reads."""
-    tree = ast.parse(source if source is not None else _source_file(module).read_text(encoding="utf-8"))
-    return [(node, _resolve(module, node)) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level]
 
 
 def _imports(classes, package: str) -> str:
@@ -68,7 +57,8 @@ def _imports(classes, package: str) -> str:
 
 
 def objectives_registry_source(config: dict) -> str:
-    """The objectives' registry (`insub_hf/objectives/__init__.py`) listing the model's objective only."""
+    """The objectives' registry (`insub_hf/objectives/__init__.py`) listing the model's objective only (and its config
+    class, what a model's config reads)."""
     from .objectives import OBJECTIVES
 
     cls = OBJECTIVES[config.get("objective", "simclr")]
@@ -77,7 +67,10 @@ def objectives_registry_source(config: dict) -> str:
         "from __future__ import annotations\n\n"
         "from .base import Objective, ObjectiveConfig, ObjectiveOutput\n"
         + _imports([cls], f"{PACKAGE}.objectives")
+        + _imports([cls.config_class], f"{PACKAGE}.objectives")
         + f"\nOBJECTIVES: dict[str, type[Objective]] = {{{cls.__name__}.name: {cls.__name__}}}\n"
+        + f"OBJECTIVE_CONFIGS: dict[str, type[ObjectiveConfig]] = {{{cls.config_class.__name__}.name: "
+        f"{cls.config_class.__name__}}}\n"
     )
 
 
@@ -120,50 +113,74 @@ def module_source(module: str, config: dict | None = None) -> str:
     dict) when given."""
     if module in REGISTRIES and config is not None:
         return REGISTRIES[module](config)
-    return _source_file(module).read_text(encoding="utf-8")
+    return source_file(module).read_text(encoding="utf-8")
 
 
-def required_modules(config: dict | None = None, extra_roots: tuple[str, ...] = ()) -> list[str]:
-    """Every package module the config and model classes (and `extra_roots`, e.g. the image processor's modules)
-    import, transitively (sorted); with `config` (a config.json's dict), the registries list that model's objective
-    and encoder family only (the others are never built for it)."""
-    seen: set[str] = set()
-    todo = [f"{PACKAGE}.{name}" for name in (*ROOT_MODULES, *extra_roots)]
-    while todo:
-        module = todo.pop()
-        if module in seen:
+def modality(config: dict) -> str:
+    """The modality of a config.json's model (its objective's)."""
+    from .objectives import OBJECTIVE_CONFIGS
+
+    return OBJECTIVE_CONFIGS[config["objective"]].modality
+
+
+def bundle_sources(config: dict, processor: bool = False) -> dict[str, str]:
+    """The bundles' sources (`BUNDLES`; the image processor's with `processor`) for the model of `config` (a
+    config.json's dict), by file name without `.py`: each holds the top-level definitions its roots reach and that no
+    earlier bundle holds, in Python's run order, and imports from the earlier bundles what it reads of theirs. The
+    registries list the model's objective and encoder family only."""
+    bundler = Bundler(lambda module: module_source(module, config))
+    done: set[tuple[str, int]] = set()
+    home: dict[tuple[str, int], str] = {}  # statement -> the bundle that holds it
+    sources = {}
+    for bundle, roots in BUNDLES.items():
+        if bundle in PROCESSOR_BUNDLES and not processor:
             continue
-        seen.add(module)
-        todo.extend(target for _, target in relative_imports(module, module_source(module, config)))
-    return sorted(seen)
-
-
-def flat_source(module: str, config: dict | None = None) -> str:
-    """The module's source (see `module_source`) with each relative import rewritten to `from .<flat name> import`."""
-    source = module_source(module, config)
-    lines = source.splitlines(keepends=True)
-    head = re.compile(r"from\s+\.+[\w.]*\s+import")
-    for node, target in relative_imports(module, source):
-        if node.module is None:
-            raise RuntimeError(
-                f"remote code: `from . import ...` on line {node.lineno} of {module} has no flat equivalent; import "
-                "names from the module instead (`from .module import name`)."
-            )
-        line = node.lineno - 1
-        lines[line], count = head.subn(f"from .{flat_name(target)} import", lines[line], count=1)
-        if count != 1:
-            raise RuntimeError(f"remote code: could not rewrite the import on line {node.lineno} of {module}.")
-    return "".join(lines)
+        roots = roots or tuple(MODEL_CLASSES[modality(config)].values())
+        pairs = [(f"{PACKAGE}.{root.rsplit('.', 1)[0]}", root.rsplit(".", 1)[1]) for root in roots]
+        keep, imports = bundler.closure(pairs)
+        own = keep - done
+        borrowed = keep & done
+        body, bound, previous = [], {}, None
+        for module in bundler.run_order([module for module, _ in pairs]):
+            for index, statement in enumerate(bundler.module(module).statements):
+                if (module, index) not in own:
+                    continue
+                for name in statement.binds:
+                    if name in bound and bound[name] != statement.source:
+                        raise RuntimeError(f"remote code: two definitions of {name!r} meet in {bundle}.py; rename one.")
+                if all(bound.get(name) == statement.source for name in statement.binds) and statement.binds:
+                    continue  # the same statement in two modules (`logger = ...`)
+                bound.update({name: statement.source for name in statement.binds})
+                gap = statement.gap if previous == (module, index - 1) else 2
+                body.append("\n" * gap + statement.source.rstrip("\n") + "\n")
+                home[(module, index)], previous = bundle, (module, index)
+        from_earlier: dict[str, set[str]] = {}
+        for module, index in borrowed:
+            for name in bundler.module(module).statements[index].binds:
+                if name in bound:
+                    raise RuntimeError(f"remote code: {name!r} is defined in {bundle}.py and imported into it.")
+                from_earlier.setdefault(home[(module, index)], set()).add(name)
+        clashes = {bound_names(ast.parse(line).body[0])[0] for line in imports} & set(bound)
+        if clashes:
+            raise RuntimeError(f"remote code: {sorted(clashes)} both imported and defined in {bundle}.py; rename.")
+        done |= own
+        modules = sorted({module.removeprefix(PACKAGE + ".") for module, _ in own})
+        head = (f'"""{bundle}: what this folder\'s loaders run of the insub-hf modules '
+                f'{", ".join(modules)} (documented there), bundled by `insub_hf.remote_code`."""\n\n'
+                "from __future__ import annotations\n\n" + grouped_imports(imports)
+                + "".join(from_import(f".{other}", names) + "\n" for other, names in sorted(from_earlier.items())))
+        sources[bundle] = head + "\n" + "".join(body)
+    return sources
 
 
 def write_remote_code(folder: str | Path) -> list[Path]:
-    """Writes the flat modules the model needs into `folder` (its objective and encoder family only) and the
-    `auto_map` into its `config.json` (which must exist); and, when the folder holds an `InSubImageProcessor`
-    (`preprocessor_config.json`), the processor's modules and `auto_map` too: the torchvision class, and the PIL class
-    that `AutoImageProcessor` takes where torchvision is not installed.
+    """Writes the model code the folder's loaders need into `folder` (its objective and encoder family only,
+    `bundle_sources`) and the `auto_map` into its `config.json` (which must exist); and, when the folder holds an
+    `InSubImageProcessor` (`preprocessor_config.json`), the processor's code and `auto_map` too: the torchvision
+    class, and the PIL class that `AutoImageProcessor` takes where torchvision is not installed.
 
-    Returns the written module files. The folder then loads with `AutoModel.from_pretrained(folder,
-    trust_remote_code=True)` (and the other Auto classes of `AUTO_MAP`, and `AutoImageProcessor`) without insub-hf.
+    Returns the written module files. The folder then loads with `AutoConfig`, `AutoModel`, its modality's classifier
+    Auto class (`MODEL_CLASSES`) and `AutoImageProcessor`, with `trust_remote_code=True`, without insub-hf.
     """
     folder = Path(folder)
     config_path = folder / "config.json"
@@ -172,22 +189,17 @@ def write_remote_code(folder: str | Path) -> list[Path]:
     config = json.loads(config_path.read_text(encoding="utf-8"))
     processor_path = folder / "preprocessor_config.json"
     processor = json.loads(processor_path.read_text(encoding="utf-8")) if processor_path.is_file() else {}
-    with_processor = processor.get("image_processor_type") == IMAGE_PROCESSORS["torchvision"][1]
-    extra = tuple(module for module, _ in IMAGE_PROCESSORS.values()) if with_processor else ()
-    modules = required_modules(config, extra)
+    with_processor = processor.get("image_processor_type") == IMAGE_PROCESSORS["torchvision"].rsplit(".", 1)[1]
     if with_processor:
-        processor["auto_map"] = {"AutoImageProcessor": {
-            backend: ".".join(target) for backend, target in IMAGE_PROCESSORS.items()
-        }}
+        processor["auto_map"] = {"AutoImageProcessor": dict(IMAGE_PROCESSORS)}
         processor_path.write_text(json.dumps(processor, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    names = {module: flat_name(module) for module in modules}
-    if len(set(names.values())) != len(names):
-        raise RuntimeError(f"remote code: two package modules flatten to the same file name: {sorted(names.values())}")
     written = []
-    for module, name in names.items():
+    for name, source in bundle_sources(config, with_processor).items():
         path = folder / f"{name}.py"
-        path.write_text(flat_source(module, config), encoding="utf-8")
+        path.write_text(re.sub(r"\n{4,}", "\n\n\n", summaries_only(source)), encoding="utf-8")
         written.append(path)
-    config["auto_map"] = dict(AUTO_MAP)
+    config["auto_map"] = {"AutoConfig": "configuration_insub.InSubConfig", **{
+        auto: f"modeling_insub.{target.rsplit('.', 1)[1]}" for auto, target in MODEL_CLASSES[modality(config)].items()
+    }}
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return written

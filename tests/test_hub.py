@@ -254,7 +254,8 @@ def test_remote_code_round_trip_in_a_fresh_process_without_the_package(tmp_path)
                     {"dna_one_hot": torch.eye(4)[torch.randint(0, 4, (2, 60))]}),
         "text": (InSubModel(tiny_bert_config()),
                  {"input_ids": torch.randint(0, 30522, (2, 9)), "attention_mask": torch.ones(2, 9, dtype=torch.long)}),
-        "classifier": (InSubForSequenceClassification(tiny_config(num_labels=3)), image),
+        "classifier": (InSubForSequenceClassification(tiny_bert_config(num_labels=3)),
+                       {"input_ids": torch.randint(0, 30522, (2, 9)), "attention_mask": torch.ones(2, 9, dtype=torch.long)}),
         "dino": (InSubForPreTraining(tiny_config(objective="dino", head_norm="none")), image),
         "image_classifier": (InSubForImageClassification(tiny_config(num_labels=3)),
                              {"pixel_values": torch.randint(0, 256, (2, 3, 40, 40), dtype=torch.uint8)}),
@@ -284,17 +285,30 @@ def test_remote_code_round_trip_in_a_fresh_process_without_the_package(tmp_path)
     result = subprocess.run([sys.executable, "-c", PIL_ONLY_CHECK], cwd=tmp_path, env=env, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0 and "PIL processor OK" in result.stdout, result.stderr[-3000:]
-    # each folder holds the code of its own objective and encoder family only
-    resnet = {p.name for p in (tmp_path / "resnet").glob("*.py")}
-    assert "encoders_modeling_resnet_cifar.py" in resnet and not resnet & {
-        "encoders_text.py", "encoders_modeling_genomic.py", "encoders_configuration_genomic.py",
-        "encoders_batch_ensemble.py", "encoders_pretrained.py", "encoders.py"}, sorted(resnet)
-    assert "encoders_modeling_genomic.py" in {p.name for p in (tmp_path / "genomic").glob("*.py")}
-    assert "encoders_modeling_resnet_cifar.py" not in {p.name for p in (tmp_path / "text").glob("*.py")}
-    assert "encoders_batch_ensemble.py" in {p.name for p in (tmp_path / "batch_ensemble").glob("*.py")}
-    assert (tmp_path / "dino" / "objectives_dino.py").is_file() and not (tmp_path / "vit" / "objectives_dino.py").exists()
-    assert not (tmp_path / "dino" / "objectives_simclr.py").exists() and not (tmp_path / "vit" / "losses_scd.py").exists()
-    assert "objectives_scd" not in (tmp_path / "vit" / "objectives.py").read_text()
+    # each folder holds two bundles (four with the image processor), with its own objective and encoder family only
+    files = {name: {p.name for p in (tmp_path / name).glob("*.py")} for name in models}
+    assert files["resnet"] == {"configuration_insub.py", "modeling_insub.py"}
+    assert files["image_classifier"] == {"configuration_insub.py", "modeling_insub.py", "image_processing_insub.py",
+                                         "image_processing_pil_insub.py"}
+    code = {name: "".join((tmp_path / name / f).read_text() for f in sorted(files[name])) for name in models}
+    assert "class CifarResNetModel" in code["resnet"] and not any(
+        f"class {other}" in code["resnet"]
+        for other in ("TransformersTextEncoder", "GenomicEncoder", "BatchEnsembleEncoder", "TimmEncoder"))
+    assert "class GenomicEncoderModel" in code["genomic"] and "class CifarResNetConfig" not in code["genomic"]
+    assert "class TransformersTextEncoder" in code["text"] and "class CifarResNet" not in code["text"]
+    assert "class BatchEnsembleEncoder" in code["batch_ensemble"] and "class DINOConfig" in code["dino"]
+    assert "class SimCLRConfig" in code["vit"] and "class DINOConfig" not in code["vit"]
+    assert "class SCDConfig" not in code["vit"]
+    # what the loaders run: no pretraining objective, no training or Hub tooling
+    for name, text in code.items():
+        assert not any(f"class {cls}" in text for cls in ("InSubForPreTraining", "SimCLRObjective", "DINOObjective",
+                                                          "DiversityLoss")), name
+        assert "def checked_from_pretrained" not in text and "def push_model_to_hub" not in text, name
+    auto_map = json.loads((tmp_path / "text" / "config.json").read_text())["auto_map"]
+    assert auto_map == {"AutoConfig": "configuration_insub.InSubConfig", "AutoModel": "modeling_insub.InSubModel",
+                        "AutoModelForSequenceClassification": "modeling_insub.InSubForSequenceClassification"}
+    assert set(json.loads((tmp_path / "resnet" / "config.json").read_text())["auto_map"]) == {
+        "AutoConfig", "AutoModel", "AutoModelForImageClassification"}
 
 
 def test_the_text_job_pushes_the_sentence_model_with_its_tokenizer_and_transfer_results(tmp_path, fake_api):
@@ -319,7 +333,7 @@ def test_the_text_job_pushes_the_sentence_model_with_its_tokenizer_and_transfer_
     tokenizer = AutoTokenizer.from_pretrained(packaged_minilm_path())
     experiment.push(model, text_model_card(results_file, "scd_insub_m3", tokenizer, model))
     files = check_hub_folder(fake_api.snapshot)
-    assert {"tokenizer_config.json", "evaluation/results.json", "encoders_text.py"} <= set(files)
+    assert {"tokenizer_config.json", "evaluation/results.json", "modeling_insub.py"} <= set(files)
     assert card_metrics(fake_api.snapshot / "README.md") == {"Accuracy": 0.61, "ECE": 0.07, "NLL": 0.9}
     card = ModelCard.load(fake_api.snapshot / "README.md")
     assert card.data.base_model == MINILM_HUB_ID  # from the run's results, no flag needed
@@ -340,8 +354,11 @@ def test_register_for_auto_class_writes_the_remote_code_and_plain_saves_do_not(t
         InSubModel._auto_class = None
     auto_map = json.loads((tmp_path / "registered" / "config.json").read_text())["auto_map"]
     assert auto_map["AutoModel"] == "modeling_insub.InSubModel"
-    source = (tmp_path / "registered" / "encoders_registry.py").read_text()
-    assert "from .encoders_vision import" in source and "from .vision import" not in source
+    assert sorted(p.name for p in (tmp_path / "registered").glob("*.py")) == ["configuration_insub.py",
+                                                                              "modeling_insub.py"]
+    source = (tmp_path / "registered" / "modeling_insub.py").read_text()
+    assert "class TransformersVisionEncoder" in source and "from .configuration_insub import" in source
+    assert not re.search(r"^from \.(?!configuration_insub )", source, flags=re.M)  # no other relative import
 
 
 OFFLINE_CHECK = """

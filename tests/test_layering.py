@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from insub_hf.remote_code import relative_imports
+from insub_hf.bundling import relative_imports
 
 PACKAGE = Path(__file__).resolve().parents[1] / "insub_hf"
 
@@ -25,7 +25,7 @@ LAYERS = [  # (rank, module prefixes)
          "step_checks", "recipes", "heads", "losses", "encoders", "data", "image_processing_insub",
          "image_processing_pil_insub"]),
     (1, ["objectives"]),
-    (2, ["configuration_insub", "hub", "model_card", "remote_code", "model_files", "sentence_transformer_module",
+    (2, ["configuration_insub", "hub", "model_card", "remote_code", "bundling", "model_files", "sentence_transformer_module",
          "pipelines"]),
     (3, ["modeling_insub", "modeling_classification", "sentence_embeddings"]),
     (4, ["evaluation"]),
@@ -65,7 +65,7 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
         if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             found |= {n.split(".", 1)[1] if "." in n else "" for n in names if n.split(".")[0] == "insub_hf"}
-    found |= set(re.findall(r'package_module\("(\w+)"\)', path.read_text()))
+    found |= set(re.findall(r'package_module\("([\w.]+)"', path.read_text()))
     return {m for m in found if m != name}
 
 
@@ -141,13 +141,19 @@ def test_public_names_resolve_lazily():
 
 
 def test_the_remote_code_copy_holds_model_code_only():
-    from insub_hf.remote_code import flat_source, required_modules
+    from insub_hf.remote_code import bundle_sources
 
-    required = required_modules()
-    assert {"insub_hf.objectives.dino", "insub_hf.objectives.simclr", "insub_hf.modeling_insub"} <= set(required)
-    for module in required:
-        assert rank(module.split(".", 1)[1]) <= rank("modeling_insub"), module
-        assert "TrainerCallback" not in flat_source(module), module
+    configs = [{"objective": "dino", "encoder_config": {"model_type": "vit"}},
+               {"objective": "scd", "encoder_config": {"model_type": "bert"}},
+               {"objective": "genomenet", "encoder_config": {"model_type": "insub_genomic"}}]
+    for config in configs:
+        for bundle, source in bundle_sources(config, processor=True).items():
+            modules = re.search(r"modules (.*) \(documented there\)", source.split("\n", 1)[0]).group(1).split(", ")
+            assert "modeling_insub" in modules or bundle != "modeling_insub", modules
+            for module in modules:
+                assert rank(module) <= rank("modeling_insub"), (bundle, module)
+            assert "TrainerCallback" not in source and "class DINOObjective" not in source, bundle
+            compile(source, bundle, "exec")
 
 
 def test_the_image_release_needs_no_sentence_transformers():

@@ -20,6 +20,8 @@ OBJECTIVES: dict[str, type[Objective]] = {
         BarlowTwinsObjective,
     )
 }
+# What a model's config reads of each objective (its settings, modality and inputs), without the objective itself
+OBJECTIVE_CONFIGS: dict[str, type[ObjectiveConfig]] = {name: cls.config_class for name, cls in OBJECTIVES.items()}
 
 __all__ = [
     "BYOLConfig",
@@ -29,6 +31,7 @@ __all__ = [
     "DINOConfig",
     "DINOObjective",
     "OBJECTIVES",
+    "OBJECTIVE_CONFIGS",
     "Objective",
     "ObjectiveConfig",
     "ObjectiveOutput",

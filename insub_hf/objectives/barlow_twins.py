@@ -19,6 +19,8 @@ class BarlowTwinsConfig(ObjectiveConfig):
         off_diagonal_weight: lambda, on the squared off-diagonal cross-correlations (the authors' 0.0051).
     """
 
+    name = "barlow_twins"
+
     off_diagonal_weight: float = checked(0.0051, low=0.0)
 
 
@@ -34,7 +36,6 @@ class BarlowTwinsObjective(Objective):
         ICML 2021.
     """
 
-    name = "barlow_twins"
     title = "Barlow Twins"
     config_class = BarlowTwinsConfig
 

@@ -8,14 +8,30 @@ from typing import Any, ClassVar, Protocol
 import torch
 from torch import nn
 
-from ..validation import CheckedArguments
+from ..validation import check_fields
 
 
 @dataclass
-class ObjectiveConfig(CheckedArguments):
+class ObjectiveConfig:
     """An objective's own settings: a dataclass of `checked` fields (each checked when built, the message naming
     `ClassName.field` and the allowed values), saved in the model's config.json as `InSubConfig.objective_config`.
+
+    It states what a model's config reads of its objective, so that the config never builds the objective.
+
+    Class attributes:
+        name: the `InSubConfig.objective` value that selects it.
+        modality: what it trains on: `"image"` (two views, or DINO's crops), `"text"` or `"dna"` (the demo and the
+            jobs pick the data and the encoder by it).
+        encoder_inputs: the encoder inputs (`main_input_name`) it can train; `InSubConfig` refuses another encoder.
+            Two-view objectives take images or DNA (`DNAViews`: a crop and another crop's reverse complement).
     """
+
+    name: ClassVar[str]
+    modality: ClassVar[str] = "image"
+    encoder_inputs: ClassVar[tuple[str, ...]] = ("pixel_values", "dna_one_hot")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,17 +89,13 @@ class Objective(nn.Module):
 
     An objective owns its own state (DINO's teacher and centre, Self-GenomeNet's distance projections) as submodules
     and buffers, so they are saved with the model under `objective.*`. The student is passed in at every call, never
-    held, so its weights stay in one place. A new objective is one new module: a subclass with `name`, `title` and
-    `forward`, listed in `objectives/__init__.py`.
+    held, so its weights stay in one place. A new objective is one new module: a subclass with `title`, `config_class`
+    and `forward`, listed in `objectives/__init__.py`.
 
     Class attributes:
-        name: the `InSubConfig.objective` value that selects it.
         title: a human name (model cards).
-        config_class: its `ObjectiveConfig` (`InSubConfig.objective_config` is one, as a dict).
-        modality: what it trains on: `"image"` (two views, or DINO's crops), `"text"` or `"dna"` (the demo and the
-            jobs pick the data and the encoder by it).
-        encoder_inputs: the encoder inputs (`main_input_name`) it can train; `InSubConfig` refuses another encoder.
-            Two-view objectives take images or DNA (`DNAViews`: a crop and another crop's reverse complement).
+        config_class: its `ObjectiveConfig` (`InSubConfig.objective_config` is one, as a dict), which states its
+            `name`, `modality` and `encoder_inputs`; the objective class carries them too.
         extra_inputs: batch keys beyond the two views that `forward` takes (DINO: `local_pixel_values`).
         initialized_modules: module types of the objective's own state whose `reset_parameters` the model's
             `post_init` calls (fresh weights only; loaded ones are kept).
@@ -96,11 +108,16 @@ class Objective(nn.Module):
 
     name: ClassVar[str]
     title: ClassVar[str]
-    config_class: ClassVar[type[ObjectiveConfig]] = ObjectiveConfig
-    modality: ClassVar[str] = "image"
-    encoder_inputs: ClassVar[tuple[str, ...]] = ("pixel_values", "dna_one_hot")
+    config_class: ClassVar[type[ObjectiveConfig]]
+    modality: ClassVar[str]
+    encoder_inputs: ClassVar[tuple[str, ...]]
     extra_inputs: ClassVar[tuple[str, ...]] = ()
     initialized_modules: ClassVar[tuple[type[nn.Module], ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.name, cls.modality = cls.config_class.name, cls.config_class.modality
+        cls.encoder_inputs = cls.config_class.encoder_inputs
 
     def __init__(self, config, student: Student):
         super().__init__()

@@ -24,6 +24,8 @@ class BYOLConfig(ObjectiveConfig):
         final_target_momentum: EMA momentum at the last step.
     """
 
+    name = "byol"
+
     predictor_hidden_size: int = checked(512, low=1, integer=True)
     target_momentum: float = checked(0.996, low=0.0, high=1.0)
     final_target_momentum: float = checked(1.0, low=0.0, high=1.0)
@@ -61,7 +63,6 @@ class BYOLObjective(Objective):
         Grill et al., "Bootstrap Your Own Latent: A New Approach to Self-Supervised Learning", NeurIPS 2020.
     """
 
-    name = "byol"
     title = "BYOL"
     config_class = BYOLConfig
     initialized_modules = (BYOLPredictor,)

@@ -33,6 +33,9 @@ class DINOConfig(ObjectiveConfig):
         center_momentum: momentum of the teacher-output centre.
     """
 
+    name = "dino"
+    encoder_inputs = ("pixel_values",)
+
     out_dim: int = checked(256, low=1, integer=True)
     student_temperature: float = checked(0.1, low=0.0, low_inclusive=False)
     teacher_temperature: float = checked(0.07, low=0.0, low_inclusive=False)
@@ -91,8 +94,6 @@ class DINOObjective(Objective):
         Caron et al., "Emerging Properties in Self-Supervised Vision Transformers", ICCV 2021.
     """
 
-    name = "dino"
-    encoder_inputs = ("pixel_values",)
     title = "DINO"
     config_class = DINOConfig
     extra_inputs = ("local_pixel_values",)

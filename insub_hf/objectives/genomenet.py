@@ -21,6 +21,10 @@ class SelfGenomeNetConfig(ObjectiveConfig):
         distances: D, how many distances (in conv windows) the context predicts ahead.
     """
 
+    name = "genomenet"
+    encoder_inputs = ("dna_one_hot",)
+    modality = "dna"
+
     distances: int = checked(3, low=1, integer=True)
 
 
@@ -34,11 +38,8 @@ class SelfGenomeNetObjective(Objective):
         Gunduz et al., "A self-supervised deep learning method for data-efficient training in genomics", 2021/2023.
     """
 
-    name = "genomenet"
-    encoder_inputs = ("dna_one_hot",)
     title = "Self-GenomeNet"
     config_class = SelfGenomeNetConfig
-    modality = "dna"
     initialized_modules = (DistanceProjections,)
 
     def __init__(self, config, student: Student):

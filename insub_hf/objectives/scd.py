@@ -24,6 +24,10 @@ class SCDConfig(ObjectiveConfig):
         off_diagonal_weight: weight of the off-diagonal part inside the decorrelation term (SCD's lambda).
     """
 
+    name = "scd"
+    encoder_inputs = ("input_ids",)
+    modality = "text"
+
     dropout: float = checked(0.05, low=0.0, high=1.0, high_inclusive=False)
     dropout_2: float = checked(0.155, low=0.0, high=1.0, high_inclusive=False)
     temperature: float = checked(0.05, low=0.0, low_inclusive=False)
@@ -42,11 +46,8 @@ class SCDObjective(Objective):
         Klein & Nabi, "SCD: Self-Contrastive Decorrelation for Sentence Embeddings", ACL 2022.
     """
 
-    name = "scd"
-    encoder_inputs = ("input_ids",)
     title = "SCD (self-contrastive decorrelation)"
     config_class = SCDConfig
-    modality = "text"
 
     def __init__(self, config, student: Student):
         super().__init__(config, student)

@@ -25,6 +25,8 @@ class SimCLRConfig(ObjectiveConfig):
             heads together and the hinge keeps them apart. With True nothing pulls them together.
     """
 
+    name = "simclr"
+
     temperature: float = checked(0.5, low=0.0, low_inclusive=False)
     base_temperature: float | None = checked(0.07, low=0.0, low_inclusive=False, optional=True)
     normalize_mean: bool = checked(False, choices=(True, False))
@@ -46,7 +48,6 @@ class SimCLRObjective(Objective):
         Chen et al., "A Simple Framework for Contrastive Learning of Visual Representations", ICML 2020.
     """
 
-    name = "simclr"
     title = "SimCLR (NT-Xent)"
     config_class = SimCLRConfig
 

@@ -21,6 +21,8 @@ class VICRegConfig(ObjectiveConfig):
         covariance_weight: nu, on the squared off-diagonal covariances.
     """
 
+    name = "vicreg"
+
     invariance_weight: float = checked(25.0, low=0.0)
     variance_weight: float = checked(25.0, low=0.0)
     covariance_weight: float = checked(1.0, low=0.0)
@@ -39,7 +41,6 @@ class VICRegObjective(Objective):
         Learning", ICLR 2022.
     """
 
-    name = "vicreg"
     title = "VICReg"
     config_class = VICRegConfig
 
