@@ -14,7 +14,6 @@ from .encoders.base import POOLINGS
 from .encoders.presets import DEFAULT_ENCODER
 from .encoders.registry import OWN_ENCODERS  # registers the package's encoder configs, so nested configs resolve
 from .objectives import OBJECTIVE_CONFIGS, ObjectiveConfig
-from .model_files import package_module
 from .recipes import DNA, DNA_ENCODER, IMAGE, TEXT
 from .validation import check_choice, check_range
 
@@ -138,8 +137,8 @@ class InSubConfig(PretrainedConfig):
     32x32 images is used.
 
     Args:
-        encoder_config: nested encoder config (a `PretrainedConfig` or its dict with `model_type`), or a short name
-            of `NAMED_ENCODERS` (e.g. `"resnet18_cifar"`; 3-channel 32x32 images, width 1: see `named_encoder`).
+        encoder_config: nested encoder config (a `PretrainedConfig` or its dict with `model_type`); a short name of
+            `NAMED_ENCODERS` becomes one through `named_encoder` (e.g. `named_encoder("resnet18_cifar")`).
         timm_model_name: a timm model name, built with `num_classes=0` (random init; weights load separately).
         timm_kwargs: extra keyword arguments for `timm.create_model`.
         pooling: how a token sequence becomes one vector for text encoders: `"cls"` or `"mean"` (masked).
@@ -203,8 +202,11 @@ class InSubConfig(PretrainedConfig):
                 "InSubConfig: set only one of `encoder_config` and `timm_model_name`, got both "
                 f"(timm_model_name={self.timm_model_name!r})."
             )
-        if isinstance(self.encoder_config, str):  # a construction shorthand: a model's remote copy needs none of it
-            self.encoder_config = package_module("encoders.presets").named_encoder(self.encoder_config)
+        if isinstance(self.encoder_config, str):  # the config is the architecture; names are the presets' job
+            raise ValueError(
+                f"InSubConfig.encoder_config must be a dict with a `model_type` or an encoder config, got the name "
+                f"{self.encoder_config!r}; build it with insub_hf.named_encoder({self.encoder_config!r})."
+            )
         if isinstance(self.encoder_config, dict) and "model_type" not in self.encoder_config:
             raise ValueError(
                 "InSubConfig.encoder_config: a dict needs a `model_type` (e.g. 'vit', 'resnet', 'bert', "

@@ -69,7 +69,10 @@ def test_save_load_round_trip_through_auto_classes(tmp_path):
 
 
 def test_insub_config_selects_the_encoder_by_short_name(tmp_path):
-    config = InSubConfig(encoder_config="resnet18_cifar", num_heads=2, head_hidden_sizes=[8], head_output_size=4)
+    with pytest.raises(ValueError, match=r"encoder_config must be a dict.*named_encoder\('resnet18_cifar'\)"):
+        InSubConfig(encoder_config="resnet18_cifar")
+    config = InSubConfig(encoder_config=named_encoder("resnet18_cifar"), num_heads=2, head_hidden_sizes=[8],
+                         head_output_size=4)
     assert config.encoder_config.model_type == "insub_cifar_resnet" and config.encoder_config.depth == 18
     grey = InSubConfig(encoder_config=named_encoder("resnet34_cifar", 28, 1, width=0.0625), num_heads=2,
                        head_hidden_sizes=[8], head_output_size=4)
