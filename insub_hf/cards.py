@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from .evaluation.results import ComparisonRow, MethodResults
 from .model_card import HubCard, genomics_eval_results, harness_eval_results, senteval_eval_results
 from .training_args import HYPERPARAMETERS
 
-__all__ = ["HubCard", "card_from_results", "dna_versus_baseline", "provenance", "text_uncertainty_section",
+__all__ = ["HubCard", "RunRecord", "card_from_results", "dna_versus_baseline", "provenance", "text_uncertainty_section",
            "text_versus_baseline", "versus_baseline", "versus_others"]
 
 # The text release's OOD check: validation tweets fix the head spread's direction, other tweets are the test
@@ -25,6 +26,41 @@ TEXT_VALIDATION, TEXT_TEST = 500, 1000
 
 # what a demo run records of the harness's `MethodResults`
 DEMO_RESULT_KEYS = ("test", "knn_accuracy", "ood", "head_spread_calibration", "fingerprints", "modality")
+
+
+@dataclass
+class RunRecord:
+    """What a job's run wrote to its results.json (`jobs.experiment.Experiment.finish`).
+
+    Attributes:
+        job: the command that wrote it (`"demo"`, `"compare"`, `"text"`, `"genomics"`, ...); a card renders it by this.
+        args: the job's arguments and the training settings it changed from its recipe.
+        hyperparameters: the training settings in full (`training_args.HYPERPARAMETERS`).
+        numbers: the job's own entries (demo: `data`, `runs`; compare: `rows`; text and genomics: `results`,
+            `fingerprints`, ...).
+    """
+
+    job: str
+    args: dict
+    hyperparameters: dict
+    numbers: dict
+
+    def to_dict(self) -> dict:
+        return {"job": self.job, "args": self.args, "hyperparameters": self.hyperparameters, **self.numbers}
+
+    @classmethod
+    def read(cls, path: str | Path) -> RunRecord:
+        """The record in the results.json at `path`; refuses a file that names no job."""
+        values = json.loads(Path(path).read_text())
+        if not isinstance(values, dict) or "job" not in values:
+            raise ValueError(
+                f"HubCommandArguments.results={str(path)!r} names no job (it is not a results.json of an insub-hf run "
+                f"of this version); a card takes the results.json of one of {sorted(CARDS)}: run that job again."
+            )
+        values = dict(values)
+        return cls(values.pop("job"), values.pop("args", {}) or {}, values.pop("hyperparameters", {}) or {}, values)
+
+
 def _named(entries: list[dict], row: str | None, kind: str, path) -> dict:
     """The entry of `entries` (demo runs, compare rows) whose `name` is `row`; refuses another, naming the allowed."""
     chosen = next((entry for entry in entries if entry["name"] == row), None)
@@ -35,54 +71,71 @@ def _named(entries: list[dict], row: str | None, kind: str, path) -> dict:
 
 
 def card_from_results(path: str | Path, row: str | None, dataset: str | None, model=None) -> dict:
-    """`HubCard` fields for one model of a demo, compare or text results.json: its model-index entries (on the split
-    the run measured, named by size and source), the training data and settings the run recorded (`args`, `data`),
-    the data sets' Hub ids and, for the text model, its base model. With `model`, the row must be that model's
-    (`check_row_is_the_models`)."""
-    results = json.loads(Path(path).read_text())
-    args, data = results.get("args") or {}, results.get("data") or {}
-    if "results" in results and "corpus" in args:  # insub-hf text
-        _check_named_model(results, row, "text", path, model)
-        start = results.get("base_model") or _named_file(args.get("encoder", "?"))
-        return dict(
-            eval_results=senteval_eval_results(results["results"][row]),
-            training_data=f"SCD on the {args.get('corpus', '?')!r} sentence corpus, starting from {start} (the "
-                          "settings below).",
-            hyperparameters=_hyperparameters(results),
-            base_model=results.get("base_model"),
-        )
-    if "results" in results and results.get("modality") == "dna":  # insub-hf genomics
-        _check_named_model(results, row, "dna", path, model)
-        labelled = _named_file(args.get("labelled") or "the bundled splice junctions")
-        return dict(
-            eval_results=genomics_eval_results(results["results"][row], labelled),
-            training_data=f"Self-GenomeNet on {_named_file(args.get('pretrain_fasta') or 'the bundled Drosophila upstream regions')} "
-                          f"(crops of {args.get('crop_length', '?')} nt); transfer to {labelled}.",
-            hyperparameters=_hyperparameters(results),
-        )
-    if "runs" in results:  # insub-hf demo: one run per model, the harness's numbers under their own keys
-        chosen = _named(results["runs"], row, "run", path)
-        measured = MethodResults.from_dict({"members": 1, **{k: chosen[k] for k in DEMO_RESULT_KEYS if k in chosen}})
-        name, shown = "fashion_mnist", "Fashion-MNIST"
-    elif "rows" in results:  # insub-hf compare
-        chosen = _named(results["rows"], row, "row", path)
-        measured = ComparisonRow.from_dict(chosen).results
-        name = shown = args.get("dataset", "fashion_mnist")
-    else:
+    """`HubCard` fields for one model of a demo, compare, text or genomics results.json (`RunRecord`, rendered by its
+    job): its model-index entries (on the split the run measured, named by size and source), the training data and
+    settings the run recorded, the data sets' Hub ids and, for the text model, its base model. With `model`, the row
+    must be that model's (`check_row_is_the_models`)."""
+    record = RunRecord.read(path)
+    if record.job not in CARDS:
         raise ValueError(
-            f"HubCommandArguments.results={str(path)!r} is not a results.json of insub-hf demo, compare or text (it "
-            "has none of their keys 'runs', 'rows', 'results' with a text corpus)."
+            f"HubCommandArguments.results={str(path)!r} was written by `insub-hf {record.job}`, whose results no card "
+            f"shows; allowed: the results.json of {sorted(CARDS)}."
         )
+    return CARDS[record.job](record, row, dataset, model, path)
+
+
+def _text_card(record: RunRecord, row, dataset, model, path) -> dict:
+    _check_named_model(record.numbers, row, "text", path, model)
+    base_model = record.numbers.get("base_model")
+    start = base_model or _named_file(record.args.get("encoder", "?"))
+    return dict(
+        eval_results=senteval_eval_results(record.numbers["results"][row]),
+        training_data=f"SCD on the {record.args.get('corpus', '?')!r} sentence corpus, starting from {start} (the "
+                      "settings below).",
+        hyperparameters=_hyperparameters(record), base_model=base_model,
+    )
+
+
+def _genomics_card(record: RunRecord, row, dataset, model, path) -> dict:
+    _check_named_model(record.numbers, row, "dna", path, model)
+    args = record.args
+    labelled = _named_file(args.get("labelled") or "the bundled splice junctions")
+    fasta = _named_file(args.get("pretrain_fasta") or "the bundled Drosophila upstream regions")
+    return dict(
+        eval_results=genomics_eval_results(record.numbers["results"][row], labelled),
+        training_data=f"Self-GenomeNet on {fasta} (crops of {args.get('crop_length', '?')} nt); transfer to {labelled}.",
+        hyperparameters=_hyperparameters(record),
+    )
+
+
+def _demo_card(record: RunRecord, row, dataset, model, path) -> dict:
+    chosen = _named(record.numbers["runs"], row, "run", path)  # the harness's numbers under their own keys
+    measured = MethodResults.from_dict({"members": 1, **{k: chosen[k] for k in DEMO_RESULT_KEYS if k in chosen}})
+    return _image_card(record, chosen, measured, "fashion_mnist", "Fashion-MNIST", dataset, model, row, path)
+
+
+def _compare_card(record: RunRecord, row, dataset, model, path) -> dict:
+    chosen = _named(record.numbers["rows"], row, "row", path)
+    name = record.args.get("dataset", "fashion_mnist")
+    return _image_card(record, chosen, ComparisonRow.from_dict(chosen).results, name, name, dataset, model, row, path)
+
+
+def _image_card(record: RunRecord, chosen: dict, measured, name: str, shown: str, dataset, model, row, path) -> dict:
     if model is not None:
         check_row_is_the_models(model, measured.fingerprints, measured.modality, row, path)
+    data = record.numbers.get("data") or {}
     hub_ids = dataset_hub_ids(name)
     split = f"test ({data['test']} images)" if "test" in data else "test"
     training = (f"{data['train']} training images of {name}: {data['source']}." if data
                 else f"{name} (the run recorded no data description).")
     return dict(
         eval_results=harness_eval_results(measured, dataset or shown, (hub_ids or [name])[0], split=split),
-        training_data=training, datasets=hub_ids or None, hyperparameters=_hyperparameters(results, chosen.get("seed")),
+        training_data=training, datasets=hub_ids or None, hyperparameters=_hyperparameters(record, chosen.get("seed")),
     )
+
+
+# How a card renders each job's record
+CARDS = {"demo": _demo_card, "compare": _compare_card, "text": _text_card, "genomics": _genomics_card}
 
 
 def _check_named_model(results: dict, row: str | None, modality: str, path, model) -> None:
@@ -108,12 +161,10 @@ def dataset_hub_ids(name: str) -> list[str]:
     return sorted(key for key, known in IMAGE_DATASET_PRESETS.items() if known is preset and "/" in key)
 
 
-def _hyperparameters(results: dict, seed: int | None = None) -> dict | None:
-    """The training settings a results.json recorded (`hyperparameters`, else its recorded arguments among
+def _hyperparameters(record: RunRecord, seed: int | None = None) -> dict | None:
+    """The training settings a run recorded (`hyperparameters`, else its recorded arguments among
     `HYPERPARAMETERS`), with the row's own `seed` where it has one."""
-    recorded = results.get("hyperparameters") or {
-        k: v for k, v in (results.get("args") or {}).items() if k in HYPERPARAMETERS
-    }
+    recorded = record.hyperparameters or {k: v for k, v in record.args.items() if k in HYPERPARAMETERS}
     return {**recorded, **({"seed": seed} if seed is not None else {})} or None
 
 

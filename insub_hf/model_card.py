@@ -10,7 +10,6 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from .objectives import OBJECTIVES
 
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "modelcard_template.md"
 
@@ -250,7 +249,7 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
     return ModelCard.from_template(
         card_data, template_path=str(TEMPLATE), model_name=name, repo_id=repo_id, class_name=class_name,
         auto_class=auto_class, encoder=describe_encoder(config), num_heads=config.num_heads, heads=heads,
-        objective=OBJECTIVES[config.objective].title, alpha=config.diversity_alpha, weight=config.diversity_weight,
+        objective=config.objective_options.title, alpha=config.diversity_alpha, weight=config.diversity_weight,
         eps=config.diversity_eps, loss_form=_loss_form(config), reduction=(
             "averaged over the two views, as in the authors' code" if config.diversity_reduction == "mean"
             else "summed over the two views"

@@ -326,7 +326,7 @@ def test_the_text_job_pushes_the_sentence_model_with_its_tokenizer_and_transfer_
     per_task = {"TWEETS": {"accuracy": 0.61, "ece": 0.07, "nll": 0.9, "mean_uncertainty": 0.02}}
     training = training_arguments(TRAINING_DEFAULTS, output_dir=str(tmp_path / "text"), push_to_hub=True,
                                   hub_model_id="someone/insub-minilm", hub_token="hf_test")
-    experiment = Experiment(training, {"corpus": "bundled", "encoder": "minilm"}, TRAINING_DEFAULTS)
+    experiment = Experiment("text", training, {"corpus": "bundled", "encoder": "minilm"}, TRAINING_DEFAULTS)
     assert training.push_to_hub is False  # the runs push nothing; the job pushes its model once
     results_file = experiment.finish({"results": {"scd_insub_m3": per_task}, "base_model": MINILM_HUB_ID,
                                       "fingerprints": {"scd_insub_m3": weights_fingerprint(model)}}, "")
@@ -443,7 +443,7 @@ def test_the_demo_results_make_a_card_and_the_fitted_detector_travels_with_the_m
             for name, m, w, fingerprint, modality in (("baseline", 1, 0.0, "0" * 64, "image"),
                                                        ("insub_m2", 2, 1.0, own, "image"),
                                                        ("text_m2", 2, 1.0, own, "text"))]
-    (tmp_path / "results.json").write_text(json.dumps({"args": {}, "runs": runs}))
+    (tmp_path / "results.json").write_text(json.dumps({"job": "demo", "args": {}, "runs": runs}))
     argv = ["hub", "--model_dir", str(model_dir), "--repo_id", "someone/insub-demo", "--results",
             str(tmp_path / "results.json"), "--folder", str(tmp_path / "folder"), "--base_model", "someone/backbone"]
     assert re.search(r"row='insub_m9' is not a run of .*allowed: \['baseline', 'insub_m2', 'text_m2'\]",
@@ -454,7 +454,7 @@ def test_the_demo_results_make_a_card_and_the_fitted_detector_travels_with_the_m
     assert re.search(r"row='text_m2' .* measured a model of modality 'text'; .*model_dir holds one of modality 'image'",
                      cli_error([*argv, "--row", "text_m2"], capsys))
     unnamed = [{k: v for k, v in run.items() if k != "fingerprints"} for run in runs]
-    (tmp_path / "unnamed.json").write_text(json.dumps({"args": {}, "runs": unnamed}))
+    (tmp_path / "unnamed.json").write_text(json.dumps({"job": "demo", "args": {}, "runs": unnamed}))
     assert "measured weights it does not record" in cli_error(
         [*argv[:6], str(tmp_path / "unnamed.json"), *argv[7:], "--row", "insub_m2"], capsys)
     assert not (tmp_path / "folder").exists()
@@ -471,9 +471,13 @@ def test_the_demo_results_make_a_card_and_the_fitted_detector_travels_with_the_m
     travelled = InSubOODDetector.from_pretrained(folder)
     torch.testing.assert_close(travelled.representation_bank, detector.representation_bank, rtol=0, atol=0)
     torch.testing.assert_close(travelled.head_banks, detector.head_banks, rtol=0, atol=0)
-    (tmp_path / "other.json").write_text(json.dumps({"args": {}}))
-    assert "is not a results.json of insub-hf demo, compare or text" in cli_error(
-        [*argv[:6], str(tmp_path / "other.json"), "--folder", str(tmp_path / "f2")], capsys)
+    # a file that names no job (whatever keys it has), or a job whose results no card shows, is refused
+    (tmp_path / "other.json").write_text(json.dumps({"args": {}, "runs": runs}))
+    assert re.search(r"other\.json' names no job .* one of \['compare', 'demo', 'genomics', 'text'\]", cli_error(
+        [*argv[:6], str(tmp_path / "other.json"), "--folder", str(tmp_path / "f2")], capsys))
+    (tmp_path / "ablation.json").write_text(json.dumps({"job": "ablation", "args": {}, "runs": runs}))
+    assert "written by `insub-hf ablation`, whose results no card shows" in cli_error(
+        [*argv[:6], str(tmp_path / "ablation.json"), "--folder", str(tmp_path / "f2")], capsys)
 
 
 def test_a_published_folder_names_nothing_of_this_machine(tmp_path):

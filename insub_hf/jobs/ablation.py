@@ -109,7 +109,7 @@ def run_ablation(
     check_output_dir(training_args.output_dir, args.overwrite_output_dir)
     # the run cache only gains runs (finished ones are loaded, never retrained), also in a comparison's folder
     experiment = Experiment(
-        training_args, asdict(args), TRAINING_DEFAULTS, overwrite=True, output_dir=args.cache_dir,
+        "ablation", training_args, asdict(args), TRAINING_DEFAULTS, overwrite=True, output_dir=args.cache_dir,
     )
     loaded = load_protocol_data(args)
     print(f"[ablation] data: {loaded.description}; scored on {args.validation_fraction:.0%} of the training images")

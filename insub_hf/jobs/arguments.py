@@ -107,7 +107,7 @@ class ImageRecipeArguments(ImageEncoderArguments):
     """The model side of the image jobs' recipe: encoder, objective, views, heads and InSub's hinge (the optimiser
     and the budget are `InSubTrainingArguments`, from `recipes.IMAGE.training`). The defaults are the CPU protocol,
     chosen on a validation split of Fashion-MNIST's training images (docs/evidence_cosine_variant.md): a CIFAR-stem
-    ResNet-10 at width 0.25 (128-d features) converges in minutes on 2 cores; M, alpha, lambda and the heads are the
+    ResNet-10 at width 0.25 (128-d features) converges in minutes on 2 cores; alpha, lambda and the heads are the
     image recipe (`recipes.IMAGE`). A job changes a default by redeclaring the field."""
 
     encoder: str = checked("resnet10_cifar", ENCODER_HELP, choices=NAMED_ENCODERS)
@@ -121,7 +121,6 @@ class ImageRecipeArguments(ImageEncoderArguments):
         0.5, "Smallest crop area (share of the image) of the two views' RandomResizedCrop.", low=0.0, high=1.0,
         low_inclusive=False,
     )
-    num_heads: int = checked(IMAGE.num_heads, "M of InSub (the baseline has M=1).", low=2, integer=True)
     diversity_alpha: float = checked(
         IMAGE.diversity_alpha, "alpha of InSub's hinge (chosen by `insub-hf ablation` on validation "
         "data).", low=0,

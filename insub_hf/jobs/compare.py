@@ -91,7 +91,8 @@ def run_comparison(
     check_comparison(args, training_args)
     probe_args, harness_args = probe_args or ProbeArguments(), harness_args or HarnessArguments()
     # checks the token and the output folder before any training
-    experiment = Experiment(training_args, asdict(args), TRAINING_DEFAULTS, overwrite=args.overwrite_output_dir)
+    experiment = Experiment("compare", training_args, asdict(args), TRAINING_DEFAULTS,
+                            overwrite=args.overwrite_output_dir)
     start = time.time()
     loaded = load_protocol_data(args)
     data = loaded.evaluation

@@ -24,7 +24,7 @@ from ..evaluation.probes import ProbeArguments
 from ..objectives import OBJECTIVES
 from .arguments import IMAGE_OBJECTIVES, ImageRecipeArguments, JobOutputArguments, training_arguments
 from .callbacks import KNNReportCallback
-from .experiment import Experiment, Variant, record_uncertainty_direction
+from .experiment import Experiment, Variant, baseline_and_insub, record_uncertainty_direction
 from ..recipes import IMAGE
 from ..trainer import InSubTrainingArguments
 from ..validation import checked
@@ -46,6 +46,7 @@ class DemoArguments(ImageRecipeArguments, JobOutputArguments):
     train_per_class: int = checked(500, "Pretraining and probe images per class (10 classes).", low=1, integer=True)
     test_per_class: int = checked(100, "Test images per class.", low=1, integer=True)
     ood_images: int = checked(1000, "Images per OOD set (MNIST digits, uniform, Gaussian noise).", low=1, integer=True)
+    num_heads: int = checked(IMAGE.num_heads, "M of InSub (the baseline has M=1).", low=2, integer=True)
     knn_k: int = checked(20, "Neighbours of the per-epoch k-NN accuracy.", low=1, integer=True)
     num_local_crops: int = checked(4, "DINO: local crops per image (12x12 for 28x28).", low=0, integer=True)
     dino_out_dim: int = checked(256, "DINO: output size K of each head's last layer.", low=1, integer=True)
@@ -109,7 +110,7 @@ def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None =
 
     training_args = training_args or training_arguments(TRAINING_DEFAULTS)
     experiment = Experiment(  # refuses an output_dir holding a finished run before any work
-        training_args, asdict(args), TRAINING_DEFAULTS, overwrite=args.overwrite_output_dir,
+        "demo", training_args, asdict(args), TRAINING_DEFAULTS, overwrite=args.overwrite_output_dir,
     )
     seed = training_args.seed
     source = resolve_fashion_mnist_source(args.data_source)
@@ -122,20 +123,21 @@ def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None =
     knn_rows = ImageWithLabel(FASHION_MNIST.eval_transform(), FASHION_MNIST.image_column, FASHION_MNIST.label_column)
     harness = HarnessArguments(corruptions=[], label_fractions=[])
     runs, arrays = [], {}
-    for name, m, weight in ((f"{prefix}baseline", 1, 0.0), (f"{prefix}insub_m{args.num_heads}", args.num_heads,
-                                                             args.diversity_weight)):
+    build = lambda m, weight: demo_config(args, m, weight)  # noqa: E731
+    for name, config in baseline_and_insub(build, args.num_heads, args.diversity_weight, prefix):
         report = KNNReportCallback(
             data["train"].with_transform(knn_rows), data["test"].with_transform(knn_rows), k=args.knn_k, name=name,
             path=experiment.output_dir / name / "epoch_report.jsonl",
         )
         # RankMe and the heads' spread on 256 fixed test images, in the run's train_log.jsonl (warns on a collapse)
         monitor = CollapseMonitorCallback(evaluation.inputs(evaluation.test_images[:256]), every=50)
-        variant = Variant(name, demo_config(args, m, weight), seed, [report, monitor])
+        variant = Variant(name, config, seed, [report, monitor])
         result = experiment.pretrain(variant, train, batch_views=views, processor=FASHION_MNIST.image_processor())
         measured, arrays[name] = MethodEvaluator([result.model], evaluation, ProbeArguments(), harness).run()
         for calibration in measured.head_spread_calibration:  # the saved model's `uncertainty` reads it this way
             record_uncertainty_direction(experiment.output_dir / name / "model", calibration.direction)
-        runs.append({"name": name, "num_heads": m, "diversity_weight": weight, "history": report.history,
+        runs.append({"name": name, "num_heads": config.num_heads, "diversity_weight": config.diversity_weight,
+                     "history": report.history,
                      "test": asdict(measured.test), "knn_accuracy": measured.knn_accuracy, "ood": measured.ood,
                      "head_spread_calibration": [asdict(c) for c in measured.head_spread_calibration],
                      "ood_fpr95": measured.ood_fpr95, "selective": measured.selective,

@@ -8,11 +8,13 @@ import json
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
 from transformers import TrainerCallback
 
+from ..cards import RunRecord
 from ..checkpointing import write_json
 from ..configuration_insub import InSubConfig
 from ..hub import final_push_target, push_model_to_hub
@@ -41,11 +43,21 @@ class Variant:
     training: dict = field(default_factory=dict)
 
 
+def baseline_and_insub(build: Callable[[int, float], InSubConfig], num_heads: int, diversity_weight: float,
+                       prefix: str = "") -> list[tuple[str, InSubConfig]]:
+    """The two models every pretraining job compares, as `(run name, config)`: the baseline (one head, no hinge:
+    `{prefix}baseline`) and InSub (`num_heads` heads, lambda `diversity_weight`: `{prefix}insub_m{num_heads}`).
+    `build(num_heads, diversity_weight)` is the job's config of its recipe."""
+    return [(f"{prefix}baseline", build(1, 0.0)),
+            (f"{prefix}insub_m{num_heads}", build(num_heads, diversity_weight))]
+
+
 class Experiment:
     """Pretrains variants into `output_dir/<variant name>` with one job's training arguments, and finishes with
     results.json, a printed table and an optional push.
 
     Args:
+        job: the command (`"demo"`, `"compare"`, ...), recorded in results.json, by which a card renders it.
         training_args: the job's `InSubTrainingArguments` (each variant trains with a copy: its run folder as
             `output_dir`, its seed). `--push_to_hub` (with `hub_model_id`, default the output folder's name) makes
             `push` upload the job's model once, with its card; the token is checked here, before any training.
@@ -59,7 +71,7 @@ class Experiment:
             or trained models) is refused here, before any work, unless `overwrite` or resuming.
     """
 
-    def __init__(self, training_args: InSubTrainingArguments, arguments: dict, training_defaults: dict,
+    def __init__(self, job: str, training_args: InSubTrainingArguments, arguments: dict, training_defaults: dict,
                  overwrite: bool = False, output_dir: str | Path | None = None):
         resume = resume_requested(training_args)
         self.output_dir = Path(output_dir or training_args.output_dir)
@@ -67,7 +79,7 @@ class Experiment:
         self.training_defaults, self.resume = training_defaults, resume
         self.arguments = {**arguments, **recorded_training(training_args, training_defaults)}
         self.push_target = final_push_target(training_args)  # checks the token; the runs themselves push nothing
-        self.training_args = training_args
+        self.training_args, self.job = training_args, job
         recorded = json.loads(json.dumps(self.arguments, default=str))  # as the file holds them
         if resume:
             check_resumed_arguments(self.output_dir / RUN_ARGUMENTS, recorded)
@@ -103,10 +115,10 @@ class Experiment:
         return result
 
     def finish(self, results: dict, table: str, filename: str = "results.json") -> Path:
-        """Writes `{"args": ..., "hyperparameters": ..., **results}` to `output_dir/filename` (whole or not at all),
-        prints `table`. `hyperparameters`: the training settings in full (`arguments.HYPERPARAMETERS`, for cards)."""
+        """Writes the run's record (`cards.RunRecord`: this job, its arguments, the training settings in full and
+        `results`) to `output_dir/filename` (whole or not at all), prints `table`."""
         path = self.output_dir / filename
-        write_json(path, {"args": self.arguments, "hyperparameters": hyperparameters(self.training_args), **results})
+        write_json(path, RunRecord(self.job, self.arguments, hyperparameters(self.training_args), results).to_dict())
         print(table)
         return path
 

@@ -19,7 +19,7 @@ from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from ..modeling_classification import InSubForSequenceClassification
 from ..modeling_insub import InSubModel
 from .arguments import GenomicsArguments, genomics_config, training_arguments
-from .experiment import Experiment, Variant
+from .experiment import Experiment, Variant, baseline_and_insub
 from ..recipes import DNA
 from ..trainer import InSubTrainer, InSubTrainingArguments
 
@@ -65,7 +65,7 @@ def run_genomics(args: GenomicsArguments, training_args: InSubTrainingArguments 
     training_args = training_args or training_arguments(TRAINING_DEFAULTS)
     seed = training_args.seed
     experiment = Experiment(  # checks the output folder before the data are read
-        training_args, asdict(args), TRAINING_DEFAULTS, overwrite=args.overwrite_output_dir,
+        "genomics", training_args, asdict(args), TRAINING_DEFAULTS, overwrite=args.overwrite_output_dir,
     )
     fasta = args.pretrain_fasta or bundled_upstream_path()
     corpus = load_fasta_dataset(fasta)
@@ -78,8 +78,9 @@ def run_genomics(args: GenomicsArguments, training_args: InSubTrainingArguments 
           f"{len(train[1])} train / {len(test[1])} test, {num_classes} classes")
     views = corpus.with_transform(DNAViews(args.crop_length, two_views=False))
     out, results, fingerprints = experiment.output_dir, {}, {}
-    for name, m, weight in (("baseline", 1, 0.0), (f"insub_m{args.num_heads}", args.num_heads, args.diversity_weight)):
-        run = experiment.pretrain(Variant(name, genomics_config(args, m, weight), seed), views)
+    build = lambda m, weight: genomics_config(args, m, weight)  # noqa: E731
+    for name, config in baseline_and_insub(build, args.num_heads, args.diversity_weight):
+        run = experiment.pretrain(Variant(name, config, seed), views)
         encoder = run.model.insub
         fingerprints[name] = encoder_and_heads_fingerprint(encoder)  # which model each row is (before fine-tuning copies it)
         features = extract_features(encoder, {"dna_one_hot": train[0]}).representations  # (N, 1, d)

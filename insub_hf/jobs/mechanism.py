@@ -208,7 +208,7 @@ def run_mechanism(args: MechanismArguments, training_args: InSubTrainingArgument
     results, curves = {}, {}
     for objective in args.objectives:
         setup = objective_setup(args, training_args, objective)
-        experiment = Experiment(setup.training_args, asdict(args), TRAINING_DEFAULTS, overwrite=True)
+        experiment = Experiment("mechanism", setup.training_args, asdict(args), TRAINING_DEFAULTS, overwrite=True)
         runs, curves[objective] = {}, {}
         t = setup.training_args
         training = {**training_changes(t, TRAINING_DEFAULTS), "logging_steps": t.logging_steps}

@@ -25,6 +25,7 @@ from ..cards import (
     HubCard,
     TEXT_TEST,
     TEXT_VALIDATION,
+    RunRecord,
     card_from_results,
     dna_versus_baseline,
     provenance,
@@ -111,8 +112,7 @@ def release_image(command: str, release, args, training_args, probe_args, harnes
     start, push = time.time(), final_push_target(training_args)
     compare.run_comparison(args, training_args, probe_args, harness_args)
     out = Path(training_args.output_dir)
-    results = json.loads((out / "results.json").read_text())
-    rows = {r["method"]: ComparisonRow.from_dict(r) for r in results["rows"]}
+    rows = {r["method"]: ComparisonRow.from_dict(r) for r in RunRecord.read(out / "results.json").numbers["rows"]}
     row = rows["insub"]
     model = measured_model(out, row.results.fingerprints)
     data = load_protocol_data(args).evaluation  # images in [0, 1] and the normalisation the model was trained with
@@ -132,11 +132,11 @@ def release_image(command: str, release, args, training_args, probe_args, harnes
 
 def run_job(job, args, training_args, name: str):
     """Runs a text or genomics `job` (its push turned off: the release pushes once); returns the start time, the push
-    target, the output folder, its results.json and the trained model `name` of the results."""
+    target, the output folder, the numbers of its results.json (`RunRecord.numbers`) and the trained model `name`."""
     start, push = time.time(), final_push_target(training_args)
     job(args, training_args)
     out = Path(training_args.output_dir)
-    results = json.loads((out / "results.json").read_text())
+    results = RunRecord.read(out / "results.json").numbers
     return start, push, out, results, measured_model(out, [results["fingerprints"][name]])
 
 
@@ -184,12 +184,16 @@ def measure_text_uncertainty(model, tokenizer, args, reading: TextReleaseArgumen
 
     from ..sentence_embeddings import InSubSentenceEncoder
 
+    from ..evaluation.text_bench import (
+        TextBenchArguments, make_bench, measure_base, measure_model, uncertainty_settings,
+    )
+
     path = encoder_path(args.encoder)
-    check = text_candidates.TextCandidatesArguments(k=reading.k, bank_size=bank)
-    bench = text_candidates.make_bench(check, list(corpus[:bank]))
-    text_candidates.measure_base(bench, path, AutoConfig.from_pretrained(path), base_tokenizer(path), check)
-    measured = text_candidates.measure_model(InSubSentenceEncoder(model, tokenizer), True, bench, check, seed)
-    settings = text_candidates.uncertainty_settings(reading.uncertainty, measured, reading.k)
+    check = TextBenchArguments(k=reading.k, bank_size=bank)
+    bench = make_bench(check, list(corpus[:bank]))
+    measure_base(bench, path, AutoConfig.from_pretrained(path), base_tokenizer(path), check)
+    measured = measure_model(InSubSentenceEncoder(model, tokenizer), True, bench, check, seed)
+    settings = uncertainty_settings(reading.uncertainty, measured, reading.k)
     return {**measured.numbers, "reading": reading.uncertainty, "ood_sets": list(bench.sets)}, settings
 
 

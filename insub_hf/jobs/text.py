@@ -19,7 +19,7 @@ from ..evaluation.senteval import evaluate_task, load_senteval_task
 from ..cards import HubCard, card_from_results
 from ..modeling_insub import InSubModel
 from .arguments import TextArguments, text_config, training_arguments
-from .experiment import Experiment, Variant
+from .experiment import Experiment, Variant, baseline_and_insub
 from ..recipes import TEXT
 from ..sentence_embeddings import InSubSentenceEncoder
 from ..trainer import InSubTrainingArguments
@@ -41,7 +41,8 @@ def run_text(args: TextArguments, training_args: InSubTrainingArguments | None =
     training_args = training_args or training_arguments(TRAINING_DEFAULTS)
     seed = training_args.seed
     path = encoder_path(args.encoder)
-    experiment = Experiment(training_args, asdict(args), TRAINING_DEFAULTS, overwrite=args.overwrite_output_dir)
+    experiment = Experiment("text", training_args, asdict(args), TRAINING_DEFAULTS,
+                            overwrite=args.overwrite_output_dir)
     tokenizer = base_tokenizer(path)
     encoder_config = AutoConfig.from_pretrained(path)
     corpus = load_sentence_corpus(args.corpus, args.text_column, max_sentences=args.max_sentences)
@@ -55,9 +56,9 @@ def run_text(args: TextArguments, training_args: InSubTrainingArguments | None =
     untouched = InSubModel(text_config(args, encoder_config, 1, 0.0))
     load_encoder_weights(untouched, path)
     models = {"pretrained (no SCD)": untouched}
-    for name, m, weight in (("scd_baseline", 1, 0.0), (f"scd_insub_m{args.num_heads}", args.num_heads,
-                                                       args.diversity_weight)):
-        variant = Variant(name, text_config(args, encoder_config, m, weight), seed)
+    build = lambda m, weight: text_config(args, encoder_config, m, weight)  # noqa: E731
+    for name, config in baseline_and_insub(build, args.num_heads, args.diversity_weight, prefix="scd_"):
+        variant = Variant(name, config, seed)
         result = experiment.pretrain(variant, train, init_encoder_from=path)
         tokenizer.save_pretrained(experiment.output_dir / name / "model")  # loads with InSubSentenceEncoder
         models[name] = result.model.insub

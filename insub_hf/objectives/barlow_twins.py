@@ -20,6 +20,7 @@ class BarlowTwinsConfig(ObjectiveConfig):
     """
 
     name = "barlow_twins"
+    title = "Barlow Twins"
 
     off_diagonal_weight: float = checked(0.0051, low=0.0)
 
@@ -36,7 +37,6 @@ class BarlowTwinsObjective(Objective):
         ICML 2021.
     """
 
-    title = "Barlow Twins"
     config_class = BarlowTwinsConfig
 
     def __init__(self, config, student: Student):

@@ -20,6 +20,7 @@ class ObjectiveConfig:
 
     Class attributes:
         name: the `InSubConfig.objective` value that selects it.
+        title: a human name (model cards).
         modality: what it trains on: `"image"` (two views, or DINO's crops), `"text"` or `"dna"` (the demo and the
             jobs pick the data and the encoder by it).
         encoder_inputs: the encoder inputs (`main_input_name`) it can train; `InSubConfig` refuses another encoder.
@@ -27,6 +28,7 @@ class ObjectiveConfig:
     """
 
     name: ClassVar[str]
+    title: ClassVar[str]
     modality: ClassVar[str] = "image"
     encoder_inputs: ClassVar[tuple[str, ...]] = ("pixel_values", "dna_one_hot")
 
@@ -89,13 +91,12 @@ class Objective(nn.Module):
 
     An objective owns its own state (DINO's teacher and centre, Self-GenomeNet's distance projections) as submodules
     and buffers, so they are saved with the model under `objective.*`. The student is passed in at every call, never
-    held, so its weights stay in one place. A new objective is one new module: a subclass with `title`, `config_class`
-    and `forward`, listed in `objectives/__init__.py`.
+    held, so its weights stay in one place. A new objective is one new module: a subclass with `config_class` and
+    `forward`, listed in `objectives/__init__.py`.
 
     Class attributes:
-        title: a human name (model cards).
         config_class: its `ObjectiveConfig` (`InSubConfig.objective_config` is one, as a dict), which states its
-            `name`, `modality` and `encoder_inputs`; the objective class carries them too.
+            `name`, `title`, `modality` and `encoder_inputs`; the objective class carries them too.
         extra_inputs: batch keys beyond the two views that `forward` takes (DINO: `local_pixel_values`).
         initialized_modules: module types of the objective's own state whose `reset_parameters` the model's
             `post_init` calls (fresh weights only; loaded ones are kept).
@@ -116,7 +117,7 @@ class Objective(nn.Module):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls.name, cls.modality = cls.config_class.name, cls.config_class.modality
+        cls.name, cls.title, cls.modality = cls.config_class.name, cls.config_class.title, cls.config_class.modality
         cls.encoder_inputs = cls.config_class.encoder_inputs
 
     def __init__(self, config, student: Student):

@@ -25,6 +25,7 @@ class BYOLConfig(ObjectiveConfig):
     """
 
     name = "byol"
+    title = "BYOL"
 
     predictor_hidden_size: int = checked(512, low=1, integer=True)
     target_momentum: float = checked(0.996, low=0.0, high=1.0)
@@ -63,7 +64,6 @@ class BYOLObjective(Objective):
         Grill et al., "Bootstrap Your Own Latent: A New Approach to Self-Supervised Learning", NeurIPS 2020.
     """
 
-    title = "BYOL"
     config_class = BYOLConfig
     initialized_modules = (BYOLPredictor,)
 

@@ -34,6 +34,7 @@ class DINOConfig(ObjectiveConfig):
     """
 
     name = "dino"
+    title = "DINO"
     encoder_inputs = ("pixel_values",)
 
     out_dim: int = checked(256, low=1, integer=True)
@@ -94,7 +95,6 @@ class DINOObjective(Objective):
         Caron et al., "Emerging Properties in Self-Supervised Vision Transformers", ICCV 2021.
     """
 
-    title = "DINO"
     config_class = DINOConfig
     extra_inputs = ("local_pixel_values",)
     initialized_modules = (WeightNormedLinear,)

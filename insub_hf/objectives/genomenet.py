@@ -22,6 +22,7 @@ class SelfGenomeNetConfig(ObjectiveConfig):
     """
 
     name = "genomenet"
+    title = "Self-GenomeNet"
     encoder_inputs = ("dna_one_hot",)
     modality = "dna"
 
@@ -38,7 +39,6 @@ class SelfGenomeNetObjective(Objective):
         Gunduz et al., "A self-supervised deep learning method for data-efficient training in genomics", 2021/2023.
     """
 
-    title = "Self-GenomeNet"
     config_class = SelfGenomeNetConfig
     initialized_modules = (DistanceProjections,)
 

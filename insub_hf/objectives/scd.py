@@ -25,6 +25,7 @@ class SCDConfig(ObjectiveConfig):
     """
 
     name = "scd"
+    title = "SCD (self-contrastive decorrelation)"
     encoder_inputs = ("input_ids",)
     modality = "text"
 
@@ -46,7 +47,6 @@ class SCDObjective(Objective):
         Klein & Nabi, "SCD: Self-Contrastive Decorrelation for Sentence Embeddings", ACL 2022.
     """
 
-    title = "SCD (self-contrastive decorrelation)"
     config_class = SCDConfig
 
     def __init__(self, config, student: Student):

@@ -26,6 +26,7 @@ class SimCLRConfig(ObjectiveConfig):
     """
 
     name = "simclr"
+    title = "SimCLR (NT-Xent)"
 
     temperature: float = checked(0.5, low=0.0, low_inclusive=False)
     base_temperature: float | None = checked(0.07, low=0.0, low_inclusive=False, optional=True)
@@ -48,7 +49,6 @@ class SimCLRObjective(Objective):
         Chen et al., "A Simple Framework for Contrastive Learning of Visual Representations", ICML 2020.
     """
 
-    title = "SimCLR (NT-Xent)"
     config_class = SimCLRConfig
 
     def __init__(self, config, student: Student):

@@ -22,6 +22,7 @@ class VICRegConfig(ObjectiveConfig):
     """
 
     name = "vicreg"
+    title = "VICReg"
 
     invariance_weight: float = checked(25.0, low=0.0)
     variance_weight: float = checked(25.0, low=0.0)
@@ -41,7 +42,6 @@ class VICRegObjective(Objective):
         Learning", ICLR 2022.
     """
 
-    title = "VICReg"
     config_class = VICRegConfig
 
     def __init__(self, config, student: Student):

@@ -184,7 +184,9 @@ def test_ablation_scores_on_validation_data_only_and_reuses_the_comparison_cache
     assert main(argv) == 0
     baseline_runs = sorted((cache / "cache").iterdir())
     out = tmp_path / "ablation"
-    shared = argv[1:argv.index("--methods")] + argv[argv.index("--methods") + 2:]  # the protocol's flags
+    # the protocol's flags (the methods and their M are the comparison's own)
+    shared = [flag for i, flag in enumerate(argv[1:], 1) if flag not in ("--methods", "--num_heads")
+              and argv[i - 1] not in ("--methods", "--num_heads")]
     ablation = ["ablation", *shared, "--output_dir", str(out), "--cache_dir", str(cache), "--alphas", "0.05", "0.5",
                 "--weights", "0.5", "2", "--ablation_heads", "3", "5"]
     assert main(ablation) == 0

@@ -130,23 +130,23 @@ def test_resume_refuses_other_settings_naming_them_and_changes_nothing(tmp_path)
 
     defaults = IMAGE.training_arguments(output_dir=str(tmp_path))
     started = {"temperature": 0.2}
-    Experiment(training_arguments(defaults), started, defaults)
+    Experiment("demo", training_arguments(defaults), started, defaults)
     (tmp_path / "baseline").mkdir()
     (tmp_path / "baseline" / "checkpoint-5").mkdir()  # a run under way
     before = snapshot(tmp_path)
     with pytest.raises(ValueError) as error:
-        Experiment(training_arguments(defaults, seed=1, lr_scheduler_type="linear", resume_from_checkpoint="true"),
+        Experiment("demo", training_arguments(defaults, seed=1, lr_scheduler_type="linear", resume_from_checkpoint="true"),
                    {**started, "temperature": 0.5}, defaults)
     message = str(error.value)
     assert "holds a run started with other settings (lr_scheduler_type: None -> 'linear'; seed: 0 -> 1; " \
            "temperature: 0.2 -> 0.5)" in message
     assert snapshot(tmp_path) == before
     # what does not change the run (resuming itself, loader workers, logging) may differ
-    Experiment(training_arguments(defaults, dataloader_num_workers=2, logging_steps=50, resume_from_checkpoint="last"),
+    Experiment("demo", training_arguments(defaults, dataloader_num_workers=2, logging_steps=50, resume_from_checkpoint="last"),
                started, defaults)
     # a job trains several runs: one checkpoint folder is not a value it takes
     with pytest.raises(ValueError, match=r"resume_from_checkpoint='.*checkpoint-5': a job continues each of its runs"):
-        Experiment(training_arguments(defaults, resume_from_checkpoint=str(tmp_path / "baseline" / "checkpoint-5")),
+        Experiment("demo", training_arguments(defaults, resume_from_checkpoint=str(tmp_path / "baseline" / "checkpoint-5")),
                    started, defaults)
 
 

@@ -5,7 +5,8 @@ import json
 import pytest
 import torch
 
-from insub_hf.jobs.text_candidates import BASE, choose, cosine_correlation
+from insub_hf.evaluation.text_bench import cosine_correlation
+from insub_hf.jobs.text_candidates import BASE, choose
 from insub_hf_cli import main
 
 

@@ -1,0 +1,186 @@
+"""How a text model's embeddings and uncertainty readings are measured (what `insub-hf text-candidates` compares and
+`insub-hf release text` reports): transfer to the tweets' sentiment, drop-in cosine agreement with the base model,
+and each uncertainty reading (`READINGS`) against OOD sets, the transfer classifier's errors and sentence length, on
+validation data and then on test data (disjoint tweets and disjoint halves of each OOD set).
+
+- transfer: logistic regression on the unit embeddings of the transfer tweets (train split), penalty chosen on the
+  validation tweets; accuracy on validation, then test;
+- drop-in: the Spearman correlation of all pairwise cosines with the base model's;
+- each reading: OOD AUROC against each set of `text_ood_sets` (higher = OOD, its direction fixed on the validation
+  halves), AUROC for the transfer classifier's errors, Spearman with the sentence's token count. `length` (the token
+  count itself) shows what length alone explains; `knn` is the distance to the k-th nearest bank sentence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from scipy.stats import spearmanr
+
+from ..configuration_insub import InSubConfig
+from ..data import load_tweet_sentiment
+from ..encoders import load_encoder_weights
+from ..modeling_insub import InSubModel
+from ..sentence_embeddings import InSubSentenceEncoder
+from ..text_uncertainty import fit_length_standardisation, knn_distance, length_standardised
+from ..validation import CheckedArguments, checked
+from .metrics.ood import ood_auroc
+from .senteval import fit_classifier
+from .text_ood_sets import shuffled_words, text_ood_sets
+
+READINGS = ("spread", "spread_by_length", "knn", "length")
+SPLITS = ("validation", "test")
+
+
+@dataclass
+class TextBenchArguments(CheckedArguments):
+    """What a text model is measured on and how (`make_bench`, `measure_model`)."""
+
+    transfer_train: int = checked(3000, "Transfer tweets the classifier is trained on.", low=10, integer=True)
+    split_size: int = checked(1500, "Tweets of each of validation and test.", low=10, integer=True)
+    ood_size: int = checked(500, "Sentences of each OOD set per split.", low=10, integer=True)
+    k: int = checked(10, "The k-NN reading's neighbour.", low=1, integer=True)
+    bank_size: int = checked(4000, "Pretraining tweets the k-NN reading searches (the bundled corpus has 4,000).",
+                             low=1, integer=True)
+    length_buckets: int = checked(5, "Token-count buckets of the length-standardised spread.", low=1, integer=True)
+
+
+@dataclass
+class Encoded:
+    """One model's view of a list of sentences: unit `embeddings (N, d)`, `spread (N,)` (its heads'; None for the
+    base), `lengths (N,)` token counts."""
+
+    embeddings: torch.Tensor
+    spread: torch.Tensor | None
+    lengths: torch.Tensor
+
+
+def encode(encoder: InSubSentenceEncoder, sentences: list[str], heads: bool) -> Encoded:
+    out = encoder.encode(sentences)
+    lengths = torch.as_tensor([int(m.sum()) for m in encoder.tokenize(list(sentences))["attention_mask"]])
+    return Encoded(F.normalize(out.embeddings, dim=1), out.uncertainty if heads else None, lengths)
+
+
+def cosine_correlation(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Spearman correlation of the pairwise cosines of unit rows `a (N, d)` with those of `b (N, d')`."""
+    upper = torch.triu_indices(len(a), len(a), offset=1)
+    pairs = lambda x: (x @ x.T)[upper[0], upper[1]].numpy()  # noqa: E731
+    return float(spearmanr(pairs(a), pairs(b)).statistic)
+
+
+def _split(data, args: TextBenchArguments):
+    """The transfer tweets in a fixed order (seed 0, whatever the run's seed): train, validation, test."""
+    order = np.random.default_rng(0).permutation(len(data))
+    stops = np.cumsum([args.transfer_train, args.split_size, args.split_size])
+    if stops[-1] > len(data):
+        raise ValueError(f"transfer_train + 2 * split_size = {stops[-1]} is more than the {len(data)} transfer tweets.")
+    return {name: data.select(order[start:stop]) for name, start, stop in
+            zip(("train", *SPLITS), (0, *stops[:-1]), stops)}
+
+
+def readings(encoded: Encoded, bank: torch.Tensor, k: int, standardise: dict | None) -> dict[str, torch.Tensor]:
+    """Every reading of one model on a set of sentences (unoriented: the direction is fixed later)."""
+    out = {"knn": knn_distance(encoded.embeddings, bank, k), "length": encoded.lengths.double()}
+    if encoded.spread is not None:
+        out["spread"] = encoded.spread
+        out["spread_by_length"] = length_standardised(encoded.spread, encoded.lengths, **standardise)
+    return out
+
+
+@dataclass
+class Bench:
+    """What every model is measured on: the transfer tweets (`data`: train, validation, test), the OOD sets
+    (`sets`: name -> split -> sentences), the k-NN reading's bank sentences and the base model's unit embeddings of
+    the validation and test tweets (`base`, for the cosine correlation)."""
+
+    data: dict
+    sets: dict
+    bank_sentences: list[str]
+    base: dict | None = None
+
+
+def make_bench(args: TextBenchArguments, bank_sentences: list[str]) -> Bench:
+    """The transfer tweets in a fixed split (`_split`) and `ood_size` sentences of each OOD set per split (disjoint
+    halves; the shuffled words of the split's own tweets)."""
+    data = _split(load_tweet_sentiment("transfer"), args)
+    made = text_ood_sets(list(data["validation"]["text"]), 2 * args.ood_size, seed=0)  # "shuffled" is made per split
+    sets = {name: {} for name in made}
+    for split, offset in zip(SPLITS, (0, args.ood_size)):
+        for name, sentences in made.items():
+            sets[name][split] = (shuffled_words(list(data[split]["text"][:args.ood_size]), seed=1) if name == "shuffled"
+                                 else sentences[offset:offset + args.ood_size])
+    return Bench(data, sets, bank_sentences)
+
+
+def measure_base(bench: Bench, path, encoder_config, tokenizer, args: TextBenchArguments) -> dict:
+    """The base model's numbers (its readings: k-NN and length); keeps its embeddings in `bench.base`."""
+    model = InSubModel(InSubConfig.for_text(encoder_config, num_heads=1, diversity_weight=0.0))
+    load_encoder_weights(model, path)
+    measured = measure_model(InSubSentenceEncoder(model, tokenizer), False, bench, args, seed=0)
+    bench.base = measured.embeddings
+    return measured.numbers
+
+
+@dataclass
+class Measured:
+    """What `measure_model` measured: `numbers` (for results.json: per split the transfer accuracy, the cosine
+    correlation and every reading's AUROCs and Spearman; the readings' `directions` and `length_standardisation`),
+    and beside them the model's unit `embeddings` of the validation and test tweets (`SPLITS`) and of the `bank`."""
+
+    numbers: dict
+    embeddings: dict[str, torch.Tensor]
+    bank: torch.Tensor
+
+
+def measure_model(encoder, heads: bool, bench: Bench, args: TextBenchArguments, seed: int) -> Measured:
+    """Validation and test numbers of one model (see the module's docstring), its readings' directions and length
+    standardisation (fitted on the validation tweets)."""
+    data = bench.data
+    enc = {split: encode(encoder, list(data[split]["text"]), heads) for split in ("train", *SPLITS)}
+    bank = encode(encoder, bench.bank_sentences, False).embeddings
+    standardise = fit_length_standardisation(enc["validation"].spread, enc["validation"].lengths,
+                                             args.length_buckets) if heads else None
+    labels = {split: np.asarray(data[split]["label"]) for split in ("train", *SPLITS)}
+    classifier = fit_classifier((enc["train"].embeddings.numpy(), labels["train"]),
+                                (enc["validation"].embeddings.numpy(), labels["validation"]), seed=seed)
+    per_split, scores = {}, {}
+    for split in SPLITS:
+        errors = torch.as_tensor(classifier.predict(enc[split].embeddings.numpy()) != labels[split])
+        in_scores = readings(enc[split], bank, args.k, standardise)
+        out_scores = {name: readings(encode(encoder, sentences[split], heads), bank, args.k, standardise)
+                      for name, sentences in bench.sets.items()}
+        scores[split] = (in_scores, out_scores, errors)
+        correlation = (cosine_correlation(enc[split].embeddings[:1000], bench.base[split][:1000])
+                       if bench.base is not None else 1.0)
+        per_split[split] = {"transfer_accuracy": float(1 - errors.double().mean()),
+                            "cosine_spearman_with_base": correlation}
+    # each reading's direction: the one with the higher mean AUROC over the validation OOD sets
+    in_val, out_val, _ = scores["validation"]
+    directions = {r: 1 if np.mean([ood_auroc(in_val[r], out_val[s][r], higher_is_in=False) for s in bench.sets])
+                  >= 0.5 else -1 for r in in_val}
+    for split in SPLITS:
+        in_scores, out_scores, errors = scores[split]
+        per_split[split]["readings"] = {r: {
+            "ood_auroc": {s: ood_auroc(d * in_scores[r], d * out_scores[s][r], higher_is_in=False) for s in bench.sets},
+            "error_auroc": ood_auroc(d * in_scores[r][~errors], d * in_scores[r][errors], higher_is_in=False),
+            "length_spearman": float(spearmanr(d * in_scores[r].numpy(), enc[split].lengths.numpy()).statistic),
+        } for r, d in directions.items()}
+        for numbers in per_split[split]["readings"].values():
+            numbers["mean_ood_auroc"] = float(np.mean(list(numbers["ood_auroc"].values())))
+    return Measured({"directions": directions, "length_standardisation": standardise, **per_split},
+                    {split: enc[split].embeddings for split in SPLITS}, bank)
+
+
+def uncertainty_settings(reading: str, measured: Measured, k: int) -> dict:
+    """`InSubUncertainty`'s settings for `reading` of a model `measure_model` measured."""
+    numbers = measured.numbers
+    if reading == "knn":
+        return {"reading": "knn", "k": k, "bank": measured.bank}
+    if reading == "spread_by_length":
+        return {"reading": reading, "direction": numbers["directions"][reading], **numbers["length_standardisation"]}
+    return {"reading": "spread"}
+
+
