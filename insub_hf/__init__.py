@@ -37,7 +37,8 @@ AutoImageProcessor.register(
 
 _EXPORTS = {
     ".modeling_classification": ("InSubImageClassifierOutput",),
-    ".modeling_insub": ("InSubForPreTrainingOutput", "InSubModelOutput", "InSubPreTrainedModel"),
+    ".modeling_insub": ("InSubPreTrainedModel",),
+    ".modeling_outputs": ("InSubForPreTrainingOutput", "InSubModelOutput"),
     ".encoders": (
         "CifarResNetConfig", "CifarResNetModel", "Encoder", "GenomicEncoderConfig", "GenomicEncoderModel", "build_encoder", "encoder_config_from_pretrained",
         "load_encoder_weights",

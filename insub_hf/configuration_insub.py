@@ -34,34 +34,29 @@ def encoder_field(encoder_config, key: str):
     return encoder_config.get(key) if isinstance(encoder_config, dict) else getattr(encoder_config, key, None)
 
 
-def base_max_length(encoder_config, tokenizer) -> int:
-    """Tokens per sentence a text model reads by default: the base model's (the tokenizer's `model_max_length`),
-    capped by the encoder's position embeddings."""
-    positions = encoder_field(encoder_config, "max_position_embeddings")
-    return min(tokenizer.model_max_length, positions or tokenizer.model_max_length)
-
-
 # The most classes a classifier config takes (transformers builds an id2label entry per class at construction)
 MAX_LABELS = 100_000
 # The objective an InSubConfig trains with when none is named, by what its encoder reads
 DEFAULT_OBJECTIVES = {"pixel_values": "simclr", "input_ids": "scd", "dna_one_hot": "genomenet"}
 
 
+# What a classifier's labels mean (transformers' `problem_type`; None: regression for one label, else decided by the
+# labels' dtype: integers are classes, floats one 0/1 target per label)
+PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
+
+
 def check_label_settings(num_labels, problem_type, where: str = "InSubConfig") -> None:
-    """Refuses label settings InSub's classifiers cannot honour: they are single-label classifiers (a softmax over
-    `num_labels` >= 2 classes, cross-entropy), so `num_labels=1` (transformers' regression convention), another
-    `problem_type`, or more than `MAX_LABELS` classes are refused with the reason."""
-    if problem_type not in (None, "single_label_classification"):
+    """Refuses label settings the classifiers cannot honour, with the reason: a `problem_type` outside
+    `PROBLEM_TYPES`, a single-label classifier over one class (a one-class softmax is always 1 and never learns), or
+    more than `MAX_LABELS` labels."""
+    if problem_type is not None:
+        check_choice(f"{where}.problem_type", problem_type, PROBLEM_TYPES)
+    if num_labels == 1 and problem_type == "single_label_classification":
         raise ValueError(
-            f"{where}.problem_type must be None or 'single_label_classification', got {problem_type!r}: InSub's "
-            "classifiers are single-label (a softmax over num_labels classes, trained with cross-entropy)."
+            f"{where}.num_labels must be at least 2 for problem_type='single_label_classification', got 1: a one-class "
+            "softmax is always 1 and never learns (num_labels=1 is transformers' regression convention)."
         )
-    if num_labels == 1:
-        raise ValueError(
-            f"{where}.num_labels must be at least 2, got 1 (transformers' regression convention): InSub's classifiers "
-            "are single-label classifiers over num_labels classes; a one-class softmax is always 1 and never learns."
-        )
-    check_range(f"{where}.num_labels", num_labels, low=2, high=MAX_LABELS, integer=True)
+    check_range(f"{where}.num_labels", num_labels, low=1, high=MAX_LABELS, integer=True)
 
 
 def encoder_input(config) -> str:
@@ -271,6 +266,19 @@ class InSubConfig(PretrainedConfig):
             return None
         sizes = encoder_field(self.encoder_config, "hidden_sizes")
         return sizes[-1] if sizes else encoder_field(self.encoder_config, "hidden_size")
+
+    def get_text_config(self, *args: Any, **kwargs: Any) -> PretrainedConfig:
+        """A text model's encoder config (its vocabulary and sizes, what transformers' token tools such as
+        `resize_token_embeddings` read and write); this config for other models."""
+        if isinstance(self.encoder_config, PretrainedConfig) and encoder_input(self) == "input_ids":
+            return self.encoder_config
+        return super().get_text_config(*args, **kwargs)
+
+    def text_max_length(self, tokenizer) -> int:
+        """Tokens per sentence a text model reads by default: the base model's (the tokenizer's `model_max_length`),
+        capped by the encoder's position embeddings."""
+        positions = encoder_field(self.encoder_config, "max_position_embeddings")
+        return min(tokenizer.model_max_length, positions or tokenizer.model_max_length)
 
     @property
     def modality(self) -> str:

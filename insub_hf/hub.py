@@ -124,11 +124,10 @@ def write_sentence_transformer_files(folder: str | Path, model, tokenizer, uncer
             "A text model's folder is a sentence-transformers folder too: pip install \"insub-hf[st]\"."
         ) from error
     from . import sentence_transformer_module as st_module
-    from .configuration_insub import base_max_length
 
     folder, insub = Path(folder), getattr(model, "insub", model)
     module = st_module.InSubSentenceTransformer(model=insub, tokenizer=tokenizer,
-                                                max_seq_length=base_max_length(insub.config.encoder_config, tokenizer))
+                                                max_seq_length=insub.config.text_max_length(tokenizer))
     with tempfile.TemporaryDirectory() as tmp:
         extra = [st_module.InSubUncertainty(**uncertainty)] if uncertainty is not None else []
         SentenceTransformer(modules=[module, Normalize(), *extra]).save(tmp)

@@ -16,16 +16,10 @@ from torchvision.transforms.v2 import functional as TF
 from transformers.image_processing_backends import TorchvisionBackend
 from transformers.image_processing_utils import BatchFeature
 
-from .image_processing_pil_insub import (
-    InSubImageProcessorFields,
-    check_crop_fits,
-    check_processor_fields,
-    normalize_images,
-    stack_processed,
-    to_channels,
-)
+from .image_processing_pil_insub import InSubImageProcessorFields, check_crop_fits, stack_processed, to_channels
+from .image_range import normalize_images
 
-__all__ = ["InSubImageProcessor", "check_processor_fields", "normalize_images", "to_channels"]
+__all__ = ["InSubImageProcessor"]
 
 
 class InSubImageProcessor(InSubImageProcessorFields, TorchvisionBackend):

@@ -20,7 +20,7 @@ from transformers.image_processing_utils import BatchFeature
 from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, PILImageResampling
 from transformers.processing_utils import ImagesKwargs
 
-from .image_range import check_processor_fields, check_unit_images
+from .image_range import check_processor_fields, check_unit_images, normalize_images
 
 # PIL modes of 16-bit grey images (a 16-bit PNG opens as "I;16"); PIL's own conversion to 8 bits clips them at 255
 SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
@@ -38,10 +38,18 @@ class InSubImageProcessorKwargs(ImagesKwargs, total=False):
 
 def to_channels(image: torch.Tensor, num_channels: int) -> torch.Tensor:
     """A `(C, H, W)` uint8 image with C in {1, 3, 4} as `num_channels` channels: RGB(A) -> grey by PIL's luma (exact
-    where R = G = B), grey -> RGB by repeating, an alpha channel dropped."""
+    where R = G = B), grey -> RGB by repeating, an alpha channel dropped; a 4-channel model (RGBA, 4 bands) reads
+    4-channel images only."""
     channels = image.shape[0]
     if channels not in (1, 3, 4):
         raise ValueError(f"InSubImageProcessor: images must have 1, 3 or 4 channels, got {channels}.")
+    if channels == num_channels:
+        return image
+    if num_channels == 4:
+        raise ValueError(
+            f"InSubImageProcessor: num_channels=4 reads 4-channel images (RGBA or four bands), got {channels} "
+            "channels; a fourth channel is not made up."
+        )
     if channels == 4:
         image, channels = image[:3], 3
     if channels == num_channels:
@@ -148,22 +156,6 @@ def stack_processed(images: list, return_tensors) -> BatchFeature:
     return BatchFeature(data={"pixel_values": images}, tensor_type=return_tensors)
 
 
-def normalize_images(images: torch.Tensor, mean, std) -> torch.Tensor:
-    """`(images - mean) / std` per channel: the one image normalisation of the package (this processor, the
-    per-sample and per-batch views and the evaluation harness apply it).
-
-    Args:
-        images: `(..., C, H, W)` floats in [0, 1] (one image or a batch).
-        mean, std: one value per channel.
-
-    Returns:
-        A new tensor of the same shape and dtype.
-    """
-    mean_t = torch.as_tensor(mean, dtype=images.dtype, device=images.device).view(-1, 1, 1)
-    std_t = torch.as_tensor(std, dtype=images.dtype, device=images.device).view(-1, 1, 1)
-    return (images - mean_t) / std_t
-
-
 def read_image(image, num_channels: int):
     """One input image as the backends read it: a PIL image in the model's mode (grey or RGB; 16-bit grey by its bit
     depth, as floats in [0, 1]), a uint8 array or tensor as it is, a uint16 one divided by 65535, floats checked to
@@ -174,7 +166,7 @@ def read_image(image, num_channels: int):
         if image.mode in SIXTEEN_BIT_MODES:
             return np.asarray(image, dtype=np.uint16).astype(np.float32) / 65535
         if image.mode not in ("I", "F"):  # 8-bit modes: PIL's own conversion is exact there
-            return np.array(image.convert("L" if num_channels == 1 else "RGB"))
+            return np.array(image.convert({1: "L", 3: "RGB", 4: "RGBA"}[num_channels]))
         image = np.asarray(image)  # 32-bit integer or float pixels: read by their dtype below
     if isinstance(image, torch.Tensor):
         if image.dtype == torch.uint8 or image.is_floating_point() and _unit_range(image, "tensor"):

@@ -1,5 +1,6 @@
 """What images and their normalisation must be on every path (the processors, the batched views, the trainer, the
-harness): float pixels in [0, 1]; 1 or 3 channels with a finite mean and a positive std per channel."""
+harness): float pixels in [0, 1]; 1, 3 or 4 channels (grey, RGB, RGBA or four bands) with a finite mean and a positive
+std per channel."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 
 import torch
 
-NUM_CHANNELS = (1, 3)
+NUM_CHANNELS = (1, 3, 4)
 
 
 def check_unit_images(images: torch.Tensor, name: str) -> None:
@@ -26,7 +27,7 @@ def check_unit_images(images: torch.Tensor, name: str) -> None:
 
 
 def check_processor_fields(num_channels: int, mean, std) -> None:
-    """Refuses a channel count other than 1 or 3, a mean or std (a number or one per channel) of another length
+    """Refuses a channel count other than 1, 3 or 4, a mean or std (a number or one per channel) of another length
     than the channels, and a std that is not positive and finite or a mean that is not finite, naming the field."""
     if num_channels not in NUM_CHANNELS:
         raise ValueError(f"InSubImageProcessor.num_channels must be one of {NUM_CHANNELS}, got {num_channels!r}.")
@@ -42,3 +43,19 @@ def check_processor_fields(num_channels: int, mean, std) -> None:
         raise ValueError(f"InSubImageProcessor.image_std must be positive and finite, got {fields['image_std']}.")
     if not all(isinstance(m, (int, float)) and math.isfinite(m) for m in fields["image_mean"]):
         raise ValueError(f"InSubImageProcessor.image_mean must be finite, got {fields['image_mean']}.")
+
+
+def normalize_images(images: torch.Tensor, mean, std) -> torch.Tensor:
+    """`(images - mean) / std` per channel: the one image normalisation of the package (this processor, the
+    per-sample and per-batch views and the evaluation harness apply it).
+
+    Args:
+        images: `(..., C, H, W)` floats in [0, 1] (one image or a batch).
+        mean, std: one value per channel.
+
+    Returns:
+        A new tensor of the same shape and dtype.
+    """
+    mean_t = torch.as_tensor(mean, dtype=images.dtype, device=images.device).view(-1, 1, 1)
+    std_t = torch.as_tensor(std, dtype=images.dtype, device=images.device).view(-1, 1, 1)
+    return (images - mean_t) / std_t

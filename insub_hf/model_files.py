@@ -55,12 +55,17 @@ def cached_weight_files(repo_id: str, kwargs: dict) -> list[Path]:
     return []
 
 
-def shape_mismatches(cls, folder: Path, config=None) -> list[str]:
+def shape_mismatches(cls, folder: Path, config=None, overrides: dict | None = None) -> list[str]:
     """'name: checkpoint (shape), config (shape)' for each tensor of the local checkpoint in `folder` whose shape
-    differs from a model of `cls` built from `config` (default: the folder's config.json) on the meta device."""
+    differs from a model of `cls` built from `config` (default: the folder's config.json with the config fields of
+    `overrides`, the keywords `from_pretrained` got, e.g. `num_labels`) on the meta device."""
     if not folder.is_dir():
         return []
-    config = config if isinstance(config, cls.config_class) else cls.config_class.from_pretrained(folder)
+    if not isinstance(config, cls.config_class):
+        config = cls.config_class.from_pretrained(folder)
+        for name, value in (overrides or {}).items():
+            if hasattr(config, name) and not name.startswith("_"):
+                setattr(config, name, value)
     with torch.device("meta"):
         built = {k.removeprefix(cls.base_model_prefix + "."): tuple(v.shape) for k, v in cls(config).state_dict().items()}
     stored = {}
@@ -96,12 +101,15 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
     except RuntimeError as error:
         if "ignore_mismatched_sizes" not in str(error):
             raise
-        found = shape_mismatches(cls, local / (kwargs.get("subfolder") or ""), kwargs.get("config"))
-        raise ValueError(
+        found = shape_mismatches(cls, local / (kwargs.get("subfolder") or ""), kwargs.get("config"), kwargs)
+        # a RuntimeError, as transformers raises it: code written for transformers' error catches this one
+        raise RuntimeError(
             f"from_pretrained({name!r}): the weights do not have the shapes the config gives them"
             f"{': ' + '; '.join(found[:3]) if found else ''}. The config (num_heads, head_hidden_sizes, "
-            "head_output_size, encoder_config, ...) was edited after saving, or another config was passed: "
-            "load with the config the weights were saved with."
+            "head_output_size, num_labels, encoder_config, ...) was edited after saving, or another config was passed: "
+            "load with the config the weights were saved with, or pass ignore_mismatched_sizes=True to start the "
+            "mismatched tensors fresh (e.g. a classifier for another number of labels; they are reported as "
+            "mismatched_keys)."
         ) from None
     finally:
         LOADING_A_CHECKPOINT.reset(loading)

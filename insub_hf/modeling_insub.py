@@ -4,81 +4,28 @@ hinge on top (InSubForPreTraining). The classifiers are in `modeling_classificat
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
-from transformers.utils import ModelOutput, logging
+from transformers.utils import logging
 
 from .configuration_insub import InSubConfig
+from .modeling_outputs import InSubForPreTrainingOutput, InSubModelOutput
+from .encoders.base import EncoderOutput
 from .encoders.build import build_encoder
 from .heads import BatchedHeads
 from .losses.diversity import DiversityLoss, head_spread
 from .losses.precision import upcast_half
 from .model_files import package_module
 from .objectives import OBJECTIVES
-from .step_checks import check_training_step
+from .losses.step_checks import check_training_step
 
 logger = logging.get_logger(__name__)
 
 # What transformers' pipelines report a model reads (`input_modalities`), by the encoder's input
 INPUT_MODALITIES = {"pixel_values": "image", "input_ids": "text", "dna_one_hot": "dna"}
-
-
-@dataclass
-class InSubModelOutput(ModelOutput):
-    """Outputs of `InSubModel` for a batch of B inputs.
-
-    Args:
-        representation: `(B, d)` encoder output (what probes and k-NN read; the heads are not involved).
-        head_embeddings: `(B, M, q)` the M head embeddings (L2-normalised when `config.normalize_heads`).
-        mean_embedding: `(B, q)` their mean over heads.
-        sigma: `(B, q)` per-dimension spread across heads, `sqrt(var + eps)`; zeros when M = 1.
-        uncertainty: `(B,)` the spread averaged over dimensions, oriented so that higher means more likely out of
-            distribution for this model (`config.uncertainty_direction`, fixed on validation data; read as it is
-            while that is None); zeros when M = 1.
-        pooler_output: `(B, d)` the representation again, under the name transformers' feature extraction reads
-            (`pipeline("image-feature-extraction", pool=True)`).
-        last_hidden_state: the encoder states the representation was pooled from, where it has them: `(B, T, d)`
-            tokens or DNA windows, `(B, C, h, w)` a CNN's feature map; None for timm encoders.
-        hidden_states: every encoder layer's states with `output_hidden_states=True` (transformers encoders).
-    """
-
-    representation: torch.Tensor | None = None
-    head_embeddings: torch.Tensor | None = None
-    mean_embedding: torch.Tensor | None = None
-    sigma: torch.Tensor | None = None
-    uncertainty: torch.Tensor | None = None
-    pooler_output: torch.Tensor | None = None
-    last_hidden_state: torch.Tensor | None = None
-    hidden_states: tuple[torch.Tensor, ...] | None = None
-
-
-@dataclass
-class InSubForPreTrainingOutput(ModelOutput):
-    """Outputs of `InSubForPreTraining` for B samples, two views each.
-
-    Args:
-        loss: scalar, `ssl_loss + diversity_weight * diversity_loss`.
-        ssl_loss: scalar, the self-supervised loss on the mean embeddings.
-        diversity_loss: scalar, the hinge summed over dims, combined over both views as `config.diversity_reduction`
-            says, averaged over the batch.
-        mean_sigma: scalar, sigma averaged over samples, dims and views (a diagnostic, no gradient).
-        head_embeddings: `(2, B, M, q)` head embeddings of view 1 and view 2.
-        representation: `(2, B, d)` encoder outputs of both views.
-        hinge_active: scalar, the share of (sample, dim, view) spreads below alpha, where the hinge pushes (0 with
-            one head; a diagnostic, no gradient).
-    """
-
-    loss: torch.Tensor | None = None
-    ssl_loss: torch.Tensor | None = None
-    diversity_loss: torch.Tensor | None = None
-    mean_sigma: torch.Tensor | None = None
-    head_embeddings: torch.Tensor | None = None
-    representation: torch.Tensor | None = None
-    hinge_active: torch.Tensor | None = None
 
 
 def set_dropout(module: nn.Module, enabled: bool) -> None:
@@ -101,6 +48,11 @@ class InSubPreTrainedModel(PreTrainedModel):
     # the encoder's own layers checkpoint (transformers' ViT, BERT, ...); an encoder without such layers is refused
     # by `gradient_checkpointing_enable`, naming the model
     supports_gradient_checkpointing = True
+    # the attention implementations the encoders' own layers take (`from_pretrained(..., attn_implementation=...)`
+    # reaches a ViT's or BERT's config); the model adds no attention of its own
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_flex_attn = True
 
     def own_modules(self) -> tuple[type[nn.Module], ...]:
         """The module types whose fresh weights the model initialises (`_init_weights`): the heads."""
@@ -121,6 +73,21 @@ class InSubPreTrainedModel(PreTrainedModel):
             module._is_hf_initialized = True
             return
         super()._initialize_weights(module, is_custom_code)
+
+    def get_input_embeddings(self) -> nn.Module | None:
+        """The encoder's input embeddings (a text encoder's token embeddings, a ViT's patch embeddings); None for
+        encoders without them."""
+        return getattr(self, "insub", self).encoder.input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        getattr(self, "insub", self).encoder.set_input_embeddings(value)
+
+    def resize_token_embeddings(self, *args, **kwargs) -> nn.Embedding:
+        """`PreTrainedModel.resize_token_embeddings` (e.g. after adding tokens to the tokenizer), and the text
+        encoder accepts the new token ids (its vocabulary, in `config.encoder_config`, follows)."""
+        embeddings = super().resize_token_embeddings(*args, **kwargs)
+        getattr(self, "insub", self).encoder.resize_vocabulary(embeddings.weight.shape[0])
+        return embeddings
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
@@ -168,18 +135,17 @@ class InSubModel(InSubPreTrainedModel):
     (B, T)`, or `dna_one_hot (B, L, 4)`.
     """
 
-    def __init__(self, config: InSubConfig):
+    def __init__(self, config: InSubConfig, with_heads: bool = True):
+        """`with_heads=False`: the encoder alone (`heads` is None), for a classifier, whose own heads replace the
+        projection heads."""
         super().__init__(config)
         self.encoder = build_encoder(config)
         self.main_input_name = self.encoder.main_input_name
         self.input_modalities = INPUT_MODALITIES[self.main_input_name]
         self.heads = BatchedHeads(
-            self.encoder.output_dim,
-            list(config.head_hidden_sizes),
-            config.head_output_size,
-            config.num_heads,
+            self.encoder.output_dim, list(config.head_hidden_sizes), config.head_output_size, config.num_heads,
             config.head_norm,
-        )
+        ) if with_heads else None
         self.post_init()
 
     def encoder_inputs(self, **inputs: torch.Tensor | None) -> dict[str, torch.Tensor]:
@@ -193,6 +159,15 @@ class InSubModel(InSubPreTrainedModel):
         if given[main].shape[0] == 0:
             raise ValueError(f"`{main}` holds an empty batch (0 samples).")
         return {k: v for k, v in given.items() if k in self.encoder.input_names}
+
+    def encode(self, output_hidden_states: bool | None = None, output_attentions: bool | None = None,
+               **inputs: torch.Tensor | None) -> EncoderOutput:
+        """The encoder's output on `inputs` (`EncoderOutput`), with every layer's states and attention weights when
+        asked (default: the config's `output_hidden_states`, `output_attentions`)."""
+        hidden = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
+        attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        return self.encoder.encode(output_hidden_states=bool(hidden), output_attentions=bool(attentions),
+                                   **self.encoder_inputs(**inputs))
 
     def get_representation(self, **inputs: torch.Tensor | None) -> torch.Tensor:
         """Encoder output `(B, d)` without the heads (for probes and k-NN)."""
@@ -218,6 +193,8 @@ class InSubModel(InSubPreTrainedModel):
         built: a saved config.json would give the new values, the heads hold the old. Checked where the model is
         saved (`model_files.checked_save_pretrained`), not on every forward."""
         c, heads = self.config, self.heads
+        if heads is None:  # a classifier's encoder: its heads are the classifier's
+            return
         now = dict(num_heads=c.num_heads, head_hidden_sizes=list(c.head_hidden_sizes), head_output_size=c.head_output_size)
         built = dict(num_heads=heads.num_heads, head_hidden_sizes=list(heads.sizes[1:-1]), head_output_size=heads.sizes[-1])
         changed = [k for k in now if now[k] != built[k]]
@@ -250,15 +227,15 @@ class InSubModel(InSubPreTrainedModel):
         token_type_ids: torch.Tensor | None = None,
         dna_one_hot: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
         return_dict: bool | None = None,
     ) -> InSubModelOutput | tuple:
-        """`output_hidden_states` (default: the config's) passes through to a transformers encoder."""
-        if output_hidden_states is None:
-            output_hidden_states = self.config.output_hidden_states
-        encoded = self.encoder.encode(output_hidden_states=bool(output_hidden_states), **self.encoder_inputs(
-            pixel_values=pixel_values, input_ids=input_ids, attention_mask=attention_mask,
-            token_type_ids=token_type_ids, dna_one_hot=dna_one_hot,
-        ))
+        """`output_hidden_states` and `output_attentions` (default: the config's) pass through to a transformers
+        encoder that has them, and are refused by name elsewhere."""
+        encoded = self.encode(
+            output_hidden_states, output_attentions, pixel_values=pixel_values, input_ids=input_ids,
+            attention_mask=attention_mask, token_type_ids=token_type_ids, dna_one_hot=dna_one_hot,
+        )
         representation = encoded.pooled
         z = self.embed_heads(representation)  # (B, M, q)
         sigma = head_spread(z, self.config.diversity_eps)  # (B, q)
@@ -271,6 +248,7 @@ class InSubModel(InSubPreTrainedModel):
             pooler_output=representation,
             last_hidden_state=encoded.last_hidden_state,
             hidden_states=encoded.hidden_states,
+            attentions=encoded.attentions,
         )
         return out if return_dict is not False else out.to_tuple()
 
@@ -352,6 +330,15 @@ class InSubForPreTraining(InSubPreTrainedModel):
             )
         return {k: torch.cat([first[k], second[k]], dim=0) for k in first}
 
+    def _embeddings_only(self, views: dict[str, torch.Tensor], return_dict: bool | None):
+        """Both views' representations and head embeddings, without a loss: for a batch smaller than the
+        objective's `min_batch` in eval mode (e.g. one sentence through the text model)."""
+        representation = self.insub.get_representation(**views)  # (2B, d)
+        z = self.insub.embed_heads(representation)
+        result = InSubForPreTrainingOutput(head_embeddings=torch.stack(z.chunk(2, dim=0)),
+                                           representation=torch.stack(representation.chunk(2, dim=0)))
+        return result if return_dict is not False else result.to_tuple()
+
     def forward(
         self,
         pixel_values: torch.Tensor | None = None,
@@ -363,6 +350,8 @@ class InSubForPreTraining(InSubPreTrainedModel):
         extra = {k: inputs.pop(k) for k in self.objective.extra_inputs if k in inputs}
         given = dict(pixel_values=pixel_values, pixel_values_2=pixel_values_2, **inputs)
         views = self._two_views(given)
+        if views[self.insub.encoder.main_input_name].shape[0] < 2 * self.objective.min_batch and not self.training:
+            return self._embeddings_only(views, return_dict)  # per-sample outputs need no batch statistics
         out = self.objective(self.insub, views, **extra)
         z1, z2 = out.head_embeddings.chunk(2, dim=0)  # (B, M, q) each
         diversity_loss = self.diversity(z1, z2).mean()

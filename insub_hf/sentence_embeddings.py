@@ -11,7 +11,7 @@ import torch
 from transformers import AutoTokenizer
 
 from .checkpointing import atomic_folder, save_pretrained_atomic
-from .configuration_insub import base_max_length, encoder_field
+from .configuration_insub import encoder_field
 from .data.text_views import SentenceTokenizer
 from .modeling_insub import InSubModel
 from .validation import check_range
@@ -54,7 +54,7 @@ class InSubSentenceEncoder:
             )
         positions = encoder_field(model.config.encoder_config, "max_position_embeddings")
         if max_length is None:  # the base model's length
-            max_length = base_max_length(model.config.encoder_config, tokenizer)
+            max_length = model.config.text_max_length(tokenizer)
         check_range("InSubSentenceEncoder: max_length", max_length, low=3, integer=True)  # 2 special tokens + 1 word
         if positions is not None and max_length > positions:
             raise ValueError(

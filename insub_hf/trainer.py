@@ -15,7 +15,7 @@ from .image_range import check_unit_images
 from .data.device_images import DeviceImages, collate_device_batch
 from .data.seeding import SeededSamples, mix_seed, seeded_draws
 from .distributed import check_same_across_processes, convert_sync_batchnorm
-from .step_checks import check_training_step, step_flags_bad, training_step_error, training_step_flags
+from .losses.step_checks import check_training_step, step_flags_bad, training_step_error, training_step_flags
 from .training_args import InSubTrainingArguments, fast_path_arguments, gpu_available, launched_processes
 
 __all__ = ["InSubTrainer", "InSubTrainingArguments", "ObjectiveStepCallback", "SeededEpochCallback",

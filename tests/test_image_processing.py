@@ -52,7 +52,7 @@ def test_rgb_to_grey_is_pils_luma():
 
 
 @pytest.mark.parametrize("fields, message", [
-    (dict(num_channels=2), r"InSubImageProcessor.num_channels must be one of \(1, 3\), got 2"),
+    (dict(num_channels=2), r"InSubImageProcessor.num_channels must be one of \(1, 3, 4\), got 2"),
     (dict(num_channels=1, image_mean=[0.5, 0.5, 0.5], image_std=[0.2]),
      r"InSubImageProcessor.image_mean must give one value per channel \(num_channels=1\)"),
     (dict(num_channels=1, image_mean=[0.5], image_std=[0.0]), r"image_std must be positive and finite, got \[0.0\]"),

@@ -1,7 +1,7 @@
 """The package's layering: no import cycle, no import that runs up the layers, and light imports stay light.
 
 Layers, bottom-up (a module may import its own layer and the ones below):
-core (validation, distributed, checkpointing, memory_format, step_checks, recipes, heads, losses/, encoders/, data/) <- objectives/ <- configuration and
+core (validation, distributed, checkpointing, memory_format, recipes, heads, losses/, encoders/, data/) <- objectives/ <- configuration and
 Hub tools <- models <- evaluation (reads checkpoints) <- trainer <- jobs/ (the commands, the experiment runner, the
 comparison) <- cli. The package root only hands out
 names; no module of the package imports it.
@@ -22,12 +22,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "insub_hf"
 
 LAYERS = [  # (rank, module prefixes)
     (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "memory_format", "image_range", "text_uncertainty",
-         "step_checks", "recipes", "heads", "losses", "encoders", "data", "image_processing_insub",
+         "recipes", "heads", "losses", "encoders", "data", "image_processing_insub",
          "image_processing_pil_insub"]),
     (1, ["objectives"]),
     (2, ["configuration_insub", "hub", "model_card", "remote_code", "bundling", "model_files", "sentence_transformer_module",
          "pipelines"]),
-    (3, ["modeling_insub", "modeling_classification", "sentence_embeddings"]),
+    (3, ["modeling_insub", "modeling_outputs", "modeling_classification", "sentence_embeddings"]),
     (4, ["evaluation"]),
     (5, ["trainer", "training_args", "collapse_monitor", "cards"]),
     (6, ["jobs"]),

@@ -40,6 +40,17 @@ print("README snippets OK")
 """
 
 
+FINETUNING_CHECKS = """
+assert tag_probabilities.shape == (4, 4) and tag_disagreement.shape == (4,) and (tag_disagreement >= 0).all()
+assert prediction.shape == (4,) and (variance >= 0).all() and variance.max() > 0
+assert retagger.config.num_labels == 6 and retagger.classifier.sizes[-1] == 6
+trainable = [n for n, p in lora.named_parameters() if p.requires_grad]
+assert any("lora_" in n for n in trainable) and all("lora_" in n or "classifier" in n for n in trainable)
+assert (Path("runs/text/lora") / "adapter_model.safetensors").is_file()
+print("fine-tuning snippets OK")
+"""
+
+
 def section(path: Path, title: str) -> str:
     text = path.read_text()
     start = text.index(f"## {title}\n")
@@ -100,6 +111,17 @@ def test_using_a_checkpoint_runs_as_written(tmp_path):
     run_as_written("\n".join(snippets(USAGE, "Using a checkpoint")), tmp_path, CHECKS, "README snippets OK")
     assert (tmp_path / "runs/demo/insub_m5/model/ood_detector.json").is_file()
     assert (tmp_path / "runs/finetune/model/preprocessor_config.json").is_file()
+
+
+@pytest.mark.slow
+def test_the_fine_tuning_section_runs_as_written(tmp_path):
+    pytest.importorskip("peft")
+    save_demo_checkpoint(tmp_path)
+    text_model = InSubModel(tiny_bert_config(num_heads=3))
+    save_pretrained_atomic(text_model, tmp_path / "runs/text/scd_insub_m3/model",
+                           processor=AutoTokenizer.from_pretrained(packaged_minilm_path()))
+    code = "from pathlib import Path\n" + "\n".join(snippets(USAGE, "Fine-tuning: new labels, multi-label, regression, LoRA"))
+    run_as_written(code, tmp_path, FINETUNING_CHECKS, "fine-tuning snippets OK")
 
 
 def test_the_released_models_table_links_cards_that_exist():

@@ -12,7 +12,7 @@ import torch
 from datasets import Array3D, Dataset, Features
 from torch import nn
 
-from ..image_processing_insub import normalize_images
+from ..image_range import normalize_images
 from ..image_range import check_unit_images
 from ..validation import check_choice, check_range
 

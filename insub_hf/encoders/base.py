@@ -26,11 +26,14 @@ class EncoderOutput:
             windows (BERT, ViT, the genomic encoder), `(B, C, h, w)` a convolutional feature map (transformers CNNs,
             the CIFAR ResNet); None for timm models.
         hidden_states: every layer's states, when asked for (transformers encoders only).
+        attentions: every layer's attention weights `(B, heads, T, T)`, when asked for (encoders with attention:
+            ViT, BERT-style).
     """
 
     pooled: torch.Tensor
     last_hidden_state: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
 
 
 class Encoder(nn.Module):
@@ -74,19 +77,35 @@ class Encoder(nn.Module):
     def forward(self, **inputs: torch.Tensor) -> torch.Tensor:
         return self.pool(self.forward_features(**inputs), **inputs)
 
-    def encode(self, output_hidden_states: bool = False, **inputs: torch.Tensor) -> EncoderOutput:
+    def encode(self, output_hidden_states: bool = False, output_attentions: bool = False,
+               **inputs: torch.Tensor) -> EncoderOutput:
         """The representation with the states behind it (`EncoderOutput`). Default: an encoder with token-level
         features gives them as `last_hidden_state`, any other its representation alone; neither has per-layer
-        states, so `output_hidden_states` is refused (the transformers adapters override this and pass it on)."""
-        if output_hidden_states:
-            raise ValueError(
-                f"output_hidden_states: this model's encoder ({type(self).__name__}) gives no per-layer hidden states; "
-                "transformers encoders (ViT, BERT, ResNet, the CIFAR ResNet) do."
-            )
+        states or attention, so both are refused by name (the transformers adapters override this and pass them on)."""
+        refuse_outputs(self, output_hidden_states, output_attentions, has_layers=False, has_attention=False)
         if type(self).forward is not Encoder.forward:  # pooled by its own forward: no token level
             return EncoderOutput(self(**inputs))
         features = self.forward_features(**inputs)
         return EncoderOutput(self.pool(features, **inputs), features)
+
+    def input_embeddings(self) -> nn.Module | None:
+        """The module that embeds the encoder's inputs (a text model's token embeddings, a ViT's patch embeddings);
+        None where the encoder has none."""
+        model = getattr(self, "model", None)
+        try:
+            return model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+        except NotImplementedError:  # a transformers model without input embeddings (a CNN)
+            return None
+
+    def resize_vocabulary(self, vocab_size: int) -> None:
+        """After `resize_token_embeddings`: a text encoder follows the new vocabulary; others have none."""
+        raise ValueError(f"resize_token_embeddings: this model's encoder ({type(self).__name__}) reads no tokens.")
+
+    def set_input_embeddings(self, embeddings: nn.Module) -> None:
+        """Replaces the input embeddings (after `resize_token_embeddings`); refused for an encoder without them."""
+        if self.input_embeddings() is None:
+            raise ValueError(f"set_input_embeddings: this model's encoder ({type(self).__name__}) has no input embeddings.")
+        self.model.set_input_embeddings(embeddings)
 
     def transformers_backbone(self) -> nn.Module:
         """The wrapped transformers model, for loading pretrained backbone weights; raises for other encoders."""
@@ -116,6 +135,33 @@ class Encoder(nn.Module):
                 f"the backbone at {source} lacks {len(result.missing_keys)} weights of the encoder, e.g. "
                 f"{result.missing_keys[:3]}; build InSubConfig.encoder_config with encoder_config_from_pretrained."
             )
+
+
+def refuse_outputs(encoder: nn.Module, output_hidden_states: bool, output_attentions: bool, has_layers: bool,
+                   has_attention: bool) -> None:
+    """Refuses `output_hidden_states` / `output_attentions`, by name, where the encoder has no such outputs."""
+    if output_hidden_states and not has_layers:
+        raise ValueError(
+            f"output_hidden_states: this model's encoder ({type(encoder).__name__}) gives no per-layer hidden states; "
+            "transformers encoders (ViT, BERT, ResNet, the CIFAR ResNet) do."
+        )
+    if output_attentions and not has_attention:
+        raise ValueError(
+            f"output_attentions: this model's encoder ({type(encoder).__name__}) has no attention weights to give; "
+            "attention encoders (ViT, BERT-style) do."
+        )
+
+
+def check_eager_attention(encoder: nn.Module, model: nn.Module, output_attentions: bool) -> None:
+    """`output_attentions` needs the encoder's eager attention (the fused kernels never form the weights): refused by
+    name under another implementation, rather than answered with an empty tuple."""
+    implementation = getattr(model.config, "_attn_implementation", None)
+    if output_attentions and implementation not in (None, "eager"):
+        raise ValueError(
+            f"output_attentions: this model's encoder ({type(encoder).__name__}) runs attn_implementation="
+            f"{implementation!r}, which gives no attention weights; load it with from_pretrained(..., "
+            "attn_implementation=\"eager\") (or call model.set_attn_implementation(\"eager\"))."
+        )
 
 
 def check_finite(name: str, tensor: torch.Tensor) -> None:

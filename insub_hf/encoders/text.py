@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from ..validation import check_choice
-from .base import POOLINGS, Encoder, EncoderOutput, check_rank
+from .base import POOLINGS, Encoder, EncoderOutput, check_eager_attention, check_rank
 
 
 def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -65,14 +65,24 @@ class TransformersTextEncoder(Encoder):
     ) -> torch.Tensor:
         return self._run(input_ids, attention_mask, token_type_ids).last_hidden_state
 
-    def encode(self, output_hidden_states: bool = False, **inputs: torch.Tensor) -> EncoderOutput:
-        """The pooled sentence vector, the token states `(B, T, d)` and, when asked, every layer's."""
-        out = self._run(**inputs, output_hidden_states=output_hidden_states)
+    def encode(self, output_hidden_states: bool = False, output_attentions: bool = False,
+               **inputs: torch.Tensor) -> EncoderOutput:
+        """The pooled sentence vector, the token states `(B, T, d)` and, when asked, every layer's states and
+        attention weights."""
+        check_eager_attention(self, self.model, output_attentions)
+        out = self._run(**inputs, output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         pooled = self.pool(out.last_hidden_state, attention_mask=inputs.get("attention_mask"))
-        return EncoderOutput(pooled, out.last_hidden_state, out.hidden_states if output_hidden_states else None)
+        return EncoderOutput(pooled, out.last_hidden_state, out.hidden_states if output_hidden_states else None,
+                             out.attentions if output_attentions else None)
+
+    def resize_vocabulary(self, vocab_size: int) -> None:
+        """After the token embeddings were resized (`resize_token_embeddings`): token ids below `vocab_size` are
+        accepted, and the encoder's config says so."""
+        self.vocab_size = self.model.config.vocab_size = vocab_size
 
     def _run(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-             token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False):
+             token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False,
+             output_attentions: bool = False):
         """The transformers model's output on checked token ids (all-ones mask when none is given)."""
         check_rank("input_ids", input_ids, 2, "(batch, tokens)")
         vocab = self.vocab_size
@@ -87,6 +97,8 @@ class TransformersTextEncoder(Encoder):
         kwargs = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
         if output_hidden_states:
             kwargs["output_hidden_states"] = True
+        if output_attentions:
+            kwargs["output_attentions"] = True
         return self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
 
     def pool(self, features: torch.Tensor, attention_mask: torch.Tensor | None = None, **inputs) -> torch.Tensor:

@@ -8,7 +8,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from .base import LOADING_A_CHECKPOINT, Encoder, EncoderOutput, check_finite, check_rank
+from .base import (
+    LOADING_A_CHECKPOINT, Encoder, EncoderOutput, check_eager_attention, check_finite, check_rank, refuse_outputs,
+)
 
 
 def _check_pixels(pixel_values: torch.Tensor, num_channels: int) -> None:
@@ -51,12 +53,17 @@ class TransformersVisionEncoder(Encoder):
         refused."""
         return self._pooled(self._run(pixel_values, interpolate_pos_encoding))
 
-    def encode(self, output_hidden_states: bool = False, **inputs: torch.Tensor) -> EncoderOutput:
+    def encode(self, output_hidden_states: bool = False, output_attentions: bool = False,
+               **inputs: torch.Tensor) -> EncoderOutput:
         """The representation, the model's last hidden state (`(B, T, d)` tokens of a ViT, `(B, C, h, w)` a CNN's
-        feature map) and, when asked, every layer's."""
-        out = self._run(**inputs, output_hidden_states=output_hidden_states)
+        feature map) and, when asked, every layer's states and (a ViT's) attention weights."""
+        refuse_outputs(self, output_hidden_states, output_attentions, has_layers=True,
+                       has_attention=hasattr(self.model.config, "num_attention_heads"))
+        check_eager_attention(self, self.model, output_attentions)
+        out = self._run(**inputs, output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         return EncoderOutput(self._pooled(out), out.last_hidden_state,
-                             out.hidden_states if output_hidden_states else None)
+                             out.hidden_states if output_hidden_states else None,
+                             out.attentions if output_attentions else None)
 
     @staticmethod
     def _pooled(out) -> torch.Tensor:
@@ -66,7 +73,7 @@ class TransformersVisionEncoder(Encoder):
         return out.pooler_output.flatten(1)  # (B, d, 1, 1) -> (B, d)
 
     def _run(self, pixel_values: torch.Tensor, interpolate_pos_encoding: bool = False,
-             output_hidden_states: bool = False):
+             output_hidden_states: bool = False, output_attentions: bool = False):
         """The transformers model's output on checked images (see `forward`)."""
         _check_pixels(pixel_values, self.num_channels)
         kwargs = {}
@@ -82,6 +89,8 @@ class TransformersVisionEncoder(Encoder):
                 kwargs["interpolate_pos_encoding"] = True
         if output_hidden_states:
             kwargs["output_hidden_states"] = True
+        if output_attentions:
+            kwargs["output_attentions"] = True
         return self.model(pixel_values=pixel_values, **kwargs)
 
 

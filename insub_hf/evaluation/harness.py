@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..image_processing_insub import normalize_images
+from ..image_range import normalize_images
 from ..image_range import check_processor_fields, check_unit_images
 from ..validation import CheckedArguments, checked
 from . import metrics

@@ -20,11 +20,7 @@ import torch
 import torch.nn.functional as F
 from scipy.stats import spearmanr
 
-from ..configuration_insub import InSubConfig
 from ..data import load_tweet_sentiment
-from ..encoders import load_encoder_weights
-from ..modeling_insub import InSubModel
-from ..sentence_embeddings import InSubSentenceEncoder
 from ..text_uncertainty import fit_length_standardisation, knn_distance, length_standardised
 from ..validation import CheckedArguments, checked
 from .metrics.ood import ood_auroc
@@ -58,7 +54,9 @@ class Encoded:
     lengths: torch.Tensor
 
 
-def encode(encoder: InSubSentenceEncoder, sentences: list[str], heads: bool) -> Encoded:
+def encode(encoder, sentences: list[str], heads: bool) -> Encoded:
+    """`encoder` (an `InSubSentenceEncoder`) on `sentences`: unit embeddings, its heads' spread (with `heads`) and
+    the token counts."""
     out = encoder.encode(sentences)
     lengths = torch.as_tensor([int(m.sum()) for m in encoder.tokenize(list(sentences))["attention_mask"]])
     return Encoded(F.normalize(out.embeddings, dim=1), out.uncertainty if heads else None, lengths)
@@ -115,11 +113,10 @@ def make_bench(args: TextBenchArguments, bank_sentences: list[str]) -> Bench:
     return Bench(data, sets, bank_sentences)
 
 
-def measure_base(bench: Bench, path, encoder_config, tokenizer, args: TextBenchArguments) -> dict:
-    """The base model's numbers (its readings: k-NN and length); keeps its embeddings in `bench.base`."""
-    model = InSubModel(InSubConfig.for_text(encoder_config, num_heads=1, diversity_weight=0.0))
-    load_encoder_weights(model, path)
-    measured = measure_model(InSubSentenceEncoder(model, tokenizer), False, bench, args, seed=0)
+def measure_base(bench: Bench, encoder, args: TextBenchArguments) -> dict:
+    """The base model's numbers (`encoder`: an `InSubSentenceEncoder` of it with one head; its readings: k-NN and
+    length); keeps its embeddings in `bench.base`, against which every other model's cosines are compared."""
+    measured = measure_model(encoder, False, bench, args, seed=0)
     bench.base = measured.embeddings
     return measured.numbers
 

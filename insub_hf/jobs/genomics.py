@@ -46,7 +46,7 @@ def finetune(
     learning rate and seed; no weight decay or warm-up, a linear decay); returns test probabilities `(T, C)`."""
     config = InSubConfig.from_dict({**pretrained.config.to_dict(), "num_labels": num_classes})
     model = InSubForSequenceClassification(config)
-    model.insub.load_state_dict(pretrained.state_dict())
+    model.insub.encoder.load_state_dict(pretrained.encoder.state_dict())
     rows = [{"dna_one_hot": x, "labels": y} for x, y in zip(*train)]
     trainer_args = InSubTrainingArguments(
         output_dir=str(out), num_train_epochs=args.finetune_epochs,

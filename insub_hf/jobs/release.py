@@ -191,7 +191,7 @@ def measure_text_uncertainty(model, tokenizer, args, reading: TextReleaseArgumen
     path = encoder_path(args.encoder)
     check = TextBenchArguments(k=reading.k, bank_size=bank)
     bench = make_bench(check, list(corpus[:bank]))
-    measure_base(bench, path, AutoConfig.from_pretrained(path), base_tokenizer(path), check)
+    measure_base(bench, text_candidates.base_encoder(path, AutoConfig.from_pretrained(path), base_tokenizer(path)), check)
     measured = measure_model(InSubSentenceEncoder(model, tokenizer), True, bench, check, seed)
     settings = uncertainty_settings(reading.uncertainty, measured, reading.k)
     return {**measured.numbers, "reading": reading.uncertainty, "ood_sets": list(bench.sets)}, settings

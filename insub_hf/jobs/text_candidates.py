@@ -19,6 +19,7 @@ import numpy as np
 from transformers import AutoConfig
 
 from ..configuration_insub import InSubConfig
+from ..encoders import load_encoder_weights
 from ..data import TextViews, load_sentence_corpus
 from ..encoders.pretrained import base_tokenizer, encoder_path
 from ..evaluation.text_bench import SPLITS, TextBenchArguments, make_bench, measure_base, measure_model
@@ -26,6 +27,7 @@ from ..evaluation.text_ood_sets import NEAR_DOMAIN
 from .arguments import JobOutputArguments, job_seeds, training_arguments
 from .experiment import Experiment, Variant
 from ..recipes import TEXT
+from ..modeling_insub import InSubModel
 from ..sentence_embeddings import InSubSentenceEncoder
 from ..trainer import InSubTrainingArguments
 from ..validation import checked
@@ -58,6 +60,13 @@ class TextCandidatesArguments(TextBenchArguments, JobOutputArguments):
     seeds: list[int] | None = checked(None, "Seeds of each candidate (default: the Trainer's --seed and the next).",
                                       low=0, integer=True, optional=True)
     max_length: int = checked(32, "Tokens per pretraining sentence.", low=2, integer=True)
+
+
+def base_encoder(path, encoder_config, tokenizer) -> InSubSentenceEncoder:
+    """The base model as it is (one head, no hinge), as the measurements read every model."""
+    model = InSubModel(InSubConfig.for_text(encoder_config, num_heads=1, diversity_weight=0.0))
+    load_encoder_weights(model, path)
+    return InSubSentenceEncoder(model, tokenizer)
 
 
 def choose(results: dict, base_name: str = BASE) -> dict:
@@ -115,7 +124,7 @@ def run_text_candidates(args: TextCandidatesArguments, training_args: InSubTrain
     corpus = load_sentence_corpus("bundled")
     train = corpus.with_transform(TextViews(tokenizer, "text", args.max_length, encoder_config.vocab_size))
     bench = make_bench(args, list(corpus["text"][:args.bank_size]))
-    results = {BASE: {0: measure_base(bench, path, encoder_config, tokenizer, args)}}
+    results = {BASE: {0: measure_base(bench, base_encoder(path, encoder_config, tokenizer), args)}}
     for name in args.candidates:
         config_changes, training_changes = CANDIDATES[name]
         results[name] = {}

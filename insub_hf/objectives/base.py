@@ -100,6 +100,8 @@ class Objective(nn.Module):
         extra_inputs: batch keys beyond the two views that `forward` takes (DINO: `local_pixel_values`).
         initialized_modules: module types of the objective's own state whose `reset_parameters` the model's
             `post_init` calls (fresh weights only; loaded ones are kept).
+        min_batch: the fewest samples its loss is defined on (statistics over the batch need 2); a smaller batch
+            in eval mode gives the embeddings without a loss.
 
     Args:
         config: the `InSubConfig` (the objective reads its own settings, `config.objective_options`, and the heads'
@@ -114,6 +116,7 @@ class Objective(nn.Module):
     encoder_inputs: ClassVar[tuple[str, ...]]
     extra_inputs: ClassVar[tuple[str, ...]] = ()
     initialized_modules: ClassVar[tuple[type[nn.Module], ...]] = ()
+    min_batch: ClassVar[int] = 1
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -47,6 +47,7 @@ class SCDObjective(Objective):
         Klein & Nabi, "SCD: Self-Contrastive Decorrelation for Sentence Embeddings", ACL 2022.
     """
 
+    min_batch = 2  # its loss normalises over the batch
     config_class = SCDConfig
 
     def __init__(self, config, student: Student):

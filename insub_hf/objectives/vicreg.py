@@ -42,6 +42,7 @@ class VICRegObjective(Objective):
         Learning", ICLR 2022.
     """
 
+    min_batch = 2  # its loss normalises over the batch
     config_class = VICRegConfig
 
     def __init__(self, config, student: Student):

@@ -133,7 +133,7 @@ def test_classification_on_a_real_splice_subset_beats_chance(tmp_path):
 
     config = InSubConfig.from_dict({**model.config.to_dict(), "num_labels": 3})
     classifier = InSubForSequenceClassification(config)
-    classifier.insub.load_state_dict(model.insub.state_dict())
+    classifier.insub.encoder.load_state_dict(model.insub.encoder.state_dict())
     out = classifier(dna_one_hot=train[0][:4], labels=train[1][:4])
     assert out.logits.shape == (4, 3) and out.loss.item() > 0
     classifier.save_pretrained(tmp_path / "clf")
