@@ -45,9 +45,6 @@ class InSubPreTrainedModel(PreTrainedModel):
     config_class = InSubConfig
     base_model_prefix = "insub"
     main_input_name = "pixel_values"
-    # the encoder's own layers checkpoint (transformers' ViT, BERT, ...); an encoder without such layers is refused
-    # by `gradient_checkpointing_enable`, naming the model
-    supports_gradient_checkpointing = True
     # the attention implementations the encoders' own layers take (`from_pretrained(..., attn_implementation=...)`
     # reaches a ViT's or BERT's config); the model adds no attention of its own
     _supports_sdpa = True
@@ -73,6 +70,13 @@ class InSubPreTrainedModel(PreTrainedModel):
             module._is_hf_initialized = True
             return
         super()._initialize_weights(module, is_custom_code)
+
+    @property
+    def supports_gradient_checkpointing(self) -> bool:
+        """Whether the encoder's layers checkpoint their activations (transformers' ViT and BERT layers, the CIFAR
+        ResNet's blocks; not the genomic encoder or timm models), so that `gradient_checkpointing_enable` and
+        transformers' own checks see what this model's encoder does."""
+        return any(hasattr(module, "gradient_checkpointing") for module in self.modules() if module is not self)
 
     def get_input_embeddings(self) -> nn.Module | None:
         """The encoder's input embeddings (a text encoder's token embeddings, a ViT's patch embeddings); None for
@@ -330,13 +334,15 @@ class InSubForPreTraining(InSubPreTrainedModel):
             )
         return {k: torch.cat([first[k], second[k]], dim=0) for k in first}
 
-    def _embeddings_only(self, views: dict[str, torch.Tensor], return_dict: bool | None):
+    def _embeddings_only(self, views: dict[str, torch.Tensor], states, return_dict: bool | None):
         """Both views' representations and head embeddings, without a loss: for a batch smaller than the
         objective's `min_batch` in eval mode (e.g. one sentence through the text model)."""
         representation = self.insub.get_representation(**views)  # (2B, d)
         z = self.insub.embed_heads(representation)
         result = InSubForPreTrainingOutput(head_embeddings=torch.stack(z.chunk(2, dim=0)),
-                                           representation=torch.stack(representation.chunk(2, dim=0)))
+                                           representation=torch.stack(representation.chunk(2, dim=0)),
+                                           hidden_states=getattr(states, "hidden_states", None),
+                                           attentions=getattr(states, "attentions", None))
         return result if return_dict is not False else result.to_tuple()
 
     def forward(
@@ -344,14 +350,21 @@ class InSubForPreTraining(InSubPreTrainedModel):
         pixel_values: torch.Tensor | None = None,
         pixel_values_2: torch.Tensor | None = None,
         return_loss: bool = True,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
         return_dict: bool | None = None,
         **inputs: torch.Tensor | None,
     ) -> InSubForPreTrainingOutput | tuple:
+        """`output_hidden_states` / `output_attentions`: the student encoder's, over both views (`(2B, ...)`, view 1
+        first), from one more pass of it: the same as the loss's pass in eval mode, not under dropout in training."""
         extra = {k: inputs.pop(k) for k in self.objective.extra_inputs if k in inputs}
         given = dict(pixel_values=pixel_values, pixel_values_2=pixel_values_2, **inputs)
         views = self._two_views(given)
+        states = None
+        if output_hidden_states or output_attentions or self.config.output_hidden_states or self.config.output_attentions:
+            states = self.insub.encode(output_hidden_states, output_attentions, **views)
         if views[self.insub.encoder.main_input_name].shape[0] < 2 * self.objective.min_batch and not self.training:
-            return self._embeddings_only(views, return_dict)  # per-sample outputs need no batch statistics
+            return self._embeddings_only(views, states, return_dict)  # per-sample outputs need no batch statistics
         out = self.objective(self.insub, views, **extra)
         z1, z2 = out.head_embeddings.chunk(2, dim=0)  # (B, M, q) each
         diversity_loss = self.diversity(z1, z2).mean()
@@ -377,5 +390,7 @@ class InSubForPreTraining(InSubPreTrainedModel):
             head_embeddings=torch.stack([z1, z2]),
             representation=torch.stack(out.representation.chunk(2, dim=0)),
             hinge_active=hinge_active,
+            hidden_states=getattr(states, "hidden_states", None),
+            attentions=getattr(states, "attentions", None),
         )
         return result if return_dict is not False else result.to_tuple()

@@ -54,6 +54,7 @@ class InSubForPreTrainingOutput(ModelOutput):
         representation: `(2, B, d)` encoder outputs of both views.
         hinge_active: scalar, the share of (sample, dim, view) spreads below alpha, where the hinge pushes (0 with
             one head; a diagnostic, no gradient).
+        hidden_states, attentions: the student encoder's over both views (`(2B, ...)`), when asked.
     """
 
     loss: torch.Tensor | None = None
@@ -63,3 +64,5 @@ class InSubForPreTrainingOutput(ModelOutput):
     head_embeddings: torch.Tensor | None = None
     representation: torch.Tensor | None = None
     hinge_active: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None

@@ -176,6 +176,19 @@ def test_the_attention_implementation_reaches_the_encoder(family, tmp_path):
         assert model.encoder.model.config._attn_implementation == implementation
 
 
+def test_the_pretraining_model_gives_its_encoder_s_states_over_both_views(tmp_path):
+    InSubForPreTraining(family_config("vit")).save_pretrained(tmp_path)
+    model = InSubForPreTraining.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    views = {"pixel_values": torch.randn(2, 3, 32, 32), "pixel_values_2": torch.randn(2, 3, 32, 32)}
+    out = model(**views, output_hidden_states=True, output_attentions=True)
+    alone = model.insub(pixel_values=torch.cat([views["pixel_values"], views["pixel_values_2"]]),
+                        output_hidden_states=True, output_attentions=True)
+    assert out.loss is not None and len(out.hidden_states) == len(alone.hidden_states) == 3
+    for ours, theirs in zip((*out.hidden_states, *out.attentions), (*alone.hidden_states, *alone.attentions)):
+        torch.testing.assert_close(ours, theirs)
+    assert model(**views).hidden_states is None
+
+
 # 4. input embeddings
 def test_a_text_model_resizes_its_token_embeddings_and_reads_the_new_tokens(tmp_path):
     model = InSubForSequenceClassification(family_config("bert", num_labels=2)).eval()
@@ -219,6 +232,19 @@ def test_two_process_fine_tuning_needs_no_find_unused_parameters(tmp_path):
 
 
 # 6. gradient checkpointing
+@pytest.mark.parametrize("family, supported", [("vit", True), ("resnet", True), ("bert", True), ("dna", False)])
+def test_gradient_checkpointing_is_declared_as_the_encoder_supports_it(family, supported):
+    model = InSubModel(family_config(family))
+    assert model.supports_gradient_checkpointing is supported
+    if supported:
+        model.gradient_checkpointing_enable()
+        assert model.is_gradient_checkpointing
+    else:
+        with pytest.raises(ValueError, match="InSubModel does not support (gradient|activation) checkpointing"):
+            model.gradient_checkpointing_enable()
+
+
+
 def test_the_cifar_resnet_checkpoints_its_blocks_with_the_same_gradients():
     torch.manual_seed(0)
     model = InSubModel(family_config("resnet")).train()
