@@ -34,6 +34,8 @@ def encoder_field(encoder_config, key: str):
     return encoder_config.get(key) if isinstance(encoder_config, dict) else getattr(encoder_config, key, None)
 
 
+# The largest hinge settings a config takes (see `_check_values`)
+MAX_DIVERSITY_ALPHA, MAX_DIVERSITY_WEIGHT = 10.0, 1e4
 # The most classes a classifier config takes (transformers builds an id2label entry per class at construction)
 MAX_LABELS = 100_000
 # The objective an InSubConfig trains with when none is named, by what its encoder reads
@@ -328,8 +330,10 @@ class InSubConfig(PretrainedConfig):
         check_range("InSubConfig.head_output_size", self.head_output_size, low=1, integer=True)
         for i, size in enumerate(self.head_hidden_sizes):
             check_range(f"InSubConfig.head_hidden_sizes[{i}]", size, low=1, integer=True)
-        check_range("InSubConfig.diversity_alpha", self.diversity_alpha, low=0.0)
-        check_range("InSubConfig.diversity_weight", self.diversity_weight, low=0.0)
+        # alpha is a spread of unit vectors (at most 1 per dimension); lambda beyond MAX_DIVERSITY_WEIGHT overflows the
+        # loss in float32 long before it means anything (the authors' largest is 1.5)
+        check_range("InSubConfig.diversity_alpha", self.diversity_alpha, low=0.0, high=MAX_DIVERSITY_ALPHA)
+        check_range("InSubConfig.diversity_weight", self.diversity_weight, low=0.0, high=MAX_DIVERSITY_WEIGHT)
         check_range("InSubConfig.diversity_eps", self.diversity_eps, low=0.0, low_inclusive=False)
         check_choice("InSubConfig.diversity_reduction", self.diversity_reduction, DIVERSITY_REDUCTIONS)
         check_range("InSubConfig.batch_ensemble_size", self.batch_ensemble_size, low=1, integer=True)

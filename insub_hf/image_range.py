@@ -26,23 +26,26 @@ def check_unit_images(images: torch.Tensor, name: str) -> None:
         raise ValueError(f"{name} must be float images in [0, 1], got values in [{low:.4g}, {high:.4g}] ({hint}).")
 
 
-def check_processor_fields(num_channels: int, mean, std) -> None:
+def check_processor_fields(num_channels: int, mean, std, owner: str = "InSubImageProcessor") -> None:
     """Refuses a channel count other than 1, 3 or 4, a mean or std (a number or one per channel) of another length
-    than the channels, and a std that is not positive and finite or a mean that is not finite, naming the field."""
+    than the channels, and values no [0, 1] image has: a mean outside [0, 1] or a std outside (0, 1] (0..255 units
+    are named as such), naming the field of `owner`."""
     if num_channels not in NUM_CHANNELS:
-        raise ValueError(f"InSubImageProcessor.num_channels must be one of {NUM_CHANNELS}, got {num_channels!r}.")
+        raise ValueError(f"{owner}.num_channels must be one of {NUM_CHANNELS}, got {num_channels!r}.")
     fields = {name: [v] if isinstance(v, (int, float)) else list(v) for name, v in (("image_mean", mean),
                                                                                      ("image_std", std))}
     for name, values in fields.items():
         if len(values) != num_channels:
             raise ValueError(
-                f"InSubImageProcessor.{name} must give one value per channel (num_channels={num_channels}), got "
-                f"{values}."
+                f"{owner}.{name} must give one value per channel (num_channels={num_channels}), got {values}."
             )
-    if not all(isinstance(s, (int, float)) and math.isfinite(s) and s > 0 for s in fields["image_std"]):
-        raise ValueError(f"InSubImageProcessor.image_std must be positive and finite, got {fields['image_std']}.")
-    if not all(isinstance(m, (int, float)) and math.isfinite(m) for m in fields["image_mean"]):
-        raise ValueError(f"InSubImageProcessor.image_mean must be finite, got {fields['image_mean']}.")
+        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+            raise ValueError(f"{owner}.{name} must be finite numbers, got {values}.")
+        low_ok = all(v >= 0 for v in values) if name == "image_mean" else all(v > 0 for v in values)
+        if not low_ok or any(v > 1 for v in values):
+            unit = " (0..255 units? the images are in [0, 1]: divide by 255)" if any(v > 1 for v in values) else ""
+            allowed = "in [0, 1]" if name == "image_mean" else "in (0, 1]"
+            raise ValueError(f"{owner}.{name} must be {allowed} for pixels in [0, 1], got {values}{unit}.")
 
 
 def normalize_images(images: torch.Tensor, mean, std) -> torch.Tensor:

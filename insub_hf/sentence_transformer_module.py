@@ -105,6 +105,8 @@ class InSubUncertainty(Module):
             raise ValueError(f"InSubUncertainty: reading must be one of {UNCERTAINTY_READINGS}, got {reading!r}.")
         if bank is not None:
             bank_size, embedding_size = bank.shape
+        if reading == "knn" and not 1 <= k <= bank_size:
+            raise ValueError(f"InSubUncertainty: k={k} must be between 1 and the bank's {bank_size} sentences.")
         self.reading, self.k, self.direction = reading, k, direction
         self.bank_size, self.embedding_size = bank_size, embedding_size
         self.length_edges, self.length_mean, self.length_std = length_edges, length_mean, length_std

@@ -14,8 +14,10 @@ UNCERTAINTY_READINGS = ("spread", "spread_by_length", "knn")
 def knn_distance(embeddings: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Tensor:
     """`(N,)` cosine distance of each row of `embeddings (N, d)` to its k-th nearest row of `bank (n, d)` (both
     L2-normalised; a query that is itself in the bank has distance 0 to its first neighbour)."""
+    if not 1 <= k <= bank.shape[0]:  # topk of fewer rows would give another neighbour, silently
+        raise ValueError(f"knn_distance: k={k} must be between 1 and the bank's {bank.shape[0]} rows.")
     similarity = embeddings.float() @ bank.float().T  # (N, n)
-    return 1 - similarity.topk(min(k, bank.shape[0]), dim=1).values[:, -1]
+    return 1 - similarity.topk(k, dim=1).values[:, -1]
 
 
 def length_buckets(lengths: torch.Tensor, buckets: int) -> torch.Tensor:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections import defaultdict
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -59,6 +61,32 @@ class SeededEpochCallback(TrainerCallback):
     def on_epoch_begin(self, args, state, control, **kwargs):
         # state.epoch is the float progress (1.5 = half-way through epoch 1), restored from a checkpoint on resume
         self.samples.set_epoch(int(state.epoch + 1e-9))
+
+
+# The config fields that make a run what it is: a checkpoint saved with other values is another run's
+RUN_DEFINING_FIELDS = ("objective", "objective_config", "num_heads", "head_hidden_sizes", "head_output_size",
+                       "diversity_alpha", "diversity_weight", "diversity_reduction", "normalize_heads", "head_norm")
+
+
+def check_same_run(model: torch.nn.Module, checkpoint: str | os.PathLike) -> None:
+    """Refuses to resume `model` from a checkpoint of another run (another objective, other heads or another hinge:
+    the loss would jump), naming each field that differs and both values."""
+    path = Path(checkpoint) / "config.json"
+    config = getattr(getattr(model, "module", model), "config", None)
+    if config is None or not path.is_file():
+        return
+    saved = json.loads(path.read_text())
+    if saved.get("model_type") != getattr(config, "model_type", None):
+        return
+    ours = config.to_dict()
+    changed = [f"{name}: checkpoint {saved.get(name)!r}, model {ours.get(name)!r}" for name in RUN_DEFINING_FIELDS
+               if name in saved and json.loads(json.dumps(ours.get(name))) != saved.get(name)]
+    if changed:
+        raise ValueError(
+            f"resume_from_checkpoint={str(checkpoint)!r} is another run's checkpoint ({'; '.join(changed)}): resuming "
+            "would continue that run under this model's settings. Resume with the config the checkpoint was saved "
+            "with, or start a new run in another output_dir."
+        )
 
 
 class InSubTrainer(Trainer):
@@ -201,9 +229,13 @@ class InSubTrainer(Trainer):
                     f"resume_from_checkpoint={str(resume_from_checkpoint)!r} cannot be resumed from: "
                     + "; ".join(problems) + "."
                 )
+        if resume_from_checkpoint:
+            check_same_run(self.model, resume_from_checkpoint)
         channels_last = bool(getattr(self.args, "channels_last", False)) and any(
             isinstance(m, nn.Conv2d) for m in self.model.modules()
         )
+        if channels_last and hasattr(self.args, "check_channels_last"):
+            self.args.check_channels_last()  # again: an ISA cap set since the arguments were built makes it unsafe
         if channels_last:
             self.model.to(memory_format=torch.channels_last)
         try:

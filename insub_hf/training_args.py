@@ -102,6 +102,13 @@ class InSubTrainingArguments(TrainingArguments):
         },
     )
 
+    def check_channels_last(self) -> None:
+        """channels_last checked again (`InSubTrainer.train` calls this): an ISA cap set in the process after the
+        arguments were built (`ONEDNN_MAX_CPU_ISA`) makes it unsafe on this CPU, refused naming the field."""
+        if self.channels_last:
+            resolve_channels_last(True, on_cpu=self.use_cpu or not gpu_available(),
+                                  field="InSubTrainingArguments.channels_last")
+
     def __post_init__(self) -> None:
         if self.fp16 and (self.use_cpu or not gpu_available()):
             raise ValueError(
@@ -135,6 +142,13 @@ class InSubTrainingArguments(TrainingArguments):
         self.channels_last = resolve_channels_last(
             self.channels_last, on_cpu=self.use_cpu or not gpu_available(), field="InSubTrainingArguments.channels_last"
         )
+        # the Trainer's own fields, refused here rather than deep inside numpy, torch or a loader
+        check_range("InSubTrainingArguments.seed", self.seed, low=0, high=2**32 - 1, integer=True)
+        check_range("InSubTrainingArguments.dataloader_num_workers", self.dataloader_num_workers, low=0, integer=True)
+        check_range("InSubTrainingArguments.gradient_accumulation_steps", self.gradient_accumulation_steps, low=1,
+                    integer=True)
+        check_range("InSubTrainingArguments.weight_decay", self.weight_decay, low=0)
+        check_range("InSubTrainingArguments.max_grad_norm", self.max_grad_norm, low=0)
         for name in ("per_device_train_batch_size", "per_device_eval_batch_size"):
             check_range(f"InSubTrainingArguments.{name}", getattr(self, name), low=1, integer=True)
         if self.max_steps <= 0:  # the epochs decide how long to train

@@ -55,10 +55,14 @@ def test_rgb_to_grey_is_pils_luma():
     (dict(num_channels=2), r"InSubImageProcessor.num_channels must be one of \(1, 3, 4\), got 2"),
     (dict(num_channels=1, image_mean=[0.5, 0.5, 0.5], image_std=[0.2]),
      r"InSubImageProcessor.image_mean must give one value per channel \(num_channels=1\)"),
-    (dict(num_channels=1, image_mean=[0.5], image_std=[0.0]), r"image_std must be positive and finite, got \[0.0\]"),
+    (dict(num_channels=1, image_mean=[0.5], image_std=[0.0]), r"image_std must be in \(0, 1\] for pixels in \[0, 1\], got \[0.0\]"),
     # settings under which the model would read a blank, constant or padded image
-    (dict(num_channels=1, image_mean=[0.5], image_std=[float("inf")]), r"image_std must be positive and finite, got \[inf\]"),
-    (dict(num_channels=1, image_mean=[float("nan")], image_std=[0.5]), r"image_mean must be finite, got \[nan\]"),
+    (dict(num_channels=1, image_mean=[0.5], image_std=[float("inf")]), r"image_std must be finite numbers, got \[inf\]"),
+    (dict(num_channels=1, image_mean=[float("nan")], image_std=[0.5]), r"image_mean must be finite numbers, got \[nan\]"),
+    # normalisation settings in 0..255 units would make every [0, 1] image near-constant
+    (dict(num_channels=1, image_mean=[73.0], image_std=[0.3]), r"image_mean must be in \[0, 1\] for pixels in \[0, 1\], "
+                                                                r"got \[73.0\] \(0..255 units\? .*divide by 255\)"),
+    (dict(num_channels=1, image_mean=[0.3], image_std=[90.0]), r"image_std must be in \(0, 1\] .*got \[90.0\] \(0..255 units"),
     (dict(do_rescale=False), r"do_rescale must be True: integer images are read by their dtype"),
     (dict(rescale_factor=1.0), r"rescale_factor must be 1/255 \(uint8 pixels to \[0, 1\]"),
     (dict(size={"shortest_edge": 1}, crop_size={"height": 1, "width": 1}), r"size must be \{'shortest_edge': S\} with an integer S >= 2"),
@@ -222,7 +226,7 @@ def test_the_harness_takes_images_by_the_same_rules():
         ImageEvaluationData(**{**good, "test_images": good["test_images"] * 255})
     with pytest.raises(ValueError, match=r"ImageEvaluationData.ood_images\['noise'\] must be float images"):
         ImageEvaluationData(**{**good, "ood_images": {"noise": torch.rand(2, 1, 8, 8) * 2 - 1}})
-    with pytest.raises(ValueError, match=r"image_std must be positive and finite, got \[inf\]"):
+    with pytest.raises(ValueError, match=r"image_std must be finite numbers, got \[inf\]"):
         ImageEvaluationData(**{**good, "std": (float("inf"),)})
 
 

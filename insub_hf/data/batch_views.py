@@ -12,8 +12,7 @@ import torch
 from datasets import Array3D, Dataset, Features
 from torch import nn
 
-from ..image_range import normalize_images
-from ..image_range import check_unit_images
+from ..image_range import check_processor_fields, check_unit_images, normalize_images
 from ..validation import check_choice, check_range
 
 
@@ -38,11 +37,7 @@ class BatchTwoViews(nn.Module):
         super().__init__()
         check_choice("BatchTwoViews.num_channels", num_channels, (1, 3))
         check_range("BatchTwoViews.image_size", image_size, low=1, integer=True)
-        if len(mean) != num_channels or len(std) != num_channels:
-            raise ValueError(
-                f"BatchTwoViews: mean and std need one value per channel (num_channels={num_channels}), got "
-                f"mean={tuple(mean)}, std={tuple(std)}."
-            )
+        check_processor_fields(num_channels, mean, std, owner="BatchTwoViews")
         colour = (
             [K.ColorJitter(0.4, 0.4, 0.4, 0.1, p=0.8), K.RandomGrayscale(p=0.2)] if num_channels == 3
             else [K.ColorJitter(0.4, 0.4, p=0.8)]
@@ -54,6 +49,7 @@ class BatchTwoViews(nn.Module):
             *colour,
         )
         self.mean, self.std = tuple(mean), tuple(std)
+        self.range_checked = False
 
     @torch.no_grad()
     def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,6 +62,9 @@ class BatchTwoViews(nn.Module):
             raise ValueError(
                 f"BatchTwoViews takes float images in [0, 1], got dtype {images.dtype} (uint8 pixels: divide by 255)."
             )
+        if not self.range_checked:  # once: the values are read on the host, which waits for the device
+            check_unit_images(images, "BatchTwoViews: images")
+            self.range_checked = True
         images = images.float()
         return (normalize_images(self.augment(images), self.mean, self.std),
                 normalize_images(self.augment(images), self.mean, self.std))

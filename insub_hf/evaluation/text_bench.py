@@ -43,6 +43,11 @@ class TextBenchArguments(CheckedArguments):
                              low=1, integer=True)
     length_buckets: int = checked(5, "Token-count buckets of the length-standardised spread.", low=1, integer=True)
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.k > self.bank_size:  # the k-th neighbour of a smaller bank does not exist
+            raise ValueError(f"{type(self).__name__}.k={self.k} is more than bank_size={self.bank_size}; give k <= bank_size.")
+
 
 @dataclass
 class Encoded:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields, replace
 
-from ..configuration_insub import InSubConfig
+from ..configuration_insub import MAX_DIVERSITY_ALPHA, MAX_DIVERSITY_WEIGHT, InSubConfig
 from ..data import IMAGE_DATASET_PRESETS
 from ..encoders.presets import NAMED_ENCODERS, named_encoder
 from ..data.batch_views import BatchTwoViews
@@ -123,11 +123,11 @@ class ImageRecipeArguments(ImageEncoderArguments):
     )
     diversity_alpha: float = checked(
         IMAGE.diversity_alpha, "alpha of InSub's hinge (chosen by `insub-hf ablation` on validation "
-        "data).", low=0,
+        "data).", low=0, high=MAX_DIVERSITY_ALPHA,
     )
     diversity_weight: float = checked(
         IMAGE.diversity_weight, "lambda of InSub (the authors' weighting: loss = (tau / 0.07) NT-Xent + "
-        "lambda sum relu(alpha - sigma) / 2B; the baseline: 0).", low=0,
+        "lambda sum relu(alpha - sigma) / 2B; the baseline: 0).", low=0, high=MAX_DIVERSITY_WEIGHT,
     )
     head_hidden_size: int = checked(IMAGE.head_hidden_sizes[0], "Hidden width of each projection head.", low=1, integer=True)
 
@@ -193,8 +193,10 @@ class TextArguments(CheckedArguments, JobOutputArguments):
     num_heads: int = checked(
         TEXT.num_heads, "M of the InSub model (paper: 3); the baseline has 1.", low=2, integer=True
     )
-    diversity_alpha: float = checked(TEXT.diversity_alpha, "alpha (paper, NLP: 0.1).", low=0)
-    diversity_weight: float = checked(TEXT.diversity_weight, "lambda (paper, NLP: 0.01).", low=0)
+    diversity_alpha: float = checked(TEXT.diversity_alpha, "alpha (paper, NLP: 0.1).", low=0,
+                                     high=MAX_DIVERSITY_ALPHA)
+    diversity_weight: float = checked(TEXT.diversity_weight, "lambda (paper, NLP: 0.01).", low=0,
+                                      high=MAX_DIVERSITY_WEIGHT)
     freeze_encoder: bool = field(default=TEXT.freeze_encoder, metadata={
         "help": "Pretrain the heads only: the encoder keeps the base model's weights, so its embeddings stay the "
                 "base's (the text recipe's choice; with false, lower --learning_rate to the encoder's 3e-5)."})
@@ -230,8 +232,9 @@ class GenomicsArguments(CheckedArguments, JobOutputArguments):
     labelled: str | None = path_field(None, "Labelled CSV (sequence,label) or FASTA (>name|label); default: splice.")
     crop_length: int = checked(150, "Pretraining crop in nt (paper: 150 or 1000).", low=1, integer=True)
     num_heads: int = checked(DNA.num_heads, "M of the InSub model; the baseline has 1.", low=2, integer=True)
-    diversity_alpha: float = checked(DNA.diversity_alpha, "alpha.", low=0)
-    diversity_weight: float = checked(DNA.diversity_weight, "lambda of the InSub model.", low=0)
+    diversity_alpha: float = checked(DNA.diversity_alpha, "alpha.", low=0, high=MAX_DIVERSITY_ALPHA)
+    diversity_weight: float = checked(DNA.diversity_weight, "lambda of the InSub model.", low=0,
+                                      high=MAX_DIVERSITY_WEIGHT)
     head_output_size: int = checked(
         DNA.head_output_size, "Each head: one Linear to this size (paper: 256).", low=1, integer=True
     )

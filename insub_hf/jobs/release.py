@@ -45,18 +45,21 @@ from ..evaluation.ood_detector import (
 )
 from ..hub import final_push_target, save_for_hub, upload_hub_folder
 from ..training_args import TRAINER_FIELDS
-from ..validation import checked
+from ..validation import CheckedArguments, checked
 from ..evaluation.text_ood_sets import shuffled_words
 from ..text_uncertainty import UNCERTAINTY_READINGS
 from . import compare, genomics, text, text_candidates
 
 # Training inputs the shipped detector keeps as its bank (the Hub folder stays small; k-NN distances barely move)
 DETECTOR_BANK = 10_000
+MIN_DETECTOR_BANK = 16
 
 
 @dataclass
-class ReleaseArguments:
-    """Where a release goes beside its runs (`--output_dir`) and the Hub (`--push_to_hub --hub_model_id`)."""
+class ReleaseArguments(CheckedArguments):
+    """Where a release goes beside its runs (`--output_dir`) and the Hub (`--push_to_hub --hub_model_id`). Checked
+    before any training: a name that is one folder name, a `model_cards` folder, and a published card kept unless
+    `--replace_card` says to replace it."""
 
     _argument_group_name = 'release'
 
@@ -65,7 +68,25 @@ class ReleaseArguments:
                                                               "text or dna: `insub-hf release RECIPE --help` lists "
                                                               "its job's and the Trainer's flags too."})
     model_cards: str = field(default="model_cards", metadata={"help": "Where the card is copied (model_cards/NAME)."})
-    detector_bank: int = checked(DETECTOR_BANK, "Training inputs the shipped OOD detector keeps.", low=1, integer=True)
+    detector_bank: int = checked(DETECTOR_BANK, "Training inputs the shipped OOD detector keeps (at least "
+                                 f"{MIN_DETECTOR_BANK}: its k-NN scores need neighbours).", low=MIN_DETECTOR_BANK,
+                                 integer=True)
+    replace_card: bool = field(default=False, metadata={"help": "Replace the published card model_cards/NAME/README.md "
+                                                                 "(refused otherwise, before any training)."})
+
+    def check_places(self) -> None:
+        """The name and the card's place, before any work (`name` is set by then)."""
+        if not self.name or Path(self.name).name != self.name or self.name in (".", ".."):
+            raise ValueError(f"ReleaseArguments.name must be one folder name (no '/' or '..'), got {self.name!r}.")
+        cards = Path(self.model_cards)
+        if cards.exists() and not cards.is_dir():
+            raise ValueError(f"ReleaseArguments.model_cards={self.model_cards!r} is a file; it must be a folder.")
+        published = cards / self.name / "README.md"
+        if published.is_file() and not self.replace_card:
+            raise ValueError(
+                f"ReleaseArguments.model_cards: {published} is a published card; a release replaces it only with "
+                "--replace_card true (or give another --model_cards or --name)."
+            )
 
 
 def publish(release: ReleaseArguments, model, card: HubCard, output_dir: Path, push) -> Path:
@@ -109,6 +130,12 @@ def release_image(command: str, release, args, training_args, probe_args, harnes
     from ..evaluation.results import ComparisonRow
     from .comparison import load_protocol_data
 
+    missing = [method for method in ("baseline", "insub") if method not in args.methods]
+    if missing:  # before any training: the card sets InSub beside its baseline
+        raise ValueError(
+            f"ComparisonArguments.methods={args.methods} lacks {missing}: the image release publishes the InSub "
+            "model beside its baseline; give --methods baseline insub (and any others)."
+        )
     start, push = time.time(), final_push_target(training_args)
     compare.run_comparison(args, training_args, probe_args, harness_args)
     out = Path(training_args.output_dir)
@@ -206,6 +233,11 @@ def release_text(command: str, release, reading: TextReleaseArguments, args, tra
 
     from ..data import load_sentence_corpus
 
+    if reading.k > release.detector_bank:  # the k-NN reading searches the detector's bank
+        raise ValueError(
+            f"TextReleaseArguments.k={reading.k} is more than ReleaseArguments.detector_bank={release.detector_bank}, "
+            "the sentences its k-NN reading searches; give k <= detector_bank."
+        )
     name = f"scd_insub_m{args.num_heads}"
     start, push, out, results, model = run_job(text.run_text, args, training_args, name)
     tokenizer = AutoTokenizer.from_pretrained(out / name / "model")
@@ -297,6 +329,7 @@ def select(command: str, argv: list[str]):
 
     def run(release: ReleaseArguments, *groups):
         release.name = release.name or recipe.name
+        release.check_places()
         return recipe.run(line, release, *groups)
 
     return SimpleNamespace(
