@@ -229,7 +229,8 @@ def test_help_of_every_command_prints_its_arguments(command, capsys):
         main([command, "--help"])
     assert exit_.value.code == 0
     printed = capsys.readouterr().out
-    assert printed.startswith(f"usage: insub-hf {command}") and "(default: " in printed
+    # argparse wraps long help lines, also inside "(default: ...)"
+    assert printed.startswith(f"usage: insub-hf {command}") and "(default: " in " ".join(printed.split())
 
 
 def test_a_help_once_printed_is_printed_again_without_torch_or_transformers(tmp_path):
