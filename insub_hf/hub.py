@@ -129,6 +129,9 @@ def write_sentence_transformer_files(folder: str | Path, model, tokenizer, uncer
     module = st_module.InSubSentenceTransformer(model=insub, tokenizer=tokenizer,
                                                 max_seq_length=insub.config.text_max_length(tokenizer))
     with tempfile.TemporaryDirectory() as tmp:
+        if uncertainty is not None and uncertainty.get("reading") == "knn":  # the bank belongs to these weights
+            local = lambda name: str(folder / name) if (folder / name).is_file() else None  # noqa: E731
+            uncertainty = {**uncertainty, "weights_sha256": st_module.weights_digest(local)}
         extra = [st_module.InSubUncertainty(**uncertainty)] if uncertainty is not None else []
         SentenceTransformer(modules=[module, Normalize(), *extra]).save(tmp)
         modules = json.loads((Path(tmp) / "modules.json").read_text())

@@ -12,12 +12,44 @@ chose it uses too: `insub-hf text-candidates`).
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import torch
 import torch.nn.functional as F
+from safetensors import safe_open
 from sentence_transformers.base.modules import InputModule, Module
 from transformers import AutoModel, AutoTokenizer
 
 from .text_uncertainty import UNCERTAINTY_READINGS, knn_distance, length_standardised
+
+# The safetensors metadata key under which insub-hf records each weight file's tensor checksums
+# (`insub_hf.checksums.METADATA_KEY`; this file imports nothing of insub-hf, a test holds the two equal)
+CHECKSUM_KEY = "insub_hf_sha256"
+
+
+def weights_digest(path_of) -> str | None:
+    """SHA-256 of the tensor checksums insub-hf recorded in a folder's weight files: which weights the folder holds.
+    `path_of(name)` gives a file's local path, or None where the folder lacks it (a local folder or a Hub repo's
+    cache). None for a folder without such weights."""
+    files = [path_of("model.safetensors")]
+    if files[0] is None:
+        index = path_of("model.safetensors.index.json")
+        if index is None:
+            return None
+        with open(index, encoding="utf-8") as handle:
+            files = [path_of(shard) for shard in sorted(set(json.load(handle)["weight_map"].values()))]
+    digest = hashlib.sha256()
+    for file in files:
+        with safe_open(file, framework="pt") as handle:
+            digest.update((handle.metadata() or {}).get(CHECKSUM_KEY, "").encode() + b";")
+    return digest.hexdigest()
+
+
+def tensor_digest(tensor: torch.Tensor) -> str:
+    """SHA-256 of a tensor's float32 bytes."""
+    return hashlib.sha256(tensor.detach().float().cpu().contiguous().numpy().tobytes()).hexdigest()
+
 
 class InSubSentenceTransformer(InputModule):
     """Tokeniser and InSub text model as one sentence-transformers input module.
@@ -92,14 +124,18 @@ class InSubUncertainty(Module):
         k, bank_size, embedding_size: the k-NN reading's neighbour and bank (N, d).
         length_edges, length_mean, length_std: the length buckets (`fit_length_standardisation`).
         direction: +1 or -1, how the standardised spread is read (fixed on validation data).
+        weights_sha256: `weights_digest` of the folder's weights the bank was embedded with; a load refuses the bank
+            beside other weights (a bank copied from another model, weights saved again after retraining).
+        bank_sha256: `tensor_digest` of the bank as saved; a load refuses a bank whose bytes changed.
     """
 
     config_keys = ["reading", "k", "bank_size", "embedding_size", "length_edges", "length_mean", "length_std",
-                   "direction"]
+                   "direction", "weights_sha256", "bank_sha256"]
 
     def __init__(self, reading: str = "spread", k: int = 10, bank_size: int = 0, embedding_size: int = 0,
                  length_edges: list | None = None, length_mean: list | None = None, length_std: list | None = None,
-                 direction: int = 1, bank: torch.Tensor | None = None):
+                 direction: int = 1, bank: torch.Tensor | None = None, weights_sha256: str | None = None,
+                 bank_sha256: str | None = None):
         super().__init__()
         if reading not in UNCERTAINTY_READINGS:
             raise ValueError(f"InSubUncertainty: reading must be one of {UNCERTAINTY_READINGS}, got {reading!r}.")
@@ -110,8 +146,10 @@ class InSubUncertainty(Module):
         self.reading, self.k, self.direction = reading, k, direction
         self.bank_size, self.embedding_size = bank_size, embedding_size
         self.length_edges, self.length_mean, self.length_std = length_edges, length_mean, length_std
+        self.weights_sha256 = weights_sha256
         self.register_buffer("bank", F.normalize(bank.float(), dim=1) if bank is not None
                              else torch.zeros(bank_size, embedding_size))
+        self.bank_sha256 = tensor_digest(self.bank) if bank is not None else bank_sha256
 
     def forward(self, features: dict[str, torch.Tensor], **kwargs) -> dict[str, torch.Tensor]:
         spread = features["uncertainty"]
@@ -138,4 +176,23 @@ class InSubUncertainty(Module):
         module = cls(**cls.load_config(model_name_or_path, **hub))
         if module.reading == "knn":
             module = cls.load_torch_weights(model_name_or_path=model_name_or_path, model=module, **hub)
+            module.check_bank(model_name_or_path, subfolder, dict(hub, subfolder=""))
         return module
+
+    def check_bank(self, folder: str, subfolder: str, hub: dict) -> None:
+        """Refuses a k-NN bank whose bytes changed since it was saved, or that was embedded by other weights than the
+        folder's, naming the files to rebuild (`InSubSentenceEncoder.save_sentence_transformer`)."""
+        where = f"{folder}/{subfolder}" if subfolder else folder
+        if self.bank_sha256 is not None and tensor_digest(self.bank) != self.bank_sha256:
+            raise ValueError(
+                f"InSubUncertainty: the k-NN bank in {where} does not match the checksum saved with it (the file "
+                "changed); rebuild the folder with save_sentence_transformer(..., uncertainty=...)."
+            )
+        if self.weights_sha256 is not None:
+            found = weights_digest(lambda name: self.load_file_path(folder, name, **hub))
+            if found != self.weights_sha256:
+                raise ValueError(
+                    f"InSubUncertainty: the k-NN bank in {where} was embedded by other weights than {folder} holds "
+                    f"(bank made with {self.weights_sha256[:12]}, weights now {str(found)[:12]}): its distances would "
+                    "belong to another model. Rebuild it with save_sentence_transformer(..., uncertainty=...)."
+                )

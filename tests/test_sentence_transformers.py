@@ -158,3 +158,35 @@ def test_an_unknown_reading_is_refused_naming_the_readings():
 
     with pytest.raises(ValueError, match=r"reading must be one of \('spread', 'spread_by_length', 'knn'\), got 'entropy'"):
         InSubUncertainty(reading="entropy")
+
+
+def test_a_knn_bank_belongs_to_its_bytes_and_to_the_weights_it_was_embedded_by(tmp_path, encoder):
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+    from sentence_transformers import SentenceTransformer
+
+    from insub_hf.checksums import METADATA_KEY
+    from insub_hf.sentence_transformer_module import CHECKSUM_KEY
+
+    assert CHECKSUM_KEY == METADATA_KEY  # the copied module reads what the package writes
+    bank = torch.nn.functional.normalize(encoder.encode(BANK).embeddings, dim=1)
+    knn = {"reading": "knn", "k": 3, "bank": bank}
+    good = encoder.save_sentence_transformer(tmp_path / "good", uncertainty=knn)
+    SentenceTransformer(str(good), trust_remote_code=True)  # loads as saved
+    # the bank's bytes changed (a file edited or damaged): refused, naming the folder to rebuild
+    flipped = tmp_path / "flipped"
+    shutil.copytree(good, flipped)
+    bank_file = flipped / "2_InSubUncertainty" / "model.safetensors"
+    tensors = load_file(str(bank_file))
+    save_file({k: v + 0.01 for k, v in tensors.items()}, str(bank_file))
+    with pytest.raises(ValueError, match=r"k-NN bank in .*flipped.*does not match the checksum saved with it"):
+        SentenceTransformer(str(flipped), trust_remote_code=True)
+    # another model's weights beside this bank: a bank copied over, or the weights saved again after retraining
+    torch.manual_seed(1)
+    other = InSubSentenceEncoder(InSubModel(tiny_bert_config(num_heads=3)), encoder.tokenizer)
+    retrained = other.save_sentence_transformer(tmp_path / "retrained")
+    shutil.copyfile(good / "modules.json", retrained / "modules.json")
+    shutil.copytree(good / "2_InSubUncertainty", retrained / "2_InSubUncertainty")
+    with pytest.raises(ValueError, match=r"k-NN bank in .*retrained.*was embedded by other weights than .* holds"):
+        SentenceTransformer(str(retrained), trust_remote_code=True)
