@@ -3,8 +3,8 @@ each image as that processor does.
 
 transformers' own pipelines convert every image to 8-bit RGB before the processor sees it (`load_image`), which
 clips a 16-bit image at 255: nearly white, garbage features, no word. With an InSub processor these pipelines hand
-local files and PIL images to it as they are, so a 16-bit image is read by its bit depth (`read_image`); URLs and
-base64 strings still go through transformers' loader (8-bit). With any other processor they are transformers' own.
+local files, URLs, base64 strings and PIL images to it as they are (opened by PIL, not converted), so a 16-bit image is
+read by its bit depth (`read_image`) on every path. With any other processor they are transformers' own.
 
 Opt-in, as transformers documents custom pipelines: `pipeline(task, model=..., pipeline_class=...)` for one
 pipeline, or `register_pipelines()` once to make them the two tasks' classes; `import insub_hf` registers nothing.
@@ -12,10 +12,13 @@ pipeline, or `register_pipelines()` once to make them the two tasks' classes; `i
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
+import urllib.request
+from io import BytesIO
 
-from PIL import Image, ImageOps
-from transformers.image_utils import load_image
+from PIL import Image, ImageOps, UnidentifiedImageError
 from transformers.pipelines import PIPELINE_REGISTRY, ImageClassificationPipeline, ImageFeatureExtractionPipeline
 
 
@@ -27,10 +30,27 @@ def _insub_processor(pipeline) -> bool:
 
 
 def _as_given(image, timeout):
-    """A local file or PIL image as it is (its EXIF orientation applied); anything else as transformers loads it."""
-    if isinstance(image, str) and os.path.isfile(image):
-        image = Image.open(image)
-    return ImageOps.exif_transpose(image) if isinstance(image, Image.Image) else load_image(image, timeout=timeout)
+    """A local file, a URL, a base64 string (bare or a `data:image/...;base64,` URI) or a PIL image, opened as it is:
+    its EXIF orientation applied, its mode and bit depth kept (transformers' `load_image` reads the same sources but
+    converts every image to 8-bit RGB)."""
+    if isinstance(image, str):
+        if image.startswith(("http://", "https://")):
+            with urllib.request.urlopen(image, timeout=timeout) as response:  # follows redirects
+                image = Image.open(BytesIO(response.read()))
+        elif os.path.isfile(image):
+            image = Image.open(image)
+        else:
+            try:
+                image = Image.open(BytesIO(base64.b64decode(image.split(",", 1)[-1] if image.startswith("data:image/")
+                                                            else image, validate=True)))
+            except (binascii.Error, ValueError, UnidentifiedImageError) as error:
+                raise ValueError(
+                    f"image {image[:40]!r}... is neither a local file, an http(s) URL nor a base64-encoded image: "
+                    f"{error}"
+                ) from None
+    if not isinstance(image, Image.Image):
+        raise TypeError(f"images must be PIL images, local paths, URLs or base64 strings, got {type(image).__name__}.")
+    return ImageOps.exif_transpose(image)
 
 
 class InSubImageFeatureExtractionPipeline(ImageFeatureExtractionPipeline):

@@ -168,7 +168,19 @@ def test_the_feature_extraction_pipeline_reads_a_16_bit_png_by_its_bit_depth(tmp
     with torch.no_grad():
         expected = model(**processor(Image.open(tmp_path / "grey16.png"), return_tensors="pt")).representation
         clipped = model(**processor(Image.open(tmp_path / "grey16.png").convert("L"), return_tensors="pt"))
-    for image in (str(tmp_path / "grey16.png"), Image.open(tmp_path / "grey16.png")):  # a path and a PIL image
+    import base64
+    import http.server
+    import threading
+    from functools import partial
+
+    encoded = base64.b64encode((tmp_path / "grey16.png").read_bytes()).decode()
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/grey16.png"
+    sources = [str(tmp_path / "grey16.png"), Image.open(tmp_path / "grey16.png"), url, encoded,
+               "data:image/png;base64," + encoded]  # a path, a PIL image, a URL, base64 bare and as a data URI
+    for image in sources:
         pooled = torch.tensor(extractor(image, pool=True)).reshape(expected.shape)
         torch.testing.assert_close(pooled, expected, rtol=1e-5, atol=1e-6)
         assert not torch.allclose(pooled, clipped.representation, atol=1e-3)  # what 8-bit conversion would give
@@ -180,6 +192,11 @@ def test_the_feature_extraction_pipeline_reads_a_16_bit_png_by_its_bit_depth(tmp
     scores = {row["label"]: row["score"] for row in classify(str(tmp_path / "grey16.png"), top_k=3)}
     torch.testing.assert_close(torch.tensor([scores[classifier.config.id2label[i]] for i in range(3)]),
                                probabilities[0], rtol=1e-5, atol=1e-6)
+    by_url = {row["label"]: row["score"] for row in classify(url, top_k=3)}
+    assert by_url == pytest.approx(scores, rel=1e-5)
+    server.shutdown()
+    with pytest.raises(ValueError, match=r"is neither a local file, an http\(s\) URL nor a base64-encoded image"):
+        extractor("not-a-file-or-base64!", pool=True)
 
 
 @pytest.mark.parametrize("backend", [0, 1], ids=["torchvision", "pil"])
