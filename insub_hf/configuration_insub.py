@@ -11,7 +11,8 @@ from transformers.configuration_utils import SubConfigSpec
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from .encoders.base import POOLINGS
-from .encoders.presets import DEFAULT_ENCODER
+# named_encoder lived here before presets moved to encoders/: it stays importable from here for existing code
+from .encoders.presets import DEFAULT_ENCODER, named_encoder  # noqa: F401
 from .encoders.registry import OWN_ENCODERS  # registers the package's encoder configs, so nested configs resolve
 from .objectives import OBJECTIVE_CONFIGS, ObjectiveConfig
 from .recipes import DNA, DNA_ENCODER, IMAGE, TEXT

@@ -17,9 +17,9 @@ from transformers.image_processing_backends import TorchvisionBackend
 from transformers.image_processing_utils import BatchFeature
 
 from .image_processing_pil_insub import InSubImageProcessorFields, check_crop_fits, stack_processed, to_channels
-from .image_range import normalize_images
+from .image_range import check_processor_fields, normalize_images
 
-__all__ = ["InSubImageProcessor"]
+__all__ = ["InSubImageProcessor", "check_processor_fields", "normalize_images", "to_channels"]
 
 
 class InSubImageProcessor(InSubImageProcessorFields, TorchvisionBackend):
