@@ -164,13 +164,17 @@ class InSubModel(InSubPreTrainedModel):
             raise ValueError(f"`{main}` holds an empty batch (0 samples).")
         return {k: v for k, v in given.items() if k in self.encoder.input_names}
 
+    def requested_outputs(self, output_hidden_states: bool | None, output_attentions: bool | None) -> tuple[bool, bool]:
+        """Whether every layer's states and attention weights are asked for (None: the config's setting)."""
+        return (bool(self.config.output_hidden_states if output_hidden_states is None else output_hidden_states),
+                bool(self.config.output_attentions if output_attentions is None else output_attentions))
+
     def encode(self, output_hidden_states: bool | None = None, output_attentions: bool | None = None,
                **inputs: torch.Tensor | None) -> EncoderOutput:
         """The encoder's output on `inputs` (`EncoderOutput`), with every layer's states and attention weights when
-        asked (default: the config's `output_hidden_states`, `output_attentions`)."""
-        hidden = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
-        attentions = self.config.output_attentions if output_attentions is None else output_attentions
-        return self.encoder.encode(output_hidden_states=bool(hidden), output_attentions=bool(attentions),
+        asked (`requested_outputs`)."""
+        hidden, attentions = self.requested_outputs(output_hidden_states, output_attentions)
+        return self.encoder.encode(output_hidden_states=hidden, output_attentions=attentions,
                                    **self.encoder_inputs(**inputs))
 
     def get_representation(self, **inputs: torch.Tensor | None) -> torch.Tensor:
@@ -360,9 +364,8 @@ class InSubForPreTraining(InSubPreTrainedModel):
         extra = {k: inputs.pop(k) for k in self.objective.extra_inputs if k in inputs}
         given = dict(pixel_values=pixel_values, pixel_values_2=pixel_values_2, **inputs)
         views = self._two_views(given)
-        states = None
-        if output_hidden_states or output_attentions or self.config.output_hidden_states or self.config.output_attentions:
-            states = self.insub.encode(output_hidden_states, output_attentions, **views)
+        asked = self.insub.requested_outputs(output_hidden_states, output_attentions)
+        states = self.insub.encode(*asked, **views) if any(asked) else None
         if views[self.insub.encoder.main_input_name].shape[0] < 2 * self.objective.min_batch and not self.training:
             return self._embeddings_only(views, states, return_dict)  # per-sample outputs need no batch statistics
         out = self.objective(self.insub, views, **extra)

@@ -42,10 +42,7 @@ BUNDLES = {
 }
 PROCESSOR_BUNDLES = ("image_processing_insub", "image_processing_pil_insub")
 # The image processor: the torchvision class, and the PIL class that AutoImageProcessor falls back to without torchvision
-IMAGE_PROCESSORS = {
-    "torchvision": "image_processing_insub.InSubImageProcessor",
-    "pil": "image_processing_pil_insub.InSubImageProcessorPil",
-}
+IMAGE_PROCESSORS = {"torchvision": BUNDLES["image_processing_insub"][0], "pil": BUNDLES["image_processing_pil_insub"][0]}
 
 
 def _imports(classes, package: str) -> str:
