@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .checksums import model_weight_files, weights_digest
+
 logger = logging.getLogger(__name__)
 
 
@@ -28,13 +30,69 @@ def _link_or_copy(source: str | os.PathLike, target: str | os.PathLike) -> None:
         shutil.copy2(source, target, follow_symlinks=False)
 
 
+# Files made from a model's weights, wrong beside any other weights: the OOD detector's banks and settings. A text
+# model's k-NN bank module (a sub-folder whose config.json records `weights_sha256`) is found by that record.
+DERIVED_FILES = ("ood_detector.json", "ood_detector.safetensors")
+REBUILD = ("fit and save the detector again (InSubOODDetector.fit(...).save_pretrained(folder)); a text model's "
+           "uncertainty module: save_sentence_transformer(folder, uncertainty=...)")
+
+
+def derived_entries(folder: Path) -> list[str]:
+    """The names of the entries of `folder` made from its weights (`DERIVED_FILES` and k-NN bank modules)."""
+    names = [name for name in DERIVED_FILES if (folder / name).exists()]
+    for entry in sorted(folder.iterdir()) if folder.is_dir() else ():
+        try:
+            record = json.loads((entry / "config.json").read_text()) if entry.is_dir() else None
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and "weights_sha256" in record:
+            names.append(entry.name)
+    return names
+
+
+def holds_weights(folder: Path) -> bool:
+    """Whether `folder` holds model weight files (a damaged shard index counts as holding some)."""
+    try:
+        return bool(model_weight_files(folder))
+    except ValueError:
+        return True
+
+
+def weights_replaced(before: str | None, folder: Path, had_weights: bool) -> bool:
+    """Whether a save put other weights into `folder` than the ones of digest `before` (which it held when
+    `had_weights`): what was derived from them no longer belongs."""
+    return had_weights and (before is None or before != weights_digest(folder))
+
+
+def forget_derived(folder: Path, names: list[str]) -> None:
+    """Takes the derived entries `names`, which the save left out or removes now, out of the sentence-transformers
+    module list too (`modules.json`), and says what went and how to rebuild it."""
+    for name in names:
+        path = folder / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+    modules = folder / "modules.json"
+    if names and modules.is_file():
+        entries = json.loads(modules.read_text())
+        modules.write_text(json.dumps([e for e in entries if e.get("path") not in names], indent=2) + "\n")
+    if names:
+        logger.warning("Removed %s from %s: made from the weights this save replaced. To have them again, %s.",
+                       ", ".join(names), folder, REBUILD)
+
+
 def keep_what_the_save_did_not_write(old: Path, new: Path) -> None:
     """Puts into `new` every entry of `old` that `new` does not hold (hard links: `old` stays whole until the swap),
-    except stale weight files (`WEIGHT_FILES`) when `new` holds weights."""
+    except stale weight files (`WEIGHT_FILES`) when `new` holds weights, and what was made from the old weights
+    (`derived_entries`) when the new ones differ."""
     wrote_weights = any(any(new.glob(pattern)) for pattern in WEIGHT_FILES)
+    stale = []
+    if wrote_weights and weights_replaced(weights_digest(old), new, holds_weights(old)):
+        stale = [name for name in derived_entries(old) if not (new / name).exists()]
     for entry in old.iterdir():
         target = new / entry.name
-        if target.exists() or target.is_symlink():
+        if target.exists() or target.is_symlink() or entry.name in stale:
             continue
         if wrote_weights and any(fnmatch.fnmatch(entry.name, pattern) for pattern in WEIGHT_FILES):
             continue
@@ -42,6 +100,12 @@ def keep_what_the_save_did_not_write(old: Path, new: Path) -> None:
             shutil.copytree(entry, target, symlinks=True, copy_function=_link_or_copy)
         else:
             _link_or_copy(entry, target)
+    if stale:
+        both = all((folder / "modules.json").is_file() for folder in (old, new))
+        if both and os.path.samefile(new / "modules.json", old / "modules.json"):
+            (new / "modules.json").unlink()  # a link to the old folder's file: rewritten, not edited in place
+            shutil.copyfile(old / "modules.json", new / "modules.json")
+        forget_derived(new, stale)
 
 
 def write_json(path: str | os.PathLike, data, sort_keys: bool = False) -> None:

@@ -1,7 +1,10 @@
-"""A checksum of every tensor in a safetensors file's metadata, written on save and verified on load.
+"""A checksum of every tensor in a safetensors file's metadata, and of the config saved beside it, written on save
+and verified on load.
 
 safetensors itself checks the header, not the data: bytes overwritten inside a file load as whatever they now
-encode (NaN weights, silently). Files saved without checksums (earlier releases, other tools) still load.
+encode (NaN weights, silently). And transformers writes config.json before the weights, so a save killed between the
+two leaves one model's config (its labels, say) beside another model's weights of the same shapes. Files saved
+without these records (other tools, transformers alone) still load.
 """
 
 from __future__ import annotations
@@ -15,6 +18,12 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 METADATA_KEY = "insub_hf_sha256"
+CONFIG_KEY = "insub_hf_config_sha256"
+CONFIG_FILE = "config.json"
+# What a config.json records of the software that wrote it (and the remote code's `auto_map`, written after the
+# weights), not of the model: left out of its digest, as are keys starting with "_" (`_name_or_path`, which
+# publishing removes)
+NOT_THE_MODEL = ("transformers_version", "auto_map")
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 
@@ -71,15 +80,75 @@ def model_weight_files(folder: str | Path) -> list[Path]:
     return [folder / name for name in shards]
 
 
+def _model_part(data):
+    if isinstance(data, dict):
+        return {k: _model_part(v) for k, v in data.items() if not k.startswith("_") and k not in NOT_THE_MODEL}
+    return [_model_part(item) for item in data] if isinstance(data, list) else data
+
+
+def config_digest(folder: str | Path) -> str | None:
+    """SHA-256 (hex) of what `folder/config.json` says about the model (`NOT_THE_MODEL` left out; key order and
+    formatting do not count); None where the folder has no config.json. A damaged one raises ValueError naming it."""
+    path = Path(folder) / CONFIG_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise ValueError(f"{path} is not readable JSON (truncated or edited): {error}") from None
+    return hashlib.sha256(json.dumps(_model_part(data), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def add_checksums(folder: str | Path) -> list[Path]:
-    """Rewrites the model weight files in `folder` (`model_weight_files`) with a checksum of each tensor in their metadata
-    (the tensors and the other metadata unchanged); returns the files."""
+    """Rewrites the model weight files in `folder` (`model_weight_files`) with a checksum of each tensor and the
+    `config_digest` of the folder's config.json in their metadata (the tensors and the other metadata unchanged);
+    returns the files. Run it again after the package edits a saved config.json."""
     files = model_weight_files(folder)
+    config = config_digest(folder)
     for path in files:
         tensors, metadata = read_safetensors(path)
-        metadata.update(checksum_metadata(tensors))
-        save_file(tensors, str(path), metadata=metadata)
+        recorded = {**metadata, **checksum_metadata(tensors), **({CONFIG_KEY: config} if config is not None else {})}
+        if recorded != metadata:  # a file that already records all this is left as it is (its time stamp too)
+            save_file(tensors, str(path), metadata=recorded)
     return files
+
+
+def weights_digest(folder: str | Path) -> str | None:
+    """SHA-256 (hex) over the tensor checksums recorded in a folder's model weight files: which weights the folder
+    holds (the value a text model's k-NN bank records as `weights_sha256`). None where the folder has no weights, or
+    a file without checksums or unreadable (its weights cannot be told apart from others)."""
+    try:
+        files = model_weight_files(folder)
+    except ValueError:  # a damaged shard index
+        return None
+    digest = hashlib.sha256()
+    for path in files:
+        try:
+            with safe_open(str(path), framework="pt") as handle:
+                recorded = (handle.metadata() or {}).get(METADATA_KEY)
+        except (SafetensorError, OSError):
+            return None
+        if recorded is None:
+            return None
+        digest.update(recorded.encode() + b";")
+    return digest.hexdigest() if files else None
+
+
+def check_config_pairing(folder: str | Path) -> None:
+    """Refuses a folder whose config.json is not the one its weights were saved with (`CONFIG_KEY` in their
+    metadata), naming both files and the way out. Weights without that record are not checked."""
+    folder = Path(folder)
+    found = config_digest(folder)
+    for path in model_weight_files(folder):
+        with safe_open(str(path), framework="pt") as handle:
+            expected = (handle.metadata() or {}).get(CONFIG_KEY)
+        if expected is not None and expected != found:
+            raise ValueError(
+                f"{folder / CONFIG_FILE} is not the config {path.name} was saved with (weights saved beside config "
+                f"{expected[:12]}, this config.json is {str(found)[:12]}): a save killed between config.json (written "
+                "first) and the weights, or a config.json copied or edited by hand. Save the model again; to load "
+                "these weights with this config on purpose, pass config=AutoConfig.from_pretrained(folder)."
+            )
 
 
 def read_verified(path: str | Path) -> tuple[dict[str, torch.Tensor], int]:
@@ -101,9 +170,13 @@ def read_verified(path: str | Path) -> tuple[dict[str, torch.Tensor], int]:
     return tensors, len(expected)
 
 
-def verify_checksums(path: str | Path) -> int:
+def verify_checksums(path: str | Path, config: bool = True) -> int:
     """Reads a safetensors file (or a folder's model weight files) and compares each tensor with the checksum in its
-    metadata (`read_verified`). Returns how many tensors were checked (0 for files saved without checksums)."""
+    metadata (`read_verified`), and for a folder, when `config`, its config.json with the one the weights were saved
+    with (`check_config_pairing`). Returns how many tensors were checked (0 for files saved without checksums)."""
     path = Path(path)
     files = model_weight_files(path) if path.is_dir() else [path]
-    return sum(read_verified(file)[1] for file in files)
+    checked = sum(read_verified(file)[1] for file in files)
+    if config and path.is_dir():
+        check_config_pairing(path)
+    return checked

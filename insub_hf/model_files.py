@@ -1,8 +1,10 @@
 """An InSub model's files: what `from_pretrained` and `save_pretrained` add around transformers' own.
 
-Loading: checksums verified before the weights are read (local folders and, after download, the Hub cache), a local
+Loading: checksums verified before the weights are read (local folders and, after download, the Hub cache), and
+config.json checked to be the one the weights were saved with (unless a config is passed), a local
 path that does not exist refused rather than tried as a repo id, clearer errors offline and for weights whose shapes
-the config does not give, a checkpoint that lacks its objective's weights refused. Saving: onto a file refused, heads checked against the config, checksums added, remote code written.
+the config does not give, a checkpoint that lacks its objective's weights refused. Saving: onto a file refused, heads checked against the config, checksums and the config's digest added, files made
+from the weights it replaces removed, remote code written.
 The model classes (`modeling_insub.py`) call these two functions and hold no file handling themselves.
 """
 
@@ -16,9 +18,11 @@ from typing import Callable
 
 import torch
 from safetensors import safe_open
+from transformers import PretrainedConfig
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, cached_file, logging
 
-from .checksums import add_checksums, model_weight_files, verify_checksums
+from .checkpointing import derived_entries, forget_derived, holds_weights, weights_replaced
+from .checksums import add_checksums, check_config_pairing, model_weight_files, verify_checksums, weights_digest
 from .encoders.base import LOADING_A_CHECKPOINT
 from .validation import looks_like_a_path
 
@@ -83,12 +87,14 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
     name = str(name_or_path)
     local = Path(name).expanduser()
     if local.is_dir():
-        verify_checksums(local / kwargs["subfolder"] if kwargs.get("subfolder") else local)
+        verify_checksums(local / kwargs["subfolder"] if kwargs.get("subfolder") else local, config=False)
     elif looks_like_a_path(name):
         raise FileNotFoundError(
             f"from_pretrained({name!r}): no such local folder (and {name!r} is not a Hub repo id of the form "
             "'namespace/name')."
         )
+    # a config passed in is the caller's choice (the way to load weights with an edited config on purpose)
+    own_config = not isinstance(kwargs.get("config"), PretrainedConfig)
     wants_info = kwargs.pop("output_loading_info", False)
     loading = LOADING_A_CHECKPOINT.set(True)
     try:
@@ -120,9 +126,14 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
             f"objective {model.config.objective!r} (e.g. {objective_missing[:2]}); it was saved with another "
             "objective. Load it with the config it was saved with, or as InSubModel (encoder and heads only)."
         )
-    if not local.is_dir():  # a Hub repo: its files are in the local cache now
-        for file in cached_weight_files(name, kwargs):
+    if local.is_dir():
+        files = model_weight_files(local / (kwargs.get("subfolder") or ""))
+    else:  # a Hub repo: its files are in the local cache now
+        files = cached_weight_files(name, kwargs)
+        for file in files:
             verify_checksums(file)
+    if files and own_config:  # after the load, so that a config it cannot read is named for what is wrong with it
+        check_config_pairing(files[0].parent)
     return (model, info) if wants_info else model
 
 
@@ -135,6 +146,9 @@ def checked_save_pretrained(model, save: Callable, save_directory, *args, remote
             f"save_pretrained({str(save_directory)!r}): that path is a file, not a folder; nothing was written."
         )
     getattr(model, model.base_model_prefix, model).check_config_matches_heads()
+    folder = Path(save_directory)
+    had_weights = folder.is_dir() and holds_weights(folder)
+    before = weights_digest(folder) if had_weights else None
     cls = type(model)
     remote_code = cls._auto_class is not None if remote_code is None else remote_code
     # transformers' own copy (`is_remote_code()` reads the class) handles flat packages only; the flat files are
@@ -150,5 +164,7 @@ def checked_save_pretrained(model, save: Callable, save_directory, *args, remote
         if bars:
             logging.enable_progress_bar()
     add_checksums(save_directory)
+    if weights_replaced(before, folder, had_weights):  # transformers keeps what else the folder held
+        forget_derived(folder, derived_entries(folder))
     if remote_code:
         package_module("remote_code").write_remote_code(save_directory)

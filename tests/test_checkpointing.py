@@ -87,3 +87,27 @@ def test_a_save_keeps_what_it_did_not_write_and_drops_stale_shards(tmp_path, mon
         save_pretrained_atomic(other, target)
     assert (target / "notes.txt").read_text() == "kept"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+@pytest.mark.parametrize("atomic", [True, False])
+def test_a_detector_beside_weights_goes_when_other_weights_are_saved_over_them(tmp_path, atomic):
+    from insub_hf import InSubModel
+    from insub_hf.checkpointing import save_pretrained_atomic
+
+    from .conftest import tiny_config
+
+    def save(model, folder):
+        return save_pretrained_atomic(model, folder) if atomic else model.save_pretrained(folder)
+
+    folder = tmp_path / "model"
+    torch.manual_seed(0)
+    first = InSubModel(tiny_config(num_heads=2))
+    save(first, folder)
+    for name in ("ood_detector.json", "ood_detector.safetensors", "notes.txt"):
+        (folder / name).write_text(name)
+    save(first, folder)  # the same weights: what was made from them stays
+    assert {"ood_detector.json", "ood_detector.safetensors", "notes.txt"} <= {p.name for p in folder.iterdir()}
+    torch.manual_seed(1)
+    save(InSubModel(tiny_config(num_heads=2)), folder)
+    names = {p.name for p in folder.iterdir()}
+    assert "notes.txt" in names and not names & {"ood_detector.json", "ood_detector.safetensors"}

@@ -137,3 +137,74 @@ def test_a_damaged_shard_index_is_refused_naming_it(tmp_path, damage):
         expected = f"{index} names shard files that are not in .*{shard}"
     with pytest.raises(ValueError, match=expected):
         InSubForPreTraining.from_pretrained(tmp_path / "sharded")
+
+
+def _classifier(labels: list[str], seed: int):
+    from insub_hf import InSubForImageClassification
+
+    torch.manual_seed(seed)
+    config = tiny_config(num_heads=2, num_labels=len(labels), id2label=dict(enumerate(labels)),
+                         label2id={name: i for i, name in enumerate(labels)})
+    return InSubForImageClassification(config)
+
+
+def test_a_stock_trainer_save_killed_between_config_and_weights_is_refused_not_relabelled(tmp_path, monkeypatch):
+    from transformers import Trainer, TrainingArguments
+
+    from insub_hf import InSubForImageClassification
+
+    folder = tmp_path / "classifier"
+    _classifier(["cat", "dog"], 0).save_pretrained(folder)  # model A
+    b = _classifier(["car", "bus"], 1)  # model B: same shapes, other labels and weights
+
+    def killed(*args, **kwargs):  # the process dies after config.json, before the weights
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("transformers.modeling_utils.safe_save_file", killed)
+    trainer = Trainer(model=b, args=TrainingArguments(output_dir=str(tmp_path / "run"), report_to="none", use_cpu=True))
+    with pytest.raises(KeyboardInterrupt):
+        trainer.save_model(str(folder))
+    monkeypatch.undo()
+    assert json.loads((folder / "config.json").read_text())["id2label"] == {"0": "car", "1": "bus"}
+    with pytest.raises(ValueError, match=r"config\.json is not the config model\.safetensors was saved with .*a save "
+                                         r"killed between config\.json \(written first\) and the weights"):
+        InSubForImageClassification.from_pretrained(folder)
+    # the way out the message names: a config passed on purpose loads
+    from transformers import AutoConfig
+
+    model = InSubForImageClassification.from_pretrained(folder, config=AutoConfig.from_pretrained(folder))
+    assert model.config.id2label == {0: "car", 1: "bus"}
+    # saved again whole, the pair loads
+    trainer.save_model(str(folder))
+    reloaded = InSubForImageClassification.from_pretrained(folder)
+    for name, tensor in b.state_dict().items():
+        assert torch.equal(reloaded.state_dict()[name], tensor), name
+
+
+def test_the_config_digest_ignores_formatting_and_the_software_but_not_a_label(saved):
+    from insub_hf.checksums import CONFIG_KEY, config_digest
+
+    _, folder = saved
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
+        assert f.metadata()[CONFIG_KEY] == config_digest(folder)
+    config = json.loads((folder / "config.json").read_text())
+    before = config_digest(folder)
+    config.update(transformers_version="0.0.1", auto_map={"AutoModel": "x.Y"}, _name_or_path="/home/me/run")
+    (folder / "config.json").write_text(json.dumps(dict(reversed(list(config.items()))), indent=7))
+    assert config_digest(folder) == before
+    assert verify_checksums(folder) > 0
+    config["uncertainty_direction"] = -1 if config.get("uncertainty_direction") != -1 else 1
+    (folder / "config.json").write_text(json.dumps(config))
+    assert config_digest(folder) != before
+    with pytest.raises(ValueError, match="is not the config model.safetensors was saved with"):
+        verify_checksums(folder)
+    assert verify_checksums(folder, config=False) > 0
+
+
+def test_the_package_pairs_again_after_editing_a_saved_config(saved):
+    from insub_hf.jobs.experiment import record_uncertainty_direction
+
+    model, folder = saved
+    record_uncertainty_direction(folder, -1)
+    loaded = InSubForPreTraining.from_pretrained(folder)
+    assert loaded.config.uncertainty_direction == -1

@@ -190,3 +190,28 @@ def test_a_knn_bank_belongs_to_its_bytes_and_to_the_weights_it_was_embedded_by(t
     shutil.copytree(good / "2_InSubUncertainty", retrained / "2_InSubUncertainty")
     with pytest.raises(ValueError, match=r"k-NN bank in .*retrained.*was embedded by other weights than .* holds"):
         SentenceTransformer(str(retrained), trust_remote_code=True)
+
+
+@pytest.mark.parametrize("save", ["encoder", "model"])
+def test_saving_retrained_weights_over_a_folder_removes_the_bank_made_from_the_old_ones(tmp_path, encoder, save, caplog):
+    from sentence_transformers import SentenceTransformer
+
+    bank = torch.nn.functional.normalize(encoder.encode(BANK).embeddings, dim=1)
+    folder = encoder.save_sentence_transformer(tmp_path / "model", uncertainty={"reading": "knn", "k": 3, "bank": bank})
+    assert (folder / "2_InSubUncertainty").is_dir()
+    encoder.save_pretrained(folder)  # the same weights again: the bank still belongs
+    assert (folder / "2_InSubUncertainty").is_dir()
+    torch.manual_seed(1)
+    retrained = InSubSentenceEncoder(InSubModel(tiny_bert_config(num_heads=3)), encoder.tokenizer)
+    with caplog.at_level("WARNING"):
+        if save == "encoder":  # atomic: through a sibling folder
+            retrained.save_pretrained(folder)
+        else:  # transformers' own save into the folder
+            retrained.model.save_pretrained(folder)
+    assert not (folder / "2_InSubUncertainty").exists()
+    assert "2_InSubUncertainty" not in (folder / "modules.json").read_text()
+    assert "Removed 2_InSubUncertainty" in caplog.text and "save_sentence_transformer" in caplog.text
+    # the folder now serves the new weights' own uncertainty (the heads' spread), not distances to an old bank
+    st = SentenceTransformer(str(folder), trust_remote_code=True)
+    served = torch.stack(st.encode(SENTENCES, output_value="uncertainty"))
+    torch.testing.assert_close(served, retrained.encode(SENTENCES).uncertainty, rtol=1e-4, atol=1e-6)

@@ -16,6 +16,7 @@ from transformers import TrainerCallback
 
 from ..cards import RunRecord
 from ..checkpointing import write_json
+from ..checksums import add_checksums
 from ..configuration_insub import InSubConfig
 from ..hub import final_push_target, push_model_to_hub
 from ..modeling_insub import InSubForPreTraining
@@ -249,5 +250,8 @@ def record_uncertainty_direction(model_dir: str | Path, direction: int) -> None:
     (`InSubConfig.uncertainty_direction`), so that the model's `uncertainty` output and its card read it that way."""
     path = Path(model_dir) / "config.json"
     config = json.loads(path.read_text())
+    if config.get("uncertainty_direction") == direction:
+        return
     config["uncertainty_direction"] = direction
     write_json(path, config)
+    add_checksums(model_dir)  # the weights record the config they belong to
