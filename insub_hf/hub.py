@@ -14,7 +14,9 @@ from typing import Any
 
 from huggingface_hub import HfApi, ModelCard, get_token
 from huggingface_hub.constants import HF_HUB_CACHE, is_offline_mode
+from huggingface_hub.errors import HfHubHTTPError
 
+from .checksums import add_checksums
 from .model_card import HubCard, is_sentence_model, model_card
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
@@ -45,6 +47,7 @@ def scrub_published_files(folder: str | Path) -> None:
     paths a config was loaded from, the folders of this machine in recorded paths, and the tokenizer's load-time
     keys (`LOAD_TIME_KEYS`)."""
     local = machine_paths()
+    rewrote_config = False
     for path in Path(folder).rglob("*.json"):
         data = json.loads(path.read_text(encoding="utf-8"))
         clean = _without_machine_paths(data, local)
@@ -52,6 +55,9 @@ def scrub_published_files(folder: str | Path) -> None:
             clean = {k: v for k, v in clean.items() if k not in LOAD_TIME_KEYS}
         if clean != data:
             path.write_text(json.dumps(clean, indent=2, sort_keys=path.name == "config.json") + "\n", encoding="utf-8")
+            rewrote_config |= path == Path(folder) / "config.json"
+    if rewrote_config:  # the weights record the config they belong to
+        add_checksums(folder)
 
 
 # Folders every Linux machine has (a system Python's prefix): naming them says nothing of this machine
@@ -196,6 +202,26 @@ def hub_token(token: str | bool | None, action: str) -> str:
     return resolved
 
 
+def reach_hub(token: str, action: str) -> str:
+    """Asks the Hub who `token` belongs to (`HfApi.whoami`) before any work, so that an unreachable Hub or a refused
+    token stops a push before training or building rather than after; returns the account name."""
+    api = HfApi(token=token)
+    try:
+        return api.whoami(token=token)["name"]
+    except HfHubHTTPError as error:
+        status = getattr(error.response, "status_code", None)
+        raise ValueError(
+            f"{action}: the Hub at {api.endpoint} refused the token (HTTP {status}: {' '.join(str(error).split())}); pass a token with "
+            "write access (--hub_token, HF_TOKEN or `hf auth login`). Nothing was trained, built or uploaded."
+        ) from None
+    except Exception as error:  # the HTTP client's transport errors (their classes vary by huggingface_hub version)
+        raise ConnectionError(
+            f"{action}: the Hub at {api.endpoint} cannot be reached ({type(error).__name__}: {' '.join(str(error).split())}). Check the "
+            "network or HF_ENDPOINT, or leave out --push_to_hub and upload the saved folder later (`hf upload`). "
+            "Nothing was trained, built or uploaded."
+        ) from None
+
+
 def push_model_to_hub(
     model,
     repo_id: str,
@@ -212,11 +238,13 @@ def push_model_to_hub(
 ):
     """Builds the repo folder in a temporary directory (`save_for_hub` with `card`), then creates the repo (if needed)
     and uploads the folder as one commit. A failure before the commit leaves the repo as it was. Raises before
-    building or sending anything when HF_HUB_OFFLINE=1 is set or no token is available (`hub_token`).
+    building or sending anything when HF_HUB_OFFLINE=1 is set, no token is available (`hub_token`) or the Hub does not
+    answer to it (`reach_hub`).
 
     Returns the `CommitInfo` of the upload.
     """
     token = hub_token(token, f"push_to_hub({repo_id!r})")
+    reach_hub(token, f"push_to_hub({repo_id!r})")
     with tempfile.TemporaryDirectory() as tmp:
         save_for_hub(model, tmp, repo_id, card, max_shard_size)
         return upload_hub_folder(
@@ -255,17 +283,20 @@ def offline_load_error(name: str, error: OSError) -> OSError | None:
 
 
 def final_push_target(training_args) -> tuple[str, str] | None:
-    """For training scripts: `(repo_id, token)` when `--push_to_hub` was given, else None.
+    """For training scripts: `(repo_id, token)` when `--push_to_hub` was given, else None. `repo_id` is
+    `--hub_model_id` (default: the output folder's name), under the token's account when it names no namespace.
 
-    Checks the token before training starts, and turns the Trainer's own per-checkpoint pushes off: the final model
+    Checks the token, and that the Hub answers to it, before training starts, and turns the Trainer's own per-checkpoint pushes off: the final model
     goes up once, through `push_to_hub` with its generated card and remote code.
     """
     if not training_args.push_to_hub:
         return None
     repo_id = training_args.hub_model_id or Path(training_args.output_dir).name
     token = hub_token(training_args.hub_token, f"--push_to_hub (repo {repo_id!r})")
+    account = reach_hub(token, f"--push_to_hub (repo {repo_id!r})")
     training_args.push_to_hub = False
-    return repo_id, token
+    # the full id, as the Hub will name the repo: the card's snippets must load what they name
+    return (repo_id if "/" in repo_id else f"{account}/{repo_id}"), token
 
 
 def save_final_model(trainer, push: tuple[str, str] | None, training_data: str) -> None:

@@ -1,6 +1,6 @@
 """A Hub-compatible HTTP server on 127.0.0.1 for the tests: the routes the real `huggingface_hub` client calls to create
 a model repo and commit files (`create_repo`, `validate-yaml`, `preupload`, `commit` with every file "regular", i.e.
-base64 inside the ndjson commit) and the ones `from_pretrained` and `snapshot_download` read (repo info, tree,
+base64 inside the ndjson commit), `whoami`, and the ones `from_pretrained` and `snapshot_download` read (repo info, tree,
 `resolve` with HEAD and GET). Repos live in memory: `{repo_id: (commit sha, {path: bytes})}`.
 
 No open-source server takes uploads (olah, which mirrors downloads, answers a missing optional file with 401, which
@@ -106,6 +106,10 @@ class LocalHub:
             def do_GET(self, head: bool = False) -> None:
                 path = unquote(urlparse(self.path).path)
                 hub.requests.append(("HEAD" if head else "GET", path))
+                if path == "/api/whoami-v2":  # any token but "hf_refused" is someone's
+                    if self.headers.get("Authorization", "") in ("", "Bearer hf_refused"):
+                        return self._reply(401, {"error": "Invalid credentials in Authorization header"}, head=head)
+                    return self._reply(200, {"type": "user", "name": "someone"}, head=head)
                 match = re.fullmatch(rf"/{REPO}/resolve/(?P<rev>[^/]+)/(?P<file>.+)", path)
                 if match:
                     return self._resolve(match["repo"], match["file"], head)

@@ -125,3 +125,29 @@ def test_k_beyond_the_bank_is_refused_where_both_are_known():
 
     with pytest.raises(ValueError, match=r"InSubUncertainty: k=10 must be between 1 and the bank's 3 sentences"):
         InSubUncertainty(reading="knn", k=10, bank=bank)
+
+
+@pytest.mark.parametrize("hub_up, token, message", [
+    (False, "hf_test", r"--push_to_hub \(repo 'someone/release'\): the Hub at http://127\.0\.0\.1:\d+ cannot be "
+                       r"reached \(ConnectError: .*\)\. .*Nothing was trained, built or uploaded\."),
+    (True, "hf_refused", r"--push_to_hub \(repo 'someone/release'\): the Hub at http://127\.0\.0\.1:\d+ refused the "
+                         r"token \(HTTP 401: .*\); pass a token with write access"),
+])
+def test_a_push_asks_the_hub_before_any_training(hub_up, token, message, tmp_path, capsys, monkeypatch):
+    from huggingface_hub import HfApi
+
+    from .hub_server import LocalHub
+
+    with LocalHub() as hub:
+        endpoint = hub.endpoint
+        if not hub_up:
+            hub.__exit__()  # the port is closed: nothing answers there
+        monkeypatch.setattr("insub_hf.hub.HfApi", lambda token=None: HfApi(endpoint=endpoint, token=token))
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        out = tmp_path / "image"
+        line = cli_error([*RELEASE, "--output_dir", str(out), "--model_cards", str(tmp_path / "cards"), "--push_to_hub",
+                          "--hub_model_id", "someone/release", "--hub_token", token], capsys)
+        if hub_up:
+            assert not hub.repos  # nothing created
+    assert re.search(message, line), line
+    assert not (out / "results.json").exists() and not (tmp_path / "cards").exists()

@@ -50,6 +50,10 @@ class LocalHubApi(HfApi):
         self.calls.append(("init", {"token": token}))
         super().__init__(endpoint=self.hub.endpoint, token=token)
 
+    def whoami(self, **kwargs):
+        self.calls.append(("whoami", kwargs))
+        return super().whoami(**kwargs)
+
     def create_repo(self, repo_id, **kwargs):
         self.calls.append(("create_repo", {"repo_id": repo_id, **kwargs}))
         return super().create_repo(repo_id, **kwargs)
@@ -87,7 +91,10 @@ def test_compare_pushes_the_insub_model_with_its_measured_numbers(tmp_path, fake
         corruptions="contrast", corruption_images=4, push_to_hub=True, hub_model_id="someone/insub-fmnist", hub_token="hf_test",
     )
     assert main(argv) == 0
-    (_, init), (_, create), (_, upload) = fake_api.calls
+    # the Hub is asked first, before any training, and again before building the upload, which comes once, at the end
+    names = [name for name, _ in fake_api.calls]
+    assert names == ["init", "whoami", "init", "whoami", "init", "create_repo", "upload_folder"], names
+    (_, init), (_, create), (_, upload) = (fake_api.calls[i] for i in (0, 5, 6))
     assert init == {"token": "hf_test"}
     assert create == {"repo_id": "someone/insub-fmnist", "private": None, "exist_ok": True, "token": "hf_test"}
     assert upload["repo_id"] == "someone/insub-fmnist" and upload["commit_message"].startswith("InSub (M=2)")
