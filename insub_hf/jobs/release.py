@@ -2,8 +2,9 @@
 images, `text`, `genomics` for DNA: baseline and InSub at the same budget, resumable from their run folders and the
 run cache), fits the label-free OOD detector on the InSub model, and writes the complete Hub folder (weights, config,
 remote code, image processor or tokenizer and sentence-transformers files, the detector, the generated card whose
-numbers come from this run, with the commit, data, seed, machine and wall time) to `output_dir/hub`, and the card to
-`model_cards/NAME/README.md`. `--push_to_hub --hub_model_id ORG/NAME` uploads the folder once, at the end.
+numbers come from this run, with the commit, data, seed, machine and wall time) to `output_dir/hub`, and that folder
+to `model_cards/NAME` when its files fit the repository (else the card alone). `--push_to_hub` uploads the folder
+once, at the end (to `--hub_model_id`, default the release's name under the token's account).
 
 `insub-hf release image --help` lists every flag of that recipe: its job's own, the Trainer's, and the release's.
 """
@@ -20,6 +21,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
+from transformers import TrainingArguments
 
 from ..cards import (
     HubCard,
@@ -89,16 +91,38 @@ class ReleaseArguments(CheckedArguments):
             )
 
 
-def publish(release: ReleaseArguments, model, card: HubCard, output_dir: Path, push) -> Path:
+# What model_cards/ may hold of a release: files git takes without LFS (the Hub's limit outside LFS is 10 MiB)
+MAX_FILE_BYTES = 10 * 2**20
+MAX_MODEL_BYTES = 15 * 10**6
+
+
+def fits_the_repository(files: list[Path]) -> bool:
+    """Whether a release's files may live in the repository: each at most `MAX_FILE_BYTES`, together at most
+    `MAX_MODEL_BYTES`."""
+    sizes = [path.stat().st_size for path in files]
+    return max(sizes, default=0) <= MAX_FILE_BYTES and sum(sizes) <= MAX_MODEL_BYTES
+
+
+def publish(release: ReleaseArguments, model, card: HubCard, training_args, push) -> Path:
     """Writes the Hub folder to `output_dir/hub` (only a complete, checked folder appears), copies its card to
-    `model_cards/NAME/README.md`, and uploads the folder when `push` (a `final_push_target`) is set."""
+    `model_cards/NAME` (the whole folder when it `fits_the_repository`, else the card), and uploads the folder when `push` (a `final_push_target`) is set. The card's
+    snippets load the repo it goes to: the pushed one, else `--hub_model_id` (default: the release's name)."""
+    output_dir = Path(training_args.output_dir)
     folder = output_dir / "hub"
     with atomic_folder(folder) as tmp:
-        save_for_hub(model, tmp, release.name, card)
-    target = Path(release.model_cards) / release.name / "README.md"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(folder / "README.md", target)
-    print(f"[release] {folder}: the Hub folder; its card is {target}", flush=True)
+        save_for_hub(model, tmp, push[0] if push is not None else training_args.hub_model_id or release.name, card)
+    target = Path(release.model_cards) / release.name
+    files = [path for path in folder.rglob("*") if path.is_file()]
+    if fits_the_repository(files):  # the whole Hub folder, as `hf upload` would send it
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(folder, target)
+        kept = "the whole Hub folder"
+    else:  # e.g. the text model, whose base model alone is 90 MB: the card only
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        shutil.copyfile(folder / "README.md", target / "README.md")
+        kept = "its card only (the folder is over the repository's size limits)"
+    print(f"[release] {folder}: the Hub folder; {target} holds {kept}", flush=True)
     if push is not None:
         repo_id, token = push
         print(f"[release] pushed to {repo_id}: {upload_hub_folder(folder, repo_id, token)}", flush=True)
@@ -154,7 +178,7 @@ def release_image(command: str, release, args, training_args, probe_args, harnes
     card = replace(compare.comparison_card(out, row.name, args.dataset, model), detector=detector,
                    notes=versus_baseline(rows["baseline"].results, row.results),
                    provenance=provenance(command, row.seed, time.time() - start))
-    return publish(release, model, card, out, push)
+    return publish(release, model, card, training_args, push)
 
 
 def run_job(job, args, training_args, name: str):
@@ -256,7 +280,7 @@ def release_text(command: str, release, reading: TextReleaseArguments, args, tra
                    provenance=provenance(command, training_args.seed, time.time() - start),
                    extra_files={**card.extra_files, "evaluation/text_ood.json": out / "text_ood.json",
                                 "evaluation/text_uncertainty.json": out / "text_uncertainty.json"})
-    return publish(release, model.insub, card, out, push)
+    return publish(release, model.insub, card, training_args, push)
 
 
 def release_dna(command: str, release, args, training_args) -> Path:
@@ -277,7 +301,7 @@ def release_dna(command: str, release, args, training_args) -> Path:
                    notes=dna_versus_baseline(results["results"], name),
                    provenance=provenance(command, training_args.seed, time.time() - start),
                    extra_files={"evaluation/results.json": out / "results.json"})
-    return publish(release, model.insub, card, out, push)
+    return publish(release, model.insub, card, training_args, push)
 
 
 # Each release by the recipe it is made with: its job, its name, how it runs and its defaults
@@ -330,6 +354,9 @@ def select(command: str, argv: list[str]):
     def run(release: ReleaseArguments, *groups):
         release.name = release.name or recipe.name
         release.check_places()
+        for group in groups:  # pushed, the repository takes the release's name, not the output folder's
+            if isinstance(group, TrainingArguments) and not group.hub_model_id:
+                group.hub_model_id = release.name
         return recipe.run(line, release, *groups)
 
     return SimpleNamespace(

@@ -11,7 +11,7 @@ from huggingface_hub import ModelCard
 
 from insub_hf import InSubOODDetector
 from insub_hf.hub import check_hub_folder, machine_paths
-from insub_hf.jobs.release import reproducing
+from insub_hf.jobs.release import fits_the_repository, reproducing
 from insub_hf_cli import main
 
 from ..conftest import cli_error
@@ -32,6 +32,10 @@ def check_release(out, cards, name: str, command: str) -> str:
     assert {"ood_detector.safetensors", "ood_detector.json", "model.safetensors", "README.md"} <= set(files)
     card = (folder / "README.md").read_text()
     assert (cards / name / "README.md").read_text() == card  # the card that goes to git
+    # with the files it describes, when they fit the repository (the text model's base does not)
+    in_git = sorted(str(p.relative_to(cards / name)) for p in (cards / name).rglob("*") if p.is_file())
+    fits = fits_the_repository([folder / f for f in files])
+    assert in_git == (files if fits else ["README.md"]), in_git
     assert f"Made by `{command}` at insub-hf " in card and "seed 0" in card and "min wall time" in card
     assert "InSub against its baseline" in card
     assert not any(path in card for path in machine_paths()) and "hf_secret" not in card
@@ -141,3 +145,51 @@ def test_an_unknown_text_uncertainty_is_refused_naming_the_readings(tmp_path, ca
 def test_an_unknown_recipe_is_refused_naming_the_recipes(capsys):
     error = cli_error(["release", "audio"], capsys)
     assert re.search(r"RECIPE must be one of \['dna', 'image', 'text'\].*got 'audio'", error)
+
+
+def test_a_pushed_release_card_names_its_repo_and_every_snippet_runs_as_written(tmp_path, monkeypatch):
+    """After `insub-hf release dna --push_to_hub` (no --hub_model_id) to a Hub on 127.0.0.1, the repo takes the
+    release's name under the token's account, the card names that repo, and each of its snippets runs as written in
+    a fresh process without insub-hf; the detector snippet gives the detector's own `knn` score."""
+    from huggingface_hub import HfApi
+
+    from ..card_snippets import run_card_snippets
+    from ..hub_server import LocalHub
+
+    rng = torch.Generator().manual_seed(0)
+    bases = lambda n: "".join("ACGT"[i] for i in torch.randint(0, 4, (n,), generator=rng))  # noqa: E731
+    fasta, labelled = tmp_path / "upstream.fa", tmp_path / "labelled.csv"
+    fasta.write_text("".join(f">seq{i}\n{bases(200)}\n" for i in range(48)))
+    labelled.write_text("sequence,label\n" + "".join(f"{bases(60)},{'ab'[i % 2]}\n" for i in range(40)))
+    out = tmp_path / "dna"
+    with LocalHub() as hub:
+        monkeypatch.setattr("insub_hf.hub.HfApi", lambda token=None: HfApi(endpoint=hub.endpoint, token=token))
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        assert main(["release", "dna", "--pretrain_fasta", str(fasta), "--labelled", str(labelled), "--output_dir",
+                     str(out), "--model_cards", str(tmp_path / "cards"), "--num_train_epochs", "1", "--conv_filters",
+                     "8", "--lstm_hidden_size", "8", "--finetune_epochs", "1", "--per_device_train_batch_size", "16",
+                     "--crop_length", "60", "--push_to_hub", "--hub_token", "hf_test"]) == 0
+        assert list(hub.repos) == ["someone/insub-genomenet-dm3"]
+        card = (out / "hub" / "README.md").read_text()
+        assert card.count('"someone/insub-genomenet-dm3"') >= 4 and '"insub-genomenet-dm3"' not in card
+        assert "pip install insub-hf" not in card
+        assert card.count("```python") == 2
+        outputs = run_card_snippets("someone/insub-genomenet-dm3", hub.endpoint, tmp_path)
+    from insub_hf import InSubModel
+
+    model = InSubModel.from_pretrained(out / "hub").eval()
+    detector = InSubOODDetector.from_pretrained(out / "hub")
+    expected = detector.score(model, {"dna_one_hot": outputs["1:dna_one_hot"]})["knn"]
+    torch.testing.assert_close(outputs["1:knn"], expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(outputs["0:uncertainty"], model(dna_one_hot=outputs["0:dna_one_hot"]).uncertainty,
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_what_model_cards_may_hold_is_decided_by_file_and_model_size(tmp_path):
+    from insub_hf.jobs.release import MAX_FILE_BYTES, MAX_MODEL_BYTES
+
+    small, big = tmp_path / "small", tmp_path / "big"
+    small.write_bytes(b"x" * MAX_FILE_BYTES)
+    big.write_bytes(b"x" * (MAX_FILE_BYTES + 1))
+    assert fits_the_repository([small]) and not fits_the_repository([big])
+    assert MAX_MODEL_BYTES < 2 * MAX_FILE_BYTES and not fits_the_repository([small, small])  # 20.97 MB in all
