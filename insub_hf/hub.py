@@ -114,8 +114,8 @@ def check_hub_folder(folder: str | Path) -> list[str]:
 def write_sentence_transformer_files(folder: str | Path, model, tokenizer, uncertainty: dict | None = None) -> None:
     """Makes `folder`, which holds a text model with its remote code and its tokenizer, a sentence-transformers folder
     as well: `modules.json` (the `InSubSentenceTransformer` module, whose file is copied beside it, then
-    sentence-transformers' own `Normalize`, then with `uncertainty` (`InSubUncertainty`'s settings) the module that
-    reads the model's uncertainty that way), the modules' settings and `config_sentence_transformers.json`. Then
+    sentence-transformers' own `Normalize`, then `InSubUncertainty`, which reads the model's uncertainty as
+    `uncertainty` (its settings) says, by default the heads' oriented spread as it is), the modules' settings and `config_sentence_transformers.json`. Then
     `SentenceTransformer(folder, trust_remote_code=True)` and `AutoModel.from_pretrained(folder,
     trust_remote_code=True)` load the same folder. Its embeddings are L2-normalised, as those of the MiniLM base model
     (cosine similarity = dot product); the model's `representation` is not.
@@ -135,11 +135,9 @@ def write_sentence_transformer_files(folder: str | Path, model, tokenizer, uncer
     module = st_module.InSubSentenceTransformer(model=insub, tokenizer=tokenizer,
                                                 max_seq_length=insub.config.text_max_length(tokenizer))
     with tempfile.TemporaryDirectory() as tmp:
-        if uncertainty is not None and uncertainty.get("reading") == "knn":  # the bank belongs to these weights
-            local = lambda name: str(folder / name) if (folder / name).is_file() else None  # noqa: E731
-            uncertainty = {**uncertainty, "weights_sha256": st_module.weights_digest(local)}
-        extra = [st_module.InSubUncertainty(**uncertainty)] if uncertainty is not None else []
-        SentenceTransformer(modules=[module, Normalize(), *extra]).save(tmp)
+        # always last, so that `model[-1].set_bank(...)` works on every folder; its save ties a bank to the weights
+        reading = st_module.InSubUncertainty(**(uncertainty or {}))
+        SentenceTransformer(modules=[module, Normalize(), reading]).save(tmp)
         modules = json.loads((Path(tmp) / "modules.json").read_text())
         source = Path(st_module.__file__)
         # the modules' types name the file beside them, not the installed package: loads where insub-hf is absent

@@ -7,13 +7,15 @@ folder with `insub_hf.InSubSentenceEncoder.save_sentence_transformer`.
 
 A folder may end with `InSubUncertainty`, which replaces the heads' spread by the uncertainty chosen for the model on
 validation data (`text_uncertainty.UNCERTAINTY_READINGS`, the one implementation of each reading, which the job that
-chose it uses too: `insub-hf text-candidates`).
+chose it uses too: `insub-hf text-candidates`). Its k-NN distance is relative to its bank; `set_bank` makes it the
+distance to your own in-distribution sentences.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 
 import torch
 import torch.nn.functional as F
@@ -163,7 +165,30 @@ class InSubUncertainty(Module):
                 spread, lengths, self.length_edges, self.length_mean, self.length_std)
         return features
 
+    def set_bank(self, embeddings: torch.Tensor, k: int | None = None) -> InSubUncertainty:
+        """Makes `uncertainty` the distance to your own in-distribution data: the k-NN reading over `embeddings
+        (N, d)`, e.g. `model[-1].set_bank(model.encode(my_sentences, convert_to_tensor=True))`; `model.save(folder)`
+        keeps it, tied to the folder's weights. `k`: the neighbour (default: this module's, at most N)."""
+        embeddings = torch.as_tensor(embeddings).detach().float().cpu()
+        k = self.k if k is None else k
+        if embeddings.dim() != 2 or (self.embedding_size and embeddings.shape[1] != self.embedding_size):
+            raise ValueError(f"InSubUncertainty.set_bank: embeddings must be (N, {self.embedding_size or 'd'}), as "
+                             f"model.encode(sentences) gives them; got {tuple(embeddings.shape)}.")
+        if not 1 <= k <= embeddings.shape[0]:
+            raise ValueError(f"InSubUncertainty.set_bank: k={k} must be between 1 and the bank's "
+                             f"{embeddings.shape[0]} sentences; give more sentences or a smaller k.")
+        self.reading, self.k = "knn", k
+        self.bank_size, self.embedding_size = embeddings.shape
+        self.bank = F.normalize(embeddings, dim=1)
+        self.bank_sha256 = tensor_digest(self.bank)
+        return self
+
     def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+        if self.reading == "knn":  # the folder's weights, saved before this module (sentence-transformers' order)
+            root = os.path.dirname(os.path.normpath(output_path))
+            found = weights_digest(lambda name: os.path.join(root, name)
+                                   if os.path.isfile(os.path.join(root, name)) else None)
+            self.weights_sha256 = found or self.weights_sha256
         self.save_config(output_path)
         if self.reading == "knn":
             self.save_torch_weights(output_path, safe_serialization=safe_serialization)

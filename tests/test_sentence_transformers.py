@@ -41,7 +41,8 @@ def test_a_saved_sentence_transformer_loads_in_a_fresh_process_and_matches_the_e
     assert modules == [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformer_module.InSubSentenceTransformer"},
         {"idx": 1, "name": "1", "path": "1_Normalize", "type": "sentence_transformers.base.modules.normalize.Normalize"},
-    ]  # sentence-transformers' own Normalize: unit embeddings, as the MiniLM base model's
+        {"idx": 2, "name": "2", "path": "2_InSubUncertainty", "type": "sentence_transformer_module.InSubUncertainty"},
+    ]  # sentence-transformers' own Normalize: unit embeddings, as the MiniLM base model's; the reading last, always
     assert (path / "sentence_transformer_module.py").is_file() and (path / "modeling_insub.py").is_file()
     assert (path / "text_uncertainty.py").is_file()  # what the module imports beside it
     card = ModelCard.load(path / "README.md")  # the InSub card, not sentence-transformers' generic one
@@ -187,7 +188,7 @@ def test_a_knn_bank_belongs_to_its_bytes_and_to_the_weights_it_was_embedded_by(t
     other = InSubSentenceEncoder(InSubModel(tiny_bert_config(num_heads=3)), encoder.tokenizer)
     retrained = other.save_sentence_transformer(tmp_path / "retrained")
     shutil.copyfile(good / "modules.json", retrained / "modules.json")
-    shutil.copytree(good / "2_InSubUncertainty", retrained / "2_InSubUncertainty")
+    shutil.copytree(good / "2_InSubUncertainty", retrained / "2_InSubUncertainty", dirs_exist_ok=True)
     with pytest.raises(ValueError, match=r"k-NN bank in .*retrained.*was embedded by other weights than .* holds"):
         SentenceTransformer(str(retrained), trust_remote_code=True)
 
@@ -215,3 +216,31 @@ def test_saving_retrained_weights_over_a_folder_removes_the_bank_made_from_the_o
     st = SentenceTransformer(str(folder), trust_remote_code=True)
     served = torch.stack(st.encode(SENTENCES, output_value="uncertainty"))
     torch.testing.assert_close(served, retrained.encode(SENTENCES).uncertainty, rtol=1e-4, atol=1e-6)
+
+
+OWN = ["Quarterly revenue rose four percent.", "The board approved the merger.", "Shares closed higher on Friday.",
+       "Analysts expect slower growth.", "The central bank held rates steady.", "Profits beat the forecasts."]
+
+
+@pytest.mark.parametrize("reading", ["knn", "spread"])
+def test_one_line_makes_the_uncertainty_relative_to_your_own_sentences_and_save_keeps_it(tmp_path, encoder, reading):
+    from sentence_transformers import SentenceTransformer
+    from sklearn.neighbors import NearestNeighbors
+
+    shipped = {"reading": "knn", "k": 3, "bank": encoder.encode(BANK).embeddings} if reading == "knn" else {}
+    folder = encoder.save_sentence_transformer(tmp_path / "shipped", uncertainty={"reading": "spread", **shipped})
+    model = SentenceTransformer(str(folder), trust_remote_code=True)
+    model[-1].set_bank(model.encode(OWN, convert_to_tensor=True), k=2)  # the documented line
+    got = torch.stack(model.encode(SENTENCES, output_value="uncertainty"))
+    own = torch.nn.functional.normalize(encoder.encode(OWN).embeddings, dim=1)
+    queries = torch.nn.functional.normalize(encoder.encode(SENTENCES).embeddings, dim=1)
+    distances, _ = NearestNeighbors(n_neighbors=2, metric="cosine").fit(own.numpy()).kneighbors(queries.numpy())
+    torch.testing.assert_close(got.double(), torch.as_tensor(distances[:, -1], dtype=torch.float64), rtol=1e-4,
+                               atol=1e-5)
+    model.save(str(tmp_path / "mine"))  # saved with the model, tied to its weights
+    again = SentenceTransformer(str(tmp_path / "mine"), trust_remote_code=True)
+    torch.testing.assert_close(torch.stack(again.encode(SENTENCES, output_value="uncertainty")), got)
+    with pytest.raises(ValueError, match=r"set_bank: k=7 must be between 1 and the bank's 6 sentences"):
+        model[-1].set_bank(model.encode(OWN, convert_to_tensor=True), k=7)
+    with pytest.raises(ValueError, match=r"set_bank: embeddings must be \(N, \d+\)"):
+        model[-1].set_bank(torch.zeros(6, 5))

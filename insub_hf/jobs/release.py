@@ -323,7 +323,8 @@ RELEASES = {
 ARGUMENT_GROUPS = (ReleaseArguments,)  # each recipe adds its job's groups (`select`)
 
 # Flags that say where a release goes or who pushes it, not what it is: left out of the command its card names
-NOT_REPRODUCING = {*TRAINER_FIELDS["place"], "model_cards", "overwrite_output_dir", "token", "repo_id", "private"}
+NOT_REPRODUCING = {*TRAINER_FIELDS["place"], "model_cards", "replace_card", "overwrite_output_dir", "token", "repo_id",
+                   "private"}
 
 
 def reproducing(argv: list[str]) -> list[str]:

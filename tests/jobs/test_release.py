@@ -132,7 +132,8 @@ def test_the_dna_release_transfers_to_labelled_sequences(tmp_path):
 
 def test_the_command_a_card_names_leaves_out_where_it_went_and_who_pushed():
     argv = ["--output_dir", "/home/me/runs", "--num_train_epochs", "6", "--hub_token=hf_x", "--push_to_hub",
-            "--model_cards", "cards", "--seed", "1", "--labelled", "/home/me/splice.csv"]
+            "--model_cards", "cards", "--seed", "1", "--labelled", "/home/me/splice.csv", "--replace_card", "true",
+            "--hub_model_id", "insub-hf/x"]
     assert reproducing(argv) == ["--num_train_epochs", "6", "--seed", "1", "--labelled", "splice.csv"]
 
 

@@ -1,0 +1,112 @@
+"""The released models in model_cards/: each folder that holds weights is the complete Hub repo of its release, within
+the repository's size limits; every snippet of its card runs as written in a fresh process without insub-hf (the
+folder served as the repo the card names, by a Hub on 127.0.0.1); and the card's headline numbers are what its
+files give on the data CI has."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from insub_hf import InSubModel, InSubOODDetector
+from insub_hf.hub import check_hub_folder
+from insub_hf.jobs.release import fits_the_repository
+
+from .card_snippets import card_repo_id, run_card_snippets
+from .hub_server import LocalHub
+
+pytestmark = pytest.mark.slow
+
+CARDS = Path(__file__).resolve().parents[1] / "model_cards"
+FOLDERS = sorted(path.parent for path in CARDS.glob("*/config.json"))
+
+
+def card_metrics(card: str) -> dict[str, float]:
+    meta = yaml.safe_load(card.split("---")[1])
+    (entry,) = meta["model-index"]
+    return {m["name"]: m["value"] for result in entry["results"] for m in result["metrics"]}
+
+
+def dna_probe_numbers(folder: Path) -> dict[str, float]:
+    """The DNA card's linear-probe numbers recomputed from the folder's weights: the genomics job's split of the
+    bundled splice junctions (seed 0), its probe and its summary."""
+    from insub_hf.data import load_splice_junctions
+    from insub_hf.evaluation.features import extract_features
+    from insub_hf.evaluation.probes import ProbeArguments, fit_probes, member_probabilities
+    from insub_hf.evaluation.harness import summarize
+    from insub_hf.jobs.genomics import GenomicsArguments, encode_labelled
+
+    model = InSubModel.from_pretrained(folder).eval()
+    labelled = load_splice_junctions()
+    split = labelled.train_test_split(test_size=GenomicsArguments.test_fraction, seed=0, stratify_by_column="label")
+    train, test = encode_labelled(split["train"]), encode_labelled(split["test"])
+    classes = labelled.features["label"].num_classes
+    features = extract_features(model, {"dna_one_hot": train[0]}).representations
+    probes = fit_probes(features, train[1], classes, 1, ProbeArguments(probe_seed=0))
+    probs = member_probabilities(probes, extract_features(model, {"dna_one_hot": test[0]}).representations)
+    summary = summarize(probs, test[1])
+    return {"Accuracy (linear_probe)": summary.accuracy, "ECE (linear_probe)": summary.ece,
+            "NLL (linear_probe)": summary.nll}
+
+
+HEADLINES = {"insub-genomenet-dm3": dna_probe_numbers}
+# The probe is fitted again here (other threads, other rounding): its numbers may move by this much
+TOLERANCE = 0.01
+
+
+def mismatched_headlines(folder: Path, card: str) -> list[str]:
+    """'name: card X, files give Y' for each headline number of `card` its folder's files do not give."""
+    measured = HEADLINES[folder.name](folder)
+    stated = card_metrics(card)
+    return [f"{name}: card {stated[name]}, files give {value:.4f}" for name, value in measured.items()
+            if abs(stated[name] - value) > TOLERANCE]
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_a_released_folder_is_its_complete_hub_repo_within_the_size_limits(folder):
+    files = check_hub_folder(folder)
+    assert {"config.json", "model.safetensors", "ood_detector.safetensors", "ood_detector.json",
+            "configuration_insub.py", "modeling_insub.py", "README.md"} <= set(files)
+    assert fits_the_repository([folder / f for f in files])
+    card = (folder / "README.md").read_text()
+    assert card_repo_id(card).split("/")[-1] == folder.name
+    InSubModel.from_pretrained(folder)  # checksums and the config's pairing hold
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_every_snippet_of_a_released_card_runs_as_written(folder, tmp_path):
+    card = (folder / "README.md").read_text()
+    repo_id = card_repo_id(card)
+    with LocalHub() as hub:
+        hub.repos[repo_id] = ("1" * 40, {str(p.relative_to(folder)): p.read_bytes()
+                                          for p in folder.rglob("*") if p.is_file()})
+        outputs = run_card_snippets(repo_id, hub.endpoint, tmp_path)
+    assert len(outputs) and any(key.endswith(":knn") for key in outputs)
+    model = InSubModel.from_pretrained(folder).eval()
+    detector = InSubOODDetector.from_pretrained(folder)
+    number = next(key for key in outputs if key.endswith(":knn")).split(":")[0]
+    inputs = {k.split(":")[1]: v for k, v in outputs.items() if k.startswith(f"{number}:")
+              and k.split(":")[1] in ("dna_one_hot", "pixel_values")}
+    torch.testing.assert_close(outputs[f"{number}:knn"], detector.score(model, inputs)["knn"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("folder", [f for f in FOLDERS if f.name in HEADLINES], ids=lambda p: p.name)
+def test_a_released_card_s_headline_numbers_are_what_its_files_give(folder):
+    assert mismatched_headlines(folder, (folder / "README.md").read_text()) == []
+
+
+def test_a_card_edited_to_another_number_fails_the_check():
+    folder = CARDS / "insub-genomenet-dm3"
+    if not (folder / "config.json").is_file():
+        pytest.fail("model_cards/insub-genomenet-dm3 holds no released model")
+    card = (folder / "README.md").read_text()
+    stated = card_metrics(card)["Accuracy (linear_probe)"]
+    edited = re.sub(rf"value: {stated}\n(\s+)name: Accuracy \(linear_probe\)",
+                    lambda m: f"value: {round(stated + 0.05, 4)}\n{m[1]}name: Accuracy (linear_probe)", card)
+    assert edited != card
+    (problem,) = mismatched_headlines(folder, edited)
+    assert problem.startswith(f"Accuracy (linear_probe): card {round(stated + 0.05, 4)}, files give")
