@@ -110,3 +110,35 @@ def test_a_card_edited_to_another_number_fails_the_check():
     assert edited != card
     (problem,) = mismatched_headlines(folder, edited)
     assert problem.startswith(f"Accuracy (linear_probe): card {round(stated + 0.05, 4)}, files give")
+
+
+def test_one_command_publishes_every_built_release_to_the_repo_its_card_names(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    from huggingface_hub import HfApi
+
+    from insub_hf_cli import main
+
+    from .conftest import cli_error
+
+    cards = tmp_path / "cards"
+    for folder in FOLDERS:
+        shutil.copytree(folder, cards / folder.name)
+    (cards / "insub-minilm-scd").mkdir()  # a release whose card only is in git (built with `release text`)
+    (cards / "insub-minilm-scd" / "README.md").write_text("card only")
+    with LocalHub() as hub:
+        monkeypatch.setattr("insub_hf.hub.HfApi", lambda token=None: HfApi(endpoint=hub.endpoint, token=token))
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        assert main(["release", "publish", "--model_cards", str(cards), "--hub_token", "hf_test"]) == 0
+        assert sorted(hub.repos) == sorted(card_repo_id((f / "README.md").read_text()) for f in FOLDERS)
+        for folder in FOLDERS:  # byte for byte what the folder holds
+            _, files = hub.repos[card_repo_id((folder / "README.md").read_text())]
+            assert files == {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+        # a card that names no ORG/NAME is refused before anything goes up
+        first = cards / FOLDERS[0].name / "README.md"
+        first.write_text(first.read_text().replace(card_repo_id(first.read_text()), FOLDERS[0].name))
+        hub.repos.clear()
+        line = cli_error(["release", "publish", "--model_cards", str(cards), "--hub_token", "hf_test"], capsys)
+        assert "names no repo of the form ORG/NAME" in line and "--hub_model_id ORG/NAME" in line and not hub.repos
+    line = cli_error(["release", "publish", "--model_cards", str(tmp_path / "empty")], capsys)
+    assert "holds no built release" in line

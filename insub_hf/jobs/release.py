@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field, replace
@@ -45,7 +46,8 @@ from ..evaluation.ood_detector import (
     InSubOODDetector,
     calibration_noise,
 )
-from ..hub import final_push_target, save_for_hub, upload_hub_folder
+from ..checksums import verify_checksums
+from ..hub import check_hub_folder, final_push_target, hub_token, reach_hub, save_for_hub, upload_hub_folder
 from ..training_args import TRAINER_FIELDS
 from ..validation import CheckedArguments, checked
 from ..evaluation.text_ood_sets import shuffled_words
@@ -341,14 +343,66 @@ def reproducing(argv: list[str]) -> list[str]:
     return out
 
 
+@dataclass
+class PublishArguments(CheckedArguments):
+    """`insub-hf release publish`: upload the releases already built in `model_cards/` without rebuilding them."""
+
+    _argument_group_name = 'publish'
+
+    model_cards: str = field(default="model_cards", metadata={"help": "The folder whose release folders (a Hub "
+                                                                       "folder each: config, weights, card) go up."})
+    hub_token: str | None = field(default=None, metadata={"help": "A token with write access (default: HF_TOKEN or "
+                                                                  "the one `hf auth login` saved)."})
+
+
+def card_repo_id(folder: Path) -> str:
+    """The repo a release folder's card loads in its snippets: where the folder goes."""
+    found = re.search(r'from_pretrained\("([^"]+)"', (folder / "README.md").read_text(encoding="utf-8"))
+    if found is None or "/" not in found[1]:
+        raise ValueError(
+            f"{folder / 'README.md'} names no repo of the form ORG/NAME ({found[1] if found else 'none'!r}): rebuild "
+            "the release with --hub_model_id ORG/NAME, so that its card's snippets load where it goes."
+        )
+    return found[1]
+
+
+def publish_releases(args: PublishArguments) -> dict[str, str]:
+    """Uploads every built release in `args.model_cards` (a folder holding config.json beside its card) to the repo
+    its card names, each as one commit; everything is checked (complete, pickle-free folders; weights against their
+    checksums and config; the Hub answering to the token) before the first upload. Returns repo id -> commit URL."""
+    cards = Path(args.model_cards)
+    folders = sorted(path.parent for path in cards.glob("*/config.json")) if cards.is_dir() else []
+    if not folders:
+        raise ValueError(
+            f"PublishArguments.model_cards={args.model_cards!r} holds no built release (a folder with config.json "
+            "beside its card); build one with `insub-hf release RECIPE --hub_model_id ORG/NAME`."
+        )
+    targets = {}
+    for folder in folders:
+        check_hub_folder(folder)
+        verify_checksums(folder)
+        targets[card_repo_id(folder)] = folder
+    token = hub_token(args.hub_token, "insub-hf release publish")
+    reach_hub(token, "insub-hf release publish")
+    pushed = {}
+    for repo_id, folder in targets.items():
+        pushed[repo_id] = str(upload_hub_folder(folder, repo_id, token,
+                                                commit_message=f"Upload {folder.name} (insub-hf release)"))
+        print(f"[release] {folder} -> {repo_id}: {pushed[repo_id]}", flush=True)
+    return pushed
+
+
 def select(command: str, argv: list[str]):
     """`insub-hf release RECIPE ...`: the recipe's job as the command to parse and run (`cli.run_command`)."""
     if argv and argv[0] in ("-h", "--help"):  # the release's own flags; each recipe's --help lists the rest
         return SimpleNamespace(ARGUMENT_GROUPS=ARGUMENT_GROUPS, TRAINING_DEFAULTS=None, run=None), \
             f"{command} RECIPE", argv
+    if argv and argv[0] == "publish":  # what is built already goes up, nothing is rebuilt
+        return SimpleNamespace(ARGUMENT_GROUPS=(PublishArguments,), TRAINING_DEFAULTS=None, run=publish_releases), \
+            f"{command} publish", argv[1:]
     if not argv or argv[0] not in RELEASES:
-        raise ValueError(f"RECIPE must be one of {sorted(RELEASES)} (e.g. `insub-hf {command} image --help`); got "
-                         f"{argv[0] if argv else 'none'!r}.")
+        raise ValueError(f"RECIPE must be one of {sorted(RELEASES)}, or publish (e.g. `insub-hf {command} image "
+                         f"--help`); got {argv[0] if argv else 'none'!r}.")
     recipe, rest = RELEASES[argv[0]], argv[1:]
     line = " ".join(["insub-hf", command, argv[0], *reproducing(rest)])
 
