@@ -308,7 +308,11 @@ def _detector_facts(detector) -> dict | None:
     """What the card says of a shipped `InSubOODDetector`: its k, bank size and head-spread direction."""
     if detector is None:
         return None
-    return {"k": detector.k, "bank": int(detector.representation_bank.shape[0]), "direction": detector.spread_direction}
+    interval = detector.spread_interval
+    return {"k": detector.k, "bank": int(detector.representation_bank.shape[0]),
+            "direction": detector.spread_direction if detector.spread_holds is not False else None,
+            "holds": detector.spread_holds,
+            "interval": None if interval is None else f"{100 * interval[0]:.1f}-{100 * interval[1]:.1f} %"}
 
 
 def _loss_form(config) -> str:

@@ -212,7 +212,8 @@ class MethodEvaluator:
     @property
     def head_spread_calibration(self) -> list[HeadSpreadCalibration]:
         """Per model: the direction the head spread is read in (+1: high = OOD) and its validation AUROC."""
-        return [HeadSpreadCalibration(d.spread_direction, d.spread_validation_auroc)
+        return [HeadSpreadCalibration(d.spread_direction, d.spread_validation_auroc,
+                                      None if d.spread_interval is None else list(d.spread_interval))
                 for d in self._require("fit_detectors", self.detectors)]
 
     def _features(self, model, inputs, passes: int, keep_heads: bool = False) -> FeatureSet:

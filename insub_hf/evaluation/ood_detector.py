@@ -27,7 +27,7 @@ from ..checkpointing import write_json
 from ..checksums import METADATA_KEY, checksum_metadata, read_verified, weights_fingerprint
 from ..validation import check_choice, check_range, looks_like_a_path
 from .features import extract_features
-from .metrics.ood import ood_auroc
+from .metrics.ood import auroc_interval, ood_auroc
 from .ood_sets import noise_ood_sets
 
 BACKENDS = ("torch", "faiss", "auto")
@@ -103,11 +103,13 @@ class InSubOODDetector:
         spread_validation_auroc: the AUROC of "high spread = OOD" on the calibration data (saved with the direction).
         model_fingerprint: `weights_fingerprint` of the model the banks come from (set by `fit`); `score` refuses
             another model. None: not checked.
+        spread_interval: the 90 % bootstrap interval of that AUROC (`spread_holds`).
     """
 
     def __init__(self, representation_bank: torch.Tensor, head_banks: torch.Tensor, k: int = DEFAULT_K,
                  backend: str = "auto", bank_sigma: torch.Tensor | None = None, spread_direction: int | None = None,
-                 spread_validation_auroc: float | None = None, model_fingerprint: str | None = None):
+                 spread_validation_auroc: float | None = None, model_fingerprint: str | None = None,
+                 spread_interval: tuple[float, float] | None = None):
         check_choice("InSubOODDetector.backend", backend, BACKENDS)
         check_choice("InSubOODDetector.spread_direction", spread_direction, (1, -1, None))
         if representation_bank.dim() != 2 or representation_bank.shape[0] == 0:
@@ -130,6 +132,7 @@ class InSubOODDetector:
         self.spread_direction = spread_direction
         self.spread_validation_auroc = spread_validation_auroc
         self.model_fingerprint = model_fingerprint
+        self.spread_interval = None if spread_interval is None else tuple(spread_interval)
 
     @classmethod
     def fit(cls, model, train_inputs, k: int = DEFAULT_K, backend: str = "auto", batch_size: int = 256,
@@ -155,10 +158,22 @@ class InSubOODDetector:
                 "InSubOODDetector.calibrate_head_spread needs the training inputs' head spreads (bank_sigma); build "
                 "the detector with `fit` or pass bank_sigma."
             )
-        auroc = ood_auroc(self.bank_sigma, ood_sigma.float().cpu(), higher_is_in=False)  # ties count half
+        ood_sigma = ood_sigma.float().cpu()
+        auroc = ood_auroc(self.bank_sigma, ood_sigma, higher_is_in=False)  # ties count half
         self.spread_direction = 1 if auroc >= 0.5 else -1
         self.spread_validation_auroc = auroc
+        self.spread_interval = auroc_interval(self.bank_sigma, ood_sigma, higher_is_in=False)
         return auroc
+
+    @property
+    def spread_holds(self) -> bool | None:
+        """Whether the head spread's direction holds across resamples of the calibration data (its AUROC's 90 %
+        bootstrap interval `spread_interval` leaves out 0.5): only then is the spread a usable uncertainty of the
+        model. None where it was not measured."""
+        if self.spread_interval is None:
+            return None
+        low, high = self.spread_interval
+        return low > 0.5 or high < 0.5
 
     def _search(self, queries: torch.Tensor, bank: torch.Tensor) -> torch.Tensor:
         backend = self.backend
@@ -226,7 +241,8 @@ class InSubOODDetector:
         save_file(tensors, str(tmp), metadata=checksum_metadata(tensors))
         os.replace(tmp, folder / WEIGHTS_NAME)
         options = {"k": self.k, "backend": self.backend, "spread_direction": self.spread_direction,
-                   "spread_validation_auroc": self.spread_validation_auroc, "model_fingerprint": self.model_fingerprint,
+                   "spread_validation_auroc": self.spread_validation_auroc, "spread_interval": self.spread_interval,
+                   "model_fingerprint": self.model_fingerprint,
                    "banks_checksum": banks_checksum(tensors)}
         write_json(folder / CONFIG_NAME, options)
         return folder
@@ -257,7 +273,7 @@ class InSubOODDetector:
         return cls(
             tensors["representation_bank"], tensors["head_banks"], k, backend,
             tensors.get("bank_sigma"), options.get("spread_direction"), options.get("spread_validation_auroc"),
-            options.get("model_fingerprint"),
+            options.get("model_fingerprint"), options.get("spread_interval"),
         )
 
 

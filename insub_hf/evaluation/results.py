@@ -85,10 +85,20 @@ class CorruptionMetrics:
 @dataclass
 class HeadSpreadCalibration:
     """How one model's head spread is read: `direction` +1 (high = OOD) or -1, fixed on training images against
-    validation noise, where that reading has AUROC `validation_auroc` (of the +1 reading)."""
+    validation noise, where that reading has AUROC `validation_auroc` (of the +1 reading) with the 90 % bootstrap
+    interval `interval` (None: not measured)."""
 
     direction: int
     validation_auroc: float | None
+    interval: list[float] | None = None
+
+    @property
+    def usable_direction(self) -> int | None:
+        """`direction` where it holds across resamples (the interval leaves out 0.5), else None: the spread is then
+        no usable uncertainty of the model. Calibrations recorded without an interval keep their direction."""
+        if self.interval is None or self.interval[0] > 0.5 or self.interval[1] < 0.5:
+            return self.direction
+        return None
 
 
 @dataclass

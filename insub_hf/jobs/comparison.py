@@ -170,7 +170,7 @@ def evaluate_cell(
     ).run())
     with_heads = [key for key, (config, _) in zip(run_keys, members) if config.num_heads > 1]
     for key, calibration in zip(with_heads, results.head_spread_calibration):
-        record_uncertainty_direction(cache.model_dir(key), calibration.direction)
+        record_uncertainty_direction(cache.model_dir(key), calibration.usable_direction)
     costs = [record["cost"] for _, record in runs]
     results.training = TrainingRecord(**{
         key: runs[0][1][key] for key in ("ssl_loss_final", "ssl_loss_late_drop", "hinge_active_mean")

@@ -245,9 +245,10 @@ def check_output_dir(output_dir: str | Path, replace: bool = False) -> None:
         ) from None
 
 
-def record_uncertainty_direction(model_dir: str | Path, direction: int) -> None:
+def record_uncertainty_direction(model_dir: str | Path, direction: int | None) -> None:
     """Writes the head spread's direction, fixed by the harness on validation data, into a saved model's config.json
-    (`InSubConfig.uncertainty_direction`), so that the model's `uncertainty` output and its card read it that way."""
+    (`InSubConfig.uncertainty_direction`), so that the model's `uncertainty` output and its card read it that way;
+    None where no direction holds (`HeadSpreadCalibration.usable_direction`)."""
     path = Path(model_dir) / "config.json"
     config = json.loads(path.read_text())
     if config.get("uncertainty_direction") == direction:

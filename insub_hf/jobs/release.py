@@ -171,10 +171,11 @@ def release_image(command: str, release, args, training_args, probe_args, harnes
     data = load_protocol_data(args).evaluation  # images in [0, 1] and the normalisation the model was trained with
     images = data.train_images[: release.detector_bank]
     detector = fit_detector(model, data.inputs(images), data.inputs(calibration_noise(images)))
-    if detector.spread_direction != model.config.uncertainty_direction:  # the harness fixed it on the same noise
+    fixed = model.config.uncertainty_direction  # by the harness, on all training images against the same noise
+    if fixed is not None and detector.spread_direction != fixed:
         raise RuntimeError(
             f"the release detector reads the head spread in direction {detector.spread_direction}, the harness "
-            f"fixed {model.config.uncertainty_direction} for this model: their banks disagree; raise "
+            f"fixed {fixed} for this model: their banks disagree; raise "
             "--detector_bank to the training set's size."
         )
     card = replace(compare.comparison_card(out, row.name, args.dataset, model), detector=detector,
@@ -271,7 +272,8 @@ def release_text(command: str, release, reading: TextReleaseArguments, args, tra
     detector, aurocs = text_ood(model, tokenizer, corpus, args.max_length, release.detector_bank,
                                 training_args.seed)
     (out / "text_ood.json").write_text(json.dumps(aurocs, indent=2) + "\n")
-    model.config.uncertainty_direction = detector.spread_direction  # the model's `uncertainty` reads it that way
+    # the model's `uncertainty` reads the spread that way, where that direction holds across resamples
+    model.config.uncertainty_direction = detector.spread_direction if detector.spread_holds else None
     measured, settings = measure_text_uncertainty(model.insub, tokenizer, args, reading, corpus,
                                                   release.detector_bank, training_args.seed)
     (out / "text_uncertainty.json").write_text(json.dumps(measured, indent=2) + "\n")
@@ -298,7 +300,8 @@ def release_dna(command: str, release, args, training_args) -> Path:
     rng = np.random.default_rng(CALIBRATION_SEED)
     random = torch.eye(4)[torch.as_tensor(rng.integers(0, 4, (min(CALIBRATION_IMAGES, len(bank)), args.crop_length)))]
     detector = fit_detector(model, {"dna_one_hot": bank}, {"dna_one_hot": random})
-    model.config.uncertainty_direction = detector.spread_direction  # the model's `uncertainty` reads it that way
+    # the model's `uncertainty` reads the spread that way, where that direction holds across resamples
+    model.config.uncertainty_direction = detector.spread_direction if detector.spread_holds else None
     card = HubCard(**card_from_results(out / "results.json", name, None, model), detector=detector,
                    notes=dna_versus_baseline(results["results"], name),
                    provenance=provenance(command, training_args.seed, time.time() - start),

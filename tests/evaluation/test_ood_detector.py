@@ -209,3 +209,33 @@ def test_a_hub_repo_id_resolves_through_the_cache_offline(tmp_path):
     run = subprocess.run([sys.executable, "-c", HUB_LOAD], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.splitlines()[-2:] == [f"k 3 {tuple(detector.representation_bank.shape)}", "refused OSError"]
+
+
+def test_the_spread_s_direction_is_fixed_only_where_it_holds_across_resamples(tmp_path):
+    from insub_hf.evaluation.metrics.ood import auroc_interval, ood_auroc
+    from insub_hf.evaluation.results import HeadSpreadCalibration
+
+    generator = torch.Generator().manual_seed(0)
+    bank = torch.randn(300, 8, generator=generator)
+    heads = torch.randn(300, 2, 4, generator=generator)
+    train_sigma = torch.rand(300, generator=generator)
+    # separated: noise spreads far higher than any training input's
+    detector = InSubOODDetector(bank, heads, k=5, backend="torch", bank_sigma=train_sigma)
+    assert detector.calibrate_head_spread(train_sigma[:100] + 2) == 1.0
+    assert detector.spread_interval == pytest.approx((1.0, 1.0)) and detector.spread_holds and detector.spread_direction == 1
+    # the same distribution: the point AUROC picks a side, the interval holds 0.5, so no direction holds
+    same = torch.rand(300, generator=generator)
+    auroc = detector.calibrate_head_spread(same)
+    low, high = detector.spread_interval
+    assert low < 0.5 < high and detector.spread_holds is False and low <= auroc <= high
+    # the interval is the percentile bootstrap of sklearn's AUROC, each set drawn again with replacement
+    rng = np.random.default_rng(0)
+    values = [ood_auroc(rng.choice(train_sigma.numpy(), 300), rng.choice(same.numpy(), 300), higher_is_in=False)
+              for _ in range(200)]
+    assert (low, high) == pytest.approx((np.quantile(values, 0.05), np.quantile(values, 0.95)))
+    assert auroc_interval(train_sigma, same, higher_is_in=False) == (low, high)  # a fixed seed: the same each call
+    detector.save_pretrained(tmp_path)
+    assert InSubOODDetector.from_pretrained(tmp_path).spread_holds is False
+    assert HeadSpreadCalibration(1, auroc, [low, high]).usable_direction is None
+    assert HeadSpreadCalibration(-1, 0.2, [0.1, 0.3]).usable_direction == -1
+    assert HeadSpreadCalibration(1, 0.6, None).usable_direction == 1  # recorded before intervals: as it was

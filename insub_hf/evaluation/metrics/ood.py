@@ -64,6 +64,19 @@ def ood_auroc(in_scores, out_scores, higher_is_in: bool = True) -> float:
     return float(roc_auc_score(*_ranked(in_scores, out_scores, higher_is_in, "ood_auroc")))
 
 
+def auroc_interval(in_scores, out_scores, higher_is_in: bool = True, resamples: int = 200, level: float = 0.9,
+                   seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval `(low, high)` of `ood_auroc` at `level`: each resample draws both sets again
+    with replacement (`resamples` times, a fixed `seed`: the same interval every call). An interval that does not
+    hold 0.5 says which way the score separates the two sets beyond resampling noise."""
+    in_scores, out_scores = (np.asarray(torch.as_tensor(x).float().cpu()) for x in (in_scores, out_scores))
+    rng = np.random.default_rng(seed)
+    values = [ood_auroc(rng.choice(in_scores, in_scores.size), rng.choice(out_scores, out_scores.size), higher_is_in)
+              for _ in range(resamples)]
+    tail = (1 - level) / 2
+    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
+
+
 def fpr_at_tpr(in_scores, out_scores, higher_is_in: bool = True, tpr: float = 0.95) -> float:
     """FPR at 95 % TPR (OpenOOD's FPR95): the share of OOD samples still taken as in-distribution at the strictest
     threshold that keeps `tpr` of the in-distribution samples (in-distribution positive; arguments as `ood_auroc`).
