@@ -25,6 +25,7 @@ from safetensors.torch import save_file
 
 from ..checkpointing import write_json
 from ..checksums import METADATA_KEY, checksum_metadata, read_verified, weights_fingerprint
+from ..text_uncertainty import knn_distance
 from ..validation import check_choice, check_range, looks_like_a_path
 from .features import extract_features
 from .metrics.ood import auroc_interval, ood_auroc
@@ -53,10 +54,10 @@ def calibration_noise(images: torch.Tensor) -> torch.Tensor:
 def kth_neighbour_distance(
     queries: torch.Tensor, bank: torch.Tensor, k: int, backend: str = "torch", chunk_size: int = 2048
 ) -> torch.Tensor:
-    """Euclidean distance of each L2-normalised query to its k-th nearest L2-normalised bank vector.
+    """Cosine distance (1 - cos) of each query to its k-th nearest bank vector: the k-NN reading every insub-hf path
+    serves (`text_uncertainty.knn_distance`, which the torch backend runs chunk by chunk).
 
-    Shapes: queries `(Q, D)`, bank `(N, D)` -> `(Q,)`. Both are normalised here; for unit vectors the distance is
-    sqrt(2 - 2 cos), so the k-th neighbour is the one with the k-th largest cosine similarity.
+    Shapes: queries `(Q, D)`, bank `(N, D)` -> `(Q,)`. Both are L2-normalised here.
 
     Args:
         k: which neighbour (1 = the nearest); at most N.
@@ -76,10 +77,8 @@ def kth_neighbour_distance(
         index = faiss.IndexFlatIP(b.shape[1])
         index.add(b.numpy())
         similarity, _ = index.search(q.numpy(), k)
-        kth = torch.from_numpy(similarity[:, k - 1])
-    else:
-        kth = torch.cat([(part @ b.T).topk(k, dim=1).values[:, k - 1] for part in q.split(chunk_size)])
-    return (2 - 2 * kth).clamp_min(0).sqrt()
+        return 1 - torch.from_numpy(similarity[:, k - 1])
+    return torch.cat([knn_distance(part, b, k) for part in q.split(chunk_size)])
 
 
 class InSubOODDetector:

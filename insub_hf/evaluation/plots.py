@@ -112,6 +112,8 @@ def ood_histograms(arrays: dict[str, dict], path: Path) -> None:
     plt = _pyplot()
     names = list(arrays)
     keys = ["msp", "knn", "head_spread"]
+    axis = {"msp": "negative max probability of the probe", "knn": "k-NN cosine distance (label-free)",
+            "head_spread": "uncertainty: the heads' spread, oriented"}
     fig, axes = plt.subplots(len(names), len(keys), figsize=(4.5 * len(keys), 2.4 * len(names)), squeeze=False)
     for i, name in enumerate(names):
         for j, key in enumerate(keys):
@@ -120,6 +122,8 @@ def ood_histograms(arrays: dict[str, dict], path: Path) -> None:
                 if key in scores:
                     ax.hist(scores[key].numpy(), bins=40, alpha=0.5, label=split, density=True)
             ax.set_title(f"{name}: {key}", fontsize=8)
+            ax.set_xlabel(f"{axis[key]} (higher = more likely OOD)", fontsize=7)
+            ax.set_ylabel("density", fontsize=7)
             if ax.has_data():
                 ax.legend(fontsize=6)
             elif key == "head_spread":  # a single-head model has no spread across heads

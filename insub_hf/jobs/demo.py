@@ -149,7 +149,8 @@ def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None =
     insub = runs[-1]["name"]
     confidence = -arrays[insub]["scores"]["in"]["msp"]  # the max probability (the score is higher = more likely OOD)
     certainty_strip(evaluation.test_images, confidence, out / f"{prefix}certainty_strip.png",
-                    title=f"{insub}: most (top) and least (bottom) certain test images")
+                    title=f"{insub}: test images ranked by the linear probe's max probability: most (top) and least "
+                          "(bottom) certain")
     described = {"source": fashion_mnist_description(source), "train": len(train), "test": len(evaluation.test_images)}
     experiment.finish({"data": described, "runs": runs}, demo_table(runs, out, prefix), f"{prefix}results.json")
     return {"runs": runs}

@@ -20,14 +20,17 @@ from ..evaluation.results import MethodResults
 from .experiment import short_hash, write_json
 
 EVALUATION_CODE = Path(__file__).parents[1] / "evaluation"
+# outside the evaluation package, what it computes with: the k-NN distance every path serves
+EVALUATION_HELPERS = (Path(__file__).parents[1] / "text_uncertainty.py",)
 
 
 @functools.cache
 def evaluation_code_hash() -> str:
-    """A short hash of the evaluation package's source files (what computed the numbers); read once per process."""
+    """A short hash of the evaluation package's source files and `EVALUATION_HELPERS` (what computed the numbers);
+    read once per process."""
     digest = hashlib.sha1()
-    for path in sorted(EVALUATION_CODE.rglob("*.py")):
-        digest.update(str(path.relative_to(EVALUATION_CODE)).encode() + path.read_bytes())
+    for path in [*sorted(EVALUATION_CODE.rglob("*.py")), *EVALUATION_HELPERS]:
+        digest.update(str(path.relative_to(EVALUATION_CODE.parent)).encode() + path.read_bytes())
     return digest.hexdigest()[:12]
 
 
