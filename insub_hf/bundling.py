@@ -239,6 +239,28 @@ class Bundler:
         return order
 
 
+def assemble(bundler: Bundler, roots: list[str], own: set[tuple[str, int]],
+             bundle: str) -> tuple[str, dict[str, str], dict[tuple[str, int], str]]:
+    """The body of the bundle `bundle`: the statements `own` (`(module, index)`), in the order Python runs the
+    modules of `roots`, each once (the same statement in two modules, `logger = ...`, once). Returns the body, the
+    names it binds (name -> source) and where each statement went (`(module, index)` -> `bundle`)."""
+    body, bound, placed, previous = [], {}, {}, None
+    for module in bundler.run_order(roots):
+        for index, statement in enumerate(bundler.module(module).statements):
+            if (module, index) not in own:
+                continue
+            for name in statement.binds:
+                if name in bound and bound[name] != statement.source:
+                    raise RuntimeError(f"bundle {bundle}.py: two definitions of {name!r} meet in it; rename one.")
+            if all(bound.get(name) == statement.source for name in statement.binds) and statement.binds:
+                continue
+            bound.update({name: statement.source for name in statement.binds})
+            gap = statement.gap if previous == (module, index - 1) else 2
+            body.append("\n" * gap + statement.source.rstrip("\n") + "\n")
+            placed[(module, index)], previous = bundle, (module, index)
+    return "".join(body), bound, placed
+
+
 def grouped_imports(imports: set[str]) -> str:
     """Single-name import statements as one `import` line per module and one `from` line per package, sorted."""
     plain, by_package = [], {}

@@ -269,6 +269,15 @@ def upload_hub_folder(
     )
 
 
+def upload_space_folder(folder: str | Path, repo_id: str, token: str, commit_message: str) -> str:
+    """Creates the Space `repo_id` if needed (a static one: what an `evaluate` metric lives in) and uploads `folder`
+    as one commit; returns the commit URL."""
+    api = HfApi(token=token)
+    repo = api.create_repo(repo_id, repo_type="space", space_sdk="static", exist_ok=True, token=token)
+    return api.upload_folder(repo_id=getattr(repo, "repo_id", repo_id), repo_type="space", folder_path=str(folder),
+                             token=token, commit_message=commit_message).commit_url
+
+
 def offline_load_error(name: str, error: OSError) -> OSError | None:
     """A clearer error for `from_pretrained(name)` failing under HF_HUB_OFFLINE=1 (None when it does not apply)."""
     if not is_offline_mode() or os.path.isdir(name):

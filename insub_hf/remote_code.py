@@ -17,7 +17,7 @@ import json
 import re
 from pathlib import Path
 
-from .bundling import PACKAGE, Bundler, bound_names, from_import, grouped_imports, source_file, summaries_only
+from .bundling import PACKAGE, Bundler, assemble, bound_names, from_import, grouped_imports, source_file, summaries_only
 
 
 # What a folder's remote code serves, by the model's modality: the Auto class -> the package's `module.Class`. The
@@ -137,20 +137,8 @@ def bundle_sources(config: dict, processor: bool = False) -> dict[str, str]:
         keep, imports = bundler.closure(pairs)
         own = keep - done
         borrowed = keep & done
-        body, bound, previous = [], {}, None
-        for module in bundler.run_order([module for module, _ in pairs]):
-            for index, statement in enumerate(bundler.module(module).statements):
-                if (module, index) not in own:
-                    continue
-                for name in statement.binds:
-                    if name in bound and bound[name] != statement.source:
-                        raise RuntimeError(f"remote code: two definitions of {name!r} meet in {bundle}.py; rename one.")
-                if all(bound.get(name) == statement.source for name in statement.binds) and statement.binds:
-                    continue  # the same statement in two modules (`logger = ...`)
-                bound.update({name: statement.source for name in statement.binds})
-                gap = statement.gap if previous == (module, index - 1) else 2
-                body.append("\n" * gap + statement.source.rstrip("\n") + "\n")
-                home[(module, index)], previous = bundle, (module, index)
+        body, bound, placed = assemble(bundler, [module for module, _ in pairs], own, bundle)
+        home.update(placed)
         from_earlier: dict[str, set[str]] = {}
         for module, index in borrowed:
             for name in bundler.module(module).statements[index].binds:
@@ -166,7 +154,7 @@ def bundle_sources(config: dict, processor: bool = False) -> dict[str, str]:
                 f'{", ".join(modules)} (documented there), bundled by `insub_hf.remote_code`."""\n\n'
                 "from __future__ import annotations\n\n" + grouped_imports(imports)
                 + "".join(from_import(f".{other}", names) + "\n" for other, names in sorted(from_earlier.items())))
-        sources[bundle] = head + "\n" + "".join(body)
+        sources[bundle] = head + "\n" + body
     return sources
 
 

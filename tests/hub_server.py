@@ -1,7 +1,8 @@
 """A Hub-compatible HTTP server on 127.0.0.1 for the tests: the routes the real `huggingface_hub` client calls to create
 a model repo and commit files (`create_repo`, `validate-yaml`, `preupload`, `commit` with every file "regular", i.e.
 base64 inside the ndjson commit), `whoami`, and the ones `from_pretrained` and `snapshot_download` read (repo info, tree,
-`resolve` with HEAD and GET). Repos live in memory: `{repo_id: (commit sha, {path: bytes})}`.
+`resolve` with HEAD and GET). Repos live in memory: `{repo_id: (commit sha, {path: bytes})}`, a Space's
+id as `spaces/<id>` (the routes `evaluate.load` reads a metric's script by).
 
 No open-source server takes uploads (olah, which mirrors downloads, answers a missing optional file with 401, which
 transformers cannot tell from a missing repo), so both sides are this small implementation; what the client expects
@@ -19,6 +20,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlparse
 
 REPO = r"(?P<repo>[\w.-]+/[\w.-]+)"
+KIND = r"(?P<kind>models|spaces)"
+
+
+def key(match: re.Match) -> str:
+    """A repo's key in `LocalHub.repos`: its id for a model, `spaces/<id>` for a Space."""
+    return f"spaces/{match['repo']}" if match["kind"] == "spaces" else match["repo"]
 
 
 class LocalHub:
@@ -70,6 +77,8 @@ class LocalHub:
                     request = json.loads(self._body())
                     repo_id = f"{request['organization']}/{request['name']}" if request.get("organization") else \
                         request["name"]
+                    if request.get("type") == "space":  # Spaces (an `evaluate` metric's home) apart from models
+                        repo_id = f"spaces/{repo_id}"
                     with hub.lock:
                         exists = repo_id in hub.repos
                         hub.repos.setdefault(repo_id, ("0" * 40, {}))
@@ -77,8 +86,8 @@ class LocalHub:
                 if path == "/api/validate-yaml":
                     self._body()
                     return self._reply(200, {"errors": [], "warnings": []})
-                match = re.fullmatch(rf"/api/models/{REPO}/(?P<op>preupload|commit)/(?P<rev>[^/]+)", path)
-                if match is None or match["repo"] not in hub.repos:
+                match = re.fullmatch(rf"/api/{KIND}/{REPO}/(?P<op>preupload|commit)/(?P<rev>[^/]+)", path)
+                if match is None or key(match) not in hub.repos:
                     return self._reply(404, {"error": f"no route or repo for {path}"})
                 if match["op"] == "preupload":
                     files = json.loads(self._body())["files"]
@@ -87,7 +96,7 @@ class LocalHub:
                     ]})
                 lines = [json.loads(line) for line in self._body().decode().splitlines() if line.strip()]
                 with hub.lock:
-                    _, files = hub.repos[match["repo"]]
+                    _, files = hub.repos[key(match)]
                     files = dict(files)
                     for line in lines:
                         if line["key"] == "file":
@@ -96,7 +105,7 @@ class LocalHub:
                             return self._reply(400, {"error": f"this hub takes regular files only, got {line['key']}"})
                     sha = hashlib.sha1(json.dumps(sorted((p, hashlib.sha1(b).hexdigest()) for p, b in files.items()))
                                        .encode()).hexdigest()
-                    hub.repos[match["repo"]] = (sha, files)
+                    hub.repos[key(match)] = (sha, files)
                 return self._reply(200, {"commitUrl": f"{hub.endpoint}/{match['repo']}/commit/{sha}",
                                          "commitOid": sha, "success": True, "pullRequestUrl": None})
 
@@ -110,17 +119,17 @@ class LocalHub:
                     if self.headers.get("Authorization", "") in ("", "Bearer hf_refused"):
                         return self._reply(401, {"error": "Invalid credentials in Authorization header"}, head=head)
                     return self._reply(200, {"type": "user", "name": "someone"}, head=head)
-                match = re.fullmatch(rf"/{REPO}/resolve/(?P<rev>[^/]+)/(?P<file>.+)", path)
+                match = re.fullmatch(rf"/(?P<kind>spaces/)?{REPO}/resolve/(?P<rev>[^/]+)/(?P<file>.+)", path)
                 if match:
-                    return self._resolve(match["repo"], match["file"], head)
-                match = re.fullmatch(rf"/api/models/{REPO}(?:/revision/(?P<rev>[^/]+))?", path)
-                if match and match["repo"] in hub.repos:
-                    sha, files = hub.repos[match["repo"]]
+                    return self._resolve(f"{match['kind'] or ''}{match['repo']}", match["file"], head)
+                match = re.fullmatch(rf"/api/{KIND}/{REPO}(?:/revision/(?P<rev>[^/]+))?", path)
+                if match and key(match) in hub.repos:
+                    sha, files = hub.repos[key(match)]
                     return self._reply(200, {"id": match["repo"], "modelId": match["repo"], "sha": sha,
                                              "private": False, "siblings": [{"rfilename": p} for p in sorted(files)]})
-                match = re.fullmatch(rf"/api/models/{REPO}/tree/(?P<rev>[^/]+)(?:/(?P<folder>.*))?", path)
-                if match and match["repo"] in hub.repos:
-                    _, files = hub.repos[match["repo"]]
+                match = re.fullmatch(rf"/api/{KIND}/{REPO}/tree/(?P<rev>[^/]+)(?:/(?P<folder>.*))?", path)
+                if match and key(match) in hub.repos:
+                    _, files = hub.repos[key(match)]
                     return self._reply(200, [
                         {"type": "file", "path": p, "size": len(b), "oid": hashlib.sha1(b).hexdigest()}
                         for p, b in sorted(files.items())

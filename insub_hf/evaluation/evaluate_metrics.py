@@ -10,7 +10,10 @@ import datasets
 import evaluate
 import numpy as np
 
-from . import metrics
+from .metrics import (
+    accuracy, brier_score, expected_calibration_error, fpr_at_tpr, nll, ood_auroc,
+    thresholded_adaptive_calibration_error,
+)
 
 _CITATION = "Vahidi et al., Diversified Ensemble of Independent Sub-Networks for Robust Self-Supervised " \
     "Representation Learning, AAAI 2024."
@@ -35,16 +38,17 @@ class CalibrationMetrics(evaluate.Metric):
     def _compute(self, predictions, references, n_bins: int = 15) -> dict[str, float]:
         probs, labels = np.asarray(predictions, dtype=np.float64), np.asarray(references, dtype=np.int64)
         return {
-            "accuracy": metrics.accuracy(probs, labels),
-            "nll": metrics.nll(probs, labels),
-            "ece": metrics.expected_calibration_error(probs, labels, n_bins),
-            "tace": metrics.thresholded_adaptive_calibration_error(probs, labels, n_bins),
-            "brier": metrics.brier_score(probs, labels),
+            "accuracy": accuracy(probs, labels),
+            "nll": nll(probs, labels),
+            "ece": expected_calibration_error(probs, labels, n_bins),
+            "tace": thresholded_adaptive_calibration_error(probs, labels, n_bins),
+            "brier": brier_score(probs, labels),
         }
 
 
 class OODAUROC(evaluate.Metric):
-    """AUROC of in-distribution (reference 1) vs OOD (reference 0) by a score that is higher in-distribution.
+    """AUROC of in-distribution (reference 1) vs OOD (reference 0) by a score that is higher in-distribution, and
+    FPR95 (the share of OOD inputs still taken as in-distribution at 95 % TPR; lower is better).
 
     Inputs: `predictions` `(N,)` scores, `references` `(N,)` 1 for in-distribution, 0 for OOD.
     """
@@ -63,4 +67,5 @@ class OODAUROC(evaluate.Metric):
         scores, is_in = np.asarray(predictions, dtype=np.float64), np.asarray(references)
         if not np.isin(is_in, (0, 1)).all():
             raise ValueError("OODAUROC references must be 1 (in-distribution) or 0 (OOD).")
-        return {"auroc": metrics.ood_auroc(scores[is_in == 1], scores[is_in == 0])}
+        return {"auroc": ood_auroc(scores[is_in == 1], scores[is_in == 0]),
+                "fpr95": fpr_at_tpr(scores[is_in == 1], scores[is_in == 0])}

@@ -47,7 +47,9 @@ from ..evaluation.ood_detector import (
     calibration_noise,
 )
 from ..checksums import verify_checksums
-from ..hub import check_hub_folder, final_push_target, hub_token, reach_hub, save_for_hub, upload_hub_folder
+from ..hub import (
+    check_hub_folder, final_push_target, hub_token, reach_hub, save_for_hub, upload_hub_folder, upload_space_folder,
+)
 from ..training_args import TRAINER_FIELDS
 from ..validation import CheckedArguments, checked
 from ..evaluation.text_ood_sets import shuffled_words
@@ -395,6 +397,43 @@ def publish_releases(args: PublishArguments) -> dict[str, str]:
     return pushed
 
 
+@dataclass
+class MetricsArguments(CheckedArguments):
+    """`insub-hf release metrics`: the calibration and OOD metrics as `evaluate` modules on the Hub."""
+
+    _argument_group_name = 'metrics'
+
+    hub_org: str = field(default=None, metadata={"help": "The Hub user or organisation the metric Spaces go to "
+                                                         "(ORG/insub_calibration, ORG/insub_ood)."})
+    output_dir: str = field(default="runs/release/metrics", metadata={"help": "Where the Space folders are written."})
+    push: bool = field(default=True, metadata={"help": "Upload them (`--push false`: write the folders only)."})
+    hub_token: str | None = field(default=None, metadata={"help": "A token with write access (default: HF_TOKEN or "
+                                                                  "the one `hf auth login` saved)."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.hub_org or "/" in self.hub_org:
+            raise ValueError(f"MetricsArguments.hub_org must name one Hub user or organisation, got {self.hub_org!r}.")
+
+
+def publish_metrics(args: MetricsArguments) -> dict[str, str]:
+    """Writes each metric's Space folder (`evaluation.hub_metrics`) and, with `push`, uploads it after checking the
+    token and the Hub; returns repo id -> commit URL (empty without `push`)."""
+    from ..evaluation.hub_metrics import write_metric_modules
+
+    token = None
+    if args.push:
+        token = hub_token(args.hub_token, "insub-hf release metrics")
+        reach_hub(token, "insub-hf release metrics")
+    folders = write_metric_modules(args.output_dir, args.hub_org)
+    pushed = {}
+    for repo_id, folder in folders.items():
+        if args.push:
+            pushed[repo_id] = upload_space_folder(folder, repo_id, token, f"Upload {folder.name} (insub-hf)")
+        print(f"[release] {folder}" + (f" -> {repo_id}: {pushed[repo_id]}" if args.push else ""), flush=True)
+    return pushed
+
+
 def select(command: str, argv: list[str]):
     """`insub-hf release RECIPE ...`: the recipe's job as the command to parse and run (`cli.run_command`)."""
     if argv and argv[0] in ("-h", "--help"):  # the release's own flags; each recipe's --help lists the rest
@@ -403,8 +442,11 @@ def select(command: str, argv: list[str]):
     if argv and argv[0] == "publish":  # what is built already goes up, nothing is rebuilt
         return SimpleNamespace(ARGUMENT_GROUPS=(PublishArguments,), TRAINING_DEFAULTS=None, run=publish_releases), \
             f"{command} publish", argv[1:]
+    if argv and argv[0] == "metrics":
+        return SimpleNamespace(ARGUMENT_GROUPS=(MetricsArguments,), TRAINING_DEFAULTS=None, run=publish_metrics), \
+            f"{command} metrics", argv[1:]
     if not argv or argv[0] not in RELEASES:
-        raise ValueError(f"RECIPE must be one of {sorted(RELEASES)}, or publish (e.g. `insub-hf {command} image "
+        raise ValueError(f"RECIPE must be one of {sorted(RELEASES)}, or publish or metrics (e.g. `insub-hf {command} image "
                          f"--help`); got {argv[0] if argv else 'none'!r}.")
     recipe, rest = RELEASES[argv[0]], argv[1:]
     line = " ".join(["insub-hf", command, argv[0], *reproducing(rest)])

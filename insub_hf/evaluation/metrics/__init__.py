@@ -1,6 +1,8 @@
 """Uncertainty metrics as plain functions of probabilities or logits (the source of truth; `evaluate` wrappers
 in `..evaluate_metrics` call these)."""
 
+from __future__ import annotations
+
 from .accuracy import accuracy
 from .brier import brier_score
 from .disagreement import disagreement_rate, normalized_disagreement
