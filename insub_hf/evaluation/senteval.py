@@ -9,6 +9,7 @@ are computed on the pooled out-of-fold probabilities.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,8 +86,22 @@ def load_senteval_task(name: str, path: str | None = None) -> DatasetDict:
     return loaded
 
 
+# Fitted classifiers by what they were fitted on. The text recipe's encoder is frozen, so its base, baseline and
+# InSub models give the same embeddings, and every fit of their protocols would repeat; each is made once per
+# process instead. Callers only predict with them.
+_FITTED: dict[str, LogisticRegression] = {}
+MAX_FITTED = 4096
+
+
 def _fit(features: np.ndarray, labels: np.ndarray, penalty: float, seed: int) -> LogisticRegression:
-    return LogisticRegression(C=penalty, max_iter=1000, random_state=seed).fit(features, labels)
+    features, labels = np.ascontiguousarray(features), np.ascontiguousarray(labels)
+    key = hashlib.sha256(features.tobytes() + b"|" + labels.tobytes() + b"|" + repr(
+        (features.shape, str(features.dtype), labels.dtype.str, penalty, seed)).encode()).hexdigest()
+    if key not in _FITTED:
+        if len(_FITTED) >= MAX_FITTED:  # bounded: one long process's jobs
+            _FITTED.clear()
+        _FITTED[key] = LogisticRegression(C=penalty, max_iter=1000, random_state=seed).fit(features, labels)
+    return _FITTED[key]
 
 
 def _tune(features: np.ndarray, labels: np.ndarray, inner_folds: int, seed: int) -> float:

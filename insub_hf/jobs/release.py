@@ -315,7 +315,9 @@ def release_dna(command: str, release, args, training_args) -> Path:
 RELEASES = {
     "image": SimpleNamespace(
         job=compare, name="insub-resnet10-fashion-mnist", run=release_image,
-        defaults=dict(methods=["baseline", "insub"], output_dir="runs/release/image"),
+        # what its card and results.json keep, nothing more: no corruptions, no semi-supervised probes
+        defaults=dict(methods=["baseline", "insub"], corruptions=[], label_fractions=[],
+                      output_dir="runs/release/image"),
     ),
     "text": SimpleNamespace(
         job=text, name="insub-minilm-scd", run=release_text, defaults=dict(output_dir="runs/release/text"),

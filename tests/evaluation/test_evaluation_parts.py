@@ -196,3 +196,26 @@ def test_training_memory_leaves_the_batchnorm_statistics_as_they_were():
     training_memory_mb(net, lambda: net(x).sum().backward())  # ... the measuring step must not
     for name, buffer in net.named_buffers():
         assert torch.equal(buffer, moved[name]), name
+
+
+def test_a_classifier_protocol_over_the_same_embeddings_fits_each_classifier_once(monkeypatch):
+    """The text recipe's frozen encoder gives its base, baseline and InSub models the same embeddings: their
+    10-fold protocols must not fit the same logistic regressions again, and give the same numbers."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    from insub_hf.evaluation import senteval
+
+    fits = []
+    real_fit = LogisticRegression.fit
+    monkeypatch.setattr(LogisticRegression, "fit", lambda self, x, y: fits.append(len(x)) or real_fit(self, x, y))
+    monkeypatch.setattr(senteval, "_FITTED", {})
+    rng = np.random.default_rng(0)
+    features, labels = rng.normal(size=(60, 5)), np.repeat([0, 1], 30)
+    first = senteval.classify_cv(features, labels, folds=3, inner_folds=2)
+    once = len(fits)
+    assert once == 3 * (2 * len(senteval.PENALTIES) + 1)  # per outer fold: inner CV of each penalty, then the fit
+    assert senteval.classify_cv(features.copy(), labels.copy(), folds=3, inner_folds=2) == first
+    assert len(fits) == once  # the same embeddings again: nothing fitted again
+    senteval.classify_cv(features + 1e-3, labels, folds=3, inner_folds=2)
+    assert len(fits) == 2 * once  # other embeddings: fitted

@@ -46,14 +46,15 @@ def test_the_image_release_publishes_the_compared_insub_model_with_its_detector(
     out, cards = tmp_path / "image", tmp_path / "cards"
     flags = ["--data_source", "bundled", "--train_per_class", "8", "--test_per_class", "4", "--ood_images", "20",
              "--num_train_epochs", "1", "--per_device_train_batch_size", "20", "--width", "0.0625",
-             "--head_hidden_size", "16", "--num_heads", "2", "--probe_epochs", "2", "--label_fractions", "0.5",
-             "--corruptions", "contrast", "--corruption_images", "4"]
+             "--head_hidden_size", "16", "--num_heads", "2", "--probe_epochs", "2"]
     assert main(["release", "image", "--output_dir", str(out), "--model_cards", str(cards), "--hub_token",
                  "hf_secret", *flags]) == 0
     card = check_release(out, cards, "insub-resnet10-fashion-mnist", "insub-hf release image " + " ".join(flags))
     results = json.loads((out / "results.json").read_text())
     assert results["args"]["methods"] == ["baseline", "insub"]  # the release recipe's: InSub beside its baseline
     insub = next(r for r in results["rows"] if r["method"] == "insub")
+    # the release computes what its card shows: no corruptions, no semi-supervised probes
+    assert all(not row["corruptions"] and not row.get("semi_supervised") for row in results["rows"]), insub.keys()
     baseline = next(r for r in results["rows"] if r["method"] == "baseline")
     metrics = card_metrics(out / "hub" / "README.md")
     assert metrics["Accuracy"] == round(insub["test"]["accuracy"], 4)  # the InSub row's numbers, not the baseline's
