@@ -1,0 +1,192 @@
+"""`insub-hf score MODEL --dataset DATA`: the harness's label-free and probe numbers for any image encoder, given by
+Hub repo id or local folder: an InSub model, or a stock transformers image encoder (`AutoModel` with its
+`AutoImageProcessor`) for everything but the heads' spread.
+
+On the data a user names (a `datasets` id, a folder saved with `save_to_disk`, or a folder of images in class
+sub-folders): a linear probe on the frozen features (its accuracy, ECE, TACE, NLL, Brier, and ECE and NLL after a
+temperature fitted on a held-out tenth of the training split), and OOD AUROC and FPR95 against another data set's
+test split or uniform noise images, by the probe's max probability, the label-free k-NN distance to the training
+features (`kth_neighbour_distance`) and, for an InSub model, its `uncertainty`. Writes `results.json` and
+`model_index.yaml` (a card's model-index block) to `--output_dir`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from datasets import DatasetDict, load_dataset, load_from_disk
+from PIL import Image
+
+from ..checkpointing import write_json
+from ..evaluation.harness import summarize
+from ..evaluation.metrics import fit_temperature, fpr_at_tpr, ood_auroc
+from ..evaluation.ood_detector import kth_neighbour_distance
+from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
+from ..validation import CheckedArguments, checked
+
+
+@dataclass
+class ScoreArguments(CheckedArguments):
+    """What is scored, on what, and where the numbers go."""
+
+    _argument_group_name = 'score'
+
+    model: str = field(default=None, metadata={"help": "Required. The model: a Hub repo id or a local folder (an InSub "
+                                                       "model, or any transformers image encoder)."})
+    dataset: str = field(default=None, metadata={"help": "Required. The data: a datasets id, a folder saved with "
+                                                         "save_to_disk, or a folder of images in class sub-folders."})
+    ood_dataset: str | None = field(default=None, metadata={"help": "OOD data (the same forms; its test split); "
+                                                                    "default: uniform noise images."})
+    train_split: str = field(default="train", metadata={"help": "The split the probe and the k-NN bank read."})
+    test_split: str = field(default="test", metadata={"help": "The split that is scored."})
+    image_column: str = field(default="image", metadata={"help": "The column holding the images."})
+    label_column: str = field(default="label", metadata={"help": "The column holding the class labels."})
+    max_train: int = checked(5000, "Training images read at most (the first ones).", low=20, integer=True)
+    max_test: int = checked(2000, "Test and OOD images read at most.", low=10, integer=True)
+    knn_k: int = checked(50, "k of the k-NN distance (at most the training images kept).", low=1, integer=True)
+    batch_size: int = checked(128, "Images per forward pass.", low=1, integer=True)
+    seed: int = checked(0, "Seed of the probe and the noise images.", low=0, integer=True)
+    trust_remote_code: bool = field(default=False, metadata={"help": "Run the model's own code from its repo (an "
+                                                                     "InSub model where insub-hf is not the loader)."})
+    output_dir: str = field(default="runs/score", metadata={"help": "Where results.json and model_index.yaml go."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("model", "dataset"):
+            if not getattr(self, name):
+                raise ValueError(f"ScoreArguments.{name} is required: a Hub repo id or a local folder.")
+        if self.knn_k > self.max_train:
+            raise ValueError(f"ScoreArguments.knn_k={self.knn_k} is more than max_train={self.max_train}.")
+
+
+def load_images(name: str, args: ScoreArguments) -> DatasetDict:
+    """A datasets id, a `save_to_disk` folder or an image folder, as a DatasetDict."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if (path / "dataset_dict.json").is_file():
+            return load_from_disk(str(path))
+        return load_dataset("imagefolder", data_dir=str(path))
+    return load_dataset(name)
+
+
+def _split(data: DatasetDict, split: str, args: ScoreArguments, count: int, labelled: bool = True):
+    """(PIL images, labels or None) of the first `count` rows of `split`, checked by name."""
+    if split not in data:
+        raise ValueError(f"ScoreArguments: the data has no split {split!r}; it has {sorted(data)}.")
+    rows = data[split]
+    needed = [args.image_column] + ([args.label_column] if labelled else [])
+    missing = [column for column in needed if column not in rows.column_names]
+    if missing:
+        raise ValueError(f"ScoreArguments: split {split!r} has no column {missing[0]!r}; its columns are "
+                         f"{rows.column_names} (--image_column, --label_column).")
+    rows = rows.select(range(min(count, len(rows))))
+    labels = torch.as_tensor(rows[args.label_column]) if labelled else None
+    return list(rows[args.image_column]), labels
+
+
+class Encoder:
+    """The model as a function of PIL images: `(representations (N, d), uncertainty (N,) or None)`."""
+
+    def __init__(self, args: ScoreArguments):
+        from transformers import AutoImageProcessor, AutoModel
+
+        self.model = AutoModel.from_pretrained(args.model, trust_remote_code=args.trust_remote_code).eval()
+        self.processor = AutoImageProcessor.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+        self.insub = "InSub" in type(self.model).__name__  # its own outputs: representation and uncertainty
+        self.batch_size = args.batch_size
+
+    @torch.no_grad()
+    def __call__(self, images: list) -> tuple[torch.Tensor, torch.Tensor | None]:
+        reps, uncertainty = [], []
+        for start in range(0, len(images), self.batch_size):
+            batch = images[start:start + self.batch_size]
+            if not self.insub:  # a stock processor expects RGB; an InSub one converts to the model's channels
+                batch = [image.convert("RGB") for image in batch]
+            out = self.model(**self.processor(images=batch, return_tensors="pt"))
+            if self.insub:
+                reps.append(out.representation)
+                uncertainty.append(out.uncertainty)
+            else:
+                pooled = getattr(out, "pooler_output", None)
+                reps.append(pooled if pooled is not None else out.last_hidden_state.mean(dim=1))
+        return torch.cat(reps).float(), torch.cat(uncertainty).float() if uncertainty else None
+
+
+def noise_like(images: list, count: int, seed: int) -> list:
+    """`count` uniform-noise images of the first image's size and mode."""
+    rng = np.random.default_rng(seed)
+    first = images[0]
+    channels = len(first.getbands())
+    shape = (first.height, first.width) + ((channels,) if channels > 1 else ())
+    return [Image.fromarray(rng.integers(0, 256, shape, dtype=np.uint8), mode=first.mode) for _ in range(count)]
+
+
+def score(args: ScoreArguments) -> dict:
+    """Scores `args.model` (see the module's docstring); returns what results.json holds."""
+    data = load_images(args.dataset, args)
+    train_images, train_labels = _split(data, args.train_split, args, args.max_train)
+    test_images, test_labels = _split(data, args.test_split, args, args.max_test)
+    if args.ood_dataset:
+        ood_name = args.ood_dataset
+        ood_images, _ = _split(load_images(args.ood_dataset, args), args.test_split, args, args.max_test, False)
+    else:
+        ood_name, ood_images = "uniform noise", noise_like(test_images, len(test_images), args.seed)
+    encoder = Encoder(args)
+    (train, _), (test, test_uncertainty), (ood, ood_uncertainty) = (encoder(x) for x in (
+        train_images, test_images, ood_images))
+    classes = int(max(train_labels.max(), test_labels.max())) + 1
+    held = torch.randperm(len(train), generator=torch.Generator().manual_seed(args.seed))[: max(len(train) // 10, 2)]
+    fit = torch.ones(len(train), dtype=torch.bool)
+    fit[held] = False
+    probes = fit_probes(train[fit][:, None], train_labels[fit], classes, 1, ProbeArguments(probe_seed=args.seed))
+    temperature = fit_temperature(member_probabilities(probes, train[~fit][:, None]).mean(dim=1), train_labels[~fit])
+    test_probs, ood_probs = (member_probabilities(probes, x[:, None]) for x in (test, ood))
+    scores = {  # higher = more likely OOD, test then OOD
+        "msp": (-test_probs.mean(dim=1).max(dim=1).values, -ood_probs.mean(dim=1).max(dim=1).values),
+        "knn": tuple(kth_neighbour_distance(x, train, args.knn_k) for x in (test, ood)),
+    }
+    if test_uncertainty is not None:
+        scores["uncertainty"] = (test_uncertainty, ood_uncertainty)
+    results = {
+        "job": "score", "model": args.model, "dataset": args.dataset, "ood_dataset": ood_name,
+        "images": {"train": len(train), "test": len(test), "ood": len(ood)}, "knn_k": args.knn_k,
+        "test": asdict(summarize(test_probs, test_labels, temperature)),
+        "ood": {name: ood_auroc(t, o, higher_is_in=False) for name, (t, o) in scores.items()},
+        "ood_fpr95": {name: fpr_at_tpr(t, o, higher_is_in=False) for name, (t, o) in scores.items()},
+    }
+    out = Path(args.output_dir)
+    write_json(out / "results.json", results)
+    (out / "model_index.yaml").write_text(model_index(results), encoding="utf-8")
+    print(f"[score] {args.model} on {args.dataset}: accuracy {100 * results['test']['accuracy']:.2f} %, "
+          f"OOD AUROC vs {ood_name} " + ", ".join(f"{k} {100 * v:.1f} %" for k, v in results["ood"].items())
+          + f"; {out}/results.json", flush=True)
+    return results
+
+
+SCORE_NAMES = {"msp": "max probability", "knn": "k-NN, label-free", "uncertainty": "the model's uncertainty"}
+
+
+def model_index(results: dict) -> str:
+    """The model-index block (YAML) a model card can take, from `results`."""
+    from huggingface_hub import EvalResult, ModelCardData
+
+    task = dict(task_type="image-classification", task_name="Linear probe on the frozen encoder",
+                dataset_type=results["dataset"], dataset_name=results["dataset"],
+                dataset_split=f"test ({results['images']['test']} images)")
+    test = results["test"]
+    entries = [EvalResult(**task, metric_type=key, metric_name=name, metric_value=round(test[key], 4))
+               for key, name in (("accuracy", "Accuracy"), ("ece", "ECE"), ("nll", "NLL"))]
+    entries += [EvalResult(**task, metric_type=key, metric_name=f"{name} after temperature scaling",
+                           metric_value=round(test[f"{key}_scaled"], 4)) for key, name in (("ece", "ECE"), ("nll", "NLL"))]
+    entries += [EvalResult(**task, metric_type="auroc", metric_name=f"OOD AUROC vs {results['ood_dataset']} "
+                           f"({SCORE_NAMES[key]})", metric_value=round(value, 4))
+                for key, value in results["ood"].items()]
+    name = results["model"].rstrip("/").split("/")[-1]
+    return ModelCardData(model_name=name, eval_results=entries).to_yaml() + "\n"
+
+
+ARGUMENT_GROUPS = (ScoreArguments,)
+run = score

@@ -1,0 +1,101 @@
+"""`insub-hf score MODEL --dataset DATA`: a stock transformers image encoder and an InSub model, each by repo id from a
+Hub on 127.0.0.1, scored on a local folder of real images; the numbers checked against an independent computation
+on the features the model gives when loaded by path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from sklearn.metrics import roc_auc_score
+
+from ..conftest import cli_error
+from ..hub_server import LocalHub
+
+pytestmark = pytest.mark.slow
+
+
+def push_folder(hub: LocalHub, repo_id: str, folder) -> None:
+    hub.repos[repo_id] = ("2" * 40, {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*")
+                                     if p.is_file()})
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    from insub_hf.data import load_fashion_mnist
+
+    folder = tmp_path_factory.mktemp("data") / "fmnist"
+    load_fashion_mnist("bundled", train_per_class=6, test_per_class=3).save_to_disk(str(folder))
+    return folder
+
+
+def models(tmp_path):
+    from transformers import ViTConfig, ViTImageProcessor, ViTModel
+
+    from insub_hf import InSubConfig, InSubImageProcessor, InSubModel, named_encoder
+
+    torch.manual_seed(0)
+    insub = InSubModel(InSubConfig(encoder_config=named_encoder("resnet18_cifar", 28, 1, 0.0625), num_heads=2,
+                                   head_hidden_sizes=[8], head_output_size=4, uncertainty_direction=1))
+    insub.save_pretrained(tmp_path / "insub", remote_code=True)
+    InSubImageProcessor.for_images(28, 1, (0.5,), (0.25,)).save_pretrained(tmp_path / "insub")
+    vit = ViTModel(ViTConfig(image_size=28, patch_size=7, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                             intermediate_size=32))
+    vit.save_pretrained(tmp_path / "vit")
+    ViTImageProcessor(size={"height": 28, "width": 28}).save_pretrained(tmp_path / "vit")
+    return {"someone/tiny-insub": tmp_path / "insub", "someone/tiny-vit": tmp_path / "vit"}
+
+
+def test_any_model_by_repo_id_is_scored_on_a_local_folder(tmp_path, data):
+    from insub_hf.jobs.score import Encoder, ScoreArguments, _split, load_images
+
+    folders = models(tmp_path)
+    with LocalHub() as hub:
+        for repo_id, folder in folders.items():
+            push_folder(hub, repo_id, folder)
+        env = {**os.environ, "HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0"}
+        for repo_id in folders:
+            out = tmp_path / repo_id.split("/")[1]
+            result = subprocess.run([sys.executable, "-m", "insub_hf_cli", "score", "--model", repo_id, "--dataset",
+                                     str(data), "--knn_k", "5", "--max_train", "60", "--output_dir", str(out)],
+                                    env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+            assert result.returncode == 0, result.stderr[-3000:]
+    for repo_id, folder in folders.items():
+        out = tmp_path / repo_id.split("/")[1]
+        results = json.loads((out / "results.json").read_text())
+        assert results["images"] == {"train": 60, "test": 30, "ood": 30}
+        assert set(results["ood"]) == ({"msp", "knn", "uncertainty"} if "insub" in repo_id else {"msp", "knn"})
+        assert 0 <= results["test"]["accuracy"] <= 1 and results["test"]["temperature"] > 0
+        # the k-NN AUROC again, from the model loaded by path: sklearn on cosine distances to the 5th neighbour
+        args = ScoreArguments(model=str(folder), dataset=str(data), knn_k=5, max_train=60)
+        encoder = Encoder(args)
+        loaded = load_images(str(data), args)
+        train, _ = encoder(_split(loaded, "train", args, 60)[0])
+        test_images = _split(loaded, "test", args, 30)[0]
+        test, _ = encoder(test_images)
+        rng = np.random.default_rng(0)  # the noise the command drew (its seed 0)
+        noise = [__import__("PIL.Image").Image.fromarray(rng.integers(0, 256, (28, 28), dtype=np.uint8), mode="L")
+                 for _ in range(30)]
+        ood, _ = encoder(noise)
+        unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
+        kth = lambda q: 1 - np.sort(unit(q.numpy()) @ unit(train.numpy()).T, axis=1)[:, -5]  # noqa: E731
+        labels = np.r_[np.zeros(30), np.ones(30)]  # OOD positive for a higher-is-OOD score
+        assert results["ood"]["knn"] == pytest.approx(roc_auc_score(labels, np.r_[kth(test), kth(ood)]), abs=1e-6)
+        index = yaml.safe_load((out / "model_index.yaml").read_text())
+        metrics = {m["name"]: m["value"] for r in index["model-index"][0]["results"] for m in r["metrics"]}
+        assert metrics["Accuracy"] == round(results["test"]["accuracy"], 4)
+
+
+def test_a_missing_column_or_split_is_refused_naming_what_the_data_has(tmp_path, data, capsys):
+    line = cli_error(["score", "--model", "someone/x", "--dataset", str(data), "--label_column", "target",
+                      "--output_dir", str(tmp_path / "o")], capsys)
+    assert "has no column 'target'; its columns are ['image', 'label']" in line
+    line = cli_error(["score", "--model", "someone/x", "--dataset", str(data), "--test_split", "validation",
+                      "--output_dir", str(tmp_path / "o")], capsys)
+    assert "has no split 'validation'; it has ['test', 'train']" in line
