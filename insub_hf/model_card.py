@@ -113,9 +113,11 @@ def harness_eval_results(results, dataset_name: str, dataset_type: str, split: s
     if "aurc" in results.selective:
         out.append(EvalResult(**task, **data, metric_type="aurc", metric_name="AURC (max probability; lower is better)",
                               metric_value=card_value(results.selective["aurc"])))
+    # the spread is the model's uncertainty only where its direction held across resamples of the validation data
+    holds = all(c.usable_direction is not None for c in results.head_spread_calibration)
+    spread = "head spread, label-free, " + ("the model's uncertainty" if holds else "its direction not holding")
     for ood_set, scores in results.ood.items():
-        for score, label in (("msp", "MSP"), ("knn", "k-NN, label-free"),
-                             ("head_spread", "head spread, label-free, the model's uncertainty")):
+        for score, label in (("msp", "MSP"), ("knn", "k-NN, label-free"), ("head_spread", spread)):
             if score in scores:
                 out.append(EvalResult(
                     **task, **data, metric_type="auroc", metric_name=f"OOD AUROC vs {ood_set} ({label})",
