@@ -14,7 +14,7 @@ import yaml
 
 from insub_hf import InSubModel, InSubOODDetector
 from insub_hf.hub import check_hub_folder
-from insub_hf.jobs.release import fits_the_repository
+from insub_hf.jobs.publish import fits_the_repository
 
 from .card_snippets import card_repo_id, run_card_snippets
 from .hub_server import LocalHub

@@ -11,7 +11,8 @@ from huggingface_hub import ModelCard
 
 from insub_hf import InSubOODDetector
 from insub_hf.hub import check_hub_folder, machine_paths
-from insub_hf.jobs.release import fits_the_repository, reproducing
+from insub_hf.jobs.publish import fits_the_repository
+from insub_hf.jobs.release import reproducing
 from insub_hf_cli import main
 
 from ..conftest import cli_error
@@ -192,7 +193,7 @@ def test_a_pushed_release_card_names_its_repo_and_every_snippet_runs_as_written(
 
 
 def test_what_model_cards_may_hold_is_decided_by_file_and_model_size(tmp_path):
-    from insub_hf.jobs.release import MAX_FILE_BYTES, MAX_MODEL_BYTES
+    from insub_hf.jobs.publish import MAX_FILE_BYTES, MAX_MODEL_BYTES
 
     small, big = tmp_path / "small", tmp_path / "big"
     small.write_bytes(b"x" * MAX_FILE_BYTES)
