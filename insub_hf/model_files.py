@@ -1,11 +1,11 @@
 """An InSub model's files: what `from_pretrained` and `save_pretrained` add around transformers' own.
 
 Loading: checksums verified before the weights are read (local folders and, after download, the Hub cache), and
-config.json checked to be the one the weights were saved with (unless a config is passed), a local
-path that does not exist refused rather than tried as a repo id, clearer errors offline and for weights whose shapes
-the config does not give, a checkpoint that lacks its objective's weights refused. Saving: onto a file refused, heads checked against the config, checksums and the config's digest added, files made
-from the weights it replaces removed, remote code written.
-The model classes (`modeling_insub.py`) call these two functions and hold no file handling themselves.
+config.json checked to be the one the weights were saved with (unless a config is passed), a local path that does
+not exist refused rather than tried as a repo id, clearer errors offline and for weights whose shapes the config does
+not give, a checkpoint that lacks its objective's weights refused. Saving: onto a file refused, heads checked against
+the config, checksums and the config's digest added, files made from the weights it replaces removed, remote code
+written. The model classes (`modeling_insub.py`) call these two functions and hold no file handling themselves.
 """
 
 from __future__ import annotations

@@ -95,7 +95,8 @@ class Encoder:
 
         self.model = AutoModel.from_pretrained(args.model, trust_remote_code=args.trust_remote_code).eval()
         self.processor = AutoImageProcessor.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
-        self.insub = "InSub" in type(self.model).__name__  # its own outputs: representation and uncertainty
+        # an InSub model (loaded by insub-hf or by its remote code) gives its representation and uncertainty
+        self.insub = getattr(self.model.config, "model_type", None) == "insub"
         self.batch_size = args.batch_size
 
     @torch.no_grad()
