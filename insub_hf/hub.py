@@ -200,12 +200,14 @@ def hub_token(token: str | bool | None, action: str) -> str:
     return resolved
 
 
-def reach_hub(token: str, action: str) -> str:
-    """Asks the Hub who `token` belongs to (`HfApi.whoami`) before any work, so that an unreachable Hub or a refused
-    token stops a push before training or building rather than after; returns the account name."""
+def hub_access(token: str | bool | None, action: str) -> tuple[str, str]:
+    """`(token, account)` for a push, checked before any work: the token resolved (`hub_token`), then the Hub asked
+    whom it belongs to (`HfApi.whoami`), so that an unreachable Hub or a refused token stops a push before training
+    or building rather than after."""
+    token = hub_token(token, action)
     api = HfApi(token=token)
     try:
-        return api.whoami(token=token)["name"]
+        return token, api.whoami(token=token)["name"]
     except HfHubHTTPError as error:
         status = getattr(error.response, "status_code", None)
         raise ValueError(
@@ -237,12 +239,11 @@ def push_model_to_hub(
     """Builds the repo folder in a temporary directory (`save_for_hub` with `card`), then creates the repo (if needed)
     and uploads the folder as one commit. A failure before the commit leaves the repo as it was. Raises before
     building or sending anything when HF_HUB_OFFLINE=1 is set, no token is available (`hub_token`) or the Hub does not
-    answer to it (`reach_hub`).
+    answer to it (`hub_access`).
 
     Returns the `CommitInfo` of the upload.
     """
-    token = hub_token(token, f"push_to_hub({repo_id!r})")
-    reach_hub(token, f"push_to_hub({repo_id!r})")
+    token, _ = hub_access(token, f"push_to_hub({repo_id!r})")
     with tempfile.TemporaryDirectory() as tmp:
         save_for_hub(model, tmp, repo_id, card, max_shard_size)
         return upload_hub_folder(
@@ -299,8 +300,7 @@ def final_push_target(training_args) -> tuple[str, str] | None:
     if not training_args.push_to_hub:
         return None
     repo_id = training_args.hub_model_id or Path(training_args.output_dir).name
-    token = hub_token(training_args.hub_token, f"--push_to_hub (repo {repo_id!r})")
-    account = reach_hub(token, f"--push_to_hub (repo {repo_id!r})")
+    token, account = hub_access(training_args.hub_token, f"--push_to_hub (repo {repo_id!r})")
     training_args.push_to_hub = False
     # the full id, as the Hub will name the repo: the card's snippets must load what they name
     return (repo_id if "/" in repo_id else f"{account}/{repo_id}"), token

@@ -5,7 +5,6 @@ namespace. `your_image.png`, which the image cards open, is a 28x28 grey image i
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,11 +31,6 @@ for number, snippet in enumerate(snippets):
 torch.save(outputs, sys.argv[2])
 print(len(snippets), "snippets ran")
 """
-
-
-def card_repo_id(card: str) -> str:
-    """The repo a card's snippets load (the first `from_pretrained("...")`)."""
-    return re.search(r'from_pretrained\("([^"]+)"', card)[1]
 
 
 def run_card_snippets(repo_id: str, endpoint: str, workdir: Path) -> dict[str, torch.Tensor]:

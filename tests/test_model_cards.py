@@ -14,9 +14,9 @@ import yaml
 
 from insub_hf import InSubModel, InSubOODDetector
 from insub_hf.hub import check_hub_folder
-from insub_hf.jobs.publish import fits_the_repository
+from insub_hf.jobs.publish import card_repo_id, fits_the_repository
 
-from .card_snippets import card_repo_id, run_card_snippets
+from .card_snippets import run_card_snippets
 from .hub_server import LocalHub
 
 pytestmark = pytest.mark.slow
@@ -73,14 +73,14 @@ def test_a_released_folder_is_its_complete_hub_repo_within_the_size_limits(folde
             "configuration_insub.py", "modeling_insub.py", "README.md"} <= set(files)
     assert fits_the_repository([folder / f for f in files])
     card = (folder / "README.md").read_text()
-    assert card_repo_id(card).split("/")[-1] == folder.name
+    assert card_repo_id(folder).split("/")[-1] == folder.name
     InSubModel.from_pretrained(folder)  # checksums and the config's pairing hold
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
 def test_every_snippet_of_a_released_card_runs_as_written(folder, tmp_path):
     card = (folder / "README.md").read_text()
-    repo_id = card_repo_id(card)
+    repo_id = card_repo_id(folder)
     with LocalHub() as hub:
         hub.repos[repo_id] = ("1" * 40, {str(p.relative_to(folder)): p.read_bytes()
                                           for p in folder.rglob("*") if p.is_file()})
@@ -130,13 +130,13 @@ def test_one_command_publishes_every_built_release_to_the_repo_its_card_names(tm
         monkeypatch.setattr("insub_hf.hub.HfApi", lambda token=None: HfApi(endpoint=hub.endpoint, token=token))
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         assert main(["release", "publish", "--model_cards", str(cards), "--hub_token", "hf_test"]) == 0
-        assert sorted(hub.repos) == sorted(card_repo_id((f / "README.md").read_text()) for f in FOLDERS)
+        assert sorted(hub.repos) == sorted(card_repo_id(f) for f in FOLDERS)
         for folder in FOLDERS:  # byte for byte what the folder holds
-            _, files = hub.repos[card_repo_id((folder / "README.md").read_text())]
+            _, files = hub.repos[card_repo_id(folder)]
             assert files == {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
         # a card that names no ORG/NAME is refused before anything goes up
         first = cards / FOLDERS[0].name / "README.md"
-        first.write_text(first.read_text().replace(card_repo_id(first.read_text()), FOLDERS[0].name))
+        first.write_text(first.read_text().replace(card_repo_id(first.parent), FOLDERS[0].name))
         hub.repos.clear()
         line = cli_error(["release", "publish", "--model_cards", str(cards), "--hub_token", "hf_test"], capsys)
         assert "names no repo of the form ORG/NAME" in line and "--hub_model_id ORG/NAME" in line and not hub.repos

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..checksums import verify_checksums
-from ..hub import check_hub_folder, hub_token, reach_hub, upload_hub_folder, upload_space_folder
+from ..hub import check_hub_folder, hub_access, upload_hub_folder, upload_space_folder
 from ..validation import CheckedArguments
 
 # What model_cards/ may hold of a release: files git takes without LFS (the Hub's limit outside LFS is 10 MiB)
@@ -63,8 +63,7 @@ def publish_releases(args: PublishArguments) -> dict[str, str]:
         check_hub_folder(folder)
         verify_checksums(folder)
         targets[card_repo_id(folder)] = folder
-    token = hub_token(args.hub_token, "insub-hf release publish")
-    reach_hub(token, "insub-hf release publish")
+    token, _ = hub_access(args.hub_token, "insub-hf release publish")
     pushed = {}
     for repo_id, folder in targets.items():
         pushed[repo_id] = str(upload_hub_folder(folder, repo_id, token,
@@ -99,8 +98,7 @@ def publish_metrics(args: MetricsArguments) -> dict[str, str]:
 
     token = None
     if args.push:
-        token = hub_token(args.hub_token, "insub-hf release metrics")
-        reach_hub(token, "insub-hf release metrics")
+        token, _ = hub_access(args.hub_token, "insub-hf release metrics")
     folders = write_metric_modules(args.output_dir, args.hub_org)
     pushed = {}
     for repo_id, folder in folders.items():
