@@ -1,11 +1,13 @@
-"""`insub-hf score MODEL --dataset DATA`: the harness's label-free and probe numbers for any image encoder, given by
-Hub repo id or local folder: an InSub model, or a stock transformers image encoder (`AutoModel` with its
-`AutoImageProcessor`) for everything but the heads' spread.
+"""`insub-hf score MODEL --dataset DATA`: the harness's label-free and probe numbers for any image or text encoder,
+given by Hub repo id or local folder: an InSub model, or a stock transformers encoder (`AutoModel` with its
+`AutoImageProcessor`, or with its `AutoTokenizer` and mean pooling over the tokens, as sentence-transformers pools)
+for everything but the heads' spread.
 
 On the data a user names (a `datasets` id, a folder saved with `save_to_disk`, or a folder of images in class
-sub-folders): a linear probe on the frozen features (its accuracy, ECE, TACE, NLL, Brier, and ECE and NLL after a
-temperature fitted on a held-out tenth of the training split), and OOD AUROC and FPR95 against another data set's
-test split or uniform noise images, by the probe's max probability, the label-free k-NN distance to the training
+sub-folders), images or texts as its `--image_column` or `--text_column` says: a linear probe on the frozen features
+(its accuracy, ECE, TACE, NLL, Brier, and ECE and NLL after a temperature fitted on a held-out tenth of the training
+split), and OOD AUROC and FPR95 against another data set's test split, or else uniform noise images or the test
+sentences with their words shuffled, by the probe's max probability, the label-free k-NN distance to the training
 features (`kth_neighbour_distance`) and, for an InSub model, its `uncertainty`. Writes `results.json` and
 `model_index.yaml` (a card's model-index block) to `--output_dir`.
 """
@@ -25,6 +27,7 @@ from ..evaluation.harness import summarize
 from ..evaluation.metrics import fit_temperature, fpr_at_tpr, ood_auroc
 from ..evaluation.ood_detector import kth_neighbour_distance
 from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
+from ..evaluation.text_ood_sets import shuffled_words
 from ..validation import CheckedArguments, checked
 
 
@@ -35,19 +38,22 @@ class ScoreArguments(CheckedArguments):
     _argument_group_name = 'score'
 
     model: str = field(default=None, metadata={"help": "Required. The model: a Hub repo id or a local folder (an InSub "
-                                                       "model, or any transformers image encoder)."})
+                                                       "model, or any transformers image or text encoder)."})
     dataset: str = field(default=None, metadata={"help": "Required. The data: a datasets id, a folder saved with "
                                                          "save_to_disk, or a folder of images in class sub-folders."})
     ood_dataset: str | None = field(default=None, metadata={"help": "OOD data (the same forms; its test split); "
                                                                     "default: uniform noise images."})
     train_split: str = field(default="train", metadata={"help": "The split the probe and the k-NN bank read."})
     test_split: str = field(default="test", metadata={"help": "The split that is scored."})
-    image_column: str = field(default="image", metadata={"help": "The column holding the images."})
+    image_column: str = field(default="image", metadata={"help": "The column holding the images (image data)."})
+    text_column: str = field(default="text", metadata={"help": "The column holding the texts (text data, when the "
+                                                              "data has no image column)."})
     label_column: str = field(default="label", metadata={"help": "The column holding the class labels."})
     max_train: int = checked(5000, "Training images read at most (the first ones).", low=20, integer=True)
     max_test: int = checked(2000, "Test and OOD images read at most.", low=10, integer=True)
     knn_k: int = checked(50, "k of the k-NN distance (at most the training images kept).", low=1, integer=True)
-    batch_size: int = checked(128, "Images per forward pass.", low=1, integer=True)
+    batch_size: int = checked(128, "Images or texts per forward pass.", low=1, integer=True)
+    max_length: int = checked(128, "Tokens per text at most (longer texts are truncated).", low=1, integer=True)
     seed: int = checked(0, "Seed of the probe and the noise images.", low=0, integer=True)
     trust_remote_code: bool = field(default=False, metadata={"help": "Run the model's own code from its repo (an "
                                                                      "InSub model where insub-hf is not the loader)."})
@@ -62,7 +68,7 @@ class ScoreArguments(CheckedArguments):
             raise ValueError(f"ScoreArguments.knn_k={self.knn_k} is more than max_train={self.max_train}.")
 
 
-def load_images(name: str, args: ScoreArguments) -> DatasetDict:
+def load_data(name: str, args: ScoreArguments) -> DatasetDict:
     """A datasets id, a `save_to_disk` folder or an image folder, as a DatasetDict."""
     path = Path(name).expanduser()
     if path.is_dir():
@@ -72,44 +78,68 @@ def load_images(name: str, args: ScoreArguments) -> DatasetDict:
     return load_dataset(name)
 
 
-def _split(data: DatasetDict, split: str, args: ScoreArguments, count: int, labelled: bool = True):
-    """(PIL images, labels or None) of the first `count` rows of `split`, checked by name."""
+def modality(data: DatasetDict, split: str, args: ScoreArguments) -> str:
+    """"image" or "text": which of `--image_column` and `--text_column` the split `split` holds (images first)."""
     if split not in data:
         raise ValueError(f"ScoreArguments: the data has no split {split!r}; it has {sorted(data)}.")
+    columns = data[split].column_names
+    for kind, column in (("image", args.image_column), ("text", args.text_column)):
+        if column in columns:
+            return kind
+    raise ValueError(f"ScoreArguments: split {split!r} has neither the image column {args.image_column!r} nor the "
+                     f"text column {args.text_column!r}; its columns are {columns} (--image_column, --text_column).")
+
+
+def _split(data: DatasetDict, split: str, args: ScoreArguments, count: int, labelled: bool = True):
+    """(images or texts, labels or None) of the first `count` rows of `split`, checked by name."""
+    column = args.image_column if modality(data, split, args) == "image" else args.text_column
     rows = data[split]
-    needed = [args.image_column] + ([args.label_column] if labelled else [])
-    missing = [column for column in needed if column not in rows.column_names]
+    needed = [column] + ([args.label_column] if labelled else [])
+    missing = [name for name in needed if name not in rows.column_names]
     if missing:
         raise ValueError(f"ScoreArguments: split {split!r} has no column {missing[0]!r}; its columns are "
-                         f"{rows.column_names} (--image_column, --label_column).")
+                         f"{rows.column_names} (--image_column, --text_column, --label_column).")
     rows = rows.select(range(min(count, len(rows))))
     labels = torch.as_tensor(rows[args.label_column]) if labelled else None
-    return list(rows[args.image_column]), labels
+    return list(rows[column]), labels
 
 
 class Encoder:
-    """The model as a function of PIL images: `(representations (N, d), uncertainty (N,) or None)`."""
+    """The model as a function of PIL images or texts: `(representations (N, d), uncertainty (N,) or None)`."""
 
-    def __init__(self, args: ScoreArguments):
-        from transformers import AutoImageProcessor, AutoModel
+    def __init__(self, args: ScoreArguments, kind: str = "image"):
+        from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
-        self.model = AutoModel.from_pretrained(args.model, trust_remote_code=args.trust_remote_code).eval()
-        self.processor = AutoImageProcessor.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+        remote = args.trust_remote_code
+        self.model = AutoModel.from_pretrained(args.model, trust_remote_code=remote).eval()
+        self.kind, self.batch_size, self.max_length = kind, args.batch_size, args.max_length
+        if kind == "image":
+            self.processor = AutoImageProcessor.from_pretrained(args.model, trust_remote_code=remote)
+        else:
+            self.processor = AutoTokenizer.from_pretrained(args.model, trust_remote_code=remote)
         # an InSub model (loaded by insub-hf or by its remote code) gives its representation and uncertainty
         self.insub = getattr(self.model.config, "model_type", None) == "insub"
-        self.batch_size = args.batch_size
+
+    def inputs(self, batch: list) -> dict[str, torch.Tensor]:
+        if self.kind == "text":
+            return self.processor(batch, padding=True, truncation=True, max_length=self.max_length,
+                                  return_tensors="pt")
+        if not self.insub:  # a stock processor expects RGB; an InSub one converts to the model's channels
+            batch = [image.convert("RGB") for image in batch]
+        return self.processor(images=batch, return_tensors="pt")
 
     @torch.no_grad()
-    def __call__(self, images: list) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def __call__(self, items: list) -> tuple[torch.Tensor, torch.Tensor | None]:
         reps, uncertainty = [], []
-        for start in range(0, len(images), self.batch_size):
-            batch = images[start:start + self.batch_size]
-            if not self.insub:  # a stock processor expects RGB; an InSub one converts to the model's channels
-                batch = [image.convert("RGB") for image in batch]
-            out = self.model(**self.processor(images=batch, return_tensors="pt"))
+        for start in range(0, len(items), self.batch_size):
+            inputs = self.inputs(items[start:start + self.batch_size])
+            out = self.model(**inputs)
             if self.insub:
                 reps.append(out.representation)
                 uncertainty.append(out.uncertainty)
+            elif self.kind == "text":  # the mean over real tokens
+                mask = inputs["attention_mask"].unsqueeze(-1).to(out.last_hidden_state.dtype)
+                reps.append((out.last_hidden_state * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1))
             else:
                 pooled = getattr(out, "pooler_output", None)
                 reps.append(pooled if pooled is not None else out.last_hidden_state.mean(dim=1))
@@ -127,17 +157,20 @@ def noise_like(images: list, count: int, seed: int) -> list:
 
 def score(args: ScoreArguments) -> dict:
     """Scores `args.model` (see the module's docstring); returns what results.json holds."""
-    data = load_images(args.dataset, args)
-    train_images, train_labels = _split(data, args.train_split, args, args.max_train)
-    test_images, test_labels = _split(data, args.test_split, args, args.max_test)
+    data = load_data(args.dataset, args)
+    kind = modality(data, args.train_split, args)
+    train_items, train_labels = _split(data, args.train_split, args, args.max_train)
+    test_items, test_labels = _split(data, args.test_split, args, args.max_test)
     if args.ood_dataset:
         ood_name = args.ood_dataset
-        ood_images, _ = _split(load_images(args.ood_dataset, args), args.test_split, args, args.max_test, False)
-    else:
-        ood_name, ood_images = "uniform noise", noise_like(test_images, len(test_images), args.seed)
-    encoder = Encoder(args)
+        ood_items, _ = _split(load_data(args.ood_dataset, args), args.test_split, args, args.max_test, False)
+    elif kind == "image":
+        ood_name, ood_items = "uniform noise", noise_like(test_items, len(test_items), args.seed)
+    else:  # the same words, no longer sentences
+        ood_name, ood_items = "shuffled words", shuffled_words(test_items, args.seed)
+    encoder = Encoder(args, kind)
     (train, _), (test, test_uncertainty), (ood, ood_uncertainty) = (encoder(x) for x in (
-        train_images, test_images, ood_images))
+        train_items, test_items, ood_items))
     classes = int(max(train_labels.max(), test_labels.max())) + 1
     held = torch.randperm(len(train), generator=torch.Generator().manual_seed(args.seed))[: max(len(train) // 10, 2)]
     fit = torch.ones(len(train), dtype=torch.bool)
@@ -153,7 +186,9 @@ def score(args: ScoreArguments) -> dict:
         scores["uncertainty"] = (test_uncertainty, ood_uncertainty)
     results = {
         "job": "score", "model": args.model, "dataset": args.dataset, "ood_dataset": ood_name,
-        "images": {"train": len(train), "test": len(test), "ood": len(ood)}, "knn_k": args.knn_k,
+        "modality": kind, "images" if kind == "image" else "texts": {"train": len(train), "test": len(test),
+                                                                     "ood": len(ood)},
+        "knn_k": args.knn_k,
         "test": asdict(summarize(test_probs, test_labels, temperature)),
         "ood": {name: ood_auroc(t, o, higher_is_in=False) for name, (t, o) in scores.items()},
         "ood_fpr95": {name: fpr_at_tpr(t, o, higher_is_in=False) for name, (t, o) in scores.items()},
@@ -174,9 +209,10 @@ def model_index(results: dict) -> str:
     """The model-index block (YAML) a model card can take, from `results`."""
     from huggingface_hub import EvalResult, ModelCardData
 
-    task = dict(task_type="image-classification", task_name="Linear probe on the frozen encoder",
+    unit = "images" if results["modality"] == "image" else "texts"
+    task = dict(task_type=f"{results['modality']}-classification", task_name="Linear probe on the frozen encoder",
                 dataset_type=results["dataset"], dataset_name=results["dataset"],
-                dataset_split=f"test ({results['images']['test']} images)")
+                dataset_split=f"test ({results[unit]['test']} {unit})")
     test = results["test"]
     entries = [EvalResult(**task, metric_type=key, metric_name=name, metric_value=round(test[key], 4))
                for key, name in (("accuracy", "Accuracy"), ("ece", "ECE"), ("nll", "NLL"))]

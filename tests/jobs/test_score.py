@@ -53,7 +53,7 @@ def models(tmp_path):
 
 
 def test_any_model_by_repo_id_is_scored_on_a_local_folder(tmp_path, data):
-    from insub_hf.jobs.score import Encoder, ScoreArguments, _split, load_images
+    from insub_hf.jobs.score import Encoder, ScoreArguments, _split, load_data
 
     folders = models(tmp_path)
     with LocalHub() as hub:
@@ -75,7 +75,7 @@ def test_any_model_by_repo_id_is_scored_on_a_local_folder(tmp_path, data):
         # the k-NN AUROC again, from the model loaded by path: sklearn on cosine distances to the 5th neighbour
         args = ScoreArguments(model=str(folder), dataset=str(data), knn_k=5, max_train=60)
         encoder = Encoder(args)
-        loaded = load_images(str(data), args)
+        loaded = load_data(str(data), args)
         train, _ = encoder(_split(loaded, "train", args, 60)[0])
         test_images = _split(loaded, "test", args, 30)[0]
         test, _ = encoder(test_images)
@@ -99,3 +99,72 @@ def test_a_missing_column_or_split_is_refused_naming_what_the_data_has(tmp_path,
     line = cli_error(["score", "--model", "someone/x", "--dataset", str(data), "--test_split", "validation",
                       "--output_dir", str(tmp_path / "o")], capsys)
     assert "has no split 'validation'; it has ['test', 'train']" in line
+
+
+def test_a_text_encoder_by_repo_id_is_scored_on_texts(tmp_path):
+    from datasets import DatasetDict
+    from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel
+
+    from insub_hf import InSubModel
+    from insub_hf.data import load_tweet_sentiment
+    from insub_hf.encoders.pretrained import packaged_minilm_path
+
+    from ..objectives.test_scd import tiny_bert_config
+
+    tweets = load_tweet_sentiment("transfer").shuffle(seed=0)
+    data = tmp_path / "tweets"
+    DatasetDict(train=tweets.select(range(60)), test=tweets.select(range(60, 90))).save_to_disk(str(data))
+    tokenizer = AutoTokenizer.from_pretrained(packaged_minilm_path())
+    torch.manual_seed(0)
+    folders = {"someone/tiny-bert": tmp_path / "bert", "someone/tiny-insub-text": tmp_path / "insub"}
+    BertModel(BertConfig(**tiny_bert_config().encoder_config.to_dict())).save_pretrained(folders["someone/tiny-bert"])
+    InSubModel(tiny_bert_config(num_heads=2, uncertainty_direction=1)).save_pretrained(
+        folders["someone/tiny-insub-text"], remote_code=True)
+    for folder in folders.values():
+        tokenizer.save_pretrained(folder)
+    with LocalHub() as hub:
+        for repo_id, folder in folders.items():
+            push_folder(hub, repo_id, folder)
+        env = {**os.environ, "HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0"}
+        for repo_id in folders:
+            result = subprocess.run([sys.executable, "-m", "insub_hf_cli", "score", "--model", repo_id, "--dataset",
+                                     str(data), "--knn_k", "5", "--output_dir", str(tmp_path / repo_id)],
+                                    env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+            assert result.returncode == 0, result.stderr[-3000:]
+    rng = np.random.default_rng(0)  # the default OOD set: the test tweets with their words shuffled (seed 0)
+    train_texts, test_texts = list(tweets.select(range(60))["text"]), list(tweets.select(range(60, 90))["text"])
+    shuffled = [" ".join(rng.permutation(text.split())) for text in test_texts]
+    for repo_id, folder in folders.items():
+        results = json.loads((tmp_path / repo_id / "results.json").read_text())
+        assert results["modality"] == "text" and results["texts"] == {"train": 60, "test": 30, "ood": 30}
+        assert results["ood_dataset"] == "shuffled words"
+        assert set(results["ood"]) == ({"msp", "knn", "uncertainty"} if "insub" in repo_id else {"msp", "knn"})
+
+        # the k-NN AUROC again from the model loaded by path: mean pooling (InSub: its representation), cosine
+        # distance to the 5th nearest training text, sklearn's AUROC with the shuffled texts positive
+        model = AutoModel.from_pretrained(folder).eval()
+
+        def embed(texts):
+            batch = tokenizer(texts, padding=True, truncation=True, max_length=128, return_tensors="pt")
+            with torch.no_grad():
+                out = model(**batch)
+            if "insub" in repo_id:
+                return out.representation.numpy()
+            mask = batch["attention_mask"][..., None].float()
+            return ((out.last_hidden_state * mask).sum(1) / mask.sum(1)).numpy()
+
+        unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
+        train = unit(embed(train_texts))
+        kth = lambda q: 1 - np.sort(unit(embed(q)) @ train.T, axis=1)[:, -5]  # noqa: E731
+        labels = np.r_[np.zeros(30), np.ones(30)]
+        expected = roc_auc_score(labels, np.r_[kth(test_texts), kth(shuffled)])
+        assert results["ood"]["knn"] == pytest.approx(expected, abs=1e-6)
+        index = yaml.safe_load((tmp_path / repo_id / "model_index.yaml").read_text())
+        assert index["model-index"][0]["results"][0]["task"]["type"] == "text-classification"
+
+
+def test_data_with_neither_an_image_nor_a_text_column_is_refused_naming_its_columns(tmp_path, data, capsys):
+    line = cli_error(["score", "--model", "someone/x", "--dataset", str(data), "--image_column", "picture",
+                      "--output_dir", str(tmp_path / "o")], capsys)
+    assert ("split 'train' has neither the image column 'picture' nor the text column 'text'; its columns are "
+            "['image', 'label']") in line
