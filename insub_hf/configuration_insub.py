@@ -19,6 +19,8 @@ from .recipes import DNA, DNA_ENCODER, IMAGE, TEXT
 from .validation import check_choice, check_range
 
 HEAD_NORMS = ("batchnorm", "none")
+# What a model's `uncertainty` can be (`InSubConfig.uncertainty_reading`)
+MODEL_READINGS = ("spread", "knn")
 # How the hinge's per-view sums over dimensions combine the two views: "mean" divides by the views (the authors' code:
 # sum over batch, views and dims / 2B), "sum" adds them (the paper's l_div(k)).
 DIVERSITY_REDUCTIONS = ("mean", "sum")
@@ -170,6 +172,12 @@ class InSubConfig(PretrainedConfig):
             means more likely out of distribution for this model: +1 (high spread) or -1 (low spread), as the jobs
             fix it on validation data (training images against noise) after training and save it with the model;
             None until then (the spread is read as it is, and cards say that it was not fixed).
+        uncertainty_reading: what `InSubModelOutput.uncertainty` is: "spread" (the heads' spread as
+            `uncertainty_direction` reads it) or "knn" (the cosine distance of the representation to the k-th nearest
+            row of the model's bank, set by `InSubModel.set_bank`); the other stays `head_spread`.
+        knn_k, knn_bank_size: the k-NN reading's neighbour and how many rows its bank holds (0: no bank).
+        knn_bank_weights: `knn_bank.bank_weights` of the weights the bank was embedded with; a bank beside other
+            weights (trained further since) is dropped when saved and refused when loaded.
     """
 
     model_type = "insub"
@@ -193,6 +201,10 @@ class InSubConfig(PretrainedConfig):
     batch_ensemble_size: int = 1
     freeze_encoder: bool = False
     uncertainty_direction: int | None = None
+    uncertainty_reading: str = "spread"
+    knn_k: int = 10
+    knn_bank_size: int = 0
+    knn_bank_weights: str | None = None
 
     def __post_init__(self, **kwargs: Any) -> None:
         if self.encoder_config is not None and self.timm_model_name is not None:
@@ -297,6 +309,13 @@ class InSubConfig(PretrainedConfig):
         check_choice("InSubConfig.normalize_heads", self.normalize_heads, (True, False))
         check_choice("InSubConfig.freeze_encoder", self.freeze_encoder, (True, False))
         check_choice("InSubConfig.uncertainty_direction", self.uncertainty_direction, (1, -1, None))
+        check_choice("InSubConfig.uncertainty_reading", self.uncertainty_reading, MODEL_READINGS)
+        check_range("InSubConfig.knn_bank_size", self.knn_bank_size, low=0, integer=True)
+        if self.uncertainty_reading == "knn":
+            if not self.knn_bank_size:
+                raise ValueError("InSubConfig.uncertainty_reading='knn' needs a bank (knn_bank_size >= knn_k): set "
+                                 "it with model.set_bank(representations), which records both.")
+            check_range("InSubConfig.knn_k", self.knn_k, low=1, high=self.knn_bank_size, integer=True)
         _check_attention_heads(self.encoder_config)
         check_choice("InSubConfig.objective", self.objective, tuple(OBJECTIVE_CONFIGS))
         check_label_settings(self.num_labels, self.problem_type)

@@ -219,6 +219,9 @@ def _usage(config, main_input: str, auto_class: str, repo_id: str, processor: bo
                    "uncertainty = out.mutual_information     # (B,): how much the heads disagree, higher = less certain")
     elif auto_class == "AutoModelForSequenceClassification":
         outputs = "probabilities = out.logits.softmax(-1)"
+    elif getattr(config, "uncertainty_reading", "spread") == "knn":
+        outputs = ("features = out.representation  # (B, d): what probes and k-NN read\n"
+                   "uncertainty = out.uncertainty   # (B,): k-NN distance to the model's bank, higher = more likely OOD")
     else:
         outputs = ("features = out.representation  # (B, d): what probes and k-NN read\n"
                    "uncertainty = out.uncertainty   # (B,): the heads' spread, oriented: higher = more likely OOD")
@@ -259,7 +262,11 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
         eval_table=eval_table(eval_results) if eval_results else "", notes=card.notes, citation=CITATION,
         insub_version=__version__, transformers_version=transformers.__version__,
         direction=getattr(config, "uncertainty_direction", None), calibration=CALIBRATION_SETS[main_input],
-        sentence_reading=sentence_reading(card.sentence_uncertainty) if sentences else None,
+        bank={"k": config.knn_k, "size": config.knn_bank_size}
+        if getattr(config, "uncertainty_reading", "spread") == "knn" else None,
+        # a k-NN reading the model holds itself is the card's bank paragraph, on every path
+        sentence_reading=sentence_reading(card.sentence_uncertainty)
+        if sentences and getattr(config, "uncertainty_reading", "spread") != "knn" else None,
         hyperparameters=card.hyperparameters, detector=_detector_facts(card.detector), provenance=card.provenance,
         requirements=" ".join(REQUIREMENTS[main_input] + (("sentence-transformers",) if sentences else ())),
         sentences=sentences,

@@ -24,7 +24,10 @@ from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, cache
 from .checkpointing import derived_entries, forget_derived, holds_weights, weights_replaced
 from .checksums import add_checksums, check_config_pairing, model_weight_files, verify_checksums, weights_digest
 from .encoders.base import LOADING_A_CHECKPOINT
+from .knn_bank import clear_bank, stale_bank
 from .validation import looks_like_a_path
+
+logger = logging.get_logger(__name__)
 
 
 def package_module(name: str, required: bool = True) -> ModuleType | None:
@@ -134,6 +137,17 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
             verify_checksums(file)
     if files and own_config:  # after the load, so that a config it cannot read is named for what is wrong with it
         check_config_pairing(files[0].parent)
+    inner = getattr(model, model.base_model_prefix, model)
+    if stale_bank(inner):
+        if inner.heads is None:  # a classifier serves its logits; the bank was its pretrained model's
+            clear_bank(inner)
+        else:
+            raise ValueError(
+                f"from_pretrained({name!r}): its k-NN bank (config.uncertainty_reading='knn') was embedded with other "
+                "weights than the folder holds (config.knn_bank_weights differs), so its `uncertainty` would be "
+                "wrong. Load it with a config whose uncertainty_reading='spread' and knn_bank_size=0 (config=...), "
+                "then model.set_bank(...) on your in-distribution inputs and save it again."
+            )
     return (model, info) if wants_info else model
 
 
@@ -145,7 +159,12 @@ def checked_save_pretrained(model, save: Callable, save_directory, *args, remote
         raise NotADirectoryError(
             f"save_pretrained({str(save_directory)!r}): that path is a file, not a folder; nothing was written."
         )
-    getattr(model, model.base_model_prefix, model).check_config_matches_heads()
+    inner = getattr(model, model.base_model_prefix, model)
+    inner.check_config_matches_heads()
+    if stale_bank(inner):  # trained since the bank was embedded: its distances would be to other representations
+        logger.warning("save_pretrained: the model's k-NN bank was embedded with weights it no longer has, so it is "
+                       "dropped and `uncertainty` is the heads' spread again; set it anew with model.set_bank(...).")
+        clear_bank(inner)
     folder = Path(save_directory)
     had_weights = folder.is_dir() and holds_weights(folder)
     before = weights_digest(folder) if had_weights else None

@@ -13,9 +13,10 @@ from transformers.utils import logging
 
 from .configuration_insub import InSubConfig
 from .modeling_outputs import InSubForPreTrainingOutput, InSubModelOutput
-from .encoders.base import EncoderOutput
+from .encoders.base import EncoderOutput, set_dropout
 from .encoders.build import build_encoder
 from .heads import BatchedHeads
+from .knn_bank import BANK, KnnBank, set_bank
 from .losses.diversity import DiversityLoss, head_spread
 from .losses.precision import upcast_half
 from .model_files import package_module
@@ -26,19 +27,6 @@ logger = logging.get_logger(__name__)
 
 # What transformers' pipelines report a model reads (`input_modalities`), by the encoder's input
 INPUT_MODALITIES = {"pixel_values": "image", "input_ids": "text", "dna_one_hot": "dna"}
-
-
-def set_dropout(module: nn.Module, enabled: bool) -> None:
-    """Puts every submodule except normalisation layers in train mode (dropout on) or all in eval mode.
-
-    BatchNorm stays in eval mode so that MC-dropout passes sample dropout masks only, not batch statistics.
-    """
-    module.eval()
-    if enabled:
-        for sub in module.modules():
-            if not isinstance(sub, nn.modules.batchnorm._BatchNorm):
-                sub.training = True  # per module: .train() would recurse into the BatchNorm children
-
 
 
 class InSubPreTrainedModel(PreTrainedModel):
@@ -150,6 +138,8 @@ class InSubModel(InSubPreTrainedModel):
             self.encoder.output_dim, list(config.head_hidden_sizes), config.head_output_size, config.num_heads,
             config.head_norm,
         ) if with_heads else None
+        if config.knn_bank_size:  # filled by the saved weights
+            setattr(self, BANK, KnnBank(config.knn_bank_size, self.encoder.output_dim))
         self.post_init()
 
     def encoder_inputs(self, **inputs: torch.Tensor | None) -> dict[str, torch.Tensor]:
@@ -247,18 +237,27 @@ class InSubModel(InSubPreTrainedModel):
         representation = encoded.pooled
         z = self.embed_heads(representation)  # (B, M, q)
         sigma = head_spread(z, self.config.diversity_eps)  # (B, q)
+        spread = (self.config.uncertainty_direction or 1) * sigma.mean(dim=-1)
         out = InSubModelOutput(
             representation=representation,
             head_embeddings=z,
             mean_embedding=z.mean(dim=1),
             sigma=sigma,
-            uncertainty=(self.config.uncertainty_direction or 1) * sigma.mean(dim=-1),
+            uncertainty=getattr(self, BANK)(representation, self.config.knn_k)
+            if self.config.uncertainty_reading == "knn" else spread,
             pooler_output=representation,
             last_hidden_state=encoded.last_hidden_state,
             hidden_states=encoded.hidden_states,
             attentions=encoded.attentions,
+            head_spread=spread,
         )
         return out if return_dict is not False else out.to_tuple()
+
+    def set_bank(self, representations: torch.Tensor, k: int | None = None) -> InSubModel:
+        """Makes `uncertainty` the cosine distance to the k-th nearest of `representations (N, d)`, this model's
+        `representation` of your in-distribution inputs; `save_pretrained` keeps the bank (`knn_bank.set_bank`)."""
+        set_bank(self, representations, self.config.knn_k if k is None else k)
+        return self
 
 
 class InSubForPreTraining(InSubPreTrainedModel):

@@ -17,9 +17,9 @@ class InSubModelOutput(ModelOutput):
         head_embeddings: `(B, M, q)` the M head embeddings (L2-normalised when `config.normalize_heads`).
         mean_embedding: `(B, q)` their mean over heads.
         sigma: `(B, q)` per-dimension spread across heads, `sqrt(var + eps)`; zeros when M = 1.
-        uncertainty: `(B,)` the spread averaged over dimensions, oriented so that higher means more likely out of
-            distribution for this model (`config.uncertainty_direction`, fixed on validation data; read as it is
-            while that is None); zeros when M = 1.
+        uncertainty: `(B,)` the model's one uncertainty, higher = more likely out of distribution, as
+            `config.uncertainty_reading` says: the heads' spread (`head_spread`), or with a bank (`set_bank`) the
+            cosine distance of the representation to its k-th nearest bank row.
         pooler_output: `(B, d)` the representation again, under the name transformers' feature extraction reads
             (`pipeline("image-feature-extraction", pool=True)`).
         last_hidden_state: the encoder states the representation was pooled from, where it has them: `(B, T, d)`
@@ -27,6 +27,9 @@ class InSubModelOutput(ModelOutput):
         hidden_states: every encoder layer's states with `output_hidden_states=True` (transformers encoders).
         attentions: every encoder layer's attention weights `(B, heads, T, T)` with `output_attentions=True` (ViT,
             BERT-style encoders).
+        head_spread: `(B,)` the spread averaged over dimensions, oriented so that higher means more likely out of
+            distribution for this model (`config.uncertainty_direction`, fixed on validation data; read as it is
+            while that is None); zeros when M = 1.
     """
 
     representation: torch.Tensor | None = None
@@ -38,6 +41,7 @@ class InSubModelOutput(ModelOutput):
     last_hidden_state: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
+    head_spread: torch.Tensor | None = None
 
 
 @dataclass

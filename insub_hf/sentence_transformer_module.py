@@ -91,7 +91,7 @@ class InSubSentenceTransformer(InputModule):
         inputs = {k: features[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in features}
         out = self.model(**inputs)
         features.update(sentence_embedding=out.representation, head_embeddings=out.head_embeddings,
-                        mean_embedding=out.mean_embedding, uncertainty=out.uncertainty)
+                        mean_embedding=out.mean_embedding, uncertainty=out.uncertainty, head_spread=out.head_spread)
         return features
 
     def get_sentence_embedding_dimension(self) -> int:
@@ -119,7 +119,8 @@ class InSubUncertainty(Module):
     validation data (higher = more likely out of distribution), and the heads' spread stays as `head_spread (B,)`.
 
     Args:
-        reading: one of `UNCERTAINTY_READINGS`: `"spread"` (the model's oriented spread, as it is),
+        reading: one of `UNCERTAINTY_READINGS`: `"spread"` (the model's own `uncertainty`, as it gives it: its
+            oriented spread, or its bank's k-NN reading when it holds one),
             `"spread_by_length"` (standardised per token-count bucket: `length_edges/mean/std`, then read in
             `direction`), `"knn"` (cosine distance of the normalised embedding to the k-th nearest of `bank_size`
             training sentences, stored in the module's `model.safetensors`).
@@ -154,8 +155,7 @@ class InSubUncertainty(Module):
         self.bank_sha256 = tensor_digest(self.bank) if bank is not None else bank_sha256
 
     def forward(self, features: dict[str, torch.Tensor], **kwargs) -> dict[str, torch.Tensor]:
-        spread = features["uncertainty"]
-        features["head_spread"] = spread
+        spread = features["head_spread"]
         if self.reading == "knn":
             embedding = F.normalize(features["sentence_embedding"], dim=-1)
             features["uncertainty"] = knn_distance(embedding, self.bank.to(embedding.device), self.k)

@@ -186,3 +186,15 @@ def register_own_encoders(pairs) -> None:
     for config_class, model_class in pairs:
         AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
         AutoModel.register(config_class, model_class, exist_ok=True)
+
+
+def set_dropout(module: nn.Module, enabled: bool) -> None:
+    """Puts every submodule except normalisation layers in train mode (dropout on) or all in eval mode.
+
+    BatchNorm stays in eval mode so that MC-dropout passes sample dropout masks only, not batch statistics.
+    """
+    module.eval()
+    if enabled:
+        for sub in module.modules():
+            if not isinstance(sub, nn.modules.batchnorm._BatchNorm):
+                sub.training = True  # per module: .train() would recurse into the BatchNorm children

@@ -24,7 +24,8 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 
 from ..checkpointing import write_json
-from ..checksums import METADATA_KEY, checksum_metadata, read_verified, weights_fingerprint
+from ..checksums import METADATA_KEY, checksum_metadata, read_verified
+from ..knn_bank import bank_weights
 from ..text_uncertainty import knn_distance
 from ..validation import check_choice, check_range, looks_like_a_path
 from .features import extract_features
@@ -309,7 +310,7 @@ def _resolve(name_or_path: str | Path, filename: str, hub: dict) -> Path:
 def encoder_and_heads_fingerprint(model) -> str:
     """`weights_fingerprint` of the encoder and heads (`InSubModel`, or the one inside `InSubForPreTraining`): which
     trained model a detector's bank, a results row or a card's numbers belong to."""
-    return weights_fingerprint(getattr(model, "insub", model))
+    return bank_weights(model)
 
 
 def _check_finite(name: str, tensor: torch.Tensor) -> None:

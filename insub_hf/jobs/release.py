@@ -125,6 +125,14 @@ def fit_detector(model, bank: dict[str, torch.Tensor], calibration: dict[str, to
     return InSubOODDetector.fit(model, bank, k=min(DEFAULT_K, size), calibration_inputs=calibration)
 
 
+def knn_where_the_spread_fails(model, detector: InSubOODDetector) -> None:
+    """Where the heads' spread holds no direction (`config.uncertainty_direction` None), the model's `uncertainty`
+    becomes the detector's k-NN reading: its bank and k stored with the weights, so that `AutoModel` and the detector
+    give one number."""
+    if model.config.uncertainty_direction is None:
+        getattr(model, "insub", model).set_bank(detector.representation_bank, k=detector.k)
+
+
 def measured_model(out: Path, fingerprints: list[str]):
     """The trained model under `out` (a run folder's `model/`, or the run cache's) whose weights a results row
     measured (`fingerprints`, one model), in eval mode."""
@@ -165,6 +173,7 @@ def release_image(command: str, release, args, training_args, probe_args, harnes
             f"fixed {fixed} for this model: their banks disagree; raise "
             "--detector_bank to the training set's size."
         )
+    knn_where_the_spread_fails(model, detector)
     card = replace(compare.comparison_card(out, row.name, args.dataset, model), detector=detector,
                    notes=versus_baseline(rows["baseline"].results, row.results),
                    provenance=provenance(command, row.seed, time.time() - start))
@@ -264,6 +273,8 @@ def release_text(command: str, release, reading: TextReleaseArguments, args, tra
     measured, settings = measure_text_uncertainty(model.insub, tokenizer, args, reading, corpus,
                                                   release.detector_bank, training_args.seed)
     (out / "text_uncertainty.json").write_text(json.dumps(measured, indent=2) + "\n")
+    if settings["reading"] == "knn":  # one `uncertainty` through AutoModel and sentence-transformers alike
+        model.insub.set_bank(settings["bank"], k=settings["k"])
     card = text.text_model_card(out / "results.json", name, tokenizer, model)
     notes = "\n\n".join([text_versus_baseline(results["results"], name, aurocs, model.config.freeze_encoder),
                           text_uncertainty_section(measured)])
@@ -289,6 +300,7 @@ def release_dna(command: str, release, args, training_args) -> Path:
     detector = fit_detector(model, {"dna_one_hot": bank}, {"dna_one_hot": random})
     # the model's `uncertainty` reads the spread that way, where that direction holds across resamples
     model.config.uncertainty_direction = detector.spread_direction if detector.spread_holds else None
+    knn_where_the_spread_fails(model, detector)
     card = HubCard(**card_from_results(out / "results.json", name, None, model), detector=detector,
                    notes=dna_versus_baseline(results["results"], name),
                    provenance=provenance(command, training_args.seed, time.time() - start),

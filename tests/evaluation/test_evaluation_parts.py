@@ -20,7 +20,7 @@ from insub_hf.evaluation import (
     training_memory_mb,
 )
 from insub_hf.image_range import normalize_images
-from insub_hf.modeling_insub import set_dropout
+from insub_hf.encoders.base import set_dropout
 from insub_hf.evaluation.ood_sets import check_same_geometry, load_mnist_images
 from insub_hf.losses import head_spread
 

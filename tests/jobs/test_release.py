@@ -111,9 +111,22 @@ def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(t
     assert "## Which uncertainty this model ships" in card and f"| {100 * knn['mean_ood_auroc']:.1f} % |" in card
     assert f"| {knn['length_spearman']:.2f} |" in card
     intro = " ".join(card.split("## Training data")[0].split())
-    assert ("Through sentence-transformers, `uncertainty` is instead the cosine distance of the sentence's embedding to "
-            "its 10-th nearest of 48 training sentences") in intro
-    assert "(held-out sentences against their shuffled words)" in intro and "noise" not in intro
+    assert ("`uncertainty` output (one value per input) is its **k-NN distance**: the cosine distance of its "
+            "representation to the 10-th nearest of the 48 training inputs stored with its weights") in intro
+    assert "noise" not in intro and "instead" not in intro
+    # one `uncertainty` on every path: AutoModel (the bank in its weights) gives what sentence-transformers gives
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModel, AutoTokenizer
+
+    sentences = ["A tweet about the weather today.", "zzkq vvv 0193 ACGT", "I love this!"]
+    st = SentenceTransformer(str(out / "hub"), trust_remote_code=True)
+    through_st = torch.stack(st.encode(sentences, output_value="uncertainty"))
+    tokenizer = AutoTokenizer.from_pretrained(out / "hub")
+    with torch.no_grad():
+        through_auto = AutoModel.from_pretrained(out / "hub").eval()(**tokenizer(sentences, padding=True,
+                                                                                   return_tensors="pt")).uncertainty
+    torch.testing.assert_close(through_auto, through_st, rtol=1e-5, atol=1e-6)
+    assert config["uncertainty_reading"] == "knn" and config["knn_bank_size"] == 48 and config["knn_k"] == 10
 
 
 

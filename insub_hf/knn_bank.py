@@ -1,0 +1,68 @@
+"""The k-NN reading inside a model: a bank of L2-normalised representations of in-distribution inputs, saved with
+the weights, so that `InSubModel`'s `uncertainty` can be the cosine distance to the k-th nearest of them on every path
+that loads the model (`config.uncertainty_reading="knn"`)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .checksums import weights_fingerprint
+from .text_uncertainty import knn_distance
+
+# The bank's name in the model (its buffer is saved as `knn_bank.bank`)
+BANK = "knn_bank"
+
+
+class KnnBank(nn.Module):
+    """`(N, d)` unit-length representations as a buffer; called on representations `(B, d)` it gives `(B,)`, the
+    cosine distance of each to its k-th nearest bank row."""
+
+    def __init__(self, size: int, dim: int):
+        super().__init__()
+        self.register_buffer("bank", torch.zeros(size, dim))
+
+    def forward(self, representation: torch.Tensor, k: int) -> torch.Tensor:
+        return knn_distance(F.normalize(representation.float(), dim=-1), self.bank.float(), k)
+
+
+def bank_weights(model: nn.Module) -> str:
+    """`weights_fingerprint` of the encoder and heads of `model` (an `InSubModel`, or the one inside
+    `InSubForPreTraining`), its bank left out: which trained weights a bank, a detector or a results row belong to."""
+    model = getattr(model, "insub", model)
+    return weights_fingerprint(model, leave_out=BANK + ".")
+
+
+def set_bank(model: nn.Module, representations: torch.Tensor, k: int) -> None:
+    """Makes `model`'s (an `InSubModel`) `uncertainty` the k-NN reading over `representations (N, d)` (the model's
+    own `representation` of in-distribution inputs), recorded in its config with the weights it was embedded with."""
+    representations = torch.as_tensor(representations).detach()
+    dim = model.encoder.output_dim
+    if representations.dim() != 2 or representations.shape[1] != dim:
+        raise ValueError(f"set_bank: representations must be (N, {dim}), the model's `representation` of N inputs; "
+                         f"got {tuple(representations.shape)}.")
+    if not 1 <= k <= representations.shape[0]:
+        raise ValueError(f"set_bank: k={k} must be between 1 and the bank's {representations.shape[0]} rows; give "
+                         "more inputs or a smaller k.")
+    if not torch.isfinite(representations).all():
+        raise ValueError("set_bank: representations hold NaN or inf values; a bank takes finite rows only.")
+    device = next(model.parameters()).device
+    bank = KnnBank(*representations.shape).to(device)
+    bank.bank.copy_(F.normalize(representations.float(), dim=-1))
+    setattr(model, BANK, bank)
+    model.config.update(dict(uncertainty_reading="knn", knn_k=int(k), knn_bank_size=int(representations.shape[0]),
+                             knn_bank_weights=bank_weights(model)))
+
+
+def clear_bank(model: nn.Module) -> None:
+    """Takes the bank out of `model`; its `uncertainty` is the oriented spread again."""
+    if hasattr(model, BANK):
+        delattr(model, BANK)
+    model.config.update(dict(uncertainty_reading="spread", knn_bank_size=0, knn_bank_weights=None))
+
+
+def stale_bank(model: nn.Module) -> bool:
+    """Whether `model` reads a k-NN bank embedded with other weights than its own (trained further since)."""
+    model = getattr(model, "insub", model)
+    return model.config.uncertainty_reading == "knn" and model.config.knn_bank_weights != bank_weights(model)

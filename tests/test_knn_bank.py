@@ -1,0 +1,146 @@
+"""The k-NN bank inside a model: `set_bank` makes `uncertainty` the cosine distance to the k-th nearest bank row
+(checked against numpy), on every path that loads the folder (insub-hf, the remote code without insub-hf); the
+spread stays `head_spread`; a bank embedded with other weights is dropped at save and refused at load."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from insub_hf import InSubConfig, InSubModel, named_encoder
+from insub_hf.evaluation.ood_detector import encoder_and_heads_fingerprint
+
+
+def tiny_model(**overrides) -> InSubModel:
+    config = dict(encoder_config=named_encoder("resnet18_cifar", 28, 1, 0.0625), num_heads=2, head_hidden_sizes=[8],
+                  head_output_size=4, uncertainty_direction=-1, **overrides)
+    return InSubModel(InSubConfig(**config)).eval()
+
+
+def numpy_kth_distance(queries: np.ndarray, bank: np.ndarray, k: int) -> np.ndarray:
+    unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
+    return 1 - np.sort(unit(queries) @ unit(bank).T, axis=1)[:, -k]
+
+
+@torch.no_grad()
+def test_set_bank_makes_uncertainty_the_kth_neighbour_distance_and_keeps_the_spread_by_name():
+    model = tiny_model()
+    bank_images, queries = torch.rand(20, 1, 28, 28), torch.rand(7, 1, 28, 28)
+    before = model(pixel_values=queries)
+    assert torch.equal(before.uncertainty, before.head_spread)  # no bank: the oriented spread
+    torch.testing.assert_close(before.head_spread, -before.sigma.mean(dim=-1))  # direction -1
+    fingerprint = encoder_and_heads_fingerprint(model)
+    model.set_bank(model(pixel_values=bank_images).representation, k=3)
+    after = model(pixel_values=queries)
+    expected = numpy_kth_distance(after.representation.numpy(), model(pixel_values=bank_images).representation.numpy(), 3)
+    np.testing.assert_allclose(after.uncertainty.numpy(), expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(after.head_spread, before.head_spread)
+    assert (model.config.uncertainty_reading, model.config.knn_k, model.config.knn_bank_size) == ("knn", 3, 20)
+    assert encoder_and_heads_fingerprint(model) == fingerprint  # the bank is made from the weights, not part of them
+
+
+REMOTE = """
+import sys
+sys.modules["insub_hf"] = None  # as if insub-hf were not installed
+import torch
+from transformers import AutoModel
+model = AutoModel.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
+assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+with torch.no_grad():
+    out = model(pixel_values=torch.load(sys.argv[2]))
+torch.save({"uncertainty": out.uncertainty, "head_spread": out.head_spread}, sys.argv[3])
+"""
+
+
+@torch.no_grad()
+def test_the_bank_travels_with_the_weights_to_every_loader(tmp_path):
+    model = tiny_model()
+    model.set_bank(model(pixel_values=torch.rand(12, 1, 28, 28)).representation, k=2)
+    queries = torch.rand(5, 1, 28, 28)
+    expected = model(pixel_values=queries)
+    model.save_pretrained(tmp_path / "m", remote_code=True)
+    saved = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert (saved["uncertainty_reading"], saved["knn_k"], saved["knn_bank_size"]) == ("knn", 2, 12)
+    loaded = InSubModel.from_pretrained(tmp_path / "m").eval()(pixel_values=queries)
+    torch.testing.assert_close(loaded.uncertainty, expected.uncertainty, rtol=0, atol=0)
+    torch.save(queries, tmp_path / "x.pt")
+    subprocess.run([sys.executable, "-c", REMOTE, str(tmp_path / "m"), str(tmp_path / "x.pt"), str(tmp_path / "y.pt")],
+                   cwd=tmp_path, check=True, capture_output=True, timeout=300)
+    remote = torch.load(tmp_path / "y.pt")
+    torch.testing.assert_close(remote["uncertainty"], expected.uncertainty, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(remote["head_spread"], expected.head_spread, rtol=1e-6, atol=1e-6)
+
+
+def test_a_bank_of_other_weights_is_dropped_at_save_and_refused_at_load(tmp_path, caplog):
+    from transformers import AutoConfig
+
+    model = tiny_model()
+    with torch.no_grad():
+        model.set_bank(model(pixel_values=torch.rand(12, 1, 28, 28)).representation, k=2)
+    model.save_pretrained(tmp_path / "banked")
+    with torch.no_grad():  # trained further: the bank's rows are other weights' representations
+        next(model.heads.parameters()).add_(0.1)
+    model.save_pretrained(tmp_path / "trained")
+    assert "k-NN bank was embedded with weights it no longer has" in caplog.text
+    saved = json.loads((tmp_path / "trained" / "config.json").read_text())
+    assert (saved["uncertainty_reading"], saved["knn_bank_size"]) == ("spread", 0)
+    reloaded = InSubModel.from_pretrained(tmp_path / "trained").eval()
+    with torch.no_grad():
+        out = reloaded(pixel_values=torch.rand(3, 1, 28, 28))
+    assert torch.equal(out.uncertainty, out.head_spread)
+
+    config = AutoConfig.from_pretrained(tmp_path / "banked")  # `config=` skips the file pairing: the bank check stays
+    config.knn_bank_weights = "0" * 64
+    with pytest.raises(ValueError, match=r"its k-NN bank .* was embedded with other weights than the folder holds"):
+        InSubModel.from_pretrained(tmp_path / "banked", config=config)
+
+
+def test_a_classifier_from_a_banked_model_drops_the_bank():
+    from insub_hf import InSubForImageClassification
+
+    model = tiny_model()
+    with torch.no_grad():
+        model.set_bank(model(pixel_values=torch.rand(6, 1, 28, 28)).representation, k=2)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder)
+        classifier = InSubForImageClassification.from_pretrained(folder, num_labels=3)
+    assert classifier.config.uncertainty_reading == "spread" and not hasattr(classifier.insub, "knn_bank")
+
+
+def test_set_bank_and_the_config_refuse_what_would_read_wrong():
+    model = tiny_model()
+    d = model.encoder.output_dim
+    with pytest.raises(ValueError, match=rf"representations must be \(N, {d}\).*got \(4, 3\)"):
+        model.set_bank(torch.rand(4, 3))
+    with pytest.raises(ValueError, match="k=5 must be between 1 and the bank's 4 rows"):
+        model.set_bank(torch.rand(4, d), k=5)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        model.set_bank(torch.full((4, d), float("nan")), k=1)
+    with pytest.raises(ValueError, match=r"uncertainty_reading='knn' needs a bank"):
+        tiny_model(uncertainty_reading="knn")
+    with pytest.raises(ValueError, match=r"uncertainty_reading.*'spread', 'knn'"):
+        tiny_model(uncertainty_reading="mahalanobis")
+
+
+@torch.no_grad()
+def test_a_release_whose_spread_holds_no_direction_serves_the_detector_s_knn_as_its_uncertainty():
+    from insub_hf import InSubOODDetector
+    from insub_hf.jobs.release import knn_where_the_spread_fails
+
+    model = tiny_model()
+    train, queries = {"pixel_values": torch.rand(16, 1, 28, 28)}, {"pixel_values": torch.rand(5, 1, 28, 28)}
+    detector = InSubOODDetector.fit(model, train, k=4)
+    knn_where_the_spread_fails(model, detector)  # its direction (-1) holds: the spread stays its uncertainty
+    assert model.config.uncertainty_reading == "spread"
+    model.config.uncertainty_direction = None
+    knn_where_the_spread_fails(model, detector)
+    assert (model.config.uncertainty_reading, model.config.knn_k, model.config.knn_bank_size) == ("knn", 4, 16)
+    torch.testing.assert_close(model(**queries).uncertainty, detector.score(model, queries)["knn"], rtol=1e-5,
+                               atol=1e-6)
