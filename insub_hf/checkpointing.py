@@ -30,24 +30,15 @@ def _link_or_copy(source: str | os.PathLike, target: str | os.PathLike) -> None:
         shutil.copy2(source, target, follow_symlinks=False)
 
 
-# Files made from a model's weights, wrong beside any other weights: the OOD detector's banks and settings. A text
-# model's k-NN bank module (a sub-folder whose config.json records `weights_sha256`) is found by that record.
+# Files made from a model's weights, wrong beside any other weights: the OOD detector's banks and settings (a model's
+# own k-NN bank is in its weights, and goes with them)
 DERIVED_FILES = ("ood_detector.json", "ood_detector.safetensors")
-REBUILD = ("fit and save the detector again (InSubOODDetector.fit(...).save_pretrained(folder)); a text model's "
-           "uncertainty module: save_sentence_transformer(folder, uncertainty=...)")
+REBUILD = "fit and save the detector again (InSubOODDetector.fit(...).save_pretrained(folder))"
 
 
 def derived_entries(folder: Path) -> list[str]:
-    """The names of the entries of `folder` made from its weights (`DERIVED_FILES` and k-NN bank modules)."""
-    names = [name for name in DERIVED_FILES if (folder / name).exists()]
-    for entry in sorted(folder.iterdir()) if folder.is_dir() else ():
-        try:
-            record = json.loads((entry / "config.json").read_text()) if entry.is_dir() else None
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and "weights_sha256" in record:
-            names.append(entry.name)
-    return names
+    """The names of the files of `folder` made from its weights (`DERIVED_FILES`)."""
+    return [name for name in DERIVED_FILES if (folder / name).exists()]
 
 
 def holds_weights(folder: Path) -> bool:
@@ -65,18 +56,10 @@ def weights_replaced(before: str | None, folder: Path, had_weights: bool) -> boo
 
 
 def forget_derived(folder: Path, names: list[str]) -> None:
-    """Takes the derived entries `names`, which the save left out or removes now, out of the sentence-transformers
-    module list too (`modules.json`), and says what went and how to rebuild it."""
+    """Removes the derived files `names`, which the save left out or removes now, and says what went and how to
+    rebuild it."""
     for name in names:
-        path = folder / name
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        elif path.exists() or path.is_symlink():
-            path.unlink()
-    modules = folder / "modules.json"
-    if names and modules.is_file():
-        entries = json.loads(modules.read_text())
-        modules.write_text(json.dumps([e for e in entries if e.get("path") not in names], indent=2) + "\n")
+        (folder / name).unlink(missing_ok=True)
     if names:
         logger.warning("Removed %s from %s: made from the weights this save replaced. To have them again, %s.",
                        ", ".join(names), folder, REBUILD)

@@ -51,9 +51,10 @@ class HubCard:
         processor: the image processor saved beside the model (`AutoImageProcessor`, `pipeline()`); the usage
             snippet then reads images through it.
         detector: an `insub_hf.evaluation.InSubOODDetector` fitted on the model, saved beside it.
-        sentence_uncertainty: a text model's reading of its `uncertainty` (the settings of
-            `sentence_transformer_module.InSubUncertainty`, its k-NN bank included), chosen on validation data; the
-            sentence-transformers folder ends with it. None: the heads' spread as the model gives it.
+        sentence_uncertainty: a text model's reading of its `uncertainty`, chosen on validation data:
+            `{"reading": "knn", "k": k, "bank": (N, d)}` (the model stores the bank: `InSubModel.set_bank`) or a
+            `spread_by_length` reading's settings (the sentence-transformers folder ends with
+            `sentence_transformer_module.InSubUncertainty`). None: the model's own `uncertainty`.
         license: the card's license (the package's, Apache-2.0, unless the data or base model says otherwise).
         base_model: the Hub id the model started from (a pretrained backbone, or the InSub model it was fine-tuned
             from), for the card's metadata.

@@ -89,8 +89,8 @@ class InSubSentenceEncoder:
         so that `SentenceTransformer(path, trust_remote_code=True)` and `AutoModel.from_pretrained(path,
         trust_remote_code=True)` load it without insub-hf. `encode(sentences)` then gives the L2-normalised
         `embeddings` (as the MiniLM base model's), `encode(sentences, output_value="uncertainty")` the per-sentence
-        uncertainty: the heads' spread, or with `uncertainty` (`sentence_transformer_module.InSubUncertainty`'s
-        settings) the reading chosen for the model. What else `path` holds stays."""
+        uncertainty: the model's own, or with `uncertainty` the reading chosen for it (`HubCard.sentence_uncertainty`;
+        a k-NN reading's bank is set on the model, `InSubModel.set_bank`). What else `path` holds stays."""
         from .hub import save_for_hub
         from .model_card import HubCard
 

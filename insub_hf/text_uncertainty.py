@@ -1,6 +1,6 @@
-"""The readings of a text model's uncertainty (`UNCERTAINTY_READINGS`), with torch alone: what the sentence-transformers
-module of a text model's folder serves (`sentence_transformer_module.InSubUncertainty`, beside which this file is
-copied) and what `insub-hf text-candidates` and `insub-hf release text` measure."""
+"""The readings of a text model's uncertainty (`UNCERTAINTY_READINGS`), with torch alone: what a model serves (its k-NN
+bank, `knn_bank.py`; the length-standardised spread, `sentence_transformer_module.InSubUncertainty`, beside which
+this file is copied) and what `insub-hf text-candidates` and `insub-hf release text` measure."""
 
 from __future__ import annotations
 

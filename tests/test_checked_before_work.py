@@ -120,11 +120,10 @@ def test_k_beyond_the_bank_is_refused_where_both_are_known():
     assert knn_distance(bank, bank, 1).abs().max() < 1e-6  # each row's nearest is itself
     with pytest.raises(ValueError, match=r"TextBenchArguments.k=50 is more than bank_size=20"):
         TextBenchArguments(k=50, bank_size=20)
-    st = pytest.importorskip("sentence_transformers")  # noqa: F841
-    from insub_hf.sentence_transformer_module import InSubUncertainty
+    from insub_hf import InSubConfig
 
-    with pytest.raises(ValueError, match=r"InSubUncertainty: k=10 must be between 1 and the bank's 3 sentences"):
-        InSubUncertainty(reading="knn", k=10, bank=bank)
+    with pytest.raises(ValueError, match=r"InSubConfig.knn_k must be an integer >= 1 and <= 3, got 10"):
+        InSubConfig(uncertainty_reading="knn", knn_k=10, knn_bank_size=3)
 
 
 @pytest.mark.parametrize("hub_up, token, message", [

@@ -41,8 +41,7 @@ def test_a_saved_sentence_transformer_loads_in_a_fresh_process_and_matches_the_e
     assert modules == [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformer_module.InSubSentenceTransformer"},
         {"idx": 1, "name": "1", "path": "1_Normalize", "type": "sentence_transformers.base.modules.normalize.Normalize"},
-        {"idx": 2, "name": "2", "path": "2_InSubUncertainty", "type": "sentence_transformer_module.InSubUncertainty"},
-    ]  # sentence-transformers' own Normalize: unit embeddings, as the MiniLM base model's; the reading last, always
+    ]  # sentence-transformers' own Normalize: unit embeddings, as the MiniLM base model's
     assert (path / "sentence_transformer_module.py").is_file() and (path / "modeling_insub.py").is_file()
     assert (path / "text_uncertainty.py").is_file()  # what the module imports beside it
     card = ModelCard.load(path / "README.md")  # the InSub card, not sentence-transformers' generic one
@@ -115,7 +114,8 @@ def test_a_folder_with_the_knn_reading_gives_the_distance_to_the_kth_nearest_ban
 
     bank = torch.nn.functional.normalize(encoder.encode(BANK).embeddings, dim=1)
     path = encoder.save_sentence_transformer(tmp_path / "st", uncertainty={"reading": "knn", "k": 3, "bank": bank})
-    assert json.loads((path / "modules.json").read_text())[2]["type"] == "sentence_transformer_module.InSubUncertainty"
+    assert len(json.loads((path / "modules.json").read_text())) == 2  # the bank is the model's: no module
+    assert encoder.model.config.uncertainty_reading == "spread"  # the caller's model is left as it was
     model = SentenceTransformer(str(path), trust_remote_code=True)
     got = torch.stack(model.encode(SENTENCES, output_value="uncertainty"))
     queries = torch.nn.functional.normalize(encoder.encode(SENTENCES).embeddings, dim=1)
@@ -124,6 +124,12 @@ def test_a_folder_with_the_knn_reading_gives_the_distance_to_the_kth_nearest_ban
     features = model.encode(SENTENCES, output_value=None)  # the heads' spread stays, under its own name
     torch.testing.assert_close(torch.stack([f["head_spread"] for f in features]), encoder.encode(SENTENCES).uncertainty,
                                rtol=1e-4, atol=1e-6)
+    # one `uncertainty`: AutoModel on the same folder gives the same number
+    from transformers import AutoModel
+
+    with torch.no_grad():
+        auto = AutoModel.from_pretrained(path).eval()(**encoder.tokenizer(SENTENCES, padding=True, return_tensors="pt"))
+    torch.testing.assert_close(auto.uncertainty, got, rtol=1e-5, atol=1e-6)
 
 
 def test_a_folder_with_the_length_reading_standardises_the_spread_per_length_bucket(tmp_path, encoder):
@@ -157,62 +163,24 @@ def test_length_standardisation_is_fitted_per_bucket():
 def test_an_unknown_reading_is_refused_naming_the_readings():
     from insub_hf.sentence_transformer_module import InSubUncertainty
 
-    with pytest.raises(ValueError, match=r"reading must be one of \('spread', 'spread_by_length', 'knn'\), got 'entropy'"):
+    with pytest.raises(ValueError, match=r"reading must be one of \('spread_by_length',\), got 'entropy'"):
         InSubUncertainty(reading="entropy")
 
 
-def test_a_knn_bank_belongs_to_its_bytes_and_to_the_weights_it_was_embedded_by(tmp_path, encoder):
-    import shutil
-
-    from safetensors.torch import load_file, save_file
-    from sentence_transformers import SentenceTransformer
-
-    from insub_hf.checksums import METADATA_KEY
-    from insub_hf.sentence_transformer_module import CHECKSUM_KEY
-
-    assert CHECKSUM_KEY == METADATA_KEY  # the copied module reads what the package writes
-    bank = torch.nn.functional.normalize(encoder.encode(BANK).embeddings, dim=1)
-    knn = {"reading": "knn", "k": 3, "bank": bank}
-    good = encoder.save_sentence_transformer(tmp_path / "good", uncertainty=knn)
-    SentenceTransformer(str(good), trust_remote_code=True)  # loads as saved
-    # the bank's bytes changed (a file edited or damaged): refused, naming the folder to rebuild
-    flipped = tmp_path / "flipped"
-    shutil.copytree(good, flipped)
-    bank_file = flipped / "2_InSubUncertainty" / "model.safetensors"
-    tensors = load_file(str(bank_file))
-    save_file({k: v + 0.01 for k, v in tensors.items()}, str(bank_file))
-    with pytest.raises(ValueError, match=r"k-NN bank in .*flipped.*does not match the checksum saved with it"):
-        SentenceTransformer(str(flipped), trust_remote_code=True)
-    # another model's weights beside this bank: a bank copied over, or the weights saved again after retraining
-    torch.manual_seed(1)
-    other = InSubSentenceEncoder(InSubModel(tiny_bert_config(num_heads=3)), encoder.tokenizer)
-    retrained = other.save_sentence_transformer(tmp_path / "retrained")
-    shutil.copyfile(good / "modules.json", retrained / "modules.json")
-    shutil.copytree(good / "2_InSubUncertainty", retrained / "2_InSubUncertainty", dirs_exist_ok=True)
-    with pytest.raises(ValueError, match=r"k-NN bank in .*retrained.*was embedded by other weights than .* holds"):
-        SentenceTransformer(str(retrained), trust_remote_code=True)
-
-
 @pytest.mark.parametrize("save", ["encoder", "model"])
-def test_saving_retrained_weights_over_a_folder_removes_the_bank_made_from_the_old_ones(tmp_path, encoder, save, caplog):
+def test_saving_retrained_weights_over_a_knn_folder_serves_the_new_weights_own_uncertainty(tmp_path, encoder, save):
     from sentence_transformers import SentenceTransformer
 
     bank = torch.nn.functional.normalize(encoder.encode(BANK).embeddings, dim=1)
     folder = encoder.save_sentence_transformer(tmp_path / "model", uncertainty={"reading": "knn", "k": 3, "bank": bank})
-    assert (folder / "2_InSubUncertainty").is_dir()
-    encoder.save_pretrained(folder)  # the same weights again: the bank still belongs
-    assert (folder / "2_InSubUncertainty").is_dir()
     torch.manual_seed(1)
     retrained = InSubSentenceEncoder(InSubModel(tiny_bert_config(num_heads=3)), encoder.tokenizer)
-    with caplog.at_level("WARNING"):
-        if save == "encoder":  # atomic: through a sibling folder
-            retrained.save_pretrained(folder)
-        else:  # transformers' own save into the folder
-            retrained.model.save_pretrained(folder)
-    assert not (folder / "2_InSubUncertainty").exists()
-    assert "2_InSubUncertainty" not in (folder / "modules.json").read_text()
-    assert "Removed 2_InSubUncertainty" in caplog.text and "save_sentence_transformer" in caplog.text
-    # the folder now serves the new weights' own uncertainty (the heads' spread), not distances to an old bank
+    if save == "encoder":  # atomic: through a sibling folder
+        retrained.save_pretrained(folder)
+    else:  # transformers' own save into the folder
+        retrained.model.save_pretrained(folder)
+    assert json.loads((folder / "config.json").read_text())["uncertainty_reading"] == "spread"
+    # the new weights' own uncertainty (the heads' spread), not distances to the old weights' bank
     st = SentenceTransformer(str(folder), trust_remote_code=True)
     served = torch.stack(st.encode(SENTENCES, output_value="uncertainty"))
     torch.testing.assert_close(served, retrained.encode(SENTENCES).uncertainty, rtol=1e-4, atol=1e-6)
@@ -230,7 +198,7 @@ def test_one_line_makes_the_uncertainty_relative_to_your_own_sentences_and_save_
     shipped = {"reading": "knn", "k": 3, "bank": encoder.encode(BANK).embeddings} if reading == "knn" else {}
     folder = encoder.save_sentence_transformer(tmp_path / "shipped", uncertainty={"reading": "spread", **shipped})
     model = SentenceTransformer(str(folder), trust_remote_code=True)
-    model[-1].set_bank(model.encode(OWN, convert_to_tensor=True), k=2)  # the documented line
+    model[0].set_bank(model.encode(OWN, convert_to_tensor=True), k=2)  # the documented line
     got = torch.stack(model.encode(SENTENCES, output_value="uncertainty"))
     own = torch.nn.functional.normalize(encoder.encode(OWN).embeddings, dim=1)
     queries = torch.nn.functional.normalize(encoder.encode(SENTENCES).embeddings, dim=1)
@@ -240,7 +208,13 @@ def test_one_line_makes_the_uncertainty_relative_to_your_own_sentences_and_save_
     model.save(str(tmp_path / "mine"))  # saved with the model, tied to its weights
     again = SentenceTransformer(str(tmp_path / "mine"), trust_remote_code=True)
     torch.testing.assert_close(torch.stack(again.encode(SENTENCES, output_value="uncertainty")), got)
-    with pytest.raises(ValueError, match=r"set_bank: k=7 must be between 1 and the bank's 6 sentences"):
-        model[-1].set_bank(model.encode(OWN, convert_to_tensor=True), k=7)
-    with pytest.raises(ValueError, match=r"set_bank: embeddings must be \(N, \d+\)"):
-        model[-1].set_bank(torch.zeros(6, 5))
+    from transformers import AutoModel  # the same number through transformers alone
+
+    with torch.no_grad():
+        auto = AutoModel.from_pretrained(tmp_path / "mine").eval()(
+            **encoder.tokenizer(SENTENCES, padding=True, return_tensors="pt"))
+    torch.testing.assert_close(auto.uncertainty, got, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"set_bank: k=7 must be between 1 and the bank's 6 rows"):
+        model[0].set_bank(model.encode(OWN, convert_to_tensor=True), k=7)
+    with pytest.raises(ValueError, match=r"set_bank: representations must be \(N, \d+\)"):
+        model[0].set_bank(torch.zeros(6, 5))

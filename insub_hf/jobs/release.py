@@ -273,8 +273,6 @@ def release_text(command: str, release, reading: TextReleaseArguments, args, tra
     measured, settings = measure_text_uncertainty(model.insub, tokenizer, args, reading, corpus,
                                                   release.detector_bank, training_args.seed)
     (out / "text_uncertainty.json").write_text(json.dumps(measured, indent=2) + "\n")
-    if settings["reading"] == "knn":  # one `uncertainty` through AutoModel and sentence-transformers alike
-        model.insub.set_bank(settings["bank"], k=settings["k"])
     card = text.text_model_card(out / "results.json", name, tokenizer, model)
     notes = "\n\n".join([text_versus_baseline(results["results"], name, aurocs, model.config.freeze_encoder),
                           text_uncertainty_section(measured)])
