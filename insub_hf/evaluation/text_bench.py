@@ -25,10 +25,12 @@ from ..text_uncertainty import fit_length_standardisation, knn_distance, length_
 from ..validation import CheckedArguments, checked
 from .metrics.ood import ood_auroc
 from .senteval import fit_classifier
-from .text_ood_sets import shuffled_words, text_ood_sets
+from .text_ood_sets import english_prose, shuffled_words, text_ood_sets
 
 READINGS = ("spread", "spread_by_length", "knn", "length")
 SPLITS = ("validation", "test")
+# The second domain's own bank and held-out sentences (`second_domain`; english_prose has 3,571)
+OWN_BANK, OWN_HELD_OUT = 2000, 500
 
 
 @dataclass
@@ -174,6 +176,25 @@ def measure_model(encoder, heads: bool, bench: Bench, args: TextBenchArguments, 
             numbers["mean_ood_auroc"] = float(np.mean(list(numbers["ood_auroc"].values())))
     return Measured({"directions": directions, "length_standardisation": standardise, **per_split},
                     {split: enc[split].embeddings for split in SPLITS}, bank)
+
+
+def second_domain(encoder, bench: Bench, shipped_bank: torch.Tensor, k: int, seed: int = 2) -> dict:
+    """The k-NN reading where a user's data is another domain of English (`english_prose`, the standard library's
+    docstrings): `OWN_HELD_OUT` of its sentences against the bench's test OOD sets (their own shuffled words in place
+    of the tweets'), with the shipped bank (`shipped_bank`, unit `(N, d)`) and with a bank of `OWN_BANK` other
+    sentences of that domain, as `set_bank` makes one. Returns `{"shipped": {set: AUROC}, "own": {set: AUROC},
+    "own_bank": OWN_BANK, "held_out": OWN_HELD_OUT}`."""
+    prose = english_prose(OWN_BANK + OWN_HELD_OUT, seed)
+    own_bank, held_out = encode(encoder, prose[:OWN_BANK], False).embeddings, prose[OWN_BANK:]
+    sets = {name: split["test"] for name, split in bench.sets.items() if name not in ("english_prose", "shuffled")}
+    sets["shuffled"] = shuffled_words(held_out, seed)
+    inside = encode(encoder, held_out, False).embeddings
+    outside = {name: encode(encoder, sentences, False).embeddings for name, sentences in sets.items()}
+    out = {"own_bank": OWN_BANK, "held_out": OWN_HELD_OUT}
+    for label, bank in (("shipped", shipped_bank), ("own", own_bank)):
+        seen = knn_distance(inside, bank, k)
+        out[label] = {name: ood_auroc(seen, knn_distance(e, bank, k), higher_is_in=False) for name, e in outside.items()}
+    return out
 
 
 def uncertainty_settings(reading: str, measured: Measured, k: int) -> dict:

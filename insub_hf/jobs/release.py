@@ -228,23 +228,27 @@ def text_ood(model, tokenizer, corpus: list[str], max_length: int, bank: int, se
 def measure_text_uncertainty(model, tokenizer, args, reading: TextReleaseArguments, corpus: list[str], bank: int,
                              seed: int) -> tuple[dict, dict]:
     """The released model measured as `insub-hf text-candidates` measures a candidate (transfer, cosine correlation
-    with the base, every uncertainty reading on validation then test), and the `InSubUncertainty` settings of the
-    chosen `reading` (its direction and length buckets fixed on validation data, its bank `corpus[:bank]`)."""
+    with the base, every uncertainty reading on validation then test; the k-NN reading on a second domain with the
+    shipped bank and with that domain's own, `second_domain`), and the settings of the chosen `reading` (its
+    direction and length buckets fixed on validation data, its bank `corpus[:bank]`)."""
     from transformers import AutoConfig
 
     from ..sentence_embeddings import InSubSentenceEncoder
 
     from ..evaluation.text_bench import (
-        TextBenchArguments, make_bench, measure_base, measure_model, uncertainty_settings,
+        TextBenchArguments, make_bench, measure_base, measure_model, second_domain, uncertainty_settings,
     )
 
     path = encoder_path(args.encoder)
     check = TextBenchArguments(k=reading.k, bank_size=bank)
     bench = make_bench(check, list(corpus[:bank]))
     measure_base(bench, text_candidates.base_encoder(path, AutoConfig.from_pretrained(path), base_tokenizer(path)), check)
-    measured = measure_model(InSubSentenceEncoder(model, tokenizer), True, bench, check, seed)
+    encoder = InSubSentenceEncoder(model, tokenizer)
+    measured = measure_model(encoder, True, bench, check, seed)
     settings = uncertainty_settings(reading.uncertainty, measured, reading.k)
-    return {**measured.numbers, "reading": reading.uncertainty, "ood_sets": list(bench.sets)}, settings
+    elsewhere = second_domain(encoder, bench, measured.bank, reading.k)
+    return {**measured.numbers, "reading": reading.uncertainty, "ood_sets": list(bench.sets),
+            "second_domain": elsewhere}, settings
 
 
 def release_text(command: str, release, reading: TextReleaseArguments, args, training_args) -> Path:

@@ -107,6 +107,13 @@ def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(t
     # the chosen k-NN reading's bank is the model's own: no module after the embeddings' normalisation
     assert [m["type"].rsplit(".", 1)[1] for m in modules] == ["InSubSentenceTransformer", "Normalize"]
     knn = measured["test"]["readings"]["knn"]
+    # a second domain of English, with the shipped bank and with its own (the one line a user runs)
+    elsewhere = measured["second_domain"]
+    assert set(elsewhere["own"]) == set(elsewhere["shipped"]) and "shuffled" in elsewhere["own"]
+    assert "### Your data, your bank" in card and "model[0].set_bank(model.encode(your_sentences" in card
+    row = "| your own (2000 sentences of the domain) | " + " | ".join(
+        f"{100 * v:.1f} %" for v in elsewhere["own"].values()) + " |"
+    assert row in card
     assert "## Which uncertainty this model ships" in card and f"| {100 * knn['mean_ood_auroc']:.1f} % |" in card
     assert f"| {knn['length_spearman']:.2f} |" in card
     intro = " ".join(card.split("## Training data")[0].split())
