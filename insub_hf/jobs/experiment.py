@@ -161,12 +161,17 @@ def training_record(log_history: list[dict], cost: dict) -> dict:
 CACHE_VERSION = 2
 
 
+# Config fields a trained model gets afterwards (its uncertainty's reading), not part of what a run trains
+AFTER_TRAINING = ("uncertainty_direction", "uncertainty_reading", "knn_k", "knn_bank_size", "knn_bank_weights")
+
+
 def settings_key(config: InSubConfig, **settings) -> str:
     """A short hash of the cache's version, a run's config (its non-default fields) and the other `settings` it
     depends on, so a changed setting names another run in a cache instead of reusing one."""
     spec = {"cache_version": CACHE_VERSION, "config": config.to_diff_dict(), **settings}
     spec["config"].pop("transformers_version", None)
-    spec["config"].pop("uncertainty_direction", None)  # measured after training: the same run either way
+    for name in AFTER_TRAINING:  # measured or set after training: the same run either way
+        spec["config"].pop(name, None)
     return short_hash(spec)
 
 
