@@ -203,11 +203,16 @@ def _commit() -> str:
     return f"commit {head}{'-dirty' if dirty else ''}"
 
 
-def provenance(command: str, seed: int, seconds: float) -> str:
-    """The card's sentence on how this model was made: the command, commit, machine, date, seed and wall time."""
+def provenance(command: str, seed: int, seconds: float, pretraining: float | None = None) -> str:
+    """The card's sentence on how this model was made: the command, commit, machine, date, seed and wall time; with
+    `pretraining` (seconds, both models, as their runs measured them) the time of the pretraining too, which a
+    command that found it in its run cache did not spend again."""
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    return (f"Made by `{command}` at insub-hf {_commit()} on {device_description()}, {date}; seed {seed}; "
-            f"{seconds / 60:.1f} min wall time (baseline and InSub, training and evaluation).")
+    made = f"Made by `{command}` at insub-hf {_commit()} on {device_description()}, {date}; seed {seed}; "
+    if pretraining is None:
+        return made + f"{seconds / 60:.1f} min wall time (baseline and InSub, training and evaluation)."
+    return made + (f"{seconds / 60:.1f} min wall time for this command; the pretraining of the baseline and InSub took "
+                   f"{pretraining / 60:.1f} min of training steps (reused from the run cache where it was done).")
 
 
 # (metric, label, higher is better) of the test metrics a card compares with the baseline

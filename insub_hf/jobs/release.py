@@ -176,7 +176,8 @@ def release_image(command: str, release, args, training_args, probe_args, harnes
     knn_where_the_spread_fails(model, detector)
     card = replace(compare.comparison_card(out, row.name, args.dataset, model), detector=detector,
                    notes=versus_baseline(rows["baseline"].results, row.results),
-                   provenance=provenance(command, row.seed, time.time() - start))
+                   provenance=provenance(command, row.seed, time.time() - start,
+                                         sum(r.results.cost.pretraining_seconds for r in rows.values())))
     return publish(release, model, card, training_args, push)
 
 

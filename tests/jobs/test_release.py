@@ -52,6 +52,8 @@ def test_the_image_release_publishes_the_compared_insub_model_with_its_detector(
                  "hf_secret", *flags]) == 0
     card = check_release(out, cards, "insub-resnet10-fashion-mnist", "insub-hf release image " + " ".join(flags))
     results = json.loads((out / "results.json").read_text())
+    trained = sum(row["cost"]["pretraining_seconds"] for row in results["rows"]) / 60
+    assert f"the pretraining of the baseline and InSub took {trained:.1f} min of training steps" in card
     assert results["args"]["methods"] == ["baseline", "insub"]  # the release recipe's: InSub beside its baseline
     insub = next(r for r in results["rows"] if r["method"] == "insub")
     # the release computes what its card shows: no corruptions, no semi-supervised probes
