@@ -53,6 +53,10 @@ def test_the_image_release_publishes_the_compared_insub_model_with_its_detector(
     card = check_release(out, cards, "insub-resnet10-fashion-mnist", "insub-hf release image " + " ".join(flags))
     results = json.loads((out / "results.json").read_text())
     trained = sum(row["cost"]["pretraining_seconds"] for row in results["rows"]) / 60
+    # the card's k-NN rows are the shipped detector's (its bank), which the folder's files give
+    metrics = card_metrics(out / "hub" / "README.md")
+    assert "OOD AUROC vs mnist (k-NN to the shipped 80-image bank, label-free)" in metrics
+    assert not any(name.endswith("(k-NN, label-free)") for name in metrics)
     assert f"the pretraining of the baseline and InSub took {trained:.1f} min of training steps" in card
     assert results["args"]["methods"] == ["baseline", "insub"]  # the release recipe's: InSub beside its baseline
     insub = next(r for r in results["rows"] if r["method"] == "insub")
