@@ -28,14 +28,17 @@ for number, snippet in enumerate(snippets):
     scope = {}
     exec(compile(snippet, f"snippet {number}", "exec"), scope)
     outputs.update({f"{number}:{k}": v for k, v in scope.items() if isinstance(v, torch.Tensor)})
+    # a processor's or tokenizer's batch (`inputs = processor(...)`): its tensors under their own names
+    for batch in [v for k, v in scope.items() if k == "inputs" and hasattr(v, "items")]:
+        outputs.update({f"{number}:{k}": v for k, v in batch.items() if isinstance(v, torch.Tensor)})
 torch.save(outputs, sys.argv[2])
 print(len(snippets), "snippets ran")
 """
 
 
 def run_card_snippets(repo_id: str, endpoint: str, workdir: Path) -> dict[str, torch.Tensor]:
-    """Runs every snippet of the card of `repo_id` on the Hub at `endpoint`; returns the tensors each left, keyed
-    `"<snippet number>:<name>"`. Fails the test with the process's error output when a snippet fails."""
+    """Runs every snippet of the card of `repo_id` on the Hub at `endpoint`; returns the tensors each left (and those
+    of its `inputs` batch), keyed `"<snippet number>:<name>"`. Fails the test with the process's error output when a snippet fails."""
     env = {**os.environ, "HF_ENDPOINT": endpoint, "HF_HOME": str(workdir / "hf-home"), "HF_HUB_OFFLINE": "0"}
     result = subprocess.run([sys.executable, "-c", RUN_SNIPPETS, repo_id, str(workdir / "outputs.pt")], cwd=workdir,
                             env=env, capture_output=True, text=True, timeout=300)

@@ -53,9 +53,42 @@ def dna_probe_numbers(folder: Path) -> dict[str, float]:
             "NLL (linear_probe)": summary.nll}
 
 
-HEADLINES = {"insub-genomenet-dm3": dna_probe_numbers}
-# The probe is fitted again here (other threads, other rounding): its numbers may move by this much
-TOLERANCE = 0.01
+def image_ood_numbers(folder: Path) -> dict[str, float]:
+    """The image card's label-free OOD AUROCs recomputed from the folder's model and detector: the bundled 1,000
+    Fashion-MNIST test images (the card: all 10,000) against the comparison's own OOD sets (the same seeded noise,
+    MNIST and 8x8 digits), by the shipped detector's k-NN distance and by the model's `uncertainty` where the card
+    names it so."""
+    from insub_hf.evaluation.metrics import ood_auroc
+    from insub_hf.jobs.compare import ComparisonArguments
+    from insub_hf.jobs.comparison import load_protocol_data
+
+    data = load_protocol_data(ComparisonArguments(data_source="bundled")).evaluation
+    model = InSubModel.from_pretrained(folder).eval()
+    detector = InSubOODDetector.from_pretrained(folder)
+    size = int(detector.representation_bank.shape[0])
+
+    def scores(images):
+        inputs = data.inputs(images)
+        with torch.no_grad():
+            uncertainty = torch.cat([model(pixel_values=x).uncertainty for x in inputs["pixel_values"].split(500)])
+        return detector.score(model, inputs)["knn"], uncertainty
+
+    test_knn, test_uncertainty = scores(data.test_images)
+    numbers = {}
+    for name, images in data.ood_images.items():
+        knn, uncertainty = scores(images)
+        numbers[f"OOD AUROC vs {name} (k-NN to the shipped {size}-image bank, label-free)"] = ood_auroc(
+            test_knn, knn, higher_is_in=False)
+        if model.config.uncertainty_reading == "spread" and model.config.uncertainty_direction is not None:
+            name_ = f"OOD AUROC vs {name} (head spread, label-free, the model's uncertainty)"
+            numbers[name_] = ood_auroc(test_uncertainty, uncertainty, higher_is_in=False)
+    return numbers
+
+
+HEADLINES = {"insub-genomenet-dm3": dna_probe_numbers, "insub-resnet10-fashion-mnist": image_ood_numbers}
+# The DNA probe is fitted again here (other threads, other rounding): its numbers may move by 0.01. The image AUROCs are
+# read on the bundled tenth of the card's test images: sampling allows 0.03 (the largest deviation seen: 0.023).
+TOLERANCE = {"insub-genomenet-dm3": 0.01, "insub-resnet10-fashion-mnist": 0.03}
 
 
 def mismatched_headlines(folder: Path, card: str) -> list[str]:
@@ -63,7 +96,7 @@ def mismatched_headlines(folder: Path, card: str) -> list[str]:
     measured = HEADLINES[folder.name](folder)
     stated = card_metrics(card)
     return [f"{name}: card {stated[name]}, files give {value:.4f}" for name, value in measured.items()
-            if abs(stated[name] - value) > TOLERANCE]
+            if abs(stated[name] - value) > TOLERANCE[folder.name]]
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)

@@ -1,0 +1,692 @@
+"""configuration_insub: what this folder's loaders run of the insub-hf modules configuration_insub, encoders.base, encoders.build, encoders.configuration_resnet_cifar, encoders.modeling_resnet_cifar, encoders.presets, encoders.registry, objectives, objectives.base, objectives.simclr, recipes, validation (documented there), bundled by `insub_hf.remote_code`."""
+
+from __future__ import annotations
+
+import difflib
+import math
+import torch
+import warnings
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from torch import nn
+from transformers import AutoConfig, AutoModel, PreTrainedModel, PretrainedConfig, initialization as init
+from transformers.configuration_utils import SubConfigSpec
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutputWithPoolingAndNoAttention
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+from typing import ClassVar
+
+
+POOLINGS = ("cls", "mean")
+
+
+def check_finite(name: str, tensor: torch.Tensor) -> None:
+    """Raises ValueError when a float input holds NaN or inf (they would silently poison every loss)."""
+    if torch.compiler.is_compiling():
+        return
+    if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+        raise ValueError(f"{name} contains NaN or inf values; inputs must be finite numbers.")
+
+
+def check_rank(name: str, tensor: torch.Tensor, rank: int, layout: str) -> None:
+    if tensor.dim() != rank:
+        raise ValueError(f"{name} must have shape {layout}, got {tuple(tensor.shape)}.")
+
+
+def register_own_encoders(pairs) -> None:
+    """Registers the package's own encoder `(config class, model class)` pairs with `AutoConfig` and `AutoModel`, so
+    that an `InSubConfig` naming one resolves wherever it loads (the installed package or a repo's remote code)."""
+    for config_class, model_class in pairs:
+        AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        AutoModel.register(config_class, model_class, exist_ok=True)
+
+
+def check_choice(field: str, value: Any, allowed: Iterable[Any]) -> None:
+    """Raises ValueError unless `value` is one of `allowed`."""
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise ValueError(f"{field} must be one of {list(allowed)}, got {value!r}.")
+
+
+def check_range(
+    field: str,
+    value: Any,
+    low: float | None = None,
+    high: float | None = None,
+    integer: bool = False,
+    low_inclusive: bool = True,
+    high_inclusive: bool = True,
+) -> None:
+    """Raises ValueError unless `value` is a finite number (an int when `integer`) inside [low, high]."""
+    kind = "an integer" if integer else "a number"
+    bounds = []
+    if low is not None:
+        bounds.append(f"{'>=' if low_inclusive else '>'} {low}")
+    if high is not None:
+        bounds.append(f"{'<=' if high_inclusive else '<'} {high}")
+    allowed = f"{kind} {' and '.join(bounds)}".strip()
+    is_number = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not is_number or not math.isfinite(value):
+        raise ValueError(f"{field} must be {allowed}, got {value!r}.")
+    too_low = low is not None and (value < low if low_inclusive else value <= low)
+    too_high = high is not None and (value > high if high_inclusive else value >= high)
+    if too_low or too_high:
+        raise ValueError(f"{field} must be {allowed}, got {value!r}.")
+
+
+def checked(
+    default: Any = MISSING,
+    help: str = "",
+    *,
+    default_factory: Any = MISSING,
+    low: float | None = None,
+    high: float | None = None,
+    integer: bool = False,
+    low_inclusive: bool = True,
+    high_inclusive: bool = True,
+    choices: Iterable[Any] | None = None,
+    optional: bool = False,
+    **metadata: Any,
+):
+    """A dataclass `field` whose value (each element, for a list) `check_fields` checks: a number in [low, high]
+    (`check_range`) or one of `choices`; `optional` lets None through. `help` and other `metadata` are what
+    `HfArgumentParser` reads."""
+    check = dict(low=low, high=high, integer=integer, low_inclusive=low_inclusive, high_inclusive=high_inclusive)
+    rule = {"choices": tuple(choices)} if choices is not None else {"range": check}
+    rule["optional"] = optional
+    if choices is not None:  # the command line lists them and refuses others itself (argparse `choices`)
+        metadata = {"choices": tuple(choices), **metadata}
+    made = field(default=default, default_factory=default_factory, metadata={"help": help, **metadata})
+    _RULES[id(made)] = (made, rule)
+    return made
+
+
+_RULES: dict[int, tuple[Any, dict]] = {}
+
+
+def field_rule(f: Any) -> dict | None:
+    """The `checked` rule of a dataclass field (None for a plain field)."""
+    entry = _RULES.get(id(f))
+    return entry[1] if entry is not None and entry[0] is f else None
+
+
+def check_fields(arguments: Any) -> None:
+    """Checks every `checked` field of a dataclass instance (a list: each element, and no element twice); messages
+    name `ClassName.field`."""
+    for f in fields(arguments):
+        rule = field_rule(f)
+        if rule is None:
+            continue
+        value = getattr(arguments, f.name)
+        name = f"{type(arguments).__name__}.{f.name}"
+        if value is None and rule["optional"]:
+            continue
+        values = value if isinstance(value, (list, tuple)) else [value]
+        repeated = sorted({repr(v) for i, v in enumerate(values) if v in values[:i]})
+        if repeated:  # a repeated seed or setting would count one run twice in a table
+            raise ValueError(f"{name} lists {', '.join(repeated)} more than once, got {list(values)!r}; give each once.")
+        for item in values:
+            if "choices" in rule:
+                check_choice(name, item, rule["choices"])
+            else:
+                check_range(name, item, **rule["range"])
+
+
+RESNET_LAYOUTS = {
+    10: ("basic", (1, 1, 1, 1)), 18: ("basic", (2, 2, 2, 2)), 34: ("basic", (3, 4, 6, 3)), 50: ("bottleneck", (3, 4, 6, 3)),
+}
+BASE_WIDTHS = (64, 128, 256, 512)
+EXPANSION = {"basic": 1, "bottleneck": 4}
+
+
+class CifarResNetConfig(PretrainedConfig):
+    r"""A ResNet with the CIFAR stem (He et al. 2016; SimCLR's CIFAR variant): a 3x3 stride-1 first convolution and
+    no max-pool, so 32x32 (or 28x28) images keep their resolution through the first stage."""
+
+    model_type = "insub_cifar_resnet"
+
+    depth: int = 18
+    width_multiplier: float = 1.0
+    num_channels: int = 3
+    hidden_dropout_prob: float = 0.0
+    image_size: int = 32
+
+    def __post_init__(self, **kwargs: Any) -> None:
+        super().__post_init__(**kwargs)
+        check_choice("CifarResNetConfig.depth", self.depth, tuple(RESNET_LAYOUTS))
+        check_range("CifarResNetConfig.width_multiplier", self.width_multiplier, low=0.0, low_inclusive=False)
+        check_choice("CifarResNetConfig.num_channels", self.num_channels, (1, 3))
+        check_range(
+            "CifarResNetConfig.hidden_dropout_prob", self.hidden_dropout_prob, low=0.0, high=1.0, high_inclusive=False
+        )
+        check_range("CifarResNetConfig.image_size", self.image_size, low=8, integer=True)
+
+    @property
+    def block_type(self) -> str:
+        return RESNET_LAYOUTS[self.depth][0]
+
+    @property
+    def depths(self) -> tuple[int, ...]:
+        """Blocks per stage."""
+        return RESNET_LAYOUTS[self.depth][1]
+
+    @property
+    def stage_widths(self) -> list[int]:
+        """Inner width of each stage's blocks (the 3x3 convolutions)."""
+        return [max(1, round(w * self.width_multiplier)) for w in BASE_WIDTHS]
+
+    @property
+    def hidden_sizes(self) -> list[int]:
+        """Output channels of each stage; the last is the representation size d."""
+        return [w * EXPANSION[self.block_type] for w in self.stage_widths]
+
+    @property
+    def hidden_size(self) -> int:
+        return self.hidden_sizes[-1]
+
+
+DEFAULT_ENCODER = {
+    "model_type": "vit",
+    "image_size": 32,
+    "patch_size": 4,
+    "hidden_size": 192,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 3,
+    "intermediate_size": 768,
+}
+
+
+def _conv_bn(in_channels: int, out_channels: int, kernel: int, stride: int = 1) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Conv2d(in_channels, out_channels, kernel, stride=stride, padding=kernel // 2, bias=False),
+        nn.BatchNorm2d(out_channels),
+    )
+
+
+class CifarBasicBlock(GradientCheckpointingLayer):
+    """3x3 -> 3x3 with an identity (or 1x1 projection) shortcut. Shapes: `(B, C_in, H, W)` -> `(B, width, H/s, W/s)`."""
+
+    expansion = EXPANSION["basic"]
+
+    def __init__(self, in_channels: int, width: int, stride: int):
+        super().__init__()
+        self.conv1 = _conv_bn(in_channels, width, 3, stride)
+        self.conv2 = _conv_bn(width, width, 3)
+        out = width * self.expansion
+        self.shortcut = _conv_bn(in_channels, out, 1, stride) if stride != 1 or in_channels != out else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv2(torch.relu(self.conv1(x))) + self.shortcut(x))
+
+
+class CifarBottleneckBlock(GradientCheckpointingLayer):
+    """1x1 -> 3x3 (stride) -> 1x1 (x4). Shapes: `(B, C_in, H, W)` -> `(B, 4 * width, H/s, W/s)`."""
+
+    expansion = EXPANSION["bottleneck"]
+
+    def __init__(self, in_channels: int, width: int, stride: int):
+        super().__init__()
+        out = width * self.expansion
+        self.conv1 = _conv_bn(in_channels, width, 1)
+        self.conv2 = _conv_bn(width, width, 3, stride)
+        self.conv3 = _conv_bn(width, out, 1)
+        self.shortcut = _conv_bn(in_channels, out, 1, stride) if stride != 1 or in_channels != out else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.conv2(torch.relu(self.conv1(x))))
+        return torch.relu(self.conv3(h) + self.shortcut(x))
+
+
+BLOCKS = {"basic": CifarBasicBlock, "bottleneck": CifarBottleneckBlock}
+
+
+class CifarResNetModel(PreTrainedModel):
+    """ResNet-10/18/34/50 with the CIFAR stem (3x3 stride-1 convolution, no max-pool) and no classifier. Its blocks
+    checkpoint their activations under `gradient_checkpointing_enable` (transformers' `GradientCheckpointingLayer`)."""
+
+    config_class = CifarResNetConfig
+    base_model_prefix = "resnet"
+    main_input_name = "pixel_values"
+
+    def __init__(self, config: CifarResNetConfig):
+        super().__init__(config)
+        widths = config.stage_widths
+        self.stem = _conv_bn(config.num_channels, widths[0], 3)
+        block = BLOCKS[config.block_type]
+        stages, channels = [], widths[0]
+        for index, (width, blocks) in enumerate(zip(widths, config.depths)):
+            layers = []
+            for b in range(blocks):
+                layers.append(block(channels, width, stride=2 if index > 0 and b == 0 else 1))
+                channels = width * block.expansion
+            stages.append(nn.Sequential(*layers))
+        self.stages = nn.ModuleList(stages)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.post_init()
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, nn.Conv2d):
+            init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
+        elif isinstance(module, nn.BatchNorm2d):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+            init.zeros_(module.running_mean)
+            init.ones_(module.running_var)
+            init.zeros_(module.num_batches_tracked)
+
+    def forward(
+        self, pixel_values: torch.Tensor, output_hidden_states: bool | None = None, return_dict: bool | None = None
+    ) -> BaseModelOutputWithPoolingAndNoAttention:
+        check_rank("pixel_values", pixel_values, 4, "(batch, channels, height, width)")
+        if pixel_values.shape[1] != self.config.num_channels:
+            raise ValueError(
+                f"pixel_values has {pixel_values.shape[1]} channels; CifarResNetConfig.num_channels="
+                f"{self.config.num_channels}."
+            )
+        check_finite("pixel_values", pixel_values)
+        hidden = torch.relu(self.stem(pixel_values))
+        states = [hidden]
+        for stage in self.stages:
+            hidden = self.dropout(stage(hidden))
+            states.append(hidden)
+        pooled = hidden.mean(dim=(2, 3), keepdim=True)
+        return BaseModelOutputWithPoolingAndNoAttention(
+            last_hidden_state=hidden, pooler_output=pooled,
+            hidden_states=tuple(states) if output_hidden_states else None,
+        )
+
+
+OWN_ENCODERS = ((CifarResNetConfig, CifarResNetModel),)
+
+
+register_own_encoders(OWN_ENCODERS)
+
+
+@dataclass
+class ObjectiveConfig:
+    """An objective's own settings: a dataclass of `checked` fields (each checked when built, the message naming
+    `ClassName.field` and the allowed values), saved in the model's config.json as `InSubConfig.objective_config`."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    modality: ClassVar[str] = "image"
+    encoder_inputs: ClassVar[tuple[str, ...]] = ("pixel_values", "dna_one_hot")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any] | None, objective: str) -> "ObjectiveConfig":
+        """`values` (a subset of the fields; the rest default) -> the checked config; an unknown key is refused,
+        naming the allowed ones."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(values or {}) - set(names))
+        if unknown:
+            raise ValueError(
+                f"InSubConfig.objective_config: {unknown} are not settings of objective={objective!r} "
+                f"({cls.__name__}); allowed: {names}."
+            )
+        return cls(**(values or {}))
+
+
+@dataclass
+class SimCLRConfig(ObjectiveConfig):
+    """SimCLR's settings (`InSubConfig.objective_config` with `objective="simclr"`)."""
+
+    name = "simclr"
+    title = "SimCLR (NT-Xent)"
+
+    temperature: float = checked(0.5, low=0.0, low_inclusive=False)
+    base_temperature: float | None = checked(0.07, low=0.0, low_inclusive=False, optional=True)
+    normalize_mean: bool = checked(False, choices=(True, False))
+
+
+    @property
+    def loss_scale(self) -> float:
+        """The factor on the NT-Xent: `temperature / base_temperature`, or 1 without a base temperature."""
+        return 1.0 if self.base_temperature is None else self.temperature / self.base_temperature
+
+
+OBJECTIVE_CONFIGS: dict[str, type[ObjectiveConfig]] = {SimCLRConfig.name: SimCLRConfig}
+
+
+PRETRAINING = dict(
+    seed=0, weight_decay=1e-4, warmup_steps=0.05, lr_scheduler_type="cosine", save_strategy="epoch", save_total_limit=1,
+    dataloader_drop_last=True,
+)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The `InSubConfig` fields one modality's InSub models start from (`InSubConfig.for_*` takes overrides), and
+    `training`: the `InSubTrainingArguments` fields its pretraining jobs start from (beside `PRETRAINING`)."""
+
+    objective: str
+    num_heads: int
+    diversity_alpha: float
+    diversity_weight: float
+    head_hidden_sizes: tuple[int, ...]
+    head_output_size: int
+    normalize_heads: bool = True
+    head_norm: str = "batchnorm"
+    freeze_encoder: bool = False
+    training: dict = field(default_factory=dict, compare=False)
+
+    def config_fields(self) -> dict:
+        """The recipe as `InSubConfig` keyword arguments."""
+        fields = {**asdict(self), "head_hidden_sizes": list(self.head_hidden_sizes)}
+        fields.pop("training")
+        return fields
+
+    def training_arguments(self, **overrides) -> dict:
+        """`InSubTrainingArguments` keyword arguments of this modality's pretraining: `PRETRAINING`, `training`,
+        then `overrides`."""
+        return {**PRETRAINING, **self.training, **overrides}
+
+
+IMAGE = Recipe("simclr", num_heads=5, diversity_alpha=0.08, diversity_weight=0.3, head_hidden_sizes=(512,),
+               head_output_size=128,
+               training=dict(num_train_epochs=3, per_device_train_batch_size=240, learning_rate=3e-3, logging_steps=5))
+TEXT = Recipe("scd", num_heads=3, diversity_alpha=0.1, diversity_weight=0.01, head_hidden_sizes=(512, 512),
+              head_output_size=512, normalize_heads=False, freeze_encoder=True,
+              training=dict(num_train_epochs=1, per_device_train_batch_size=64, learning_rate=1e-3,
+                            logging_strategy="epoch"))
+DNA = Recipe("genomenet", num_heads=5, diversity_alpha=0.08, diversity_weight=1.5, head_hidden_sizes=(),
+             head_output_size=64, normalize_heads=False, head_norm="none",
+             training=dict(num_train_epochs=4, per_device_train_batch_size=64, learning_rate=1e-3,
+                           logging_strategy="epoch"))
+DNA_ENCODER = {"model_type": "insub_genomic"}
+
+
+HEAD_NORMS = ("batchnorm", "none")
+MODEL_READINGS = ("spread", "knn")
+DIVERSITY_REDUCTIONS = ("mean", "sum")
+OBJECTIVE_FIELDS: dict[str, tuple[str, ...]] = {
+    field: tuple(name for name, options in OBJECTIVE_CONFIGS.items() if field in options.__dataclass_fields__)
+    for every in OBJECTIVE_CONFIGS.values() for field in every.__dataclass_fields__
+}
+
+
+def encoder_field(encoder_config, key: str):
+    """A field of an encoder config given as a config object or a dict (None where it has none)."""
+    return encoder_config.get(key) if isinstance(encoder_config, dict) else getattr(encoder_config, key, None)
+
+
+MAX_DIVERSITY_ALPHA, MAX_DIVERSITY_WEIGHT = 10.0, 1e4
+MAX_LABELS = 100_000
+DEFAULT_OBJECTIVES = {"pixel_values": "simclr", "input_ids": "scd", "dna_one_hot": "genomenet"}
+
+
+PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
+
+
+def check_label_settings(num_labels, problem_type, where: str = "InSubConfig") -> None:
+    """Refuses label settings the classifiers cannot honour, with the reason: a `problem_type` outside
+    `PROBLEM_TYPES`, a single-label classifier over one class (a one-class softmax is always 1 and never learns), or
+    more than `MAX_LABELS` labels."""
+    if problem_type is not None:
+        check_choice(f"{where}.problem_type", problem_type, PROBLEM_TYPES)
+    if num_labels == 1 and problem_type == "single_label_classification":
+        raise ValueError(
+            f"{where}.num_labels must be at least 2 for problem_type='single_label_classification', got 1: a one-class "
+            "softmax is always 1 and never learns (num_labels=1 is transformers' regression convention)."
+        )
+    check_range(f"{where}.num_labels", num_labels, low=1, high=MAX_LABELS, integer=True)
+
+
+def encoder_input(config) -> str:
+    """The input an `InSubConfig`'s encoder reads (`MODALITY_INPUTS` values): timm models read images; a model type
+    nobody registered is left to `build_encoder`'s own error."""
+    pass
+
+    if config.timm_model_name is not None:
+        return "pixel_values"
+    model_type = encoder_field(config.encoder_config, "model_type")
+    try:
+        return getattr(encoder_model_class(model_type), "main_input_name", None)
+    except KeyError:
+        return None
+
+
+def _check_attention_heads(encoder_config) -> None:
+    """A transformer encoder's hidden_size must split evenly over its attention heads."""
+    hidden, heads = (encoder_field(encoder_config, key) for key in ("hidden_size", "num_attention_heads"))
+    if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 and hidden % heads:
+        raise ValueError(
+            f"InSubConfig.encoder_config: hidden_size={hidden} must be a multiple of num_attention_heads={heads} "
+            f"(each head gets hidden_size / num_attention_heads dimensions); e.g. hidden_size={hidden // heads * heads or heads}."
+        )
+
+
+_BOOKKEEPING_KEYS = {
+    "model_type", "transformers_version", "auto_map", "architectures", "torch_dtype", "dtype", "name_or_path",
+    "num_labels", "output_attentions", "output_hidden_states", "use_cache", "attn_implementation",
+    "experts_implementation", "rope_scaling", "rope_theta", "per_layer_config", "tie_word_embeddings",
+}
+
+
+def _check_unknown_keys(kwargs: dict[str, Any], encoder_keys: set[str], objective: str) -> None:
+    """transformers keeps an unknown keyword as an attribute nobody reads, so a misspelt field would silently do
+    nothing: a key close to a field (`num_head`) is refused, naming that field, and so is a field of the encoder
+    config (`hidden_size`). A key close to none only warns: a config.json written by a later release or another
+    tool must still load."""
+    known = set(InSubConfig.__dataclass_fields__) | set(PretrainedConfig.__dataclass_fields__)
+    for key in sorted(set(kwargs) - known - _BOOKKEEPING_KEYS):
+        if key.startswith("_"):
+            continue
+        if key in encoder_keys:
+            raise ValueError(
+                f"InSubConfig got {key}={kwargs[key]!r}, a field of the encoder: set it in encoder_config "
+                f"(e.g. encoder_config={{..., {key!r}: {kwargs[key]!r}}})."
+            )
+        if key in OBJECTIVE_FIELDS:
+            owners, name = OBJECTIVE_FIELDS[key], key
+            objective = objective if objective in owners else owners[0]
+            raise ValueError(
+                f"InSubConfig got {key}={kwargs[key]!r}, a setting of objective={objective!r}: set it in "
+                f"objective_config (objective={objective!r}, objective_config={{{name!r}: {kwargs[key]!r}}})."
+            )
+        close = difflib.get_close_matches(key, sorted(InSubConfig.__dataclass_fields__), n=1, cutoff=0.75)
+        if close:
+            raise ValueError(
+                f"InSubConfig got {key}={kwargs[key]!r}, which is not one of its fields; did you mean {close[0]!r}?"
+            )
+        warnings.warn(
+            f"InSubConfig got {key}={kwargs[key]!r}, which is not one of its fields (kept as an attribute; nothing "
+            "reads it).", stacklevel=4,
+        )
+
+
+class InSubConfig(PretrainedConfig):
+    r"""Architecture of an InSub model (Vahidi et al., AAAI 2024)."""
+
+    model_type = "insub"
+    sub_configs_defaults = {"encoder_config": SubConfigSpec(config_class=AutoConfig, model_type="vit", optional=True)}
+
+    encoder_config: dict | PretrainedConfig | None = None
+    timm_model_name: str | None = None
+    timm_kwargs: dict | None = None
+    pooling: str = "cls"
+    num_heads: int = IMAGE.num_heads
+    head_hidden_sizes: list[int] | None = None
+    head_output_size: int = IMAGE.head_output_size
+    head_norm: str = "batchnorm"
+    diversity_alpha: float = IMAGE.diversity_alpha
+    diversity_weight: float = IMAGE.diversity_weight
+    diversity_eps: float = 1e-4
+    diversity_reduction: str = "mean"
+    objective: str | None = None
+    objective_config: dict | ObjectiveConfig | None = None
+    normalize_heads: bool = True
+    batch_ensemble_size: int = 1
+    freeze_encoder: bool = False
+    uncertainty_direction: int | None = None
+    uncertainty_reading: str = "spread"
+    knn_k: int = 10
+    knn_bank_size: int = 0
+    knn_bank_weights: str | None = None
+
+    def __post_init__(self, **kwargs: Any) -> None:
+        if self.encoder_config is not None and self.timm_model_name is not None:
+            raise ValueError(
+                "InSubConfig: set only one of `encoder_config` and `timm_model_name`, got both "
+                f"(timm_model_name={self.timm_model_name!r})."
+            )
+        if isinstance(self.encoder_config, str):  # the config is the architecture; names are the presets' job
+            raise ValueError(
+                f"InSubConfig.encoder_config must be a dict with a `model_type` or an encoder config, got the name "
+                f"{self.encoder_config!r}; build it with insub_hf.named_encoder({self.encoder_config!r})."
+            )
+        if isinstance(self.encoder_config, dict) and "model_type" not in self.encoder_config:
+            raise ValueError(
+                "InSubConfig.encoder_config: a dict needs a `model_type` (e.g. 'vit', 'resnet', 'bert', "
+                f"'insub_genomic'), got keys {sorted(self.encoder_config)}."
+            )
+        if isinstance(self.encoder_config, dict) and self.encoder_config["model_type"] not in CONFIG_MAPPING:
+            import transformers
+
+            raise ValueError(
+                f"InSubConfig.encoder_config.model_type={self.encoder_config['model_type']!r} is not an encoder this "
+                f"installation knows (transformers {transformers.__version__}): use a transformers model type (e.g. "
+                f"'vit', 'resnet', 'bert'), insub-hf's {[c.model_type for c, _ in OWN_ENCODERS]}, or install the library "
+                "that registers it. A checkpoint naming it was saved with code this environment lacks."
+            )
+        if self.encoder_config is None and self.timm_model_name is None:
+            self.encoder_config = dict(DEFAULT_ENCODER)
+        if self.head_hidden_sizes is None:  # the image recipe's, as every other default
+            self.head_hidden_sizes = list(IMAGE.head_hidden_sizes)
+        if not isinstance(self.head_hidden_sizes, (list, tuple)):
+            raise ValueError(
+                "InSubConfig.head_hidden_sizes must be a list of hidden widths (e.g. [2048]; [] for one Linear layer), "
+                f"got {self.head_hidden_sizes!r}."
+            )
+        encoder = self.encoder_config
+        _check_unknown_keys(
+            kwargs, set(encoder if isinstance(encoder, dict) else (encoder.to_dict() if encoder else {})), self.objective
+        )
+        if "num_labels" in kwargs:  # before transformers builds an id2label entry per class
+            check_label_settings(kwargs["num_labels"], kwargs.get("problem_type"))
+        if self.objective is None:
+            self.objective = DEFAULT_OBJECTIVES.get(encoder_input(self), "simclr")
+        self.timm_kwargs = dict(self.timm_kwargs or {})
+        if self.objective == "dino" and self.timm_model_name and "vit" in self.timm_model_name:
+            self.timm_kwargs.setdefault("dynamic_img_size", True)  # local crops are smaller than global ones
+        super().__post_init__(**kwargs)
+        self._check_values()
+
+    @classmethod
+    def for_images(cls, **overrides: Any) -> InSubConfig:
+        """The image recipe (`insub_hf.recipes.IMAGE`: SimCLR, M 5, alpha 0.08, lambda 0.3, heads 512 -> 128), on the
+        default encoder unless `encoder_config` (or `timm_model_name`) is given; `overrides` replace any field."""
+        return cls(**{**IMAGE.config_fields(), **overrides})
+
+    @classmethod
+    def for_text(cls, encoder_config, **overrides: Any) -> InSubConfig:
+        """The text recipe (`insub_hf.recipes.TEXT`: SCD, M 3, alpha 0.1, lambda 0.01, mean pooling) on a BERT-style
+        `encoder_config`; `overrides` replace any field."""
+        return cls(**{**TEXT.config_fields(), "pooling": "mean", "encoder_config": encoder_config, **overrides})
+
+    @classmethod
+    def for_dna(cls, encoder_config=None, **overrides: Any) -> InSubConfig:
+        """The DNA recipe (`insub_hf.recipes.DNA`: Self-GenomeNet, M 5, alpha 0.08, lambda 1.5, heads one Linear to
+        64) on the genomic encoder (`GenomicEncoderConfig()`, `recipes.DNA_ENCODER`, unless `encoder_config` is given)."""
+        encoder_config = dict(DNA_ENCODER) if encoder_config is None else encoder_config
+        return cls(**{**DNA.config_fields(), "encoder_config": encoder_config, **overrides})
+
+    @property
+    def hidden_size(self) -> int | None:
+        """The representation size d (`pooler_output`; what sentence-transformers and other tools read): the
+        encoder's `hidden_size`, or its last stage's width for CNNs; None for a timm encoder (known once built)."""
+        if self.encoder_config is None:
+            return None
+        sizes = encoder_field(self.encoder_config, "hidden_sizes")
+        return sizes[-1] if sizes else encoder_field(self.encoder_config, "hidden_size")
+
+    def get_text_config(self, *args: Any, **kwargs: Any) -> PretrainedConfig:
+        """A text model's encoder config (its vocabulary and sizes, what transformers' token tools such as
+        `resize_token_embeddings` read and write); this config for other models."""
+        if isinstance(self.encoder_config, PretrainedConfig) and encoder_input(self) == "input_ids":
+            return self.encoder_config
+        return super().get_text_config(*args, **kwargs)
+
+    def text_max_length(self, tokenizer) -> int:
+        """Tokens per sentence a text model reads by default: the base model's (the tokenizer's `model_max_length`),
+        capped by the encoder's position embeddings."""
+        positions = encoder_field(self.encoder_config, "max_position_embeddings")
+        return min(tokenizer.model_max_length, positions or tokenizer.model_max_length)
+
+    @property
+    def modality(self) -> str:
+        """What the model reads: "image", "text" or "dna" (its objective's modality)."""
+        return OBJECTIVE_CONFIGS[self.objective].modality
+
+    @property
+    def objective_options(self) -> ObjectiveConfig:
+        """`objective_config` as its objective's typed, checked config (e.g. `SimCLRConfig`)."""
+        return OBJECTIVE_CONFIGS[self.objective].from_dict(self.objective_config, self.objective)
+
+    def _check_values(self) -> None:
+        check_choice("InSubConfig.normalize_heads", self.normalize_heads, (True, False))
+        check_choice("InSubConfig.freeze_encoder", self.freeze_encoder, (True, False))
+        check_choice("InSubConfig.uncertainty_direction", self.uncertainty_direction, (1, -1, None))
+        check_choice("InSubConfig.uncertainty_reading", self.uncertainty_reading, MODEL_READINGS)
+        check_range("InSubConfig.knn_bank_size", self.knn_bank_size, low=0, integer=True)
+        if self.uncertainty_reading == "knn":
+            if not self.knn_bank_size:
+                raise ValueError("InSubConfig.uncertainty_reading='knn' needs a bank (knn_bank_size >= knn_k): set "
+                                 "it with model.set_bank(representations), which records both.")
+            check_range("InSubConfig.knn_k", self.knn_k, low=1, high=self.knn_bank_size, integer=True)
+        _check_attention_heads(self.encoder_config)
+        check_choice("InSubConfig.objective", self.objective, tuple(OBJECTIVE_CONFIGS))
+        check_label_settings(self.num_labels, self.problem_type)
+        reads, takes = encoder_input(self), OBJECTIVE_CONFIGS[self.objective].encoder_inputs
+        if reads is not None and reads not in takes:
+            fitting = sorted(name for name, o in OBJECTIVE_CONFIGS.items() if reads in o.encoder_inputs)
+            if not fitting:
+                raise ValueError(
+                    f"InSubConfig.encoder_config model_type={encoder_field(self.encoder_config, 'model_type')!r} reads "
+                    f"{reads!r}; allowed encoders read one of {list(DEFAULT_OBJECTIVES)}."
+                )
+            raise ValueError(
+                f"InSubConfig.objective={self.objective!r} trains encoders that read {list(takes)}, but this encoder "
+                f"reads {reads}: use one of {fitting} with it, or another encoder."
+            )
+        given = self.objective_config
+        expected = OBJECTIVE_CONFIGS[self.objective]
+        if isinstance(given, ObjectiveConfig) and not isinstance(given, expected):
+            raise ValueError(
+                f"InSubConfig.objective_config is a {type(given).__name__}; objective={self.objective!r} takes a "
+                f"{expected.__name__} (or a dict of its fields)."
+            )
+        if given is not None and not isinstance(given, (dict, ObjectiveConfig)):
+            raise ValueError(
+                f"InSubConfig.objective_config must be a dict of {expected.__name__} fields or a {expected.__name__}, "
+                f"got {given!r}."
+            )
+        self.objective_config = (given if isinstance(given, ObjectiveConfig) else self.objective_options).to_dict()
+        check_choice("InSubConfig.head_norm", self.head_norm, HEAD_NORMS)
+        check_choice("InSubConfig.pooling", self.pooling, POOLINGS)
+        check_range("InSubConfig.num_heads", self.num_heads, low=1, integer=True)
+        check_range("InSubConfig.head_output_size", self.head_output_size, low=1, integer=True)
+        for i, size in enumerate(self.head_hidden_sizes):
+            check_range(f"InSubConfig.head_hidden_sizes[{i}]", size, low=1, integer=True)
+        # alpha is a spread of unit vectors (at most 1 per dimension); lambda beyond MAX_DIVERSITY_WEIGHT overflows the
+        # loss in float32 long before it means anything (the authors' largest is 1.5)
+        check_range("InSubConfig.diversity_alpha", self.diversity_alpha, low=0.0, high=MAX_DIVERSITY_ALPHA)
+        check_range("InSubConfig.diversity_weight", self.diversity_weight, low=0.0, high=MAX_DIVERSITY_WEIGHT)
+        check_range("InSubConfig.diversity_eps", self.diversity_eps, low=0.0, low_inclusive=False)
+        check_choice("InSubConfig.diversity_reduction", self.diversity_reduction, DIVERSITY_REDUCTIONS)
+        check_range("InSubConfig.batch_ensemble_size", self.batch_ensemble_size, low=1, integer=True)
+
+
+def encoder_model_class(model_type: str, config_class: type | None = None) -> type:
+    """The model class of an encoder `model_type`: the package's own by name (a config loaded through remote code may
+    be another copy of the class than the registered one), else `AutoModel`'s for `config_class` (default: the
+    registered config class of `model_type`). Raises KeyError when there is none."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    own = {own_config.model_type: own_model for own_config, own_model in OWN_ENCODERS}
+    return own.get(model_type) or AutoModel._model_mapping[config_class or CONFIG_MAPPING[model_type]]

@@ -1,0 +1,886 @@
+"""modeling_insub: what this folder's loaders run of the insub-hf modules checksums, encoders.base, encoders.build, encoders.registry, encoders.vision, heads, knn_bank, losses.diversity, losses.precision, model_files, modeling_classification, modeling_insub, modeling_outputs, text_uncertainty (documented there), bundled by `insub_hf.remote_code`."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import hashlib
+import importlib
+import inspect
+import math
+import os
+import torch
+import torch.nn.functional as F
+import warnings
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from torch import nn
+from transformers import AutoConfig, AutoModel, PreTrainedModel, PretrainedConfig, initialization as init
+from transformers.configuration_utils import SubConfigSpec
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutputWithPoolingAndNoAttention
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+from transformers.utils import ModelOutput
+from typing import ClassVar
+from .configuration_insub import (
+    BASE_WIDTHS, BLOCKS, CifarBasicBlock, CifarBottleneckBlock, CifarResNetConfig, CifarResNetModel,
+    DEFAULT_ENCODER, DEFAULT_OBJECTIVES, DIVERSITY_REDUCTIONS, DNA, DNA_ENCODER, EXPANSION, HEAD_NORMS, IMAGE,
+    InSubConfig, MAX_DIVERSITY_ALPHA, MAX_DIVERSITY_WEIGHT, MAX_LABELS, MODEL_READINGS, OBJECTIVE_CONFIGS,
+    OBJECTIVE_FIELDS, OWN_ENCODERS, ObjectiveConfig, POOLINGS, PRETRAINING, PROBLEM_TYPES, RESNET_LAYOUTS, Recipe,
+    SimCLRConfig, TEXT, _BOOKKEEPING_KEYS, _RULES, _check_attention_heads, _check_unknown_keys, _conv_bn,
+    check_choice, check_fields, check_finite, check_label_settings, check_range, check_rank, checked, encoder_field,
+    encoder_input, encoder_model_class, field_rule, register_own_encoders,
+)
+
+
+@dataclass
+class EncoderOutput:
+    """What `Encoder.encode` gives."""
+
+    pooled: torch.Tensor
+    last_hidden_state: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+class Encoder(nn.Module):
+    """Maps one modality's inputs to a representation `(B, d)`."""
+
+    output_dim: int
+    main_input_name: str
+    input_names: tuple[str, ...]
+    repeats_input_for_second_view: bool = False
+    vocab_size: int | None = None
+
+    @classmethod
+    def from_model(cls, model: nn.Module, config) -> Encoder:
+        """The adapter around a built transformers `model`, with what it needs of the `InSubConfig` `config`."""
+        return cls(model)
+
+    def forward_features(self, **inputs: torch.Tensor) -> torch.Tensor:
+        """Token-level features `(B, T, d)` (per token, per DNA window)."""
+        raise ValueError(
+            f"{type(self).__name__} gives no token-level features; this needs an encoder with a sequence of them "
+            "(a BERT-style text model or the genomic encoder)."
+        )
+
+    def pool(self, features: torch.Tensor, **inputs: torch.Tensor) -> torch.Tensor:
+        """Token-level features `(B, T, d)` -> representation `(B, d)`; `inputs` give masks where needed."""
+        raise ValueError(f"{type(self).__name__} gives no token-level features to pool.")
+
+    def forward(self, **inputs: torch.Tensor) -> torch.Tensor:
+        return self.pool(self.forward_features(**inputs), **inputs)
+
+    def encode(self, output_hidden_states: bool = False, output_attentions: bool = False,
+               **inputs: torch.Tensor) -> EncoderOutput:
+        """The representation with the states behind it (`EncoderOutput`). Default: an encoder with token-level
+        features gives them as `last_hidden_state`, any other its representation alone; neither has per-layer
+        states or attention, so both are refused by name (the transformers adapters override this and pass them on)."""
+        refuse_outputs(self, output_hidden_states, output_attentions, has_layers=False, has_attention=False)
+        if type(self).forward is not Encoder.forward:  # pooled by its own forward: no token level
+            return EncoderOutput(self(**inputs))
+        features = self.forward_features(**inputs)
+        return EncoderOutput(self.pool(features, **inputs), features)
+
+    def input_embeddings(self) -> nn.Module | None:
+        """The module that embeds the encoder's inputs (a text model's token embeddings, a ViT's patch embeddings);
+        None where the encoder has none."""
+        model = getattr(self, "model", None)
+        try:
+            return model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+        except NotImplementedError:  # a transformers model without input embeddings (a CNN)
+            return None
+
+    def resize_vocabulary(self, vocab_size: int) -> None:
+        """After `resize_token_embeddings`: a text encoder follows the new vocabulary; others have none."""
+        raise ValueError(f"resize_token_embeddings: this model's encoder ({type(self).__name__}) reads no tokens.")
+
+    def set_input_embeddings(self, embeddings: nn.Module) -> None:
+        """Replaces the input embeddings (after `resize_token_embeddings`); refused for an encoder without them."""
+        if self.input_embeddings() is None:
+            raise ValueError(f"set_input_embeddings: this model's encoder ({type(self).__name__}) has no input embeddings.")
+        self.model.set_input_embeddings(embeddings)
+
+    def transformers_backbone(self) -> nn.Module:
+        """The wrapped transformers model, for loading pretrained backbone weights; raises for other encoders."""
+        model = getattr(self, "model", None)
+        if not isinstance(model, nn.Module) or not hasattr(model, "config"):
+            raise ValueError(
+                f"load_encoder_weights loads transformers backbones; this model's encoder is a {type(self).__name__} "
+                "(timm models load weights with timm; BatchEnsemble layers have no pretrained counterpart)."
+            )
+        return model
+
+    def load_backbone_state_dict(self, state: dict[str, torch.Tensor], source: str) -> None:
+        """Copies a pretrained transformers backbone's weights (`state`, read from `source`) into the wrapped model."""
+        try:
+            result = self.transformers_backbone().load_state_dict(state, strict=False)
+        except RuntimeError as error:
+            raise ValueError(
+                f"the backbone at {source} does not fit InSubConfig.encoder_config (build the config with "
+                f"encoder_config_from_pretrained): {error}"
+            ) from None
+        if result.missing_keys:
+            raise ValueError(
+                f"the backbone at {source} lacks {len(result.missing_keys)} weights of the encoder, e.g. "
+                f"{result.missing_keys[:3]}; build InSubConfig.encoder_config with encoder_config_from_pretrained."
+            )
+
+
+def refuse_outputs(encoder: nn.Module, output_hidden_states: bool, output_attentions: bool, has_layers: bool,
+                   has_attention: bool) -> None:
+    """Refuses `output_hidden_states` / `output_attentions`, by name, where the encoder has no such outputs."""
+    if output_hidden_states and not has_layers:
+        raise ValueError(
+            f"output_hidden_states: this model's encoder ({type(encoder).__name__}) gives no per-layer hidden states; "
+            "transformers encoders (ViT, BERT, ResNet, the CIFAR ResNet) do."
+        )
+    if output_attentions and not has_attention:
+        raise ValueError(
+            f"output_attentions: this model's encoder ({type(encoder).__name__}) has no attention weights to give; "
+            "attention encoders (ViT, BERT-style) do."
+        )
+
+
+def check_eager_attention(encoder: nn.Module, model: nn.Module, output_attentions: bool) -> None:
+    """`output_attentions` needs the encoder's eager attention (the fused kernels never form the weights): refused by
+    name under another implementation, rather than answered with an empty tuple."""
+    implementation = getattr(model.config, "_attn_implementation", None)
+    if output_attentions and implementation not in (None, "eager"):
+        raise ValueError(
+            f"output_attentions: this model's encoder ({type(encoder).__name__}) runs attn_implementation="
+            f"{implementation!r}, which gives no attention weights; load it with from_pretrained(..., "
+            "attn_implementation=\"eager\") (or call model.set_attn_implementation(\"eager\"))."
+        )
+
+
+def set_dropout(module: nn.Module, enabled: bool) -> None:
+    """Puts every submodule except normalisation layers in train mode (dropout on) or all in eval mode."""
+    module.eval()
+    if enabled:
+        for sub in module.modules():
+            if not isinstance(sub, nn.modules.batchnorm._BatchNorm):
+                sub.training = True  # per module: .train() would recurse into the BatchNorm children
+
+
+def _check_pixels(pixel_values: torch.Tensor, num_channels: int) -> None:
+    check_rank("pixel_values", pixel_values, 4, "(batch, channels, height, width)")
+    if not pixel_values.is_floating_point():
+        raise ValueError(
+            f"pixel_values has dtype {pixel_values.dtype}; the encoder reads float images, normalised as in training "
+            "(e.g. an image processor's output, or uint8 / 255 then Normalize(mean, std))."
+        )
+    if pixel_values.shape[1] != num_channels:
+        raise ValueError(
+            f"pixel_values has {pixel_values.shape[1]} channels but the encoder expects num_channels={num_channels}; "
+            "convert the images (e.g. PIL .convert('RGB') or 'L') or set the encoder's num_channels."
+        )
+    check_finite("pixel_values", pixel_values)
+
+
+class TransformersVisionEncoder(Encoder):
+    """A transformers vision backbone. ViT-like models give their CLS token, CNNs their pooled features."""
+
+    main_input_name = "pixel_values"
+    input_names = ("pixel_values",)
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+        config = model.config
+        self.num_channels = getattr(config, "num_channels", 3)
+        sizes = getattr(config, "hidden_sizes", None)
+        self.output_dim = sizes[-1] if sizes else config.hidden_size
+        self.image_size = getattr(config, "image_size", None)
+        self.interpolates = "interpolate_pos_encoding" in inspect.signature(model.forward).parameters
+
+    def forward(self, pixel_values: torch.Tensor, interpolate_pos_encoding: bool = False) -> torch.Tensor:
+        """`interpolate_pos_encoding`: accept images of another size than the config's `image_size` (DINO's local
+        crops): a ViT resizes its position embeddings, a CNN pools whatever size it gets. Without it, another size is
+        refused."""
+        return self._pooled(self._run(pixel_values, interpolate_pos_encoding))
+
+    def encode(self, output_hidden_states: bool = False, output_attentions: bool = False,
+               **inputs: torch.Tensor) -> EncoderOutput:
+        """The representation, the model's last hidden state (`(B, T, d)` tokens of a ViT, `(B, C, h, w)` a CNN's
+        feature map) and, when asked, every layer's states and (a ViT's) attention weights."""
+        refuse_outputs(self, output_hidden_states, output_attentions, has_layers=True,
+                       has_attention=hasattr(self.model.config, "num_attention_heads"))
+        check_eager_attention(self, self.model, output_attentions)
+        out = self._run(**inputs, output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        return EncoderOutput(self._pooled(out), out.last_hidden_state,
+                             out.hidden_states if output_hidden_states else None,
+                             out.attentions if output_attentions else None)
+
+    @staticmethod
+    def _pooled(out) -> torch.Tensor:
+        hidden = out.last_hidden_state
+        if hidden.dim() == 3:  # (B, tokens, d): CLS token, after the final LayerNorm
+            return hidden[:, 0]
+        return out.pooler_output.flatten(1)  # (B, d, 1, 1) -> (B, d)
+
+    def _run(self, pixel_values: torch.Tensor, interpolate_pos_encoding: bool = False,
+             output_hidden_states: bool = False, output_attentions: bool = False):
+        """The transformers model's output on checked images (see `forward`)."""
+        _check_pixels(pixel_values, self.num_channels)
+        kwargs = {}
+        size = self.image_size
+        if size is not None and tuple(pixel_values.shape[-2:]) != (size, size):
+            if not interpolate_pos_encoding:
+                raise ValueError(
+                    f"pixel_values are {tuple(pixel_values.shape[-2:])} images but the encoder's config has "
+                    f"image_size={size}: resize them to {size}x{size} (the image processor or eval transform does), "
+                    "or pass interpolate_pos_encoding=True where other sizes are meant (multi-crop)."
+                )
+            if self.interpolates:
+                kwargs["interpolate_pos_encoding"] = True
+        if output_hidden_states:
+            kwargs["output_hidden_states"] = True
+        if output_attentions:
+            kwargs["output_attentions"] = True
+        return self.model(pixel_values=pixel_values, **kwargs)
+
+
+ADAPTERS = {TransformersVisionEncoder.main_input_name: TransformersVisionEncoder}
+TIMM_ENCODER = None
+BATCH_ENSEMBLE = None
+
+
+def upcast_half(value):
+    """bf16 / fp16 tensors -> float32; float32 and float64 stay as they are."""
+    return value.float() if isinstance(value, torch.Tensor) and value.dtype in (torch.float16, torch.bfloat16) else value
+
+
+def in_float32(loss: F) -> F:
+    """Runs `loss` with its half-precision tensor arguments cast to float32 and autocast off inside."""
+
+    @functools.wraps(loss)
+    def wrapper(*args, **kwargs):
+        device = next((a.device.type for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), "cpu")
+        with torch.autocast(device, enabled=False):
+            return loss(*map(upcast_half, args), **{k: upcast_half(v) for k, v in kwargs.items()})
+
+    return wrapper  # type: ignore[return-value]
+
+
+@dataclass
+class InSubModelOutput(ModelOutput):
+    """Outputs of `InSubModel` for a batch of B inputs."""
+
+    representation: torch.Tensor | None = None
+    head_embeddings: torch.Tensor | None = None
+    mean_embedding: torch.Tensor | None = None
+    sigma: torch.Tensor | None = None
+    uncertainty: torch.Tensor | None = None
+    pooler_output: torch.Tensor | None = None
+    last_hidden_state: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+    head_spread: torch.Tensor | None = None
+
+
+def build_encoder(config) -> Encoder:
+    """Builds the encoder an `InSubConfig` names, randomly initialised; with `config.batch_ensemble_size` > 1
+    its linear layers become BatchEnsemble layers."""
+    encoder = _build_plain_encoder(config)
+    if config.batch_ensemble_size > 1:
+        return BATCH_ENSEMBLE(encoder, config.batch_ensemble_size)
+    return encoder
+
+
+def _build_plain_encoder(config) -> Encoder:
+    """The encoder an `InSubConfig` names, randomly initialised."""
+    if config.timm_model_name is not None:
+        return TIMM_ENCODER(config.timm_model_name, config.timm_kwargs)
+    encoder_config: PretrainedConfig = config.encoder_config
+    try:
+        model_class = encoder_model_class(encoder_config.model_type, type(encoder_config))
+    except KeyError:
+        raise ValueError(
+            f"InSubConfig.encoder_config has model_type={encoder_config.model_type!r}, which AutoModel cannot build; "
+            f"use a transformers vision model (e.g. 'vit', 'resnet'), a BERT-style text model (e.g. 'bert') or one "
+            f"of {sorted(c.model_type for c, _ in OWN_ENCODERS)}."
+        ) from None
+    main_input = getattr(model_class, "main_input_name", None)
+    if main_input not in ADAPTERS:
+        raise ValueError(
+            f"InSubConfig.encoder_config model_type={encoder_config.model_type!r} reads {main_input!r}; allowed "
+            f"encoders read one of {list(ADAPTERS)}."
+        )
+    kwargs = {}
+    # Our own pooling replaces the model's pooler (CLS/mean), so its unused weights are not built.
+    if "add_pooling_layer" in inspect.signature(model_class.__init__).parameters and (
+        main_input == "input_ids" or hasattr(encoder_config, "patch_size")
+    ):
+        kwargs["add_pooling_layer"] = False
+    return ADAPTERS[main_input].from_model(model_class(encoder_config, **kwargs), config)
+
+
+MAX_HEAD_PARAMETERS = 2**31
+
+
+class BatchedHeads(nn.Module):
+    """M independent MLP heads `Linear -> [BN] -> ReLU -> ... -> Linear`, evaluated together."""
+
+    def __init__(self, in_dim: int, hidden_sizes: list[int], out_dim: int, num_heads: int, norm: str = "batchnorm"):
+        super().__init__()
+        self.num_heads = num_heads
+        sizes = [in_dim, *hidden_sizes, out_dim]
+        self.sizes = tuple(sizes)
+        parameters = num_heads * sum((fan_in + 1) * fan_out for fan_in, fan_out in zip(sizes[:-1], sizes[1:]))
+        if parameters > MAX_HEAD_PARAMETERS:
+            raise ValueError(
+                f"InSubConfig.num_heads={num_heads} heads of sizes {sizes} would hold {parameters:,} parameters "
+                f"(more than {MAX_HEAD_PARAMETERS:,}, {4 * MAX_HEAD_PARAMETERS / 2**30:.0f} GiB in float32); lower "
+                "num_heads, head_hidden_sizes or head_output_size."
+            )
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        self.norms = nn.ModuleList()
+        for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+            shape = (fan_in, num_heads, fan_out) if i == 0 else (num_heads, fan_in, fan_out)
+            self.weights.append(nn.Parameter(torch.empty(shape)))
+            use_norm = norm == "batchnorm" and i < len(sizes) - 2
+            # A Linear followed by BatchNorm needs no bias: BN removes it.
+            self.biases.append(nn.Parameter(torch.empty(num_heads, fan_out)) if not use_norm else None)
+            self.norms.append(nn.BatchNorm1d(num_heads * fan_out) if use_norm else nn.Identity())
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Initialises each head like `nn.Linear`, independently per head."""
+        for i, (weight, bias) in enumerate(zip(self.weights, self.biases)):
+            bound = 1.0 / math.sqrt(weight.shape[0 if i == 0 else 1])
+            nn.init.uniform_(weight, -bound, bound)
+            if bias is not None:
+                nn.init.uniform_(bias, -bound, bound)
+        for norm in self.norms:
+            if isinstance(norm, nn.modules.batchnorm._BatchNorm):
+                norm.reset_parameters()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Args: x `(B, d)`. Returns: `(B, M, q)`."""
+        m = self.num_heads
+        last = len(self.weights) - 1
+        # First layer, one GEMM for all heads: (B, d) @ (d, M*h) -> (B, M*h)
+        h = x @ self.weights[0].view(x.shape[1], -1)
+        if self.biases[0] is not None:
+            h = h + self.biases[0].reshape(-1)
+        if last == 0:
+            return h.view(x.shape[0], m, -1)
+        h = torch.relu(self.norms[0](h))
+        # Head-major for bmm: (B, M*h) -> (M, B, h)
+        h = h.view(x.shape[0], m, -1).transpose(0, 1)
+        for i in range(1, last + 1):
+            h = torch.bmm(h, self.weights[i])  # (M, B, h_i)
+            if self.biases[i] is not None:
+                h = h + self.biases[i].unsqueeze(1)
+            if i < last:
+                # per-head BN over (B, M*h_i)
+                flat = self.norms[i](h.transpose(0, 1).reshape(x.shape[0], -1))
+                h = torch.relu(flat).view(x.shape[0], m, -1).transpose(0, 1)
+        return h.transpose(0, 1)  # (B, M, q)
+
+    def as_modules(self) -> nn.ModuleList:
+        """Returns M separate `nn.Sequential` MLPs holding copies of each head's weights and BN state."""
+        heads = nn.ModuleList()
+        last = len(self.weights) - 1
+        for m in range(self.num_heads):
+            layers: list[nn.Module] = []
+            for i, (weight, bias, norm) in enumerate(zip(self.weights, self.biases, self.norms)):
+                w = weight[:, m] if i == 0 else weight[m]  # (fan_in, fan_out)
+                linear = nn.Linear(w.shape[0], w.shape[1], bias=bias is not None)
+                linear.weight.data.copy_(w.detach().t())
+                if bias is not None:
+                    linear.bias.data.copy_(bias.detach()[m])
+                layers.append(linear)
+                if i < last:
+                    if isinstance(norm, nn.modules.batchnorm._BatchNorm):
+                        layers.append(_slice_batchnorm(norm, m, w.shape[1]))
+                    layers.append(nn.ReLU())
+            heads.append(nn.Sequential(*layers))
+        return heads.to(self.weights[0].device)
+
+
+def _slice_batchnorm(norm: nn.BatchNorm1d, head: int, width: int) -> nn.BatchNorm1d:
+    """The BatchNorm1d of one head, cut out of the (M*width)-feature BatchNorm."""
+    part = slice(head * width, (head + 1) * width)
+    bn = nn.BatchNorm1d(width, eps=norm.eps, momentum=norm.momentum)
+    bn.weight.data.copy_(norm.weight.detach()[part])
+    bn.bias.data.copy_(norm.bias.detach()[part])
+    bn.running_mean.copy_(norm.running_mean[part])
+    bn.running_var.copy_(norm.running_var[part])
+    bn.num_batches_tracked.copy_(norm.num_batches_tracked)
+    return bn
+
+
+def tensor_checksum(tensor: torch.Tensor) -> str:
+    """SHA-256 (hex) of a tensor's bytes as stored (row-major, its own dtype)."""
+    data = tensor.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
+    return hashlib.sha256(data.tobytes()).hexdigest()
+
+
+def weights_fingerprint(module: torch.nn.Module, leave_out: str | None = None) -> str:
+    """SHA-256 (hex) over a module's state dict (names, dtypes, shapes and bytes): which trained weights these are.
+    `leave_out`: a name prefix whose entries do not count (a bank made from the weights, not part of them)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        if leave_out is not None and name.startswith(leave_out):
+            continue
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}:{tensor_checksum(tensor)};".encode())
+    return digest.hexdigest()
+
+
+def knn_distance(embeddings: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Tensor:
+    """`(N,)` cosine distance of each row of `embeddings (N, d)` to its k-th nearest row of `bank (n, d)` (both
+    L2-normalised; a query that is itself in the bank has distance 0 to its first neighbour)."""
+    if not 1 <= k <= bank.shape[0]:  # topk of fewer rows would give another neighbour, silently
+        raise ValueError(f"knn_distance: k={k} must be between 1 and the bank's {bank.shape[0]} rows.")
+    similarity = embeddings.float() @ bank.float().T  # (N, n)
+    return 1 - similarity.topk(k, dim=1).values[:, -1]
+
+
+BANK = "knn_bank"
+
+
+class KnnBank(nn.Module):
+    """`(N, d)` unit-length representations as a buffer; called on representations `(B, d)` it gives `(B,)`, the
+    cosine distance of each to its k-th nearest bank row."""
+
+    def __init__(self, size: int, dim: int):
+        super().__init__()
+        self.register_buffer("bank", torch.zeros(size, dim))
+
+    def forward(self, representation: torch.Tensor, k: int) -> torch.Tensor:
+        return knn_distance(F.normalize(representation.float(), dim=-1), self.bank.float(), k)
+
+
+def bank_weights(model: nn.Module) -> str:
+    """`weights_fingerprint` of the encoder and heads of `model` (an `InSubModel`, or the one inside
+    `InSubForPreTraining`), its bank left out: which trained weights a bank, a detector or a results row belong to."""
+    model = getattr(model, "insub", model)
+    return weights_fingerprint(model, leave_out=BANK + ".")
+
+
+def set_bank(model: nn.Module, representations: torch.Tensor, k: int) -> None:
+    """Makes `model`'s (an `InSubModel`) `uncertainty` the k-NN reading over `representations (N, d)` (the model's
+    own `representation` of in-distribution inputs), recorded in its config with the weights it was embedded with."""
+    representations = torch.as_tensor(representations).detach()
+    dim = model.encoder.output_dim
+    if representations.dim() != 2 or representations.shape[1] != dim:
+        raise ValueError(f"set_bank: representations must be (N, {dim}), the model's `representation` of N inputs; "
+                         f"got {tuple(representations.shape)}.")
+    if not 1 <= k <= representations.shape[0]:
+        raise ValueError(f"set_bank: k={k} must be between 1 and the bank's {representations.shape[0]} rows; give "
+                         "more inputs or a smaller k.")
+    if not torch.isfinite(representations).all():
+        raise ValueError("set_bank: representations hold NaN or inf values; a bank takes finite rows only.")
+    device = next(model.parameters()).device
+    bank = KnnBank(*representations.shape).to(device)
+    bank.bank.copy_(F.normalize(representations.float(), dim=-1))
+    setattr(model, BANK, bank)
+    model.config.update(dict(uncertainty_reading="knn", knn_k=int(k), knn_bank_size=int(representations.shape[0]),
+                             knn_bank_weights=bank_weights(model)))
+
+
+@in_float32
+def head_spread(z: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
+    """Per-dimension standard deviation across heads, `sqrt(unbiased variance + eps)`."""
+    if z.dim() != 3:
+        raise ValueError(f"head_spread: z must be (batch, heads, dim), got shape {tuple(z.shape)}.")
+    if z.shape[1] < 2:
+        return z.new_zeros(z.shape[0], z.shape[2])
+    return torch.sqrt(z.var(dim=1, unbiased=True) + eps)
+
+
+def package_module(name: str, required: bool = True) -> ModuleType | None:
+    """The insub-hf module `name` (e.g. `"hub"`, `"encoders.presets"`), which the model code uses but does not need
+    to run (the Hub tools, file checks, the encoders' short names)."""
+    try:
+        return importlib.import_module(f"insub_hf.{name}")
+    except ImportError as error:
+        if not required:
+            return None
+        raise ImportError(
+            f"insub_hf.{name} is part of the insub-hf package, which this environment lacks (the model was loaded "
+            "from a repo's remote code); install insub-hf to use it."
+        ) from error
+
+
+INPUT_MODALITIES = {"pixel_values": "image", "input_ids": "text", "dna_one_hot": "dna"}
+
+
+class InSubPreTrainedModel(PreTrainedModel):
+    config_class = InSubConfig
+    base_model_prefix = "insub"
+    main_input_name = "pixel_values"
+    # the attention implementations the encoders' own layers take (`from_pretrained(..., attn_implementation=...)`
+    # reaches a ViT's or BERT's config); the model adds no attention of its own
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_flex_attn = True
+
+    def own_modules(self) -> tuple[type[nn.Module], ...]:
+        """The module types whose fresh weights the model initialises (`_init_weights`): the heads."""
+        return (BatchedHeads,)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        # Encoders that are PreTrainedModels initialise themselves; timm models are initialised when built.
+        if isinstance(module, self.own_modules()):
+            module.reset_parameters()
+
+    def _initialize_weights(self, module: nn.Module, is_custom_code: bool = False) -> None:
+        # For code outside transformers, `from_pretrained` skips a module whose *direct* parameters all loaded; the
+        # heads keep theirs in child ParameterLists, so it would leave fresh heads (a classifier's) uninitialised.
+        # Decide on all their parameters instead.
+        if isinstance(module, self.own_modules()) and not getattr(module, "_is_hf_initialized", False):
+            if not all(getattr(p, "_is_hf_initialized", False) for p in module.parameters()):
+                self._init_weights(module)
+            module._is_hf_initialized = True
+            return
+        super()._initialize_weights(module, is_custom_code)
+
+    @property
+    def supports_gradient_checkpointing(self) -> bool:
+        """Whether the encoder's layers checkpoint their activations (transformers' ViT and BERT layers, the CIFAR
+        ResNet's blocks; not the genomic encoder or timm models), so that `gradient_checkpointing_enable` and
+        transformers' own checks see what this model's encoder does."""
+        return any(hasattr(module, "gradient_checkpointing") for module in self.modules() if module is not self)
+
+    def get_input_embeddings(self) -> nn.Module | None:
+        """The encoder's input embeddings (a text encoder's token embeddings, a ViT's patch embeddings); None for
+        encoders without them."""
+        return getattr(self, "insub", self).encoder.input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        getattr(self, "insub", self).encoder.set_input_embeddings(value)
+
+    def resize_token_embeddings(self, *args, **kwargs) -> nn.Embedding:
+        """`PreTrainedModel.resize_token_embeddings` (e.g. after adding tokens to the tokenizer), and the text
+        encoder accepts the new token ids (its vocabulary, in `config.encoder_config`, follows)."""
+        embeddings = super().resize_token_embeddings(*args, **kwargs)
+        getattr(self, "insub", self).encoder.resize_vocabulary(embeddings.weight.shape[0])
+        return embeddings
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """`PreTrainedModel.from_pretrained`, after checking the weights against the checksums their files carry (a
+        changed, truncated or garbage file is refused, naming it), refusing a local path that does not exist (rather
+        than trying it as a Hub repo id) and naming what does not fit (`model_files.checked_from_pretrained`). A remote
+        copy where insub-hf is absent loads as transformers does."""
+        files = package_module("model_files", required=False)
+        if files is None:
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        return files.checked_from_pretrained(cls, super().from_pretrained, pretrained_model_name_or_path, *args, **kwargs)
+
+    def save_pretrained(self, save_directory, *args, remote_code: bool | None = None, **kwargs) -> None:
+        """`PreTrainedModel.save_pretrained` with checksums, plus the model code as flat files with an `auto_map` when
+        `remote_code` (default: when the class was registered with `register_for_auto_class`), so that the folder
+        loads with `trust_remote_code=True` without insub-hf (`model_files.checked_save_pretrained`). `push_to_hub=True`
+        goes through `push_to_hub` (weights, remote code and the generated model card). A remote copy where insub-hf is
+        absent saves as transformers does (which copies these flat files beside the weights)."""
+        if kwargs.pop("push_to_hub", False):
+            repo_id = kwargs.pop("repo_id", None) or os.path.basename(os.path.normpath(save_directory))
+            self.save_pretrained(save_directory, *args, remote_code=remote_code is not False, **kwargs)
+            return self.push_to_hub(repo_id, token=kwargs.get("token"))
+        files = package_module("model_files", required=False)
+        if files is None:
+            return super().save_pretrained(save_directory, *args, **kwargs)
+        files.checked_save_pretrained(self, super().save_pretrained, save_directory, *args, remote_code=remote_code,
+                                      **kwargs)
+
+    def push_to_hub(self, repo_id: str, card=None, **upload):
+        """Uploads the model to the Hub repo `repo_id` (created if needed) as one commit: safetensors weights,
+        config, remote code (loads with `trust_remote_code=True` without insub-hf) and a model card generated with
+        `card` (an `insub_hf.model_card.HubCard`: metrics, training data, tokenizer, extra files)."""
+        return package_module("hub").push_model_to_hub(self, repo_id, card, **upload)
+
+
+class InSubModel(InSubPreTrainedModel):
+    """Encoder f and M independent heads g_1..g_M; no training objective."""
+
+    def __init__(self, config: InSubConfig, with_heads: bool = True):
+        """`with_heads=False`: the encoder alone (`heads` is None), for a classifier, whose own heads replace the
+        projection heads."""
+        super().__init__(config)
+        self.encoder = build_encoder(config)
+        self.main_input_name = self.encoder.main_input_name
+        self.input_modalities = INPUT_MODALITIES[self.main_input_name]
+        self.heads = BatchedHeads(
+            self.encoder.output_dim, list(config.head_hidden_sizes), config.head_output_size, config.num_heads,
+            config.head_norm,
+        ) if with_heads else None
+        if config.knn_bank_size:  # filled by the saved weights
+            setattr(self, BANK, KnnBank(config.knn_bank_size, self.encoder.output_dim))
+        self.post_init()
+
+    def encoder_inputs(self, **inputs: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        """The subset of `inputs` the encoder reads; raises if its main input is missing or empty."""
+        main = self.encoder.main_input_name
+        given = {k: v for k, v in inputs.items() if v is not None}
+        if main not in given:
+            raise ValueError(
+                f"This InSub model's encoder reads `{main}`, got inputs {sorted(given)}; pass `{main}`."
+            )
+        if given[main].shape[0] == 0:
+            raise ValueError(f"`{main}` holds an empty batch (0 samples).")
+        return {k: v for k, v in given.items() if k in self.encoder.input_names}
+
+    def requested_outputs(self, output_hidden_states: bool | None, output_attentions: bool | None) -> tuple[bool, bool]:
+        """Whether every layer's states and attention weights are asked for (None: the config's setting)."""
+        return (bool(self.config.output_hidden_states if output_hidden_states is None else output_hidden_states),
+                bool(self.config.output_attentions if output_attentions is None else output_attentions))
+
+    def encode(self, output_hidden_states: bool | None = None, output_attentions: bool | None = None,
+               **inputs: torch.Tensor | None) -> EncoderOutput:
+        """The encoder's output on `inputs` (`EncoderOutput`), with every layer's states and attention weights when
+        asked (`requested_outputs`)."""
+        hidden, attentions = self.requested_outputs(output_hidden_states, output_attentions)
+        return self.encoder.encode(output_hidden_states=hidden, output_attentions=attentions,
+                                   **self.encoder_inputs(**inputs))
+
+    def get_representation(self, **inputs: torch.Tensor | None) -> torch.Tensor:
+        """Encoder output `(B, d)` without the heads (for probes and k-NN)."""
+        return self.encoder(**self.encoder_inputs(**inputs))
+
+    def member_representations(self, mc_dropout_passes: int = 0, **inputs: torch.Tensor | None) -> torch.Tensor:
+        """Representations of the encoder's members `(B, S, d)`, for an ensemble's evaluation: a BatchEnsemble
+        encoder's M members, else T = `mc_dropout_passes` passes with dropout sampled (normalisation layers in eval
+        mode), else one pass (S = 1). Call in eval mode, where `get_representation` gives their mean."""
+        batch = self.encoder_inputs(**inputs)
+        if self.config.batch_ensemble_size > 1:  # a BatchEnsembleEncoder
+            return self.encoder.forward_members(**batch)  # (B, M, d)
+        if mc_dropout_passes == 0:
+            return self.encoder(**batch)[:, None]  # (B, 1, d)
+        set_dropout(self.encoder, True)
+        try:
+            return torch.stack([self.encoder(**batch) for _ in range(mc_dropout_passes)], dim=1)  # (B, T, d)
+        finally:
+            set_dropout(self.encoder, False)
+
+    def check_config_matches_heads(self) -> None:
+        """Raises if `config.num_heads`, `head_hidden_sizes` or `head_output_size` were changed after the model was
+        built: a saved config.json would give the new values, the heads hold the old. Checked where the model is
+        saved (`model_files.checked_save_pretrained`), not on every forward."""
+        c, heads = self.config, self.heads
+        if heads is None:  # a classifier's encoder: its heads are the classifier's
+            return
+        now = dict(num_heads=c.num_heads, head_hidden_sizes=list(c.head_hidden_sizes), head_output_size=c.head_output_size)
+        built = dict(num_heads=heads.num_heads, head_hidden_sizes=list(heads.sizes[1:-1]), head_output_size=heads.sizes[-1])
+        changed = [k for k in now if now[k] != built[k]]
+        if changed:
+            given = ", ".join(f"{k}={getattr(c, k)!r} (built with {built[k]!r})" for k in changed)
+            raise ValueError(
+                f"InSubConfig.{given} was changed after the model was built; the heads keep their shapes. Build a "
+                "new model from the edited config (or set the field back)."
+            )
+
+    def head_outputs(self, representation: torch.Tensor) -> torch.Tensor:
+        """The M heads' outputs `(B, M, q)` of representations `(B, d)` before any normalisation; float32 also under
+        bf16 autocast (their mean, spread and losses need the precision; they are small), float64 in a float64
+        model. For objectives whose loss reads unnormalised embeddings (VICReg, Barlow Twins)."""
+        return upcast_half(self.heads(representation))
+
+    def normalize_embeddings(self, z: torch.Tensor) -> torch.Tensor:
+        """Head outputs `(..., M, q)` L2-normalised as `config.normalize_heads` says: what the hinge and sigma read."""
+        return F.normalize(z, dim=-1) if self.config.normalize_heads else z
+
+    def embed_heads(self, representation: torch.Tensor) -> torch.Tensor:
+        """Head embeddings `(B, M, q)` of representations `(B, d)`: `head_outputs`, normalised as the config says."""
+        return self.normalize_embeddings(self.head_outputs(representation))
+
+    def forward(
+        self,
+        pixel_values: torch.Tensor | None = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        dna_one_hot: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> InSubModelOutput | tuple:
+        """`output_hidden_states` and `output_attentions` (default: the config's) pass through to a transformers
+        encoder that has them, and are refused by name elsewhere."""
+        encoded = self.encode(
+            output_hidden_states, output_attentions, pixel_values=pixel_values, input_ids=input_ids,
+            attention_mask=attention_mask, token_type_ids=token_type_ids, dna_one_hot=dna_one_hot,
+        )
+        representation = encoded.pooled
+        z = self.embed_heads(representation)  # (B, M, q)
+        sigma = head_spread(z, self.config.diversity_eps)  # (B, q)
+        spread = (self.config.uncertainty_direction or 1) * sigma.mean(dim=-1)
+        out = InSubModelOutput(
+            representation=representation,
+            head_embeddings=z,
+            mean_embedding=z.mean(dim=1),
+            sigma=sigma,
+            uncertainty=getattr(self, BANK)(representation, self.config.knn_k)
+            if self.config.uncertainty_reading == "knn" else spread,
+            pooler_output=representation,
+            last_hidden_state=encoded.last_hidden_state,
+            hidden_states=encoded.hidden_states,
+            attentions=encoded.attentions,
+            head_spread=spread,
+        )
+        return out if return_dict is not False else out.to_tuple()
+
+    def set_bank(self, representations: torch.Tensor, k: int | None = None) -> InSubModel:
+        """Makes `uncertainty` the cosine distance to the k-th nearest of `representations (N, d)`, this model's
+        `representation` of your in-distribution inputs; `save_pretrained` keeps the bank (`knn_bank.set_bank`)."""
+        set_bank(self, representations, self.config.knn_k if k is None else k)
+        return self
+
+
+def problem_type(config: InSubConfig, labels: torch.Tensor | None) -> str:
+    """The config's `problem_type`, else as transformers decides it: regression for one label, else integer labels
+    are classes and float labels one target per label (without labels: single-label)."""
+    if config.problem_type is not None:
+        return config.problem_type
+    if config.num_labels == 1:
+        return "regression"
+    if labels is not None and labels.is_floating_point():
+        return "multi_label_classification"
+    return "single_label_classification"
+
+
+def check_labels(labels: torch.Tensor, batch_size: int, num_labels: int, problem: str) -> torch.Tensor:
+    """The labels of `problem` for a batch, checked: class indices `(B,)` in [0, num_labels) or -100 (ignored, not
+    all); multi-label targets `(B, num_labels)` in [0, 1]; regression targets `(B,)` or `(B, num_labels)`. Returns
+    them as the loss reads them (float targets `(B, num_labels)` for multi-label and regression)."""
+    if problem == "single_label_classification":
+        if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+            raise ValueError(f"labels must be integer class indices, got dtype {labels.dtype}.")
+        if labels.shape != (batch_size,):
+            raise ValueError(f"labels must have shape (batch,) = ({batch_size},), got {tuple(labels.shape)}.")
+        kept = labels[labels != -100]
+        if kept.numel() == 0:
+            raise ValueError("labels are all -100 (ignored) in this batch: its loss would be NaN; give at least one label.")
+        bad = kept[(kept < 0) | (kept >= num_labels)]
+        if bad.numel():
+            raise ValueError(
+                f"labels must lie in [0, num_labels={num_labels}) or be -100 (ignored), got {bad[0].item()}; set "
+                "num_labels in the config to the number of classes."
+            )
+        return labels
+    targets = labels.float()
+    if problem == "regression" and targets.shape == (batch_size,) and num_labels == 1:
+        targets = targets[:, None]
+    if targets.shape != (batch_size, num_labels):
+        hint = " (class indices: give them as integers)" if problem.startswith("multi") and labels.dim() == 1 else ""
+        raise ValueError(
+            f"labels of problem_type={problem!r} must have shape (batch, num_labels) = ({batch_size}, {num_labels})"
+            f"{' (or (batch,) for one label)' if problem == 'regression' else ''}, got {tuple(labels.shape)}{hint}."
+        )
+    if not torch.isfinite(targets).all():
+        raise ValueError(f"labels of problem_type={problem!r} contain NaN or inf.")
+    if problem == "multi_label_classification" and ((targets < 0) | (targets > 1)).any():
+        raise ValueError("labels of problem_type='multi_label_classification' must be targets in [0, 1] per label.")
+    return targets
+
+
+def label_loss(outputs: torch.Tensor, labels: torch.Tensor, problem: str) -> torch.Tensor:
+    """The loss of `outputs (N, C)` against checked `labels` (`check_labels`): cross-entropy, binary cross-entropy
+    with logits, or mean squared error."""
+    if problem == "single_label_classification":
+        return F.cross_entropy(outputs.float(), labels)
+    if problem == "multi_label_classification":
+        return F.binary_cross_entropy_with_logits(outputs.float(), labels)
+    return F.mse_loss(outputs.float(), labels)
+
+
+@dataclass
+class InSubImageClassifierOutput(ModelOutput):
+    """Outputs of `InSubForImageClassification` for B images, C classes and M heads."""
+
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    head_logits: torch.Tensor | None = None
+    mutual_information: torch.Tensor | None = None
+    entropy: torch.Tensor | None = None
+    variance: torch.Tensor | None = None
+    representation: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+def ensemble_log_probabilities(head_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`(B, M, C)` head logits -> (log of the mean probability `(B, C)`, its entropy `(B,)`, the mutual information
+    `(B,)`), from log-softmax (no log of a rounded-to-zero probability)."""
+    log_p = F.log_softmax(head_logits.float(), dim=-1)  # (B, M, C)
+    log_mean = torch.logsumexp(log_p, dim=1) - math.log(head_logits.shape[1])  # (B, C)
+    entropy = -(log_mean.exp() * log_mean).sum(-1)
+    mean_head_entropy = -(log_p.exp() * log_p).sum(-1).mean(1)
+    return log_mean, entropy, (entropy - mean_head_entropy).clamp_min(0)
+
+
+def ensemble_sigmoids(head_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Multi-label: `(B, M, C)` head logits -> (the logit of the heads' mean sigmoid `(B, C)`, the entropy of that
+    mean summed over labels `(B,)`, the mutual information summed over labels `(B,)`), from log-sigmoids."""
+    log_p, log_q = F.logsigmoid(head_logits.float()), F.logsigmoid(-head_logits.float())  # log p, log (1 - p)
+    heads = math.log(head_logits.shape[1])
+    log_mean_p, log_mean_q = torch.logsumexp(log_p, 1) - heads, torch.logsumexp(log_q, 1) - heads  # (B, C)
+    entropy = -(log_mean_p.exp() * log_mean_p + log_mean_q.exp() * log_mean_q)  # (B, C)
+    head_entropy = -(log_p.exp() * log_p + log_q.exp() * log_q).mean(1)
+    return log_mean_p - log_mean_q, entropy.sum(-1), (entropy - head_entropy).clamp_min(0).sum(-1)
+
+
+class InSubForImageClassification(InSubPreTrainedModel):
+    """An InSub image encoder with `config.num_heads` independent linear classifier heads (the paper's
+    Finetune-InSub)."""
+
+    def __init__(self, config: InSubConfig):
+        # from_pretrained(..., num_labels=1) sets the field after the config was checked
+        check_label_settings(config.num_labels, config.problem_type)
+        super().__init__(config)
+        self.insub = InSubModel(config, with_heads=False)
+        if self.insub.main_input_name != "pixel_values":
+            raise ValueError(
+                f"InSubForImageClassification needs an image encoder (pixel_values); this config's encoder reads "
+                f"{self.insub.main_input_name}. Use InSubForSequenceClassification for text and DNA."
+            )
+        self.classifier = BatchedHeads(self.insub.encoder.output_dim, [], config.num_labels, config.num_heads, "none")
+        self.post_init()
+
+    def freeze_encoder(self) -> None:
+        """Trains the classifier heads only: the encoder's weights get no gradient and it runs in eval mode."""
+        self.insub.encoder.requires_grad_(False)
+
+    def encoder_is_frozen(self) -> bool:
+        return not any(p.requires_grad for p in self.insub.encoder.parameters())
+
+    def forward(
+        self,
+        pixel_values: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> InSubImageClassifierOutput | tuple:
+        frozen = self.encoder_is_frozen()
+        if frozen:
+            self.insub.encoder.eval()
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not frozen):
+            encoded = self.insub.encode(output_hidden_states, output_attentions, pixel_values=pixel_values)
+        representation = encoded.pooled
+        head_logits = self.classifier(representation)  # (B, M, C)
+        problem = problem_type(self.config, labels)
+        entropy = mutual_information = variance = None
+        if problem == "single_label_classification":
+            logits, entropy, mutual_information = ensemble_log_probabilities(head_logits)
+        elif problem == "multi_label_classification":
+            logits, entropy, mutual_information = ensemble_sigmoids(head_logits)
+        else:
+            logits, variance = head_logits.mean(1), head_logits.var(1, unbiased=False).detach()
+        loss = None
+        if labels is not None:
+            batch, heads, classes = head_logits.shape
+            targets = check_labels(labels, batch, classes, problem)
+            # each head learns on its own: the batch's targets once per head
+            per_head = targets[:, None].expand(batch, heads, *targets.shape[1:]).reshape(batch * heads, *targets.shape[1:])
+            loss = label_loss(head_logits.reshape(batch * heads, classes), per_head, problem)
+        out = InSubImageClassifierOutput(
+            loss=loss, logits=logits, head_logits=head_logits,
+            mutual_information=None if mutual_information is None else mutual_information.detach(),
+            entropy=None if entropy is None else entropy.detach(), variance=variance, representation=representation,
+            hidden_states=encoded.hidden_states, attentions=encoded.attentions,
+        )
+        return out if return_dict is not False else out.to_tuple()
