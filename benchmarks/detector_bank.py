@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 
-
 from insub_hf import InSubModel, InSubOODDetector
 from insub_hf.evaluation.metrics import ood_auroc
 from insub_hf.evaluation.ood_detector import calibration_noise
