@@ -4,6 +4,8 @@ that loads the model (`config.uncertainty_reading="knn"`)."""
 
 from __future__ import annotations
 
+import copy
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -66,3 +68,16 @@ def stale_bank(model: nn.Module) -> bool:
     """Whether `model` reads a k-NN bank embedded with other weights than its own (trained further since)."""
     model = getattr(model, "insub", model)
     return model.config.uncertainty_reading == "knn" and model.config.knn_bank_weights != bank_weights(model)
+
+
+def bankless_copy(student: nn.Module) -> nn.Module:
+    """A copy of `student` without its k-NN bank: a teacher or target network follows the weights, not the bank."""
+    follower = copy.deepcopy(student)
+    if hasattr(follower, BANK):
+        delattr(follower, BANK)
+    return follower
+
+
+def weights_only(state: dict) -> dict:
+    """`state` (a state dict) without the bank's entries."""
+    return {name: tensor for name, tensor in state.items() if not name.startswith(BANK + ".")}

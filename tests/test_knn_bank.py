@@ -144,3 +144,23 @@ def test_a_release_whose_spread_holds_no_direction_serves_the_detector_s_knn_as_
     assert (model.config.uncertainty_reading, model.config.knn_k, model.config.knn_bank_size) == ("knn", 4, 16)
     torch.testing.assert_close(model(**queries).uncertainty, detector.score(model, queries)["knn"], rtol=1e-5,
                                atol=1e-6)
+
+
+@pytest.mark.parametrize("objective", ["dino", "byol"])
+def test_a_teacher_follows_the_weights_not_the_bank_through_save_and_load(tmp_path, objective):
+    from insub_hf import InSubForPreTraining
+
+    from .conftest import tiny_config
+
+    model = InSubForPreTraining(tiny_config(objective=objective)).eval()
+    images = torch.rand(6, 3, 32, 32)
+    with torch.no_grad():
+        model.insub.set_bank(model.insub(pixel_values=images).representation, k=2)
+        expected = model.insub(pixel_values=images).uncertainty
+    model.save_pretrained(tmp_path / "m")
+    loaded = InSubForPreTraining.from_pretrained(tmp_path / "m").eval()  # no teacher bank is missing
+    follower = loaded.objective.teacher if objective == "dino" else loaded.objective.target
+    assert not hasattr(follower, "knn_bank")
+    loaded.sync_objective_with_student()  # the teacher takes the weights, leaving the bank out
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.insub(pixel_values=images).uncertainty, expected)

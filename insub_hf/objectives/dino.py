@@ -12,6 +12,7 @@ from torch import nn
 
 from ..losses.dino import DINOLoss
 from ..validation import checked
+from ..knn_bank import bankless_copy, weights_only
 from .base import Objective, ObjectiveConfig, ObjectiveOutput, Student
 from .ema import cosine_momentum, ema_update_
 
@@ -103,7 +104,7 @@ class DINOObjective(Objective):
         super().__init__(config, student)
         options = config.objective_options
         self.prototypes = WeightNormedLinear(config.head_output_size, options.out_dim)
-        self.teacher = copy.deepcopy(student).requires_grad_(False)
+        self.teacher = bankless_copy(student).requires_grad_(False)
         self.teacher_prototypes = copy.deepcopy(self.prototypes).requires_grad_(False)
         self.loss = DINOLoss(options.out_dim, options.center_momentum, options.student_temperature)
         self.teacher_temperature = options.warmup_teacher_temperature
@@ -113,7 +114,7 @@ class DINOObjective(Objective):
 
     @torch.no_grad()
     def sync_with_student(self, student: Student) -> None:
-        self.teacher.load_state_dict(student.state_dict())
+        self.teacher.load_state_dict(weights_only(student.state_dict()))
         self.teacher_prototypes.load_state_dict(self.prototypes.state_dict())
 
     def step_begin(self, step: int, total_steps: int) -> None:
