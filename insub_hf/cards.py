@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from .data import IMAGE_DATASET_PRESETS
 from .evaluation.cost import device_description
+from .evaluation.metrics import fpr_at_tpr, ood_auroc
 from .evaluation.ood_detector import encoder_and_heads_fingerprint
 from .evaluation.results import ComparisonRow, MethodResults
 from .model_card import HubCard, genomics_eval_results, harness_eval_results, senteval_eval_results
@@ -343,3 +344,26 @@ def dna_versus_baseline(per_model: dict, name: str) -> str:
         ("Protocol", "Metric", "Baseline", "InSub"), rows, "the baseline",
         "InSub is better than the baseline in every metric here.",
     )
+
+
+def shipped_knn(card: HubCard, detector, model, data, full: dict) -> HubCard:
+    """`card` with its k-NN rows as the shipped detector gives them on the evaluation's test and OOD images (its bank,
+    not the evaluation's whole training set: what the folder's files give), and a note with the whole-set values
+    (`full`: OOD set -> AUROC)."""
+    size = int(detector.representation_bank.shape[0])
+    label = f"k-NN to the shipped {size}-image bank, label-free"
+    test = detector.score(model, data.inputs(data.test_images))["knn"]
+    rows = {}
+    for name, images in data.ood_images.items():
+        ood = detector.score(model, data.inputs(images))["knn"]
+        rows[f"OOD AUROC vs {name} (k-NN, label-free)"] = (f"OOD AUROC vs {name} ({label})",
+                                                           ood_auroc(test, ood, higher_is_in=False))
+        rows[f"OOD FPR95 vs {name} (k-NN, label-free; lower is better)"] = (
+            f"OOD FPR95 vs {name} ({label}; lower is better)", fpr_at_tpr(test, ood, higher_is_in=False))
+    results = [replace(r, metric_name=rows[r.metric_name][0], metric_value=round(rows[r.metric_name][1], 4))
+               if r.metric_name in rows else r for r in card.eval_results]
+    note = (f"The evaluation's k-NN rows read the shipped detector's bank ({size} training images, what "
+            f"`ood_detector.safetensors` holds); with all {len(data.train_images)} training images as the bank (the "
+            "comparison with the baseline) its k-NN AUROCs are " + ", ".join(
+                f"{name} {100 * value:.1f} %" for name, value in full.items()) + ".")
+    return replace(card, eval_results=results, notes="\n\n".join(n for n in (card.notes, note) if n))
