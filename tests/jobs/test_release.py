@@ -76,8 +76,14 @@ def test_the_image_release_publishes_the_compared_insub_model_with_its_detector(
     assert "datasets:\n- zalando-datasets/fashion_mnist" in card
 
 
-def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(tmp_path):
+def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(tmp_path, monkeypatch):
+    """Pushed to a Hub on 127.0.0.1 as a maintainer would: the card names the pushed repo and each of its snippets
+    runs as written in a fresh process without insub-hf, giving what the folder's model gives."""
+    from huggingface_hub import HfApi
     from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from ..card_snippets import run_card_snippets
+    from ..hub_server import LocalHub
 
     from insub_hf.encoders.pretrained import packaged_minilm_path
 
@@ -90,8 +96,13 @@ def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(t
     out, cards = tmp_path / "text", tmp_path / "cards"
     flags = ["--max_sentences", "48", "--transfer_sentences", "30", "--folds", "2", "--per_device_train_batch_size",
              "16", "--head_size", "16", "--num_heads", "2", "--detector_bank", "48"]
-    assert main(["release", "text", "--encoder", str(base), "--output_dir", str(out), "--model_cards", str(cards),
-                 *flags]) == 0
+    with LocalHub() as hub:
+        monkeypatch.setattr("insub_hf.hub.HfApi", lambda token=None: HfApi(endpoint=hub.endpoint, token=token))
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        assert main(["release", "text", "--encoder", str(base), "--output_dir", str(out), "--model_cards", str(cards),
+                     *flags, "--push_to_hub", "--hub_token", "hf_test", "--hub_model_id", "org/insub-minilm-scd"]) == 0
+        assert list(hub.repos) == ["org/insub-minilm-scd"]
+        outputs = run_card_snippets("org/insub-minilm-scd", hub.endpoint, tmp_path)
     card = check_release(out, cards, "insub-minilm-scd", "insub-hf release text --encoder tiny_bert " + " ".join(flags))
     assert ModelCard.load(out / "hub" / "README.md").data.library_name == "sentence-transformers"
     assert (out / "hub" / "modules.json").is_file()
@@ -132,13 +143,25 @@ def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(t
 
     sentences = ["A tweet about the weather today.", "zzkq vvv 0193 ACGT", "I love this!"]
     st = SentenceTransformer(str(out / "hub"), trust_remote_code=True)
-    through_st = torch.stack(st.encode(sentences, output_value="uncertainty"))
+    through_st = torch.stack(st.encode(sentences, output_value="uncertainty"))  # as the card says
     tokenizer = AutoTokenizer.from_pretrained(out / "hub")
     with torch.no_grad():
         through_auto = AutoModel.from_pretrained(out / "hub").eval()(**tokenizer(sentences, padding=True,
                                                                                    return_tensors="pt")).uncertainty
     torch.testing.assert_close(through_auto, through_st, rtol=1e-5, atol=1e-6)
     assert config["uncertainty_reading"] == "knn" and config["knn_bank_size"] == 48 and config["knn_k"] == 10
+    # what the pushed card's snippets gave: sentence-transformers' and AutoModel's uncertainty, the detector's knn
+    card_sentences = ["A sentence to embed.", "Another one."]
+    torch.testing.assert_close(outputs["0:uncertainty"], torch.stack(st.encode(card_sentences,
+                                                                               output_value="uncertainty")),
+                               rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        auto = AutoModel.from_pretrained(out / "hub").eval()(input_ids=outputs["1:input_ids"],
+                                                             attention_mask=outputs["1:attention_mask"])
+    torch.testing.assert_close(outputs["1:uncertainty"], auto.uncertainty, rtol=1e-5, atol=1e-6)
+    scores = detector.score(AutoModel.from_pretrained(out / "hub").eval(), {"input_ids": outputs["2:input_ids"],
+                                                                          "attention_mask": outputs["2:attention_mask"]})
+    torch.testing.assert_close(outputs["2:knn"], scores["knn"], rtol=1e-5, atol=1e-6)
 
 
 
