@@ -132,11 +132,13 @@ def measure_base(bench: Bench, encoder, args: TextBenchArguments) -> dict:
 class Measured:
     """What `measure_model` measured: `numbers` (for results.json: per split the transfer accuracy, the cosine
     correlation and every reading's AUROCs and Spearman; the readings' `directions` and `length_standardisation`),
-    and beside them the model's unit `embeddings` of the validation and test tweets (`SPLITS`) and of the `bank`."""
+    and beside them the model's unit `embeddings` of the validation and test tweets (`SPLITS`), of the `bank` and
+    of each OOD set's test sentences (`ood`, by set)."""
 
     numbers: dict
     embeddings: dict[str, torch.Tensor]
     bank: torch.Tensor
+    ood: dict[str, torch.Tensor]
 
 
 def measure_model(encoder, heads: bool, bench: Bench, args: TextBenchArguments, seed: int) -> Measured:
@@ -154,8 +156,10 @@ def measure_model(encoder, heads: bool, bench: Bench, args: TextBenchArguments, 
     for split in SPLITS:
         errors = torch.as_tensor(classifier.predict(enc[split].embeddings.numpy()) != labels[split])
         in_scores = readings(enc[split], bank, args.k, standardise)
-        out_scores = {name: readings(encode(encoder, sentences[split], heads), bank, args.k, standardise)
-                      for name, sentences in bench.sets.items()}
+        outside = {name: encode(encoder, sentences[split], heads) for name, sentences in bench.sets.items()}
+        out_scores = {name: readings(encoded, bank, args.k, standardise) for name, encoded in outside.items()}
+        if split == "test":
+            ood = {name: encoded.embeddings for name, encoded in outside.items()}
         scores[split] = (in_scores, out_scores, errors)
         correlation = (cosine_correlation(enc[split].embeddings[:1000], bench.base[split][:1000])
                        if bench.base is not None else 1.0)
@@ -175,23 +179,22 @@ def measure_model(encoder, heads: bool, bench: Bench, args: TextBenchArguments, 
         for numbers in per_split[split]["readings"].values():
             numbers["mean_ood_auroc"] = float(np.mean(list(numbers["ood_auroc"].values())))
     return Measured({"directions": directions, "length_standardisation": standardise, **per_split},
-                    {split: enc[split].embeddings for split in SPLITS}, bank)
+                    {split: enc[split].embeddings for split in SPLITS}, bank, ood)
 
 
-def second_domain(encoder, bench: Bench, shipped_bank: torch.Tensor, k: int, seed: int = 2) -> dict:
+def second_domain(encoder, measured: Measured, k: int, seed: int = 2) -> dict:
     """The k-NN reading where a user's data is another domain of English (`english_prose`, the standard library's
-    docstrings): `OWN_HELD_OUT` of its sentences against the bench's test OOD sets (their own shuffled words in place
-    of the tweets'), with the shipped bank (`shipped_bank`, unit `(N, d)`) and with a bank of `OWN_BANK` other
-    sentences of that domain, as `set_bank` makes one. Returns `{"shipped": {set: AUROC}, "own": {set: AUROC},
-    "own_bank": OWN_BANK, "held_out": OWN_HELD_OUT}`."""
+    docstrings): `OWN_HELD_OUT` of its sentences against the test OOD sets `measured` holds (their own shuffled words
+    in place of the tweets'), with the shipped bank (`measured.bank`) and with a bank of `OWN_BANK` other sentences
+    of that domain, as `set_bank` makes one. Returns `{"shipped": {set: AUROC}, "own": {set: AUROC}, "own_bank":
+    OWN_BANK, "held_out": OWN_HELD_OUT}`."""
     prose = english_prose(OWN_BANK + OWN_HELD_OUT, seed)
     own_bank, held_out = encode(encoder, prose[:OWN_BANK], False).embeddings, prose[OWN_BANK:]
-    sets = {name: split["test"] for name, split in bench.sets.items() if name not in ("english_prose", "shuffled")}
-    sets["shuffled"] = shuffled_words(held_out, seed)
+    outside = {name: e for name, e in measured.ood.items() if name not in ("english_prose", "shuffled")}
+    outside["shuffled"] = encode(encoder, shuffled_words(held_out, seed), False).embeddings
     inside = encode(encoder, held_out, False).embeddings
-    outside = {name: encode(encoder, sentences, False).embeddings for name, sentences in sets.items()}
     out = {"own_bank": OWN_BANK, "held_out": OWN_HELD_OUT}
-    for label, bank in (("shipped", shipped_bank), ("own", own_bank)):
+    for label, bank in (("shipped", measured.bank), ("own", own_bank)):
         seen = knn_distance(inside, bank, k)
         out[label] = {name: ood_auroc(seen, knn_distance(e, bank, k), higher_is_in=False) for name, e in outside.items()}
     return out

@@ -249,7 +249,7 @@ def measure_text_uncertainty(model, tokenizer, args, reading: TextReleaseArgumen
     encoder = InSubSentenceEncoder(model, tokenizer)
     measured = measure_model(encoder, True, bench, check, seed)
     settings = uncertainty_settings(reading.uncertainty, measured, reading.k)
-    elsewhere = second_domain(encoder, bench, measured.bank, reading.k)
+    elsewhere = second_domain(encoder, measured, reading.k)
     return {**measured.numbers, "reading": reading.uncertainty, "ood_sets": list(bench.sets),
             "second_domain": elsewhere}, settings
 

@@ -23,6 +23,7 @@ from datasets import DatasetDict, load_dataset, load_from_disk
 from PIL import Image
 
 from ..checkpointing import write_json
+from ..encoders.text import masked_mean
 from ..evaluation.harness import summarize
 from ..evaluation.metrics import fit_temperature, fpr_at_tpr, ood_auroc
 from ..evaluation.ood_detector import kth_neighbour_distance
@@ -137,9 +138,8 @@ class Encoder:
             if self.insub:
                 reps.append(out.representation)
                 uncertainty.append(out.uncertainty)
-            elif self.kind == "text":  # the mean over real tokens
-                mask = inputs["attention_mask"].unsqueeze(-1).to(out.last_hidden_state.dtype)
-                reps.append((out.last_hidden_state * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1))
+            elif self.kind == "text":  # the mean over real tokens, as sentence-transformers pools
+                reps.append(masked_mean(out.last_hidden_state, inputs["attention_mask"]))
             else:
                 pooled = getattr(out, "pooler_output", None)
                 reps.append(pooled if pooled is not None else out.last_hidden_state.mean(dim=1))
