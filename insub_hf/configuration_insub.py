@@ -20,7 +20,10 @@ from .validation import check_choice, check_range
 
 HEAD_NORMS = ("batchnorm", "none")
 # What a model's `uncertainty` can be (`InSubConfig.uncertainty_reading`)
-MODEL_READINGS = ("spread", "knn")
+MODEL_READINGS = ("spread", "spread_by_length", "knn")
+# The settings of the spread read per token-count bucket (`text_uncertainty.fit_length_standardisation`, plus the
+# standardised spread's direction)
+LENGTH_SETTINGS = ("length_edges", "length_mean", "length_std", "direction")
 # How the hinge's per-view sums over dimensions combine the two views: "mean" divides by the views (the authors' code:
 # sum over batch, views and dims / 2B), "sum" adds them (the paper's l_div(k)).
 DIVERSITY_REDUCTIONS = ("mean", "sum")
@@ -173,8 +176,13 @@ class InSubConfig(PretrainedConfig):
             fix it on validation data (training images against noise) after training and save it with the model;
             None until then (the spread is read as it is, and cards say that it was not fixed).
         uncertainty_reading: what `InSubModelOutput.uncertainty` is: "spread" (the heads' spread as
-            `uncertainty_direction` reads it) or "knn" (the cosine distance of the representation to the k-th nearest
-            row of the model's bank, set by `InSubModel.set_bank`); the other stays `head_spread`.
+            `uncertainty_direction` reads it), "spread_by_length" (a text model's: that spread standardised within
+            token-count buckets, `length_standardisation`) or "knn" (the cosine distance of the representation to the
+            k-th nearest row of the model's bank, set by `InSubModel.set_bank`); the oriented spread stays
+            `head_spread`.
+        length_standardisation: the "spread_by_length" reading's settings, fitted on validation sentences:
+            `length_edges` (inner bucket edges in tokens), `length_mean` and `length_std` (per bucket, one more than
+            the edges) and `direction` (+1 or -1).
         knn_k, knn_bank_size: the k-NN reading's neighbour and how many rows its bank holds (0: no bank).
         knn_bank_weights: `knn_bank.bank_weights` of the weights the bank was embedded with; a bank beside other
             weights (trained further since) is dropped when saved and refused when loaded.
@@ -202,6 +210,7 @@ class InSubConfig(PretrainedConfig):
     freeze_encoder: bool = False
     uncertainty_direction: int | None = None
     uncertainty_reading: str = "spread"
+    length_standardisation: dict | None = None
     knn_k: int = 10
     knn_bank_size: int = 0
     knn_bank_weights: str | None = None
@@ -316,6 +325,11 @@ class InSubConfig(PretrainedConfig):
                 raise ValueError("InSubConfig.uncertainty_reading='knn' needs a bank (knn_bank_size >= knn_k): set "
                                  "it with model.set_bank(representations), which records both.")
             check_range("InSubConfig.knn_k", self.knn_k, low=1, high=self.knn_bank_size, integer=True)
+        if self.uncertainty_reading == "spread_by_length":
+            if self.modality != "text":
+                raise ValueError("InSubConfig.uncertainty_reading='spread_by_length' reads sentence lengths: it is a "
+                                 f"text model's; this model reads {self.modality} (allowed here: 'spread', 'knn').")
+            check_length_standardisation(self.length_standardisation)
         _check_attention_heads(self.encoder_config)
         check_choice("InSubConfig.objective", self.objective, tuple(OBJECTIVE_CONFIGS))
         check_label_settings(self.num_labels, self.problem_type)
@@ -357,3 +371,16 @@ class InSubConfig(PretrainedConfig):
         check_range("InSubConfig.diversity_eps", self.diversity_eps, low=0.0, low_inclusive=False)
         check_choice("InSubConfig.diversity_reduction", self.diversity_reduction, DIVERSITY_REDUCTIONS)
         check_range("InSubConfig.batch_ensemble_size", self.batch_ensemble_size, low=1, integer=True)
+
+
+def check_length_standardisation(settings: dict | None) -> None:
+    """The "spread_by_length" reading's settings: its keys, one more bucket than edges, positive deviations."""
+    name = "InSubConfig.length_standardisation"
+    if not isinstance(settings, dict) or set(settings) != set(LENGTH_SETTINGS):
+        raise ValueError(f"{name} must be a dict with keys {list(LENGTH_SETTINGS)} for uncertainty_reading="
+                         f"'spread_by_length' (text_uncertainty.fit_length_standardisation), got {settings!r}.")
+    check_choice(f"{name}['direction']", settings["direction"], (1, -1))
+    edges, means, stds = (settings[k] for k in LENGTH_SETTINGS[:3])
+    if not (len(means) == len(stds) == len(edges) + 1) or not all(s > 0 for s in stds):
+        raise ValueError(f"{name}: length_mean and length_std need one value per bucket ({len(edges) + 1} for "
+                         f"{len(edges)} edges) and positive deviations; got {len(means)} means and stds {stds}.")

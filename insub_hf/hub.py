@@ -112,11 +112,10 @@ def check_hub_folder(folder: str | Path) -> list[str]:
     return files
 
 
-def write_sentence_transformer_files(folder: str | Path, model, tokenizer, uncertainty: dict | None = None) -> None:
+def write_sentence_transformer_files(folder: str | Path, model, tokenizer) -> None:
     """Makes `folder`, which holds a text model with its remote code and its tokenizer, a sentence-transformers folder
     as well: `modules.json` (the `InSubSentenceTransformer` module, whose file is copied beside it, then
-    sentence-transformers' own `Normalize`, and with `uncertainty` (a `spread_by_length` reading's settings)
-    `InSubUncertainty`), the modules' settings and `config_sentence_transformers.json`. Then
+    sentence-transformers' own `Normalize`), the modules' settings and `config_sentence_transformers.json`. Then
     `SentenceTransformer(folder, trust_remote_code=True)` and `AutoModel.from_pretrained(folder,
     trust_remote_code=True)` load the same folder. Its embeddings are L2-normalised, as those of the MiniLM base model
     (cosine similarity = dot product); the model's `representation` is not.
@@ -136,8 +135,7 @@ def write_sentence_transformer_files(folder: str | Path, model, tokenizer, uncer
     module = st_module.InSubSentenceTransformer(model=insub, tokenizer=tokenizer,
                                                 max_seq_length=insub.config.text_max_length(tokenizer))
     with tempfile.TemporaryDirectory() as tmp:
-        readings = [st_module.InSubUncertainty(**uncertainty)] if uncertainty else []
-        SentenceTransformer(modules=[module, Normalize(), *readings]).save(tmp)
+        SentenceTransformer(modules=[module, Normalize()]).save(tmp)
         modules = json.loads((Path(tmp) / "modules.json").read_text())
         source = Path(st_module.__file__)
         # the modules' types name the file beside them, not the installed package: loads where insub-hf is absent
@@ -150,8 +148,6 @@ def write_sentence_transformer_files(folder: str | Path, model, tokenizer, uncer
         for entry in modules[1:]:
             shutil.copytree(Path(tmp) / entry["path"], folder / entry["path"], dirs_exist_ok=True)
     shutil.copyfile(source, folder / source.name)
-    readings = source.with_name("text_uncertainty.py")  # what the module imports beside it
-    shutil.copyfile(readings, folder / readings.name)
 
 
 def save_for_hub(
@@ -169,15 +165,19 @@ def save_for_hub(
     if card.processor is not None:  # before the model: its remote code covers the processor
         card.processor.save_pretrained(folder)
     uncertainty = card.sentence_uncertainty
-    if uncertainty and uncertainty.get("reading") == "knn":  # the model holds the bank: one number on every path
-        model = copy.deepcopy(model)  # the folder's model holds it; the caller's stays as it was
-        getattr(model, "insub", model).set_bank(uncertainty["bank"], uncertainty.get("k"))
+    reading = uncertainty.get("reading", "spread") if uncertainty else "spread"
+    if reading != "spread":  # the model reads it itself: one number on every path
+        model = copy.deepcopy(model)  # the folder's model does; the caller's stays as it was
+        insub = getattr(model, "insub", model)
+        if reading == "knn":
+            insub.set_bank(uncertainty["bank"], uncertainty.get("k"))
+        else:
+            insub.set_length_standardisation(uncertainty)
     model.save_pretrained(folder, remote_code=True, max_shard_size=max_shard_size)
     if card.tokenizer is not None:
         card.tokenizer.save_pretrained(folder)
         if is_sentence_model(model, card.tokenizer):
-            by_length = uncertainty if uncertainty and uncertainty.get("reading") == "spread_by_length" else None
-            write_sentence_transformer_files(folder, model, card.tokenizer, by_length)
+            write_sentence_transformer_files(folder, model, card.tokenizer)
     if card.detector is not None:
         card.detector.save_pretrained(folder)
     for name, source in (card.extra_files or {}).items():

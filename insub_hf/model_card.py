@@ -53,8 +53,8 @@ class HubCard:
         detector: an `insub_hf.evaluation.InSubOODDetector` fitted on the model, saved beside it.
         sentence_uncertainty: a text model's reading of its `uncertainty`, chosen on validation data:
             `{"reading": "knn", "k": k, "bank": (N, d)}` (the model stores the bank: `InSubModel.set_bank`) or a
-            `spread_by_length` reading's settings (the sentence-transformers folder ends with
-            `sentence_transformer_module.InSubUncertainty`). None: the model's own `uncertainty`.
+            `spread_by_length` reading's settings (kept in its config: `InSubModel.set_length_standardisation`).
+            Either is the saved model's `uncertainty` on every path. None: the model's own `uncertainty`.
         license: the card's license (the package's, Apache-2.0, unless the data or base model says otherwise).
         base_model: the Hub id the model started from (a pretrained backbone, or the InSub model it was fine-tuned
             from), for the card's metadata.
@@ -223,6 +223,9 @@ def _usage(config, main_input: str, auto_class: str, repo_id: str, processor: bo
     elif getattr(config, "uncertainty_reading", "spread") == "knn":
         outputs = ("features = out.representation  # (B, d): what probes and k-NN read\n"
                    "uncertainty = out.uncertainty   # (B,): k-NN distance to the model's bank, higher = more likely OOD")
+    elif getattr(config, "uncertainty_reading", "spread") == "spread_by_length":
+        outputs = ("features = out.representation  # (B, d): what probes and k-NN read\n"
+                   "uncertainty = out.uncertainty   # (B,): the spread within its length bucket, higher = more likely OOD")
     else:
         outputs = ("features = out.representation  # (B, d): what probes and k-NN read\n"
                    "uncertainty = out.uncertainty   # (B,): the heads' spread, oriented: higher = more likely OOD")
@@ -265,9 +268,7 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
         direction=getattr(config, "uncertainty_direction", None), calibration=CALIBRATION_SETS[main_input],
         bank={"k": config.knn_k, "size": config.knn_bank_size}
         if getattr(config, "uncertainty_reading", "spread") == "knn" else None,
-        # a k-NN reading the model holds itself is the card's bank paragraph, on every path
-        sentence_reading=sentence_reading(card.sentence_uncertainty)
-        if sentences and getattr(config, "uncertainty_reading", "spread") != "knn" else None,
+        by_length=getattr(config, "uncertainty_reading", "spread") == "spread_by_length",
         hyperparameters=card.hyperparameters, detector=_detector_facts(card.detector), provenance=card.provenance,
         requirements=" ".join(REQUIREMENTS[main_input] + (("sentence-transformers",) if sentences else ())),
         sentences=sentences,
@@ -281,17 +282,6 @@ CALIBRATION_SETS = {
     "input_ids": "held-out sentences against their shuffled words",
     "dna_one_hot": "training sequences against uniformly random ones",
 }
-
-
-def sentence_reading(settings: dict | None) -> str | None:
-    """In words, the reading a sentence-transformers folder's `InSubUncertainty` gives (None: the model's own)."""
-    if not settings or settings.get("reading", "spread") == "spread":
-        return None
-    if settings["reading"] == "knn":
-        size = len(settings["bank"]) if settings.get("bank") is not None else settings.get("bank_size")
-        return (f"cosine distance of the sentence's embedding to its {settings.get('k', 10)}-th nearest of {size} "
-                "training sentences (their embeddings ship in the folder)")
-    return "heads' spread standardised within sentence-length buckets fitted on validation sentences"
 
 
 # What a model of each input needs to load with trust_remote_code=True (no insub-hf)

@@ -11,7 +11,7 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import logging
 
-from .configuration_insub import InSubConfig
+from .configuration_insub import LENGTH_SETTINGS, InSubConfig, check_length_standardisation
 from .modeling_outputs import InSubForPreTrainingOutput, InSubModelOutput
 from .encoders.base import EncoderOutput, set_dropout
 from .encoders.build import build_encoder
@@ -22,6 +22,7 @@ from .losses.precision import upcast_half
 from .model_files import package_module
 from .objectives import OBJECTIVES
 from .losses.step_checks import check_training_step
+from .text_uncertainty import length_standardised
 
 logger = logging.get_logger(__name__)
 
@@ -243,8 +244,7 @@ class InSubModel(InSubPreTrainedModel):
             head_embeddings=z,
             mean_embedding=z.mean(dim=1),
             sigma=sigma,
-            uncertainty=getattr(self, BANK)(representation, self.config.knn_k)
-            if self.config.uncertainty_reading == "knn" else spread,
+            uncertainty=self.read_uncertainty(representation, spread, input_ids, attention_mask),
             pooler_output=representation,
             last_hidden_state=encoded.last_hidden_state,
             hidden_states=encoded.hidden_states,
@@ -253,10 +253,37 @@ class InSubModel(InSubPreTrainedModel):
         )
         return out if return_dict is not False else out.to_tuple()
 
+    def read_uncertainty(self, representation: torch.Tensor, spread: torch.Tensor, input_ids: torch.Tensor | None,
+                         attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """`(B,)`: `uncertainty` as `config.uncertainty_reading` says, from the representations `(B, d)` and the
+        oriented spread `(B,)` (with the token counts of `attention_mask`, or of `input_ids` without one)."""
+        reading = self.config.uncertainty_reading
+        if reading == "knn":
+            return getattr(self, BANK)(representation, self.config.knn_k)
+        if reading == "spread_by_length":
+            lengths = (attention_mask.sum(dim=1) if attention_mask is not None
+                       else torch.full((input_ids.shape[0],), input_ids.shape[1], device=input_ids.device))
+            settings = dict(self.config.length_standardisation)
+            direction = settings.pop("direction")
+            return direction * length_standardised(spread, lengths, **settings)
+        return spread
+
     def set_bank(self, representations: torch.Tensor, k: int | None = None) -> InSubModel:
         """Makes `uncertainty` the cosine distance to the k-th nearest of `representations (N, d)`, this model's
         `representation` of your in-distribution inputs; `save_pretrained` keeps the bank (`knn_bank.set_bank`)."""
         set_bank(self, representations, self.config.knn_k if k is None else k)
+        return self
+
+    def set_length_standardisation(self, settings: dict) -> InSubModel:
+        """Makes a text model's `uncertainty` its oriented spread standardised within token-count buckets:
+        `settings` as `text_uncertainty.fit_length_standardisation` fitted them on validation sentences, with the
+        standardised spread's `direction` (other keys are ignored). Kept in the config."""
+        chosen = {key: settings[key] for key in LENGTH_SETTINGS if key in settings}
+        if self.config.modality != "text":
+            raise ValueError(f"set_length_standardisation: reads sentence lengths, a text model's; this model reads "
+                             f"{self.config.modality}.")
+        check_length_standardisation(chosen)
+        self.config.length_standardisation, self.config.uncertainty_reading = chosen, "spread_by_length"
         return self
 
 

@@ -23,14 +23,17 @@ class SentenceEmbeddings:
 
     Attributes:
         embeddings: `(N, d)` encoder representations (what transfer classifiers read).
-        uncertainty: `(N,)` the model's oriented uncertainty (`InSubModelOutput.uncertainty`: the heads' spread
-            averaged over dimensions, read in `config.uncertainty_direction`; 0 when M = 1).
+        uncertainty: `(N,)` the model's uncertainty (`InSubModelOutput.uncertainty`, as `config.uncertainty_reading`
+            says; higher = more likely out of distribution).
         head_embeddings: `(N, M, q)`.
+        head_spread: `(N,)` the heads' spread averaged over dimensions, read in `config.uncertainty_direction`
+            (0 when M = 1), whatever the reading.
     """
 
     embeddings: torch.Tensor
     uncertainty: torch.Tensor
     head_embeddings: torch.Tensor
+    head_spread: torch.Tensor
 
 
 class InSubSentenceEncoder:
@@ -113,5 +116,6 @@ class InSubSentenceEncoder:
         for start in range(0, len(sentences), batch_size):
             batch = self.tokenize(list(sentences[start : start + batch_size]))
             out = self.model(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device))
-            parts.append((out.representation.cpu(), out.uncertainty.cpu(), out.head_embeddings.cpu()))
+            parts.append((out.representation.cpu(), out.uncertainty.cpu(), out.head_embeddings.cpu(),
+                          out.head_spread.cpu()))
         return SentenceEmbeddings(*(torch.cat(p) for p in zip(*parts)))

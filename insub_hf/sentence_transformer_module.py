@@ -1,28 +1,21 @@
 """A sentence-transformers module serving an InSub text model: `SentenceTransformer(folder, trust_remote_code=True)`
 embeds with `encode(...)` and gives each sentence's uncertainty with `encode(..., output_value="uncertainty")`.
 
-This file and `text_uncertainty.py` are copied into the saved folder and loaded from there, so they import only torch,
-transformers and sentence-transformers (the InSub model itself loads through its remote code beside them). Save a
-folder with `insub_hf.InSubSentenceEncoder.save_sentence_transformer`.
+This file is copied into the saved folder and loaded from there, so it imports only torch, transformers and
+sentence-transformers (the InSub model itself loads through its remote code beside it). Save a folder with
+`insub_hf.InSubSentenceEncoder.save_sentence_transformer`.
 
-`uncertainty` is the model's own (`config.uncertainty_reading`: its oriented spread, or the k-NN distance to the bank
-stored with its weights), as `AutoModel` gives it; `model[0].set_bank(model.encode(sentences, convert_to_tensor=True))`
-makes that bank your own in-distribution sentences. A folder may end with `InSubUncertainty`, which reads the spread
-standardised per sentence-length bucket instead (`text_uncertainty`, the one implementation the job that chose it uses
-too: `insub-hf text-candidates`).
+`uncertainty` is the model's own (`config.uncertainty_reading`: its oriented spread, that spread standardised per
+sentence-length bucket, or the k-NN distance to the bank stored with its weights), as `AutoModel` gives it;
+`model[0].set_bank(model.encode(sentences, convert_to_tensor=True))` makes that bank your own in-distribution
+sentences.
 """
 
 from __future__ import annotations
 
-
 import torch
-from sentence_transformers.base.modules import InputModule, Module
+from sentence_transformers.base.modules import InputModule
 from transformers import AutoModel, AutoTokenizer
-
-from .text_uncertainty import length_standardised
-
-# What `InSubUncertainty` reads instead of the model's own `uncertainty`
-MODULE_READINGS = ("spread_by_length",)
 
 
 class InSubSentenceTransformer(InputModule):
@@ -91,40 +84,3 @@ class InSubSentenceTransformer(InputModule):
         config = cls.load_config(model_name_or_path, subfolder=subfolder, **hub)
         folder = cls.load_dir_path(model_name_or_path, subfolder=subfolder, **hub)
         return cls(folder, trust_remote_code=trust_remote_code, **config)
-
-
-class InSubUncertainty(Module):
-    """A last module that makes `uncertainty (B,)` the heads' spread standardised per token-count bucket (fitted on
-    validation sentences), read in `direction`; the model's own stays as `head_spread (B,)`.
-
-    Args:
-        reading: one of `MODULE_READINGS`.
-        length_edges, length_mean, length_std: the length buckets (`text_uncertainty.fit_length_standardisation`).
-        direction: +1 or -1, how the standardised spread is read (fixed on validation data).
-    """
-
-    config_keys = ["reading", "length_edges", "length_mean", "length_std", "direction"]
-
-    def __init__(self, reading: str = "spread_by_length", length_edges: list | None = None,
-                 length_mean: list | None = None, length_std: list | None = None, direction: int = 1):
-        super().__init__()
-        if reading not in MODULE_READINGS:
-            raise ValueError(f"InSubUncertainty: reading must be one of {MODULE_READINGS}, got {reading!r} (the "
-                             "model's own spread or k-NN bank needs no module: InSubModel.set_bank).")
-        self.reading, self.direction = reading, direction
-        self.length_edges, self.length_mean, self.length_std = length_edges, length_mean, length_std
-
-    def forward(self, features: dict[str, torch.Tensor], **kwargs) -> dict[str, torch.Tensor]:
-        lengths = features["attention_mask"].sum(dim=1)
-        features["uncertainty"] = self.direction * length_standardised(
-            features["head_spread"], lengths, self.length_edges, self.length_mean, self.length_std)
-        return features
-
-    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
-        self.save_config(output_path)
-
-    @classmethod
-    def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None, revision=None,
-             local_files_only: bool = False, **kwargs) -> InSubUncertainty:
-        return cls(**cls.load_config(model_name_or_path, subfolder=subfolder, token=token, cache_folder=cache_folder,
-                                     revision=revision, local_files_only=local_files_only))

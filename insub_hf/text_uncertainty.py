@@ -1,15 +1,10 @@
-"""The readings of a text model's uncertainty (`UNCERTAINTY_READINGS`), with torch alone: what a model serves (its k-NN
-bank, `knn_bank.py`; the length-standardised spread, `sentence_transformer_module.InSubUncertainty`, beside which
-this file is copied) and what `insub-hf text-candidates` and `insub-hf release text` measure."""
+"""The readings of a text model's uncertainty (`configuration_insub.MODEL_READINGS`), with torch alone: what a model
+serves (its k-NN bank, `knn_bank.py`; the length-standardised spread, `InSubModel.read_uncertainty`) and what
+`insub-hf text-candidates` and `insub-hf release text` measure."""
 
 from __future__ import annotations
 
 import torch
-
-# how a text model's `uncertainty` is read: the heads' spread as the model gives it, that spread standardised per
-# sentence-length bucket, or the cosine distance to the k-th nearest training sentence
-UNCERTAINTY_READINGS = ("spread", "spread_by_length", "knn")
-
 
 def knn_distance(embeddings: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Tensor:
     """`(N,)` cosine distance of each row of `embeddings (N, d)` to its k-th nearest row of `bank (n, d)` (both
@@ -44,7 +39,9 @@ def length_standardised(spread: torch.Tensor, lengths: torch.Tensor, length_edge
                         length_std) -> torch.Tensor:
     """`(N,)`: `spread (N,)` minus its bucket's mean, over its bucket's standard deviation (buckets of `lengths (N,)`,
     the token counts, as `fit_length_standardisation` fitted them)."""
-    index = torch.bucketize(lengths.float(), torch.as_tensor(length_edges, dtype=torch.float32), right=True)
-    mean = torch.as_tensor(length_mean, dtype=spread.dtype, device=spread.device)[index.to(spread.device)]
-    std = torch.as_tensor(length_std, dtype=spread.dtype, device=spread.device)[index.to(spread.device)]
+    lengths = lengths.to(spread.device).float()
+    index = torch.bucketize(lengths, torch.as_tensor(length_edges, dtype=torch.float32, device=spread.device),
+                            right=True)
+    mean = torch.as_tensor(length_mean, dtype=spread.dtype, device=spread.device)[index]
+    std = torch.as_tensor(length_std, dtype=spread.dtype, device=spread.device)[index]
     return (spread - mean) / std

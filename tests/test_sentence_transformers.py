@@ -2,6 +2,7 @@
 `SentenceTransformer(path, trust_remote_code=True)`, embeddings equal to `InSubSentenceEncoder`'s, uncertainty one call
 away."""
 
+import copy
 import json
 import subprocess
 import sys
@@ -43,7 +44,7 @@ def test_a_saved_sentence_transformer_loads_in_a_fresh_process_and_matches_the_e
         {"idx": 1, "name": "1", "path": "1_Normalize", "type": "sentence_transformers.base.modules.normalize.Normalize"},
     ]  # sentence-transformers' own Normalize: unit embeddings, as the MiniLM base model's
     assert (path / "sentence_transformer_module.py").is_file() and (path / "modeling_insub.py").is_file()
-    assert (path / "text_uncertainty.py").is_file()  # what the module imports beside it
+    assert not (path / "text_uncertainty.py").exists()  # the module imports no reading: the model reads it
     card = ModelCard.load(path / "README.md")  # the InSub card, not sentence-transformers' generic one
     assert card.data.library_name == "sentence-transformers" and "InSub" in card.text
     assert 'SentenceTransformer("st", trust_remote_code=True)' in card.text
@@ -133,19 +134,57 @@ def test_a_folder_with_the_knn_reading_gives_the_distance_to_the_kth_nearest_ban
 
 
 def test_a_folder_with_the_length_reading_standardises_the_spread_per_length_bucket(tmp_path, encoder):
-    from sentence_transformers import SentenceTransformer
 
     settings = {"reading": "spread_by_length", "length_edges": [8.0], "length_mean": [0.2, 0.3],
                 "length_std": [0.5, 0.25], "direction": -1}
     path = encoder.save_sentence_transformer(tmp_path / "st", uncertainty=settings)
-    got = torch.stack(SentenceTransformer(str(path), trust_remote_code=True).encode(SENTENCES,
-                                                                                    output_value="uncertainty"))
+    assert len(json.loads((path / "modules.json").read_text())) == 2  # the model reads it: no module after Normalize
+    assert encoder.model.config.uncertainty_reading == "spread"  # the caller's model is left as it was
     spread = encoder.encode(SENTENCES).uncertainty
     lengths = [len(encoder.tokenizer(s)["input_ids"]) for s in SENTENCES]  # 7, 9 and 23 tokens: buckets 0, 1, 1
     assert lengths[0] < 8 <= lengths[1] and lengths[2] >= 8
     expected = torch.stack([-(spread[i] - (0.2 if n < 8 else 0.3)) / (0.5 if n < 8 else 0.25)
                             for i, n in enumerate(lengths)])
-    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+    # one `uncertainty` on every path, in a fresh process without insub-hf: sentence-transformers (sentences of
+    # different lengths padded into one batch) and AutoModel with its remote code
+    code = f"""
+import json, sys
+sys.modules["insub_hf"] = None
+import torch
+from sentence_transformers import SentenceTransformer
+from transformers import AutoModel, AutoTokenizer
+sentences = {SENTENCES!r}
+through_st = torch.stack(SentenceTransformer({str(path)!r}, trust_remote_code=True).encode(
+    sentences, output_value="uncertainty")).tolist()
+tokens = AutoTokenizer.from_pretrained({str(path)!r}, trust_remote_code=True)(sentences, padding=True,
+                                                                              return_tensors="pt")
+with torch.no_grad():
+    through_auto = AutoModel.from_pretrained({str(path)!r}, trust_remote_code=True).eval()(**tokens).uncertainty.tolist()
+print(json.dumps([through_st, through_auto]))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={
+        "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    through_st, through_auto = json.loads(run.stdout.strip().splitlines()[-1])
+    torch.testing.assert_close(torch.tensor(through_st), expected, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(torch.tensor(through_auto), expected, rtol=1e-4, atol=1e-5)
+    card = (path / "README.md").read_text()
+    assert "is the **spread of the heads within its\nsentence-length bucket**" in card and "instead" not in card
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"length_edges": [8.0], "length_mean": [0.2], "length_std": [0.5], "direction": 1},
+     r"need one value per bucket \(2 for 1 edges\)"),
+    ({"length_edges": [8.0], "length_mean": [0.2, 0.3], "length_std": [0.5, 0.0], "direction": 1},
+     "positive deviations"),
+    ({"length_edges": [], "length_mean": [0.2], "length_std": [0.5], "direction": 0}, r"\['direction'\]"),
+    ({"length_edges": [], "length_mean": [0.2]}, "must be a dict with keys"),
+])
+def test_bad_length_settings_are_refused_naming_the_field(encoder, settings, message):
+    model = copy.deepcopy(encoder.model)
+    with pytest.raises(ValueError, match=r"length_standardisation.*" + message):
+        model.set_length_standardisation(settings)
+    assert model.config.uncertainty_reading == "spread"  # nothing half-set
 
 
 def test_length_standardisation_is_fitted_per_bucket():
@@ -160,11 +199,26 @@ def test_length_standardisation_is_fitted_per_bucket():
                                torch.tensor([-1.0, 0.0, 1.0, -1.0, 0.0, 1.0]))
 
 
-def test_an_unknown_reading_is_refused_naming_the_readings():
-    from insub_hf.sentence_transformer_module import InSubUncertainty
+def test_an_unknown_reading_is_refused_naming_the_readings(encoder):
+    from insub_hf import InSubConfig
 
-    with pytest.raises(ValueError, match=r"reading must be one of \('spread_by_length',\), got 'entropy'"):
-        InSubUncertainty(reading="entropy")
+    config = encoder.model.config.to_dict()
+    with pytest.raises(ValueError, match=r"uncertainty_reading must be one of \['spread', 'spread_by_length', "
+                                         r"'knn'\], got 'entropy'"):
+        InSubConfig(**{**config, "uncertainty_reading": "entropy"})
+    with pytest.raises(ValueError, match="length_standardisation must be a dict with keys.*for uncertainty_reading='spread_by_length'"):
+        InSubConfig(**{**config, "uncertainty_reading": "spread_by_length"})  # without its settings
+
+
+def test_the_length_reading_is_a_text_model_s():
+    from insub_hf import InSubConfig
+
+    with pytest.raises(ValueError, match="reads sentence lengths.*reads image"):
+        InSubConfig(objective="simclr", uncertainty_reading="spread_by_length",
+                    length_standardisation={"length_edges": [], "length_mean": [0.0], "length_std": [1.0],
+                                            "direction": 1})
+    with pytest.raises(ValueError, match="reads sentence lengths.*reads image"):
+        InSubModel(InSubConfig(objective="simclr")).set_length_standardisation({})
 
 
 @pytest.mark.parametrize("save", ["encoder", "model"])

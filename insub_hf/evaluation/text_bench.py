@@ -66,7 +66,7 @@ def encode(encoder, sentences: list[str], heads: bool) -> Encoded:
     the token counts."""
     out = encoder.encode(sentences)
     lengths = torch.as_tensor([int(m.sum()) for m in encoder.tokenize(list(sentences))["attention_mask"]])
-    return Encoded(F.normalize(out.embeddings, dim=1), out.uncertainty if heads else None, lengths)
+    return Encoded(F.normalize(out.embeddings, dim=1), out.head_spread if heads else None, lengths)
 
 
 def cosine_correlation(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -201,7 +201,8 @@ def second_domain(encoder, measured: Measured, k: int, seed: int = 2) -> dict:
 
 
 def uncertainty_settings(reading: str, measured: Measured, k: int) -> dict:
-    """`InSubUncertainty`'s settings for `reading` of a model `measure_model` measured."""
+    """The settings that make `reading` the model's `uncertainty` (`HubCard.sentence_uncertainty`), as `measure_model`
+    measured them."""
     numbers = measured.numbers
     if reading == "knn":
         return {"reading": "knn", "k": k, "bank": measured.bank}

@@ -162,7 +162,8 @@ CACHE_VERSION = 2
 
 
 # Config fields a trained model gets afterwards (its uncertainty's reading), not part of what a run trains
-AFTER_TRAINING = ("uncertainty_direction", "uncertainty_reading", "knn_k", "knn_bank_size", "knn_bank_weights")
+AFTER_TRAINING = ("uncertainty_direction", "uncertainty_reading", "length_standardisation", "knn_k", "knn_bank_size",
+                  "knn_bank_weights")
 
 
 def settings_key(config: InSubConfig, **settings) -> str:

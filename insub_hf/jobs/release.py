@@ -37,6 +37,7 @@ from ..cards import (
     versus_baseline,
 )
 from ..checkpointing import atomic_folder
+from ..configuration_insub import MODEL_READINGS
 from ..encoders.pretrained import base_tokenizer, encoder_path
 from ..evaluation.ood_detector import (
     encoder_and_heads_fingerprint,
@@ -50,7 +51,6 @@ from ..hub import final_push_target, save_for_hub, upload_hub_folder
 from ..training_args import TRAINER_FIELDS
 from ..validation import CheckedArguments, checked
 from ..evaluation.text_ood_sets import shuffled_words
-from ..text_uncertainty import UNCERTAINTY_READINGS
 from . import compare, genomics, text, text_candidates
 from .publish import MetricsArguments, PublishArguments, fits_the_repository, publish_metrics, publish_releases
 
@@ -201,10 +201,10 @@ class TextReleaseArguments:
 
     uncertainty: str = checked(
         text_candidates.RELEASE_READING,
-        "What `encode(..., output_value='uncertainty')` returns: knn (the cosine distance to the k-th nearest "
-        "pretraining sentence, its bank shipped in the folder), spread (the heads' spread) or spread_by_length "
-        "(the spread standardised per sentence-length bucket on validation tweets).",
-        choices=UNCERTAINTY_READINGS,
+        "What the model's `uncertainty` is, through sentence-transformers and AutoModel alike: knn (the cosine "
+        "distance to the k-th nearest pretraining sentence, its bank in the weights), spread (the heads' spread) or "
+        "spread_by_length (the spread standardised per sentence-length bucket on validation tweets).",
+        choices=MODEL_READINGS,
     )
     k: int = checked(10, "The k-NN reading's neighbour.", low=1, integer=True)
 
