@@ -184,7 +184,7 @@ class InSubConfig(PretrainedConfig):
             `length_edges` (inner bucket edges in tokens), `length_mean` and `length_std` (per bucket, one more than
             the edges) and `direction` (+1 or -1).
         knn_k, knn_bank_size: the k-NN reading's neighbour and how many rows its bank holds (0: no bank).
-        knn_bank_weights: `knn_bank.bank_weights` of the weights the bank was embedded with; a bank beside other
+        knn_bank_weights: `knn_bank.encoder_and_heads_fingerprint` of the weights the bank was embedded with; a bank beside other
             weights (trained further since) is dropped when saved and refused when loaded.
     """
 
@@ -326,10 +326,7 @@ class InSubConfig(PretrainedConfig):
                                  "it with model.set_bank(representations), which records both.")
             check_range("InSubConfig.knn_k", self.knn_k, low=1, high=self.knn_bank_size, integer=True)
         if self.uncertainty_reading == "spread_by_length":
-            if self.modality != "text":
-                raise ValueError("InSubConfig.uncertainty_reading='spread_by_length' reads sentence lengths: it is a "
-                                 f"text model's; this model reads {self.modality} (allowed here: 'spread', 'knn').")
-            check_length_standardisation(self.length_standardisation)
+            check_length_standardisation(self.length_standardisation, self.modality)
         _check_attention_heads(self.encoder_config)
         check_choice("InSubConfig.objective", self.objective, tuple(OBJECTIVE_CONFIGS))
         check_label_settings(self.num_labels, self.problem_type)
@@ -373,8 +370,12 @@ class InSubConfig(PretrainedConfig):
         check_range("InSubConfig.batch_ensemble_size", self.batch_ensemble_size, low=1, integer=True)
 
 
-def check_length_standardisation(settings: dict | None) -> None:
-    """The "spread_by_length" reading's settings: its keys, one more bucket than edges, positive deviations."""
+def check_length_standardisation(settings: dict | None, modality: str) -> None:
+    """The "spread_by_length" reading's settings for a model reading `modality`: a text model's, its keys, one more
+    bucket than edges, positive deviations."""
+    if modality != "text":
+        raise ValueError("InSubConfig.uncertainty_reading='spread_by_length' reads sentence lengths: it is a text "
+                         f"model's; this model reads {modality} (allowed here: 'spread', 'knn').")
     name = "InSubConfig.length_standardisation"
     if not isinstance(settings, dict) or set(settings) != set(LENGTH_SETTINGS):
         raise ValueError(f"{name} must be a dict with keys {list(LENGTH_SETTINGS)} for uncertainty_reading="

@@ -29,9 +29,10 @@ class KnnBank(nn.Module):
         return knn_distance(F.normalize(representation.float(), dim=-1), self.bank.float(), k)
 
 
-def bank_weights(model: nn.Module) -> str:
+def encoder_and_heads_fingerprint(model: nn.Module) -> str:
     """`weights_fingerprint` of the encoder and heads of `model` (an `InSubModel`, or the one inside
-    `InSubForPreTraining`), its bank left out: which trained weights a bank, a detector or a results row belong to."""
+    `InSubForPreTraining`), its bank left out: which trained weights a bank, a detector, a results row or a card's
+    numbers belong to."""
     model = getattr(model, "insub", model)
     return weights_fingerprint(model, leave_out=BANK + ".")
 
@@ -54,7 +55,7 @@ def set_bank(model: nn.Module, representations: torch.Tensor, k: int) -> None:
     bank.bank.copy_(F.normalize(representations.float(), dim=-1))
     setattr(model, BANK, bank)
     model.config.update(dict(uncertainty_reading="knn", knn_k=int(k), knn_bank_size=int(representations.shape[0]),
-                             knn_bank_weights=bank_weights(model)))
+                             knn_bank_weights=encoder_and_heads_fingerprint(model)))
 
 
 def clear_bank(model: nn.Module) -> None:
@@ -67,7 +68,7 @@ def clear_bank(model: nn.Module) -> None:
 def stale_bank(model: nn.Module) -> bool:
     """Whether `model` reads a k-NN bank embedded with other weights than its own (trained further since)."""
     model = getattr(model, "insub", model)
-    return model.config.uncertainty_reading == "knn" and model.config.knn_bank_weights != bank_weights(model)
+    return model.config.uncertainty_reading == "knn" and model.config.knn_bank_weights != encoder_and_heads_fingerprint(model)
 
 
 def bankless_copy(student: nn.Module) -> nn.Module:

@@ -279,10 +279,7 @@ class InSubModel(InSubPreTrainedModel):
         `settings` as `text_uncertainty.fit_length_standardisation` fitted them on validation sentences, with the
         standardised spread's `direction` (other keys are ignored). Kept in the config."""
         chosen = {key: settings[key] for key in LENGTH_SETTINGS if key in settings}
-        if self.config.modality != "text":
-            raise ValueError(f"set_length_standardisation: reads sentence lengths, a text model's; this model reads "
-                             f"{self.config.modality}.")
-        check_length_standardisation(chosen)
+        check_length_standardisation(chosen, self.config.modality)
         self.config.length_standardisation, self.config.uncertainty_reading = chosen, "spread_by_length"
         return self
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+
 def knn_distance(embeddings: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Tensor:
     """`(N,)` cosine distance of each row of `embeddings (N, d)` to its k-th nearest row of `bank (n, d)` (both
     L2-normalised; a query that is itself in the bank has distance 0 to its first neighbour)."""

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from insub_hf import InSubConfig, InSubModel, named_encoder
-from insub_hf.evaluation.ood_detector import encoder_and_heads_fingerprint
+from insub_hf.knn_bank import encoder_and_heads_fingerprint
 
 
 def tiny_model(**overrides) -> InSubModel:

@@ -25,7 +25,7 @@ from safetensors.torch import save_file
 
 from ..checkpointing import write_json
 from ..checksums import METADATA_KEY, checksum_metadata, read_verified
-from ..knn_bank import bank_weights
+from ..knn_bank import encoder_and_heads_fingerprint
 from ..text_uncertainty import knn_distance
 from ..validation import check_choice, check_range, looks_like_a_path
 from .features import extract_features
@@ -305,12 +305,6 @@ def _resolve(name_or_path: str | Path, filename: str, hub: dict) -> Path:
     except EntryNotFoundError:
         raise FileNotFoundError(f"The Hub repo {name!r} holds no {filename}: it was pushed without a detector.") \
             from None
-
-
-def encoder_and_heads_fingerprint(model) -> str:
-    """`weights_fingerprint` of the encoder and heads (`InSubModel`, or the one inside `InSubForPreTraining`): which
-    trained model a detector's bank, a results row or a card's numbers belong to."""
-    return bank_weights(model)
 
 
 def _check_finite(name: str, tensor: torch.Tensor) -> None:
