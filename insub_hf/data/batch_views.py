@@ -1,29 +1,31 @@
-"""SimCLR's two views of a whole batch at once, on the batch's device, with kornia.augmentation.
+"""SimCLR's two views of a whole batch at once, on the batch's device (`batch_augment`).
 
-Every image still gets its own random crop, flip and colour parameters (kornia draws them per sample), but the
-work runs as batched tensor operations where the model lives (a GPU), instead of one image at a time in data
-loader workers. The per-sample torchvision pipeline (`ImageViews`) stays for streamed data sets.
+Every image still gets its own random crop, flip and colour parameters, but the work runs as a fixed number of batched
+tensor operations where the model lives (a GPU), instead of one image at a time in data loader workers, and nothing
+is read back to the host. The per-sample torchvision pipeline (`ImageViews`) stays for streamed data sets.
 """
 
 from __future__ import annotations
 
-import kornia.augmentation as K
 import torch
 from datasets import Array3D, Dataset, Features
 from torch import nn
 
 from ..image_range import check_processor_fields, check_unit_images, normalize_images
 from ..validation import check_choice, check_range
+from .batch_augment import colour_jitter, crop_boxes, random_grey, resized_crops
 
 
 class BatchTwoViews(nn.Module):
-    """Two independently augmented views of a batch: RandomResizedCrop (scale 0.2-1), horizontal flip (p 0.5),
-    colour jitter (0.4, 0.4, 0.4, 0.1; p 0.8) and random grey (p 0.2), then per-channel normalisation; for 1-channel
-    images the jitter keeps brightness and contrast and grey is dropped (as `simclr_augmentation`).
+    """Two independently augmented views of a batch: RandomResizedCrop (scale 0.2-1, ratio 3/4-4/3), horizontal flip
+    (p 0.5), colour jitter (0.4, 0.4, 0.4, 0.1; p 0.8, its parts in a random order per image) and random grey (p 0.2),
+    then per-channel normalisation; for 1-channel images the jitter keeps brightness and contrast and grey is dropped
+    (as `simclr_augmentation`).
 
     Shapes: images `(B, C, H, W)` floats in [0, 1] -> two views `(B, C, image_size, image_size)`, normalised.
-    Random parameters come from torch's global generator, so `set_seed` (and the Trainer's saved RNG state on resume)
-    reproduces them.
+    Random parameters come from torch's global generator (the device's, for images on a GPU), so `set_seed` (and the
+    trainer's per-step seeding) reproduces them. A call runs the same operations for any B and reads nothing back to
+    the host after the first (which checks the value range once).
 
     Args:
         image_size: side of the output crops.
@@ -38,18 +40,21 @@ class BatchTwoViews(nn.Module):
         check_choice("BatchTwoViews.num_channels", num_channels, (1, 3))
         check_range("BatchTwoViews.image_size", image_size, low=1, integer=True)
         check_processor_fields(num_channels, mean, std, owner="BatchTwoViews")
-        colour = (
-            [K.ColorJitter(0.4, 0.4, 0.4, 0.1, p=0.8), K.RandomGrayscale(p=0.2)] if num_channels == 3
-            else [K.ColorJitter(0.4, 0.4, p=0.8)]
-        )
-        self.num_channels = num_channels
-        self.augment = K.AugmentationSequential(
-            K.RandomResizedCrop((image_size, image_size), scale=crop_scale, ratio=(3 / 4, 4 / 3)),
-            K.RandomHorizontalFlip(p=0.5),
-            *colour,
-        )
+        if not 0 < crop_scale[0] <= crop_scale[1] <= 1:
+            raise ValueError(f"BatchTwoViews.crop_scale must be (low, high) with 0 < low <= high <= 1, got {crop_scale}.")
+        self.image_size, self.num_channels = image_size, num_channels
+        self.crop_scale = tuple(crop_scale)
         self.mean, self.std = tuple(mean), tuple(std)
         self.range_checked = False
+
+    def view(self, images: torch.Tensor) -> torch.Tensor:
+        """One augmented, normalised view `(B, C, image_size, image_size)` of images `(B, C, H, W)` in [0, 1]."""
+        flip = torch.rand(images.shape[0], device=images.device) < 0.5
+        out = resized_crops(images, crop_boxes(images, self.crop_scale), self.image_size, flip)
+        out = colour_jitter(out, 0.4, 0.4, 0.4, 0.1, p=0.8)
+        if self.num_channels == 3:
+            out = random_grey(out, p=0.2)
+        return normalize_images(out, self.mean, self.std)
 
     @torch.no_grad()
     def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,8 +71,7 @@ class BatchTwoViews(nn.Module):
             check_unit_images(images, "BatchTwoViews: images")
             self.range_checked = True
         images = images.float()
-        return (normalize_images(self.augment(images), self.mean, self.std),
-                normalize_images(self.augment(images), self.mean, self.std))
+        return self.view(images), self.view(images)
 
 
 def image_tensor_dataset(images: torch.Tensor) -> Dataset:

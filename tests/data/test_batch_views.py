@@ -4,6 +4,7 @@ from datasets import Dataset
 from transformers import set_seed
 
 from insub_hf.data import BatchTwoViews, image_tensor_dataset
+from insub_hf.data.batch_augment import crop_boxes
 from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
 from insub_hf import InSubForPreTraining
 
@@ -44,9 +45,9 @@ def test_random_parameters_are_drawn_per_sample():
     first, _ = views(image.repeat(16, 1, 1, 1))
     distinct = {tuple(row.flatten()[:50].tolist()) for row in first.round(decimals=4)}
     assert len(distinct) >= 12
-    params = views.augment._params  # the crop of each sample, as kornia drew them
-    crops = params[0].data["src"]  # (B, 4, 2) corner points
-    assert crops.shape[0] == 16 and len({tuple(c.flatten().tolist()) for c in crops}) == 16
+    set_seed(0)
+    boxes = crop_boxes(image.repeat(16, 1, 1, 1), (0.2, 1.0))  # (top, left, height, width) of each sample
+    assert boxes.shape == (16, 4) and len({tuple(b.tolist()) for b in boxes}) == 16
 
 
 def test_bad_inputs_name_what_is_expected():

@@ -1,0 +1,114 @@
+"""The batched augmentations against independent references: torchvision's functional transforms and `colorsys`,
+and the operation count that must not grow with the batch."""
+
+import colorsys
+import math
+from collections import Counter
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torchvision.transforms import RandomResizedCrop
+from torchvision.transforms.v2 import functional as TF
+
+from insub_hf.data import BatchTwoViews
+from insub_hf.data.batch_augment import (
+    colour_jitter, crop_boxes, gaussian_blur, random_solarize, resized_crops, shift_hue, _rgb_to_hsv,
+)
+
+
+class CountOps(TorchDispatchMode):
+    """Counts every aten call made inside the block."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[str(func.overloadpacket)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_crop_boxes_fit_the_image_and_follow_the_scale_range():
+    torch.manual_seed(0)
+    images = torch.rand(4000, 1, 28, 28)
+    top, left, h, w = crop_boxes(images, (0.2, 1.0)).unbind(1)
+    assert (top >= 0).all() and (left >= 0).all() and (top + h <= 28).all() and (left + w <= 28).all()
+    area = h * w / 28**2
+    assert area.min() >= 0.2 - 0.05 and area.max() <= 1.0
+    ratio = w / h
+    assert ratio.min() >= 3 / 4 - 0.1 and ratio.max() <= 4 / 3 + 0.1
+    # torchvision's get_params on the same geometry: the same mean area and mean width to a sampling tolerance
+    torch.manual_seed(1)
+    reference = torch.tensor([RandomResizedCrop.get_params(images[0], (0.2, 1.0), (3 / 4, 4 / 3)) for _ in range(4000)],
+                             dtype=torch.float)
+    ref_area = reference[:, 2] * reference[:, 3] / 28**2
+    assert abs(float(area.mean() - ref_area.mean())) < 4 * math.sqrt(2 * float(area.var()) / 4000)
+    assert abs(float(w.mean() - reference[:, 3].mean())) < 4 * math.sqrt(2 * float(w.var()) / 4000)
+
+
+def test_a_box_that_never_fits_falls_back_to_the_centre_crop_of_the_ratio():
+    # a 4 x 40 strip: no box of area >= 0.9 with aspect 3/4..4/3 fits, so torchvision's fallback (h = 4, w = 5)
+    top, left, h, w = crop_boxes(torch.rand(3, 1, 4, 40), (0.9, 1.0)).unbind(1)
+    assert h.tolist() == [4.0] * 3 and w.tolist() == [5.0] * 3
+    assert top.tolist() == [0.0] * 3 and left.tolist() == [17.0] * 3
+
+
+def test_resized_crops_sample_what_interpolate_and_slicing_give():
+    images = torch.rand(3, 3, 12, 12)
+    whole = torch.tensor([[0.0, 0.0, 12.0, 12.0]] * 3)
+    torch.testing.assert_close(resized_crops(images, whole, 20),
+                               F.interpolate(images, size=20, mode="bilinear", align_corners=False))
+    box = torch.tensor([[2.0, 3.0, 8.0, 8.0], [0.0, 4.0, 8.0, 8.0], [4.0, 0.0, 8.0, 8.0]])
+    out = resized_crops(images, box, 8, flip=torch.tensor([False, True, False]))
+    torch.testing.assert_close(out[0], images[0, :, 2:10, 3:11])
+    torch.testing.assert_close(out[1], images[1, :, 0:8, 4:12].flip(-1))
+    torch.testing.assert_close(out[2], images[2, :, 4:12, 0:8])
+
+
+def test_hue_follows_colorsys():
+    pixels = torch.rand(1, 3, 5, 7)
+    hsv = _rgb_to_hsv(pixels)
+    for y in range(5):
+        for x in range(7):
+            expected = colorsys.rgb_to_hsv(*pixels[0, :, y, x].tolist())
+            torch.testing.assert_close(hsv[0, :, y, x], torch.tensor(expected, dtype=torch.float), atol=1e-5, rtol=0)
+    shift = torch.tensor([0.1]).view(1, 1, 1, 1)
+    torch.testing.assert_close(shift_hue(pixels, shift), TF.adjust_hue(pixels, 0.1), atol=1e-5, rtol=0)
+    torch.testing.assert_close(shift_hue(pixels, torch.zeros(1, 1, 1, 1)), pixels, atol=1e-5, rtol=0)
+
+
+def test_each_jitter_part_is_torchvisions_at_the_drawn_factor():
+    # one part at a time (the others at their identity range): the factor drawn per image is recovered and the image
+    # is what torchvision's adjust_* gives at that factor
+    images = torch.rand(6, 3, 9, 9)
+    torch.manual_seed(0)
+    bright = colour_jitter(images, 0.4, 0.0, 0.0, 0.0, p=1.0)
+    for i in range(6):
+        factor = float((bright[i] / images[i]).median())
+        assert 0.6 - 1e-4 <= factor <= 1.4 + 1e-4
+        torch.testing.assert_close(bright[i], TF.adjust_brightness(images[i], factor), atol=1e-4, rtol=0)
+    torch.manual_seed(0)
+    applied = colour_jitter(images, 0.4, 0.4, 0.4, 0.1, p=0.0)
+    assert torch.equal(applied, images)
+
+
+def test_blur_and_solarize_match_torchvision():
+    images = torch.rand(4, 3, 16, 16)
+    torch.testing.assert_close(gaussian_blur(images, 5, (1.3, 1.3), p=1.0),
+                               TF.gaussian_blur(images, [5, 5], [1.3, 1.3]), atol=1e-5, rtol=0)
+    torch.testing.assert_close(random_solarize(images, 0.5, p=1.0), TF.solarize(images, 0.5))
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_the_views_run_the_same_operations_at_any_batch_size(channels):
+    views = BatchTwoViews(32, (0.5,) * channels, (0.2,) * channels, num_channels=channels)
+    views(torch.rand(2, channels, 32, 32))  # the one range check
+    counts = {}
+    for batch in (32, 256):
+        with CountOps() as counter:
+            views(torch.rand(batch, channels, 32, 32))
+        counts[batch] = counter.ops
+    assert counts[32] == counts[256]
+    assert counts[32]["aten._local_scalar_dense"] == 0 and counts[32]["aten.grid_sampler_2d"] == 2
