@@ -17,7 +17,8 @@ from .image_range import check_unit_images
 from .data.device_images import DeviceImages, collate_device_batch
 from .data.seeding import SeededSamples, mix_seed, seeded_draws
 from .distributed import check_same_across_processes, convert_sync_batchnorm
-from .losses.step_checks import check_training_step, step_flags_bad, training_step_error, training_step_flags
+from .encoders.base import deferred_input_checks
+from .losses.step_checks import step_flags_bad, training_step_error, training_step_flags
 from .training_args import InSubTrainingArguments, fast_path_arguments, gpu_available, launched_processes
 
 __all__ = ["InSubTrainer", "InSubTrainingArguments", "ObjectiveStepCallback", "SeededEpochCallback",
@@ -96,8 +97,8 @@ class InSubTrainer(Trainer):
     the gradient accumulation steps, so an accumulated step follows the gradient of the mean over micro-batches.
     The side metrics `ssl_loss`, `diversity_loss`, `mean_sigma` and `hinge_active` are averaged over each logging
     interval; they stay on the device until the logging step reads them.
-    Each batch is checked for a NaN/inf loss and unnormalised inputs (`check_batch`): at once on the CPU, at the
-    next logging step on an accelerator (no host sync inside a step). The trainer turns the model's own check in its
+    Each batch is checked for a NaN/inf loss and unnormalised inputs (`check_batch`) at the next logging step, before
+    a checkpoint is saved and when training ends: no host sync inside a step. The trainer turns the model's own check in its
     forward off (`model.check_steps_in_forward = False`, for as long as the model lives) and does it instead.
     `ObjectiveStepCallback` runs the model's per-step hooks (the objective's schedules, e.g. an EMA teacher).
 
@@ -273,7 +274,8 @@ class InSubTrainer(Trainer):
     ):
         if self.batch_views is not None and model.training:
             inputs = self.make_views(inputs)
-        outputs = model(**inputs)
+        with deferred_input_checks():  # check_batch reads the same flags at the next logging step
+            outputs = model(**inputs)
         mode = "train" if model.training else "eval"
         for name in SIDE_METRICS:
             value = outputs.get(name) if isinstance(outputs, dict) else None
@@ -284,12 +286,9 @@ class InSubTrainer(Trainer):
         return (loss, outputs) if return_outputs else loss
 
     def check_batch(self, loss: torch.Tensor, inputs: dict[str, torch.Tensor]) -> None:
-        """The model's `check_training_step`, for eager and compiled training alike: at once when the loss is on the
-        CPU (no device to wait for); on an accelerator the flags stay on the device and `check_pending_batches`
-        reads them at the next logging step (and when training ends), so a step holds no extra host sync."""
-        if self.checks_at_once(loss):
-            check_training_step(loss, inputs)
-            return
+        """The model's `check_training_step`, for eager and compiled training alike, on every device: the flags stay
+        on the device and `check_pending_batches` reads them at the next logging step, before any checkpoint is
+        saved and when training ends, so a step that does not log reads nothing back to the host."""
         loss_bad, largest = training_step_flags(loss, inputs)
         if self._pending_check is None:
             self._pending_check = (self.state.global_step, loss_bad, largest)
@@ -298,19 +297,18 @@ class InSubTrainer(Trainer):
         merged = {k: torch.maximum(seen[k], v) if k in seen else v for k, v in largest.items()}
         self._pending_check = (first, bad | loss_bad, {**seen, **merged})
 
-    @staticmethod
-    def checks_at_once(loss: torch.Tensor) -> bool:
-        """Whether `check_batch` reads its flags at once: on the CPU, where that waits for nothing."""
-        return loss.device.type == "cpu"
-
     def check_pending_batches(self) -> None:
-        """Raises `check_training_step`'s error for the batches since the last check (deferred on an accelerator)."""
+        """Raises `check_training_step`'s error for the batches since the last check."""
         if self._pending_check is None:
             return
         (first, loss_bad, largest), self._pending_check = self._pending_check, None
         if bool(step_flags_bad(loss_bad, largest)):
             state = "not finite" if bool(loss_bad) else "finite"
             raise training_step_error(f"{state} at a step in {first}..{self.state.global_step}", largest)
+
+    def _save_checkpoint(self, model, trial):
+        self.check_pending_batches()  # a checkpoint never holds weights trained on a batch that failed its check
+        return super()._save_checkpoint(model, trial)
 
     def make_views(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """A training batch of plain images -> the same batch with both views (`pixel_values`, `pixel_values_2`)

@@ -79,6 +79,11 @@ class InSubTrainingArguments(TrainingArguments):
         },
     )
 
+    logging_nan_inf_filter: bool = field(
+        default=False,
+        metadata={"help": "transformers' filter of NaN/inf losses from the logged loss; off: it reads every step's loss "
+                          "on the host (a device sync per step), and InSubTrainer refuses a non-finite loss anyway."},
+    )
     bf16: bool | None = field(
         default=None,
         metadata={"help": "bf16 autocast (the losses stay in float32). Default: on where a CUDA GPU supports bf16 "

@@ -284,18 +284,12 @@ def test_views_are_random_but_not_the_global_generators(tmp_path):
     del dataset
 
 
-class DeferringTrainer(InSubTrainer):
-    """Checks batches as on an accelerator: at logging steps."""
-
-    checks_at_once = staticmethod(lambda loss: False)
-
-
-def test_on_an_accelerator_batches_are_checked_at_the_logging_step(tmp_path, monkeypatch):
+def test_batches_are_checked_at_the_logging_step_and_before_a_save(tmp_path, monkeypatch):
     _, data = fixed_views(8)
     data["pixel_values"][5] = 2e4  # the second batch of 4 holds an unnormalised image
     rows = Dataset.from_dict({k: v.numpy() for k, v in data.items()}).with_format("torch")
     model = InSubForPreTraining(tiny_config(num_heads=2))
-    trainer = DeferringTrainer(model=model, args=args(tmp_path, max_steps=2, logging_steps=2), train_dataset=rows)
+    trainer = InSubTrainer(model=model, args=args(tmp_path, max_steps=2, logging_steps=2), train_dataset=rows)
     assert model.check_steps_in_forward is False  # the trainer checks the batches, not the forward
     reads = []
     read = insub_hf.trainer.step_flags_bad
@@ -304,9 +298,10 @@ def test_on_an_accelerator_batches_are_checked_at_the_logging_step(tmp_path, mon
                                                  r"pixel_values max \|x\| = 2e\+04.*must be normalised"):
         trainer.train()
     assert reads == [2]  # the flags of both steps were read once, at the logging step
-    # on the CPU the same batch is refused at its own step, with the loss value, before the optimiser step
-    model = InSubForPreTraining(tiny_config(num_heads=2))
-    trainer = InSubTrainer(model=model, args=args(tmp_path, max_steps=2, logging_steps=2), train_dataset=rows)
-    with pytest.raises(FloatingPointError, match=r"The pretraining loss is \d.* for inputs pixel_values max \|x\| = 2e\+04"):
+    # a save between logging steps reads them first: no checkpoint holds weights trained on the refused batch
+    out = tmp_path / "saving"
+    trainer = InSubTrainer(model=InSubForPreTraining(tiny_config(num_heads=2)), train_dataset=rows,
+                           args=args(out, max_steps=2, logging_steps=100, save_strategy="steps", save_steps=1))
+    with pytest.raises(FloatingPointError, match=r"at a step in 1\.\.2 for inputs pixel_values max \|x\| = 2e\+04"):
         trainer.train()
-    assert trainer.state.global_step == 1
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]

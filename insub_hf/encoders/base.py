@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -164,12 +166,27 @@ def check_eager_attention(encoder: nn.Module, model: nn.Module, output_attention
         )
 
 
+# Set while InSubTrainer runs a training forward: it checks the loss and inputs itself without a host sync
+# (`InSubTrainer.check_batch` keeps each step's flags on the device until a logging step reads them).
+INPUT_CHECKS_DEFERRED: ContextVar[bool] = ContextVar("INPUT_CHECKS_DEFERRED", default=False)
+
+
+@contextmanager
+def deferred_input_checks() -> Iterator[None]:
+    """Inside the block `check_finite` reads nothing (`INPUT_CHECKS_DEFERRED`)."""
+    token = INPUT_CHECKS_DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        INPUT_CHECKS_DEFERRED.reset(token)
+
+
 def check_finite(name: str, tensor: torch.Tensor) -> None:
     """Raises ValueError when a float input holds NaN or inf (they would silently poison every loss).
 
-    Skipped inside `torch.compile`: a check that reads the data splits the graph and waits for the device at every
-    call (the compiled training loop checks the loss instead, `InSubTrainer.compute_loss`)."""
-    if torch.compiler.is_compiling():
+    Skipped inside `torch.compile` and `deferred_input_checks`: a check that reads the data splits the graph and waits
+    for the device at every call (the training loop checks the loss and inputs instead, `InSubTrainer.check_batch`)."""
+    if torch.compiler.is_compiling() or INPUT_CHECKS_DEFERRED.get():
         return
     if tensor.is_floating_point() and not torch.isfinite(tensor).all():
         raise ValueError(f"{name} contains NaN or inf values; inputs must be finite numbers.")

@@ -17,7 +17,7 @@ def dino_loss(
     teacher: torch.Tensor,
     center: torch.Tensor,
     student_temperature: float = 0.1,
-    teacher_temperature: float = 0.04,
+    teacher_temperature: float | torch.Tensor = 0.04,
 ) -> torch.Tensor:
     """Cross-entropy between every teacher global view and every *other* student view.
 
@@ -25,7 +25,8 @@ def dino_loss(
         student: `(V, B, K)` student outputs of V views; views `0..G-1` are the global crops, in the teacher's order.
         teacher: `(G, B, K)` teacher outputs of the G global crops.
         center: `(K,)` or `(1, K)` running centre of the teacher outputs, subtracted before sharpening.
-        student_temperature, teacher_temperature: > 0.
+        student_temperature, teacher_temperature: > 0 (the teacher's may be a 0-d tensor, the schedule's: it is not
+            read back to be checked).
 
     Returns:
         `(B,)` per-sample loss: `sum_{g, v != g} H(softmax((t_g - c) / tau_t), softmax(s_v / tau_s))` divided by the
@@ -42,7 +43,8 @@ def dino_loss(
             "they need the same batch and output dimension, and the student at least the teacher's global views."
         )
     check_range("dino_loss.student_temperature", student_temperature, low=0.0, low_inclusive=False)
-    check_range("dino_loss.teacher_temperature", teacher_temperature, low=0.0, low_inclusive=False)
+    if not torch.is_tensor(teacher_temperature):
+        check_range("dino_loss.teacher_temperature", teacher_temperature, low=0.0, low_inclusive=False)
     targets = F.softmax((teacher - center.reshape(1, 1, -1)) / teacher_temperature, dim=-1)  # (G, B, K)
     log_probs = F.log_softmax(student / student_temperature, dim=-1)  # (V, B, K)
     cross = -torch.einsum("gbk,vbk->gvb", targets, log_probs)  # (G, V, B)
@@ -74,7 +76,8 @@ class DINOLoss(nn.Module):
         self.register_buffer("_pending_sum", torch.zeros(out_dim), persistent=False)
         self.register_buffer("_pending_count", torch.zeros(()), persistent=False)
 
-    def forward(self, student: torch.Tensor, teacher: torch.Tensor, teacher_temperature: float) -> torch.Tensor:
+    def forward(self, student: torch.Tensor, teacher: torch.Tensor,
+                teacher_temperature: float | torch.Tensor) -> torch.Tensor:
         """student `(V, B, K)`, teacher `(G, B, K)` -> `(B,)`."""
         loss = dino_loss(student, teacher, self.center, self.student_temperature, teacher_temperature)
         if self.training:
@@ -89,8 +92,10 @@ class DINOLoss(nn.Module):
         total = torch.cat([self._pending_sum, self._pending_count.reshape(1)])
         if dist.is_available() and dist.is_initialized():
             dist.all_reduce(total)
-        if total[-1] > 0:
-            batch_center = (total[:-1] / total[-1]).to(self.center.dtype)
-            self.center.mul_(self.center_momentum).add_(batch_center, alpha=1 - self.center_momentum)
+        count = total[-1]
+        # the centre stays where it was when nothing was seen, without reading the count on the host
+        momentum = torch.where(count > 0, self.center_momentum, 1.0).to(self.center.dtype)
+        batch_center = (total[:-1] / count.clamp_min(1)).to(self.center.dtype)
+        self.center.mul_(momentum).add_(batch_center * (1 - momentum))
         self._pending_sum.zero_()
         self._pending_count.zero_()

@@ -107,7 +107,9 @@ class DINOObjective(Objective):
         self.teacher = bankless_copy(student).requires_grad_(False)
         self.teacher_prototypes = copy.deepcopy(self.prototypes).requires_grad_(False)
         self.loss = DINOLoss(options.out_dim, options.center_momentum, options.student_temperature)
-        self.teacher_temperature = options.warmup_teacher_temperature
+        # a tensor the schedule fills in place: a Python float would be a constant of the compiled graph, which
+        # torch.compile would recompile at every step of the warm-up
+        self.register_buffer("teacher_temperature", torch.tensor(options.warmup_teacher_temperature), persistent=False)
         self.warmup_fraction = options.warmup_teacher_temperature_fraction
         self.temperatures = (options.warmup_teacher_temperature, options.teacher_temperature)
         self.momenta = (options.teacher_momentum, options.final_teacher_momentum)
@@ -118,7 +120,9 @@ class DINOObjective(Objective):
         self.teacher_prototypes.load_state_dict(self.prototypes.state_dict())
 
     def step_begin(self, step: int, total_steps: int) -> None:
-        self.teacher_temperature = teacher_temperature(step, round(self.warmup_fraction * total_steps), *self.temperatures)
+        self.teacher_temperature.fill_(
+            teacher_temperature(step, round(self.warmup_fraction * total_steps), *self.temperatures)
+        )
 
     def step_end(self, student: Student, step: int, total_steps: int) -> None:
         self.loss.update_center()
