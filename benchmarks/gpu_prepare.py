@@ -34,7 +34,7 @@ LIMIT = 64 * 2**20  # what travels to the lent machine: the working tree and the
 # distribution only: it is built into a wheel here.
 WHEELS = (
     "transformers==5.24.0", "datasets==5.2.0", "dill==0.4.1", "multiprocess==0.70.19", "fsspec==2026.9.0",
-    "evaluate==0.4.6", "kornia==0.9.0", "kornia_rs==0.2.0", "mlxtend==0.25.0", "lightly==1.6.0",
+    "evaluate==0.4.6", "mlxtend==0.25.0", "lightly==1.6.0",
     "hydra-core==1.3.8", "omegaconf==2.3.1",
 )
 BUILT = ("antlr4-python3-runtime==4.9.3",)
@@ -74,6 +74,7 @@ def pack_site(wheels: Path, archive: Path) -> None:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
                         "--only-binary=:all:", *PLATFORM, "--target", str(site), *map(str, found)], check=True)
         (site / ".installed").write_text("\n".join(w.name for w in found))
+        archive.parent.mkdir(parents=True, exist_ok=True)  # a fresh checkout has no kit folder yet
         partial = archive.with_suffix(".partial")
         with tarfile.open(partial, "w:xz", preset=9 | lzma.PRESET_EXTREME) as packed:
             for path in sorted(site.iterdir()):

@@ -38,7 +38,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PART_BYTES = 15 * 2**20
-VERSIONS = ("torch", "torchvision", "triton", "transformers", "accelerate", "datasets", "evaluate", "kornia", "lightly",
+VERSIONS = ("torch", "torchvision", "triton", "transformers", "accelerate", "datasets", "evaluate", "lightly",
             "timm", "huggingface_hub", "safetensors", "sentence_transformers", "numpy", "pyarrow", "fsspec", "mlxtend")
 RELEASE_NAME = "insub-resnet18-fashion-mnist-gpu"
 SITE_ARCHIVE = "site.tar.xz"  # the wheels as pip installs them, xz-packed: 10.8 MB against 24.1 MB of wheels

@@ -1,6 +1,6 @@
 """What the comparison protocol (`insub-hf compare`) costs per method and per seed, measured side by side in one run.
 
-For every method it times a pretraining step of the protocol's model (views made per batch with kornia, AdamW, weights
+For every method it times a pretraining step of the protocol's model (views made per batch (BatchTwoViews), AdamW, weights
 in channels_last where InSubTrainer keeps them so),
 in interleaved rounds so that every method sees the same machine load, and the feature extraction of the harness;
 then it prints seconds per step, the ratio to the baseline, and the projected wall time per seed: pretraining

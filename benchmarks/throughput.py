@@ -9,7 +9,7 @@ where InSubTrainer would use it (a GPU, or a CPU where oneDNN runs AVX-512: `ins
 
 Each library's own data path is what is compared end to end:
 - insub-hf: `InSubTrainer.train` on plain image tensors, the two views made per batch on the device by
-  `BatchTwoViews` (kornia), data loader workers and pinned memory as `fast_path_arguments` sets them.
+  `BatchTwoViews`, data loader workers and pinned memory as `fast_path_arguments` sets them.
 - lightly: its documented loop: a DataLoader over PIL images with `SimCLRTransform` (per sample, torchvision) in
   the same number of workers, then forward of each view, NTXentLoss, backward, step.
 

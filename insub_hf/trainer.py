@@ -126,6 +126,9 @@ class InSubTrainer(Trainer):
         super().__init__(*args, **kwargs)
         check_distributed(self.args)
         self.batch_views = batch_views.to(self.args.device) if batch_views is not None else None
+        if self.batch_views is not None and self.args.torch_compile and hasattr(self.batch_views, "compile_views"):
+            self.batch_views.compile_views(backend=self.args.torch_compile_backend or "inductor",
+                                           mode=self.args.torch_compile_mode)
         if getattr(self.args, "data_on_device", False) and self.train_dataset is not None:
             self._move_training_set(kwargs.get("data_collator") is None)
         self._view_seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed

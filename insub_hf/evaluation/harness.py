@@ -7,6 +7,8 @@ before any metric, and the results say how many members went into each predictio
 
 from __future__ import annotations
 
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -168,6 +170,17 @@ class MethodEvaluator:
         self.training_features: list[FeatureSet] | None = None
         self.probes: list | None = None
         self.detectors: list[InSubOODDetector] | None = None
+        # probes and k-NN searches run where the (first) model runs; features come back to the CPU for the metrics
+        self.device = next(models[0].parameters()).device
+        self.seconds: dict[str, float] = {}  # wall seconds of each part (`benchmarks/eval_cost.py`)
+
+    @contextmanager
+    def _timed(self, part: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[part] = self.seconds.get(part, 0.0) + time.perf_counter() - start
 
     def _require(self, step: str, value):
         if value is None:
@@ -177,19 +190,22 @@ class MethodEvaluator:
     def extract_training_features(self) -> list[FeatureSet]:
         """Step 1: per model, the training images' representations `(N, S, d)`, head embeddings and spread."""
         data = self.data
-        self.training_features = [
-            self._features(m, data.inputs(data.train_images, data.train_labels), 0, keep_heads=True)
-            for m in self.models
-        ]
+        with self._timed("features"):
+            self.training_features = [
+                self._features(m, data.inputs(data.train_images, data.train_labels), 0, keep_heads=True)
+                for m in self.models
+            ]
         return self.training_features
 
     def fit_probes(self) -> list:
         """Step 2: per model, `num_probes` linear probes on its training representations."""
         features = self._require("extract_training_features", self.training_features)
-        self.probes = [
-            fit_probes(f.representations, f.labels, self.data.num_classes, self.num_probes, self.probe_args)
-            for f in features
-        ]
+        with self._timed("probe"):
+            self.probes = [
+                fit_probes(f.representations, f.labels, self.data.num_classes, self.num_probes, self.probe_args,
+                           device=self.device)
+                for f in features
+            ]
         return self.probes
 
     def fit_detectors(self) -> list[InSubOODDetector]:
@@ -198,16 +214,17 @@ class MethodEvaluator:
         for this only."""
         features = self._require("extract_training_features", self.training_features)
         knn_k = self.harness_args.knn_k
-        self.detectors = [
-            InSubOODDetector(f.representations.mean(dim=1), f.head_embeddings, min(knn_k, len(f.labels)),
-                             bank_sigma=f.head_sigma)
-            for f in features
-        ]
-        for f in features:
-            f.head_embeddings = None  # the detectors keep them
-        calibration = self.data.inputs(calibration_noise(self.data.train_images))
-        for model, detector in zip(self.models, self.detectors):
-            detector.calibrate_head_spread(self._features(model, calibration, 0).head_sigma)
+        with self._timed("detectors"):
+            self.detectors = [
+                InSubOODDetector(f.representations.mean(dim=1), f.head_embeddings, min(knn_k, len(f.labels)),
+                                 bank_sigma=f.head_sigma, device=self.device)
+                for f in features
+            ]
+            for f in features:
+                f.head_embeddings = None  # the detectors keep them
+            calibration = self.data.inputs(calibration_noise(self.data.train_images))
+            for model, detector in zip(self.models, self.detectors):
+                detector.calibrate_head_spread(self._features(model, calibration, 0).head_sigma)
         return self.detectors
 
     @property
@@ -226,18 +243,27 @@ class MethodEvaluator:
         """Member probabilities `(N, K, C)`, mean head spread `(N,)` (None without multi-head models) and, with
         `label_free`, the `InSubOODDetector` scores averaged over the models (else None); `head_scores=False` skips
         the per-head k-NN searches."""
+        features = self.features_of(images, keep_heads=label_free and head_scores)
+        return self.predict_features(features, probes, label_free)
+
+    def features_of(self, images: torch.Tensor, keep_heads: bool = False) -> list[FeatureSet]:
+        """Per model, the features of `images` `(N, C, H, W)` in [0, 1] (with the method's dropout passes)."""
+        return [self._features(model, self.data.inputs(images), self.passes, keep_heads=keep_heads)
+                for model in self.models]
+
+    def predict_features(
+        self, features: list[FeatureSet], probes: list | None = None, label_free: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, torch.Tensor] | None]:
+        """`predict` of features already extracted (`features_of`): the same features serve several probes."""
         probes = probes or self._require("fit_probes", self.probes)
         detectors = self._require("fit_detectors", self.detectors) if label_free else None
         probs, sigmas, free = [], [], []
-        for i, model in enumerate(self.models):
-            features = self._features(
-                model, self.data.inputs(images), self.passes, keep_heads=label_free and head_scores
-            )
-            probs.append(member_probabilities(probes[i], features.representations))
-            sigmas.append(features.head_sigma)
+        for i, f in enumerate(features):
+            probs.append(member_probabilities(probes[i], f.representations))
+            sigmas.append(f.head_sigma)
             if label_free:
                 free.append(detectors[i].score_features(
-                    features.representations.mean(dim=1), features.head_embeddings, features.head_sigma
+                    f.representations.mean(dim=1), f.head_embeddings, f.head_sigma
                 ))
         sigma = torch.stack(sigmas).mean(dim=0) if self.has_heads else None
         scores = {k: torch.stack([f[k] for f in free]).mean(dim=0) for k in free[0]} if free else None
@@ -253,30 +279,44 @@ class MethodEvaluator:
     def evaluate(self) -> tuple[MethodResults, dict]:
         """Step 4: returns (the results, arrays for the plots: `reliability` bins and `scores[split][name]`)."""
         data = self.data
-        test_probs, test_sigma, test_free = self.predict(data.test_images, label_free=True)
+        with self._timed("test"):  # the test images' features, once: the probes, k-NN and retrieval all read them
+            test_features = self.features_of(data.test_images, keep_heads=True)
+            test_probs, test_sigma, test_free = self.predict_features(test_features, label_free=True)
         confidence, predicted = test_probs.mean(dim=1).max(dim=1)
         correct = predicted == data.test_labels
-        representations = self._representations()  # one pass over the test images for k-NN and retrieval
+        with self._timed("ts"):
+            temperature = self.temperature()
+        representations = self._representations(test_features[0])
+        with self._timed("knn_accuracy"):
+            knn = self._knn_accuracy(representations)
         results = MethodResults(
-            members=test_probs.shape[1], test=summarize(test_probs, data.test_labels, self.temperature()),
+            members=test_probs.shape[1], test=summarize(test_probs, data.test_labels, temperature),
             selective={"aurc": metrics.aurc(confidence, correct), "augrc": metrics.augrc(confidence, correct)},
-            knn_accuracy=self._knn_accuracy(representations),
+            knn_accuracy=knn,
             head_spread_calibration=self.head_spread_calibration if self.has_heads else [],
             fingerprints=[encoder_and_heads_fingerprint(m) for m in self.models],
             modality=self.models[0].config.modality,
         )
         bins = metrics.reliability_bins(test_probs.mean(dim=1), data.test_labels)
         arrays = {"reliability": bins, "scores": {"in": ood_scores(test_probs, test_sigma, test_free)}}
-        for name, images in data.ood_images.items():
-            scores = ood_scores(*self.predict(images, label_free=True))
-            arrays["scores"][name] = scores
-            results.ood[name] = {key: ood_auroc(arrays["scores"]["in"][key], value) for key, value in scores.items()}
-            results.ood_fpr95[name] = {key: metrics.fpr_at_tpr(arrays["scores"]["in"][key], value, higher_is_in=False)
-                                       for key, value in scores.items()}
-        results.retrieval = self._retrieval(arrays["scores"]["in"], representations)
-        results.crop = self._crop_test()
-        results.semi_supervised = self._semi_supervised()
-        results.corruptions = self._corruptions(arrays["scores"]["in"])
+        with self._timed("ood"):
+            for name, images in data.ood_images.items():
+                scores = ood_scores(*self.predict(images, label_free=True))
+                arrays["scores"][name] = scores
+                results.ood[name] = {key: ood_auroc(arrays["scores"]["in"][key], value)
+                                     for key, value in scores.items()}
+                results.ood_fpr95[name] = {
+                    key: metrics.fpr_at_tpr(arrays["scores"]["in"][key], value, higher_is_in=False)
+                    for key, value in scores.items()
+                }
+        with self._timed("retrieval"):
+            results.retrieval = self._retrieval(arrays["scores"]["in"], representations)
+        with self._timed("crops"):
+            results.crop = self._crop_test()
+        with self._timed("semi_supervised"):
+            results.semi_supervised = self._semi_supervised(test_features)
+        with self._timed("corruptions"):
+            results.corruptions = self._corruptions(arrays["scores"]["in"])
         if results.corruptions:
             results.corruption_mean = {
                 severity: _mean_metrics([per_type[severity] for per_type in results.corruptions.values()])
@@ -292,19 +332,26 @@ class MethodEvaluator:
                                  self.probe_args.probe_seed)
         if len(val) == 0:
             return None
-        probs, _, _ = self.predict(self.data.train_images[val])
+        if self.passes == 0 and self.training_features is not None:  # deterministic: the training features' rows
+            features = [FeatureSet(f.representations[val], f.head_sigma[val]) for f in self.training_features]
+        else:
+            features = self.features_of(self.data.train_images[val])
+        probs, _, _ = self.predict_features(features)
         return metrics.fit_temperature(probs.mean(dim=1), self.data.train_labels[val])
 
-    def _representations(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The first model's training and test representations (mean over its members) and the training labels."""
+    def _representations(self, test: FeatureSet) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The first model's training and test representations (mean over its members) and the training labels, on
+        the model's device (the k-NN classifier and retrieval search there). `test`: the first model's test
+        features."""
         train = self._require("extract_training_features", self.training_features)[0]
-        test = self._features(self.models[0], self.data.inputs(self.data.test_images), 0)
-        return train.representations.mean(dim=1), test.representations.mean(dim=1), train.labels
+        return (train.representations.mean(dim=1).to(self.device), test.representations.mean(dim=1).to(self.device),
+                train.labels.to(self.device))
 
     def _knn_accuracy(self, representations: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> float:
         """The k-NN classifier's test accuracy on the first model's representation (`_representations`)."""
         train, test, labels = representations
-        return knn_accuracy(train, labels, test, self.data.test_labels, self.harness_args.knn_classifier_k)
+        return knn_accuracy(train, labels, test, self.data.test_labels.to(self.device),
+                            self.harness_args.knn_classifier_k)
 
     def _retrieval(self, test_scores: dict[str, torch.Tensor],
                    representations: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> dict[str, float | None]:
@@ -312,7 +359,7 @@ class MethodEvaluator:
         (cosine; the first model's, `_representations`) has another class? None where no retrieval was wrong (or all
         were)."""
         train, test, labels = representations
-        errors = metrics.nearest_neighbour_errors(test, self.data.test_labels, train, labels)
+        errors = metrics.nearest_neighbour_errors(test, self.data.test_labels.to(self.device), train, labels).cpu()
         out = {key: metrics.r_auroc(test_scores[key], errors) for key in UNCERTAINTY_SCORES if key in test_scores}
         return {key: None if value != value else value for key, value in out.items()}
 
@@ -330,17 +377,18 @@ class MethodEvaluator:
                 out[key] = {"spearman": spearman, "smaller_crop_higher": test.smaller_crop_higher}
         return out
 
-    def _semi_supervised(self) -> dict[str, Metrics]:
+    def _semi_supervised(self, test_features: list[FeatureSet]) -> dict[str, Metrics]:
+        """Probes on class-balanced label subsets of the training features, read on the test features."""
         out = {}
         features = self._require("extract_training_features", self.training_features)
         for fraction in self.harness_args.label_fractions:
             subset = balanced_label_subset(self.data.train_labels, fraction, self.probe_args.probe_seed)
             probes = [
                 fit_probes(f.representations[subset], f.labels[subset], self.data.num_classes, self.num_probes,
-                           self.probe_args)
+                           self.probe_args, device=self.device)
                 for f in features
             ]
-            test_probs, _, _ = self.predict(self.data.test_images, probes)
+            test_probs, _, _ = self.predict_features(test_features, probes)
             out[f"{100 * fraction:g}%"] = summarize(test_probs, self.data.test_labels)
         return out
 

@@ -53,12 +53,14 @@ def calibration_noise(images: torch.Tensor) -> torch.Tensor:
     return torch.cat(list(noise.values()))
 
 def kth_neighbour_distance(
-    queries: torch.Tensor, bank: torch.Tensor, k: int, backend: str = "torch", chunk_size: int = 2048
+    queries: torch.Tensor, bank: torch.Tensor, k: int, backend: str = "torch", chunk_size: int = 2048,
+    normalized: bool = False,
 ) -> torch.Tensor:
     """Cosine distance (1 - cos) of each query to its k-th nearest bank vector: the k-NN reading every insub-hf path
     serves (`text_uncertainty.knn_distance`, which the torch backend runs chunk by chunk).
 
-    Shapes: queries `(Q, D)`, bank `(N, D)` -> `(Q,)`. Both are L2-normalised here.
+    Shapes: queries `(Q, D)`, bank `(N, D)` -> `(Q,)` on the bank's device. Both are L2-normalised here (the bank
+    not when `normalized` says it already is); the torch backend searches on the bank's device.
 
     Args:
         k: which neighbour (1 = the nearest); at most N.
@@ -66,8 +68,8 @@ def kth_neighbour_distance(
     """
     check_choice("backend", backend, ("torch", "faiss"))
     check_range("k", k, low=1, high=bank.shape[0], integer=True)
-    q = F.normalize(queries.float(), dim=-1)
-    b = F.normalize(bank.float(), dim=-1)
+    q = F.normalize(queries.float().to(bank.device), dim=-1)
+    b = bank.float() if normalized else F.normalize(bank.float(), dim=-1)
     if backend == "faiss":
         try:
             import faiss
@@ -76,8 +78,8 @@ def kth_neighbour_distance(
                 "backend='faiss' needs faiss: pip install \"insub-hf[ood]\" (or backend='torch')."
             ) from error
         index = faiss.IndexFlatIP(b.shape[1])
-        index.add(b.numpy())
-        similarity, _ = index.search(q.numpy(), k)
+        index.add(b.cpu().numpy())
+        similarity, _ = index.search(q.cpu().numpy(), k)
         return 1 - torch.from_numpy(similarity[:, k - 1])
     return torch.cat([knn_distance(part, b, k) for part in q.split(chunk_size)])
 
@@ -104,12 +106,14 @@ class InSubOODDetector:
         model_fingerprint: `weights_fingerprint` of the model the banks come from (set by `fit`); `score` refuses
             another model. None: not checked.
         spread_interval: the 90 % bootstrap interval of that AUROC (`spread_holds`).
+        device: where the torch backend searches (default: the CPU): the banks are copied there once, normalised;
+            scores come back to the CPU.
     """
 
     def __init__(self, representation_bank: torch.Tensor, head_banks: torch.Tensor, k: int = DEFAULT_K,
                  backend: str = "auto", bank_sigma: torch.Tensor | None = None, spread_direction: int | None = None,
                  spread_validation_auroc: float | None = None, model_fingerprint: str | None = None,
-                 spread_interval: tuple[float, float] | None = None):
+                 spread_interval: tuple[float, float] | None = None, device: torch.device | str | None = None):
         check_choice("InSubOODDetector.backend", backend, BACKENDS)
         check_choice("InSubOODDetector.spread_direction", spread_direction, (1, -1, None))
         if representation_bank.dim() != 2 or representation_bank.shape[0] == 0:
@@ -133,6 +137,8 @@ class InSubOODDetector:
         self.spread_validation_auroc = spread_validation_auroc
         self.model_fingerprint = model_fingerprint
         self.spread_interval = None if spread_interval is None else tuple(spread_interval)
+        self.device = torch.device(device or "cpu")
+        self._searched: dict[tuple[str, int], torch.Tensor] = {}  # normalised banks on `device`, by (name, head)
 
     @classmethod
     def fit(cls, model, train_inputs, k: int = DEFAULT_K, backend: str = "auto", batch_size: int = 256,
@@ -175,7 +181,9 @@ class InSubOODDetector:
         low, high = self.spread_interval
         return low > 0.5 or high < 0.5
 
-    def _search(self, queries: torch.Tensor, bank: torch.Tensor) -> torch.Tensor:
+    def _search(self, queries: torch.Tensor, bank: torch.Tensor, name: tuple[str, int]) -> torch.Tensor:
+        """`kth_neighbour_distance` of `queries` to `bank` (the bank `name`: which and which head), `(Q,)` on the
+        CPU."""
         backend = self.backend
         if backend == "auto":
             try:
@@ -183,8 +191,12 @@ class InSubOODDetector:
             except ImportError:
                 backend = "torch"
             else:
-                backend = "faiss" if bank.shape[0] > FAISS_FROM else "torch"
-        return kth_neighbour_distance(queries, bank, self.k, backend)
+                backend = "faiss" if bank.shape[0] > FAISS_FROM and self.device.type == "cpu" else "torch"
+        if backend == "faiss":
+            return kth_neighbour_distance(queries, bank, self.k, backend)
+        if name not in self._searched:
+            self._searched[name] = F.normalize(bank.float().to(self.device), dim=-1)
+        return kth_neighbour_distance(queries, self._searched[name], self.k, backend, normalized=True).cpu()
 
     def score_features(self, representations: torch.Tensor, head_embeddings: torch.Tensor | None,
                        head_sigma: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -200,12 +212,13 @@ class InSubOODDetector:
         _check_finite("representations", representations)
         if head_embeddings is not None:
             _check_finite("head_embeddings", head_embeddings)
-        scores = {"knn": self._search(representations, self.representation_bank)}
+        scores = {"knn": self._search(representations, self.representation_bank, ("representation", 0))}
         if self.spread_direction is not None:
             scores["head_spread"] = self.spread_direction * head_sigma.float().cpu()
         if head_embeddings is not None:
             per_head = torch.stack(
-                [self._search(head_embeddings[:, m], self.head_banks[:, m]) for m in range(head_embeddings.shape[1])],
+                [self._search(head_embeddings[:, m], self.head_banks[:, m], ("head", m))
+                 for m in range(head_embeddings.shape[1])],
                 dim=1,
             )  # (N, M)
             scores["knn_heads"] = per_head.mean(dim=1)

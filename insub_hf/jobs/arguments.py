@@ -160,7 +160,7 @@ class ProtocolArguments(ImageRecipeArguments, JobOutputArguments):
     ood_images: int = checked(1000, "Images per OOD set.", low=1, integer=True)
     batch_views: bool = field(
         default=True,
-        metadata={"help": "Make the two views per batch on the model's device (kornia); false: per image (torchvision)."},
+        metadata={"help": "Make the two views per batch on the model's device (BatchTwoViews); false: per image (torchvision)."},
     )
     dropout: float = checked(
         0.1, "Encoder dropout of the MC Dropout method.", low=0, high=1, high_inclusive=False

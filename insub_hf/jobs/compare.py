@@ -3,7 +3,7 @@ evaluate each with the same harness, write a markdown table (with per-seed paire
 JSON file of every number and PNG plots. The protocol (data, methods, run cache) is `jobs.comparison`.
 
 The default protocol converges on a CPU: a CIFAR-stem ResNet-10 at width 0.25 pretrained with SimCLR for 3 epochs
-on the full Fashion-MNIST (Debian's copy; the bundled 5,000 images otherwise), views made per batch with kornia,
+on the full Fashion-MNIST (Debian's copy; the bundled 5,000 images otherwise), views made per batch on the device,
 then a linear probe on the frozen encoder."""
 
 from __future__ import annotations

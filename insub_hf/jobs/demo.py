@@ -75,7 +75,7 @@ def demo_config(args: DemoArguments, num_heads: int, diversity_weight: float) ->
 
 
 def demo_training_set(data, evaluation: ImageEvaluationData, args: DemoArguments):
-    """(rows, per-batch view maker or None): plain images with kornia views for SimCLR, DINO's crops per image."""
+    """(rows, per-batch view maker or None): plain images with per-batch views for SimCLR, DINO's crops per image."""
     if "local_pixel_values" in OBJECTIVES[args.objective].extra_inputs:  # DINO: global and local crops per image
         views = MultiCropViews(FASHION_MNIST.multicrop(), args.num_local_crops, FASHION_MNIST.image_column)
         return data["train"].with_transform(views), None

@@ -111,4 +111,4 @@ def test_the_views_run_the_same_operations_at_any_batch_size(channels):
             views(torch.rand(batch, channels, 32, 32))
         counts[batch] = counter.ops
     assert counts[32] == counts[256]
-    assert counts[32]["aten._local_scalar_dense"] == 0 and counts[32]["aten.grid_sampler_2d"] == 2
+    assert counts[32]["aten._local_scalar_dense"] == 0 and counts[32]["aten.grid_sampler_2d"] == 1  # both views in one warp

@@ -1,8 +1,9 @@
 from dataclasses import replace
 
-import kornia.augmentation as K
 import pytest
 import torch
+
+from insub_hf.data.batch_augment import crop_boxes
 
 from insub_hf.data import IMAGE_DATASET_PRESETS
 from insub_hf.jobs.compare import ComparisonArguments
@@ -65,9 +66,9 @@ def test_recipe_settings_reach_the_config_and_the_views_and_are_checked():
     assert method_config(args, "insub", 5).objective_options.temperature == 0.3
     assert method_config(args, "baseline", None).objective_options.temperature == 0.3
     views = args.make_batch_views(IMAGE_DATASET_PRESETS["fashion_mnist"])
-    crop = next(m for m in views.augment.children() if isinstance(m, K.RandomResizedCrop))
-    boxes = crop.forward_parameters(torch.Size((500, 1, 28, 28)))["src"]  # (B, 4 corners, xy)
-    area = (boxes[:, :, 0].amax(1) - boxes[:, :, 0].amin(1) + 1) * (boxes[:, :, 1].amax(1) - boxes[:, :, 1].amin(1) + 1)
+    assert views.crop_scale == (0.6, 1.0)
+    boxes = crop_boxes(torch.rand(500, 1, 28, 28), views.crop_scale)  # (B, 4): top, left, height, width
+    area = boxes[:, 2] * boxes[:, 3]
     assert area.min() >= 0.6 * 28 * 28 * 0.95 and area.min() < 0.7 * 28 * 28  # scale (0.6, 1); pixel rounding
     with pytest.raises(ValueError, match="ComparisonArguments.temperature"):
         ComparisonArguments(temperature=0.0)
