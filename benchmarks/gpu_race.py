@@ -19,7 +19,9 @@ stopped by its deadline keeps every finished row. Columns (`COLUMNS`):
 - step_tflop: FLOPs of one step (forward and backward; `torch.utils.flop_counter`, 2 per multiply-add);
 - tflops: step_tflop over the end-to-end step time; peak_share: that over the GPU's dense bf16 peak (datasheet where
   known, else the matmul measured in this run: `peak_source`); gpu_busy: share of wall time with a kernel running
-  over `--profile_steps` steps (torch.profiler); peak_mem_mib: the allocator's peak.
+  over `--profile_steps` steps (torch.profiler); host_syncs_per_step: host reads that waited for the GPU in the
+  end-to-end window (`torch.cuda.set_sync_debug_mode("warn")`), per step, and sync_sites where the code made them;
+  peak_mem_mib: the allocator's peak.
 
     python benchmarks/gpu_race.py --out runs/race                  # a GPU: ResNet-18, batch 512, bf16, compiled
     python benchmarks/gpu_race.py --out runs/race --tiny           # a CPU check of the whole path in seconds
@@ -47,7 +49,8 @@ from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
 
 COLUMNS = (
     "row", "heads", "batch", "bf16", "compile", "warmup_s", "e2e_samples_s", "step_samples_s", "epoch_s",
-    "measured_epoch_s", "step_tflop", "tflops", "peak_share", "peak_source", "gpu_busy", "peak_mem_mib", "status",
+    "measured_epoch_s", "step_tflop", "tflops", "peak_share", "peak_source", "gpu_busy", "host_syncs_per_step",
+    "peak_mem_mib", "status", "sync_sites",
 )
 LEARNING_RATE, WEIGHT_DECAY, TEMPERATURE, CROP_SCALE = 1e-3, 1e-4, 0.2, (0.2, 1.0)
 IMAGE_SIZE, CHANNELS = 32, 3
@@ -219,7 +222,7 @@ def insub_row(args, num_heads: int, images: DeviceImages, device: torch.device, 
     synchronize(device)
     window = timer.window
     row = dict(row=row_title("epoch" if epoch else str(num_heads)), heads=num_heads, step_tflop=flops,
-               peak_mem_mib=peak_memory_mib(device), gpu_busy=window.busy.share)
+               peak_mem_mib=peak_memory_mib(device), gpu_busy=window.busy.share, **sync_columns(window, args))
     if epoch:
         return {**row, "measured_epoch_s": timer.epoch_s, "e2e_samples_s": len(images) / timer.epoch_s}
     return {**row, "warmup_s": window.warmup_seconds, "e2e_samples_s": args.batch_size * args.steps / window.seconds,
@@ -272,7 +275,14 @@ def lightly_row(args, pixels: np.ndarray, device: torch.device) -> dict:
                 break
     return dict(row="lightly SimCLR", heads=1, step_tflop=flops, warmup_s=window.warmup_seconds,
                 e2e_samples_s=args.batch_size * args.steps / window.seconds, step_samples_s=args.batch_size / step_s[0],
-                gpu_busy=window.busy.share, peak_mem_mib=peak_memory_mib(device))
+                gpu_busy=window.busy.share, peak_mem_mib=peak_memory_mib(device), **sync_columns(window, args))
+
+
+def sync_columns(window: Window, args) -> dict:
+    """host_syncs_per_step and sync_sites of a row's end-to-end window (None off a GPU)."""
+    count = window.syncs.count
+    return {"host_syncs_per_step": None if count is None else count / args.steps,
+            "sync_sites": "; ".join(window.syncs.sites) or None}
 
 
 def row_title(name: str) -> str:
@@ -297,8 +307,9 @@ def parse(argv=None):
     parser.add_argument("--out", required=True, help="Folder of speed.jsonl and speed.md.")
     parser.add_argument("--tiny", action="store_true", help="A CPU check of the whole path: ResNet-18 width 0.0625, "
                         "batch 16, 64 images, 2 + 2 steps, no compile.")
-    parser.add_argument("--rows", nargs="+", default=["5", "lightly", "1", "10", "epoch"],
-                        help="Rows in the order run: a number of heads M, lightly, epoch (M=5 over a real epoch).")
+    parser.add_argument("--rows", nargs="+", default=["5", "lightly", "10", "1", "epoch"],
+                        help="Rows in the order run (what matters most first): a number of heads M, lightly, epoch "
+                        "(M=5 over a real epoch).")
     parser.add_argument("--width", type=float, default=1.0, help="ResNet-18 width multiplier.")
     parser.add_argument("--batch_size", type=int, default=512)
     parser.add_argument("--images", type=int, default=50_000, help="Images in the CIFAR-shaped set.")

@@ -1,16 +1,18 @@
 """The GPU kit's one command: unpacks the carried packages, records the versions and the device, then runs the stages
 under one global deadline, each writing what it measured as soon as it has it, so a run cut short keeps what it got.
 
-    python3 benchmarks/gpu_run.py --out $OUT                     # all stages, deadline 8 minutes
+    python3 benchmarks/gpu_run.py --out $OUT                     # all stages, deadline 9 minutes
     python3 benchmarks/gpu_run.py --out $OUT --stages release    # redo one stage
     python benchmarks/gpu_run.py --out runs/kit --tiny           # the whole path on a CPU at a tiny size
 
 Stages (each also alone, by `--stages`):
-1. `speed`: the speed race (`benchmarks/gpu_race.py`): SimCLR ResNet-18 on a CIFAR-shaped set, insub-hf M = 5, 1, 10
-   through `InSubTrainer` against lightly's SimCLR, then a real epoch of M = 5.
+1. `speed`: the speed race (`benchmarks/gpu_race.py`): SimCLR ResNet-18 on a CIFAR-shaped set, insub-hf M = 5
+   through `InSubTrainer`, lightly's SimCLR, insub-hf M = 10 and 1, then a real epoch of M = 5 (what matters most
+   first, so a race cut short keeps it).
 2. `scale`: `insub-hf compare --methods baseline insub` on the full Fashion-MNIST with the CIFAR ResNet-18 (the
-   image recipe: the authors' objective with the chosen hinge), as many epochs as the deadline allows (decided before
-   training from stage 1's speed, the same for both), seed 0 (and 1 when there is time for both).
+   image recipe: the authors' objective with the chosen hinge), as many epochs as the deadline allows (planned before
+   training from stage 1's measured epoch and compilation and the reserves for data and evaluation, the same for
+   both), seed 0 (and 1 when both fit `--min_epochs`).
 3. `release`: `insub-hf release image` with the same settings (in the same run folder it reuses stage 2's trained
    models from the run cache): the InSub model's checked Hub folder and card, packed under `--out`.
 With `speed` and `scale` both chosen, `release` runs in their place for stage 2 (it runs the comparison itself).
@@ -45,12 +47,16 @@ SITE_ARCHIVE = "site.tar.xz"  # the wheels as pip installs them, xz-packed: 10.8
 
 
 class Log:
-    """Prints and appends to `out/run.log`."""
+    """Prints and appends to `out/run.log`, every line stamped with the seconds since the run began."""
 
-    def __init__(self, out: Path):
-        self.path = out / "run.log"
+    def __init__(self, out: Path, start: float):
+        self.path, self.start = out / "run.log", start
+
+    def stamp(self, text: str) -> str:
+        return f"[{time.time() - self.start:6.1f}s] {text}"
 
     def __call__(self, text: str) -> None:
+        text = self.stamp(text)
         print(text, flush=True)
         with open(self.path, "a") as f:
             f.write(text + "\n")
@@ -118,6 +124,7 @@ def run_stage(name: str, command: list[str], env: dict, deadline: float, log: Lo
         watchdog = threading.Timer(left, lambda: os.killpg(process.pid, signal.SIGKILL))
         watchdog.start()
         for line in process.stdout:
+            line = log.stamp(line)
             sys.stdout.write(line)
             sink.write(line)
             sink.flush()
@@ -140,22 +147,25 @@ def read_rows(path: Path) -> tuple[dict, list[dict]]:
 
 
 def plan_epochs(rows: list[dict], seconds_left: float, args) -> tuple[int, list[int]]:
-    """Epochs and seeds of stage 2 from the race's M = 5 row: the training time left (the deadline less what the
-    evaluation and the release take) over 2 models per seed, each paying its warm-up (compilation) once. Fashion-MNIST
-    images are 28 x 28 x 1 against the race's 32 x 32 x 3: the stem is a 1-channel convolution, the rest ~0.77 of
-    the FLOPs; the race's rate is used as it is, which errs on the short side."""
+    """Epochs and seeds of stage 2 from what the race measured: its M = 5 row's epoch time (its real epoch where it
+    ran, else the end-to-end rate) and warm-up (compilation, counted once per model and again for the views), and
+    the reserves for data, each model's evaluation and the release. Two seeds when both fit `--min_epochs` epochs,
+    else one seed with as many epochs as fit (at most `--max_epochs`). Fashion-MNIST images are 28 x 28 x 1 against
+    the race's 32 x 32 x 3 (~0.77 of the FLOPs): the race's rate is used as it is, which errs on the short side."""
     if args.epochs:
         return args.epochs, list(range(args.seeds or 1))
     speed = next((r for r in rows if r.get("row") == "insub-hf M=5" and r.get("e2e_samples_s")), None)
     if speed is None:
         return args.default_epochs, [0]
-    epoch_s = args.train_images / speed["e2e_samples_s"]
+    epoch = next((r for r in rows if r.get("row") == "insub-hf M=5 epoch" and r.get("measured_epoch_s")), None)
+    epoch_s = (epoch["measured_epoch_s"] * args.train_images / args.race_images if epoch
+               else args.train_images / speed["e2e_samples_s"])
     warmup = speed.get("warmup_s") or 0.0
-    budget = seconds_left - args.evaluation_reserve - args.release_reserve
+    budget = seconds_left - args.data_reserve - args.release_reserve
     for seeds in ([0, 1], [0]):
-        per_model = budget / (2 * len(seeds)) - warmup
+        per_model = budget / (2 * len(seeds)) - warmup - args.evaluation_reserve
         epochs = int(per_model // epoch_s)
-        if epochs >= (args.min_epochs_two_seeds if len(seeds) == 2 else 1):
+        if epochs >= (args.min_epochs if len(seeds) == 2 else 1):
             return min(epochs, args.max_epochs), seeds
     return 1, [0]
 
@@ -222,23 +232,26 @@ def parse(argv=None):
     parser.add_argument("--out", required=True, help="Where the run's files go ($OUT on the lent machine).")
     parser.add_argument("--stages", nargs="+", default=["speed", "scale", "release"],
                         choices=("speed", "scale", "release"))
-    parser.add_argument("--deadline_minutes", type=float, default=8.0, help="Global deadline of all stages.")
+    parser.add_argument("--deadline_minutes", type=float, default=9.0, help="Global deadline of all stages.")
     parser.add_argument("--tiny", action="store_true", help="Every stage at a tiny size (a CPU check of the path).")
     parser.add_argument("--kit", default=".gpu_kit", help="The prepared folder: site.tar.xz and data/fashion-mnist/.")
     parser.add_argument("--site", default="/tmp/insub-kit-site", help="Where the carried packages are unpacked.")
     parser.add_argument("--work", default="/tmp/insub-kit-work", help="Run folders (not brought back).")
-    parser.add_argument("--speed_minutes", type=float, default=3.5, help="Stage 1's share of the deadline.")
+    parser.add_argument("--speed_minutes", type=float, default=3.0, help="Stage 1's share of the deadline.")
     parser.add_argument("--race", nargs=argparse.REMAINDER, default=[], help="Further flags of gpu_race.py (last).")
     parser.add_argument("--epochs", type=int, default=None, help="Stage 2's epochs (default: planned).")
     parser.add_argument("--seeds", type=int, default=None, help="With --epochs: how many seeds.")
-    parser.add_argument("--default_epochs", type=int, default=3, help="Stage 2's epochs when no race row plans them.")
-    parser.add_argument("--max_epochs", type=int, default=50)
-    parser.add_argument("--min_epochs_two_seeds", type=int, default=10)
+    parser.add_argument("--default_epochs", type=int, default=30, help="Stage 2's epochs when no race row plans them.")
+    parser.add_argument("--max_epochs", type=int, default=40)
+    parser.add_argument("--min_epochs", type=int, default=30, help="Fewest epochs of each model with two seeds.")
     parser.add_argument("--scale_compile", type=lambda s: s.lower() in ("1", "true", "yes"), default=True,
                         help="Stage 2 through torch.compile (not when the race's compiled M=5 row failed).")
     parser.add_argument("--batch_size", type=int, default=500, help="Stage 2's batch (a multiple of M = 5).")
     parser.add_argument("--train_images", type=int, default=60_000)
-    parser.add_argument("--evaluation_reserve", type=float, default=100.0, help="Seconds kept for the evaluation.")
+    parser.add_argument("--race_images", type=int, default=50_000, help="Images of the race's real epoch.")
+    parser.add_argument("--data_reserve", type=float, default=20.0, help="Seconds kept for loading the data.")
+    parser.add_argument("--evaluation_reserve", type=float, default=40.0, help="Seconds kept for each model's "
+                        "evaluation.")
     parser.add_argument("--release_reserve", type=float, default=40.0, help="Seconds kept for the release's detector "
                         "and Hub folder.")
     parser.add_argument("--detector_bank", type=int, default=2000, help="Training images in the released detector.")
@@ -252,7 +265,7 @@ def main(argv=None) -> None:
     out, work = Path(args.out).resolve(), Path(args.work).resolve()
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
-    log = Log(out)
+    log = Log(out, start)
     env = install_site((REPO / args.kit).resolve(), Path(args.site), log)
     kit = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "commit": git_commit(), "args": vars(args),
            "environment": environment(env, log), "stages": {}}
@@ -295,7 +308,7 @@ def git_commit() -> str | None:
         return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True,
                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return None  # the lent machine gets the working tree without .git
+        return os.environ.get("INSUB_HF_COMMIT")  # the lent machine gets the working tree without .git
 
 
 if __name__ == "__main__":

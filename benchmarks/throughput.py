@@ -28,11 +28,14 @@ backward + optimizer step), the step's memory peak (GPU: allocator peak; CPU: co
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime
 import os
 import tempfile
 import time
+import warnings
 from contextlib import nullcontext
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -141,14 +144,44 @@ class BusyMeter:
         self.profiler = None
 
 
+class SyncCounter:
+    """On a GPU: the host syncs (a read that waits for the device: `.item()`, `bool(tensor)`, a copy to the host)
+    between `start` and `stop`, as `torch.cuda.set_sync_debug_mode("warn")` reports them, with the places in the code
+    that made them (the three most frequent)."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.count, self.sites = device, None, []
+        self._catch = self._records = None
+
+    def start(self) -> None:
+        if self.device.type != "cuda":
+            return
+        self._catch = warnings.catch_warnings(record=True)
+        self._records = self._catch.__enter__()
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+
+    def stop(self) -> None:
+        if self._catch is None:
+            return
+        torch.cuda.set_sync_debug_mode("default")
+        self._catch.__exit__(None, None, None)
+        syncs = [w for w in self._records if "synchroniz" in str(w.message)]
+        self.count = len(syncs)
+        places = collections.Counter(f"{Path(w.filename).name}:{w.lineno}" for w in syncs)
+        self.sites = [f"{place} x{n}" for place, n in places.most_common(3)]
+        self._catch = None
+
+
 class Window:
     """Counts steps; times the first `warmup` steps (from `begin`: compilation included) and steps
-    `warmup .. warmup + measure`, calls `at_window_end` (no argument) after those, and profiles the `profile` steps
-    after them."""
+    `warmup .. warmup + measure` (on a GPU counting their host syncs, `syncs`), calls `at_window_end` (no argument)
+    after those, and profiles the `profile` steps after them."""
 
     def __init__(self, device: torch.device, warmup: int, measure: int, profile: int, at_window_end=None):
         self.device, self.warmup, self.measure, self.profile = device, warmup, measure, profile
         self.busy = BusyMeter(device)
+        self.syncs = SyncCounter(device)
         self.seconds = self.warmup_seconds = None
         self.at_window_end = at_window_end
         self.begin()
@@ -168,7 +201,9 @@ class Window:
             synchronize(self.device)
             self.start = time.perf_counter()
             self.warmup_seconds = self.start - self.started
+            self.syncs.start()
         elif step == self.warmup + self.measure:
+            self.syncs.stop()
             synchronize(self.device)
             self.seconds = time.perf_counter() - self.start
             if self.at_window_end is not None:

@@ -131,6 +131,8 @@ class InSubTrainer(Trainer):
                                            mode=self.args.torch_compile_mode)
         if getattr(self.args, "data_on_device", False) and self.train_dataset is not None:
             self._move_training_set(kwargs.get("data_collator") is None)
+        elif isinstance(self.train_dataset, DeviceImages) and kwargs.get("data_collator") is None:
+            self.data_collator = collate_device_batch  # its batches are gathered whole (`__getitems__`)
         self._view_seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
         self._micro_batch = (-1, 0)  # (global step, micro-batch within it) of the last views made per batch
         self._seeded_samples = None

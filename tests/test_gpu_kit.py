@@ -5,7 +5,9 @@ folder; the prepare script's size check counts what travels and refuses what is 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import time
 import sys
 from argparse import Namespace
 from pathlib import Path
@@ -96,10 +98,15 @@ def test_prepare_pins_every_wheel_once():
 def test_stage_two_epochs_are_planned_from_the_race():
     args = gpu_run.parse(["--out", "x"])
     rows = [{"row": "insub-hf M=5", "e2e_samples_s": 6000.0, "warmup_s": 5.0, "status": "ok", "compile": True}]
-    # 60,000 images at 6,000/s: 10 s an epoch; 400 s left less 100 + 40 kept: 260 s; two seeds would give each of
-    # the 4 models 260 / 4 - 5 = 60 s (6 epochs, under the 10 two seeds need); one seed: 260 / 2 - 5 = 125 s
+    # 60,000 images at 6,000/s: 10 s an epoch; 400 s left less 20 (data) and 40 (release): 340 s; two seeds would
+    # give each of the 4 models 340 / 4 - 5 (warm-up) - 40 (evaluation) = 40 s (4 epochs, under the 30 two seeds
+    # need); one seed: 340 / 2 - 45 = 125 s, 12 epochs
     assert gpu_run.plan_epochs(rows, 400.0, args) == (12, [0])
-    assert gpu_run.plan_epochs(rows, 700.0, args) == (13, [0, 1])  # 560 / 4 - 5 = 135 s
+    assert gpu_run.plan_epochs(rows, 1500.0, args) == (31, [0, 1])  # 1440 / 4 - 45 = 315 s
+    assert gpu_run.plan_epochs(rows, 3000.0, args) == (40, [0, 1])  # at most --max_epochs
+    # the race's real epoch, where it ran, is the epoch time: 8 s for 50,000 images, 9.6 s for 60,000
+    measured = [*rows, {"row": "insub-hf M=5 epoch", "measured_epoch_s": 8.0, "status": "ok"}]
+    assert gpu_run.plan_epochs(measured, 400.0, args) == (13, [0])
     assert gpu_run.plan_epochs([], 400.0, args) == (args.default_epochs, [0])
     assert gpu_run.plan_epochs(rows, 400.0, Namespace(**{**vars(args), "epochs": 4, "seeds": 2})) == (4, [0, 1])
     assert gpu_run.compiles(rows, args)
@@ -155,9 +162,8 @@ def _wheel(folder: Path) -> Path:
 
 
 def test_the_packed_site_unpacks_importable_on_the_run_path(tmp_path):
-    wheels, kit = tmp_path / "wheels", tmp_path / "kit"
+    wheels, kit = tmp_path / "wheels", tmp_path / "kit"  # a fresh checkout: the kit folder is not there yet
     _wheel(wheels)
-    kit.mkdir()
     gpu_prepare.pack_site(wheels, kit / gpu_prepare.SITE_ARCHIVE)
     packed = (kit / gpu_prepare.SITE_ARCHIVE).stat().st_mtime_ns
     gpu_prepare.pack_site(wheels, kit / gpu_prepare.SITE_ARCHIVE)  # no wheel is newer: kept as it is
@@ -165,11 +171,11 @@ def test_the_packed_site_unpacks_importable_on_the_run_path(tmp_path):
     assert gpu_prepare.SITE_ARCHIVE == gpu_run.SITE_ARCHIVE
 
     site = tmp_path / "site"
-    env = gpu_run.install_site(kit, site, gpu_run.Log(tmp_path))
+    env = gpu_run.install_site(kit, site, gpu_run.Log(tmp_path, time.time() - 12.5))
     assert env["PYTHONPATH"].split(":")[0] == str(site)
     assert (site / ".installed").read_text() == "kitprobe-0.1-py3-none-any.whl"
     probe = subprocess.run([sys.executable, "-c", "import kitprobe, importlib.metadata as m; "
                             "print(kitprobe.ANSWER, m.version('kitprobe'))"],
                            env=env, capture_output=True, text=True, check=True)
     assert probe.stdout.split() == ["42", "0.1"]
-    assert "1 wheels unpacked" in (tmp_path / "run.log").read_text()
+    assert re.fullmatch(r"\[  12\.\ds\] \[kit\] 1 wheels unpacked in .*\n", (tmp_path / "run.log").read_text())

@@ -17,7 +17,8 @@ _EXPORTS = {
     ".dna_views": ("DNAViews", "one_hot_dna", "random_crop", "reverse_complement"),
     ".image_datasets": (
         "FASHION_MNIST_CLASSES", "IMAGE_DATASET_PRESETS", "ImageDatasetPreset", "balanced_indices",
-        "load_fashion_mnist", "load_image_dataset", "ImageDataArguments", "resolve_fashion_mnist_source",
+        "load_fashion_mnist", "fashion_mnist_tensors", "load_image_dataset", "ImageDataArguments",
+        "resolve_fashion_mnist_source",
         "fashion_mnist_description",
     ),
     ".image_views": (

@@ -27,10 +27,10 @@ class DeviceImages(torch.utils.data.Dataset):
         """The `pixel_values` of a map-style training set (e.g. `image_tensor_dataset`) moved to `device`."""
         if isinstance(dataset, cls):
             return dataset.to(device)
-        column = dataset["pixel_values"] if hasattr(dataset, "column_names") else None
-        images = column if torch.is_tensor(column) else torch.stack(
-            [torch.as_tensor(dataset[i]["pixel_values"]) for i in range(len(dataset))]
-        )
+        if hasattr(dataset, "column_names") and dataset.format.get("type") != "custom":  # one array, arrow -> numpy
+            images = torch.from_numpy(dataset.with_format("numpy")[:]["pixel_values"])
+        else:
+            images = torch.stack([torch.as_tensor(dataset[i]["pixel_values"]) for i in range(len(dataset))])
         return cls(images.to(device))
 
     def to(self, device: torch.device | str) -> "DeviceImages":

@@ -248,12 +248,33 @@ def load_fashion_mnist(
         train_per_class, test_per_class: draw a seeded class-balanced subset of this many images per class.
         seed: seed of that draw.
     """
-    arrays = _fashion_mnist_arrays(source)
     features = Features({"image": Image(), "label": ClassLabel(names=FASHION_MNIST_CLASSES)})
     splits = {}
+    for split, (images, labels) in _fashion_mnist_splits(source, train_per_class, test_per_class, seed).items():
+        pil = [PILImage.fromarray(im, mode="L") for im in images]
+        splits[split] = Dataset.from_dict({"image": pil, "label": labels.tolist()}, features=features)
+    return DatasetDict(splits)
+
+
+def _fashion_mnist_splits(
+    source: str, train_per_class: int | None, test_per_class: int | None, seed: int
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """split -> (images `(N, 28, 28)` uint8, labels `(N,)`) of the seeded class-balanced draw."""
+    arrays = _fashion_mnist_arrays(source)
+    out = {}
     for split, per_class in (("train", train_per_class), ("test", test_per_class)):
         labels = arrays[f"{split}_labels"]
         idx = balanced_indices(labels, per_class, seed)
-        images = [PILImage.fromarray(im, mode="L") for im in arrays[f"{split}_images"][idx]]
-        splits[split] = Dataset.from_dict({"image": images, "label": labels[idx].tolist()}, features=features)
-    return DatasetDict(splits)
+        out[split] = arrays[f"{split}_images"][idx], labels[idx]
+    return out
+
+
+def fashion_mnist_tensors(
+    source: str = "auto", train_per_class: int | None = None, test_per_class: int | None = None, seed: int = 0
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """The images of `load_fashion_mnist` (same arguments, same draw) as tensors, without a PIL image per sample:
+    split -> (images `(N, 1, 28, 28)` float32 in [0, 1], labels `(N,)` int64), what
+    `IMAGE_DATASET_PRESETS["fashion_mnist"].to_tensors` gives of that split."""
+    return {split: (torch.from_numpy(images).unsqueeze(1).float() / 255, torch.from_numpy(labels.astype(np.int64)))
+            for split, (images, labels) in _fashion_mnist_splits(source, train_per_class, test_per_class,
+                                                                  seed).items()}

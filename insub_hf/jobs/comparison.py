@@ -14,8 +14,9 @@ from ..data import (
     IMAGE_DATASET_PRESETS,
     BatchTwoViews,
     ImageViews,
+    DeviceImages,
     balanced_indices,
-    image_tensor_dataset,
+    fashion_mnist_tensors,
     load_fashion_mnist,
     load_image_dataset,
     fashion_mnist_description,
@@ -67,14 +68,21 @@ def load_protocol_data(args: ProtocolArguments) -> ProtocolData:
     if args.dataset == "fashion_mnist":
         source = resolve_fashion_mnist_source(args.data_source)
         description = fashion_mnist_description(source)
-        data = load_fashion_mnist(source, _per_class(args.train_per_class), _per_class(args.test_per_class))
+        per_class = _per_class(args.train_per_class), _per_class(args.test_per_class)
+        if args.batch_views:  # tensors straight from the arrays: no PIL image per sample
+            tensors = fashion_mnist_tensors(source, *per_class)
+            (train_images, train_labels), (test_images, test_labels) = tensors["train"], tensors["test"]
+            data = None
+        else:
+            data = load_fashion_mnist(source, *per_class)
     else:
         data = load_image_dataset(args.dataset, preset=args.dataset, label_column=preset.label_column)
         for split, per_class in (("train", args.train_per_class), ("test", args.test_per_class)):
             labels = np.asarray(data[split][preset.label_column])
             data[split] = data[split].select(balanced_indices(labels, _per_class(per_class), seed=0))
-    train_images, train_labels = preset.to_tensors(data["train"])
-    test_images, test_labels = preset.to_tensors(data["test"])
+    if data is not None:
+        train_images, train_labels = preset.to_tensors(data["train"])
+        test_images, test_labels = preset.to_tensors(data["test"])
     shape = tuple(test_images.shape[1:])
     ood = noise_ood_sets(args.ood_images, shape, seed=1)
     if args.ood_dataset == "mnist":
@@ -85,16 +93,16 @@ def load_protocol_data(args: ProtocolArguments) -> ProtocolData:
         ood_preset = IMAGE_DATASET_PRESETS[args.ood_dataset]
         ood_data = load_image_dataset(args.ood_dataset, split="test", preset=args.ood_dataset)
         ood[args.ood_dataset] = ood_preset.to_tensors(ood_data.select(range(min(args.ood_images, len(ood_data)))))[0]
-    label_feature = data["train"].features.get(preset.label_column)
+    label_feature = data["train"].features.get(preset.label_column) if data is not None else None
     num_classes = getattr(label_feature, "num_classes", None) or int(train_labels.max()) + 1
     evaluation = ImageEvaluationData(
         train_images, train_labels, test_images, test_labels, ood, *preset.normalization(), num_classes
     )
     description = f"{description}: {len(train_images)} train / {len(test_images)} test images"
     processor = preset.image_processor()  # saved with every run's checkpoints and model
-    if args.batch_views:
+    if args.batch_views:  # the images as one tensor: the trainer gathers batches from it (on its device)
         views = args.make_batch_views(preset)
-        return ProtocolData(image_tensor_dataset(train_images), views, evaluation, description, processor)
+        return ProtocolData(DeviceImages(train_images), views, evaluation, description, processor)
     train = data["train"].with_transform(ImageViews(preset.augmentation(), preset.image_column))
     return ProtocolData(train, None, evaluation, description, processor)
 
@@ -164,10 +172,14 @@ def evaluate_cell(
     runs = [cache.get(config, run_seed) for config, run_seed in members]
     evaluations = EvaluationCache(cache.experiment.output_dir / "evaluation_cache")
     key = evaluations.key(run_keys, method, evaluation_data or cache.evaluation_data(), probe_args, harness_args)
-    results, arrays, seconds = evaluations.get(key, lambda: MethodEvaluator(
+    evaluator = MethodEvaluator(
         [model for model, _ in runs], data, probe_args, harness_args,
         num_probes=m if spec.probe_per_head else 1, mc_dropout=spec.dropout,
-    ).run())
+    )
+    results, arrays, seconds = evaluations.get(key, evaluator.run)
+    if evaluator.seconds:  # evaluated now, not loaded from the cache: where its time went
+        print(f"[compare] evaluation of {method} (seed {seed}) in {seconds:.1f} s: "
+              + ", ".join(f"{part} {value:.1f}" for part, value in evaluator.seconds.items()), flush=True)
     with_heads = [key for key, (config, _) in zip(run_keys, members) if config.num_heads > 1]
     for key, calibration in zip(with_heads, results.head_spread_calibration):
         record_uncertainty_direction(cache.model_dir(key), calibration.usable_direction)
