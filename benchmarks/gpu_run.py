@@ -304,11 +304,15 @@ def main(argv=None) -> None:
 
 
 def git_commit() -> str | None:
+    """The commit the kit runs: `INSUB_HF_COMMIT` where set (the lent machine's copy of the working tree may carry the
+    checkout's git folder at another commit), else git's HEAD."""
+    if os.environ.get("INSUB_HF_COMMIT"):
+        return os.environ["INSUB_HF_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True,
                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("INSUB_HF_COMMIT")  # the lent machine gets the working tree without .git
+        return None
 
 
 if __name__ == "__main__":

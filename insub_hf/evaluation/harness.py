@@ -170,7 +170,9 @@ class MethodEvaluator:
         self.training_features: list[FeatureSet] | None = None
         self.probes: list | None = None
         self.detectors: list[InSubOODDetector] | None = None
-        # probes and k-NN searches run where the (first) model runs; features come back to the CPU for the metrics
+        # k-NN searches run where the (first) model runs; features come back to the CPU for the metrics and the
+        # probes, whose thousands of tiny steps a CPU runs faster than a GPU launches them (H200, 2026-11-28: 19-22 s
+        # per model on the GPU; docs/benchmarks.md)
         self.device = next(models[0].parameters()).device
         self.seconds: dict[str, float] = {}  # wall seconds of each part (`benchmarks/eval_cost.py`)
 
@@ -202,8 +204,7 @@ class MethodEvaluator:
         features = self._require("extract_training_features", self.training_features)
         with self._timed("probe"):
             self.probes = [
-                fit_probes(f.representations, f.labels, self.data.num_classes, self.num_probes, self.probe_args,
-                           device=self.device)
+                fit_probes(f.representations, f.labels, self.data.num_classes, self.num_probes, self.probe_args)
                 for f in features
             ]
         return self.probes
@@ -385,7 +386,7 @@ class MethodEvaluator:
             subset = balanced_label_subset(self.data.train_labels, fraction, self.probe_args.probe_seed)
             probes = [
                 fit_probes(f.representations[subset], f.labels[subset], self.data.num_classes, self.num_probes,
-                           self.probe_args, device=self.device)
+                           self.probe_args)
                 for f in features
             ]
             test_probs, _, _ = self.predict_features(test_features, probes)

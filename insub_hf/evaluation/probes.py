@@ -89,8 +89,7 @@ def _mean_nll(probe: LinearProbe, features: torch.Tensor, labels: torch.Tensor) 
 
 
 def fit_linear_probe(
-    features: torch.Tensor, labels: torch.Tensor | None, num_classes: int, args: ProbeArguments | None = None,
-    device: torch.device | str | None = None,
+    features: torch.Tensor, labels: torch.Tensor | None, num_classes: int, args: ProbeArguments | None = None
 ) -> LinearProbe:
     """Trains a `LinearProbe` with cross-entropy on frozen features.
 
@@ -98,23 +97,19 @@ def fit_linear_probe(
         features: `(N, d)` representations; labels: `(N,)` in [0, num_classes).
         num_classes: C.
         args: optimiser, epochs, validation split (the epoch with the lowest validation NLL is returned).
-        device: where the probe trains (default: the CPU); the split, initialisation and batch order are drawn on
-            the CPU whatever the device, so a GPU trains the same probe up to float rounding. Returned on the CPU.
     """
     args = args or ProbeArguments()
     labels = check_probe_labels(labels, num_classes, "training")
     if features.dim() != 2 or features.shape[0] != labels.shape[0]:
         raise ValueError(f"features must be (N, d) with N = {labels.shape[0]} labels, got {tuple(features.shape)}.")
-    device = torch.device(device or "cpu")
-    features, labels = features.float().to(device), labels.to(device)
+    features = features.float()
     train_idx, val_idx = train_val_split(len(labels), args.probe_val_fraction, args.probe_seed)
     if len(val_idx) == 0:
         train_idx = val_idx = torch.arange(len(labels))
-    train_idx, val_idx = train_idx.to(device), val_idx.to(device)
     x, y = features[train_idx], labels[train_idx]
     torch.manual_seed(args.probe_seed)
-    std = x.std(dim=0).clamp_min(1e-6) if len(x) > 1 else torch.ones(x.shape[1], device=device)
-    probe = LinearProbe(x.mean(dim=0).cpu(), std.cpu(), num_classes).to(device)  # initialised on the CPU
+    std = x.std(dim=0).clamp_min(1e-6) if len(x) > 1 else torch.ones(x.shape[1])
+    probe = LinearProbe(x.mean(dim=0), std, num_classes)
     lr, decay = args.probe_learning_rate, args.probe_weight_decay
     if args.probe_optimizer == "sgd":
         optimizer = torch.optim.SGD(probe.parameters(), lr, momentum=args.probe_momentum, weight_decay=decay)
@@ -125,7 +120,7 @@ def fit_linear_probe(
     generator = torch.Generator().manual_seed(args.probe_seed)
     best, best_nll = copy.deepcopy(probe.state_dict()), math.inf
     for _ in range(args.probe_epochs):
-        for rows in torch.randperm(len(y), generator=generator).to(device).split(args.probe_batch_size):
+        for rows in torch.randperm(len(y), generator=generator).split(args.probe_batch_size):
             loss = nn.functional.cross_entropy(probe(x[rows]), y[rows])
             optimizer.zero_grad()
             loss.backward()
@@ -135,27 +130,26 @@ def fit_linear_probe(
         if val_nll < best_nll:
             best, best_nll = copy.deepcopy(probe.state_dict()), val_nll
     probe.load_state_dict(best)
-    return probe.cpu().eval()
+    return probe.eval()
 
 
 def fit_probes(
     features: torch.Tensor, labels: torch.Tensor | None, num_classes: int, num_probes: int = 1,
-    args: ProbeArguments | None = None, device: torch.device | str | None = None,
+    args: ProbeArguments | None = None,
 ) -> list[LinearProbe]:
     """Probes for member features `(N, S, d)`.
 
     With S > 1 (BatchEnsemble members), probe s is trained on member s. With S = 1 and `num_probes` = P > 1
     (Finetune-InSub), P probes with seeds `seed + i` (their own initialisation, split and batch order) are
-    trained on the same representation; their probabilities are averaged at test. `device`: where they train
-    (`fit_linear_probe`).
+    trained on the same representation; their probabilities are averaged at test.
     """
     args = args or ProbeArguments()
     if features.dim() != 3:
         raise ValueError(f"features must be (N, S, d), got {tuple(features.shape)}.")
     if features.shape[1] > 1:
-        return [fit_linear_probe(features[:, s], labels, num_classes, args, device) for s in range(features.shape[1])]
+        return [fit_linear_probe(features[:, s], labels, num_classes, args) for s in range(features.shape[1])]
     return [
-        fit_linear_probe(features[:, 0], labels, num_classes, _with_seed(args, args.probe_seed + i), device)
+        fit_linear_probe(features[:, 0], labels, num_classes, _with_seed(args, args.probe_seed + i))
         for i in range(num_probes)
     ]
 
