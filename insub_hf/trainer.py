@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -244,8 +245,13 @@ class InSubTrainer(Trainer):
             self.args.check_channels_last()  # again: an ISA cap set since the arguments were built makes it unsafe
         if channels_last:
             self.model.to(memory_format=torch.channels_last)
+        # a model compiled after another (a job's next run, a notebook's second model) recompiles the same forward:
+        # automatic dynamic shapes would then make what differs (a config's loss weight, a size) symbolic, which
+        # compiles for longer and runs slower; each model's graph stays static instead
+        static = torch._dynamo.config.patch(automatic_dynamic_shapes=False) if self.args.torch_compile else nullcontext()
         try:
-            result = super().train(resume_from_checkpoint, *args, **kwargs)
+            with static:
+                result = super().train(resume_from_checkpoint, *args, **kwargs)
             self.check_pending_batches()
             return result
         finally:

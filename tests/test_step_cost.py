@@ -117,3 +117,37 @@ def test_compiled_training_compiles_once(tmp_path, name):
     assert breaks == {} and counters["stats"]["unique_graphs"] == graphs, (breaks, dict(counters["stats"]),
                                                                             dict(counters["recompiles"]))
     dynamo.reset()
+
+
+def test_a_second_compiled_model_keeps_its_graph_static(tmp_path, caplog):
+    # the baseline (lambda = 0) then InSub (lambda = 1.5) in one process: without care, dynamo's recompile of the one
+    # forward makes the config's loss weight a symbolic float (a slower compile and step on the GPU)
+    import logging
+
+    dynamo.reset()
+    torch._logging.set_logs(dynamic=logging.INFO)
+    try:
+        for name, config in (("baseline", image_config(num_heads=1, diversity_weight=0.0)),
+                             ("insub", image_config(num_heads=5, diversity_weight=1.5))):
+            with caplog.at_level(logging.INFO):
+                InSubTrainer(model=InSubForPreTraining(config), train_dataset=_rows("simclr"),
+                             args=training_args(tmp_path / name, 4, 2, torch_compile=True,
+                                                torch_compile_backend="eager", use_cpu=True)).train()
+    finally:
+        torch._logging.set_logs()
+        dynamo.reset()
+    symbols = [r.getMessage() for r in caplog.records if "create_symbol" in r.getMessage()]
+    assert not [s for s in symbols if "diversity_weight" in s], symbols
+
+
+def test_a_job_s_runs_each_compile_afresh(tmp_path):
+    from insub_hf.jobs.pretraining import pretrain
+
+    code = InSubForPreTraining.forward.__code__
+    for name, heads in (("baseline", 1), ("insub", 5)):
+        pretrain(image_config(num_heads=heads), _rows("simclr"),
+                 training_args(tmp_path / name, 4, 2, torch_compile=True, torch_compile_backend="eager",
+                               use_cpu=True))
+    # the second run's forward is the only compiled one: no stale graph of the first in the recompile cache
+    assert len(torch._dynamo.eval_frame._debug_get_cache_entry_list(code)) == 1
+    dynamo.reset()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from torch import nn
 from transformers import PrinterCallback, ProgressCallback, TrainerCallback, set_seed
 
@@ -57,6 +58,8 @@ def pretrain(
         processor: the image processor (or tokenizer) saved with every checkpoint and the model (the Trainer's
             `processing_class`), so that they load with `AutoImageProcessor` and `pipeline()`.
     """
+    if training_args.torch_compile:  # a job trains model after model: earlier models' graphs would only fill the
+        torch.compiler.reset()  # recompile cache of the one forward (8 entries, then eager) and slow its guards
     set_seed(training_args.seed)
     model = InSubForPreTraining(config)
     if init_encoder_from is not None:
