@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 from transformers import AutoTokenizer
 
 from .checkpointing import atomic_folder, save_pretrained_atomic
@@ -15,6 +16,9 @@ from .configuration_insub import encoder_field
 from .data.text_views import SentenceTokenizer
 from .modeling_insub import InSubModel
 from .validation import check_range
+
+# `encode` shows a progress bar from this many batches on (64 sentences each: a few seconds on a CPU)
+PROGRESS_FROM = 50
 
 
 @dataclass
@@ -104,8 +108,10 @@ class InSubSentenceEncoder:
         return path
 
     @torch.no_grad()
-    def encode(self, sentences: list[str], batch_size: int = 64) -> SentenceEmbeddings:
-        """Embeds `sentences` (non-empty strings) in batches; returns `SentenceEmbeddings` on the CPU."""
+    def encode(self, sentences: list[str], batch_size: int = 64,
+               show_progress_bar: bool | None = None) -> SentenceEmbeddings:
+        """Embeds `sentences` (non-empty strings) in batches; returns `SentenceEmbeddings` on the CPU.
+        `show_progress_bar`: a tqdm bar over the batches (default: from `PROGRESS_FROM` batches on)."""
         if isinstance(sentences, str):
             sentences = [sentences]
         if len(sentences) == 0:
@@ -113,7 +119,9 @@ class InSubSentenceEncoder:
         check_range("encode: batch_size", batch_size, low=1, integer=True)
         device = next(self.model.parameters()).device
         parts = []
-        for start in range(0, len(sentences), batch_size):
+        starts = range(0, len(sentences), batch_size)
+        shown = len(starts) >= PROGRESS_FROM if show_progress_bar is None else show_progress_bar
+        for start in tqdm(starts, desc="encode", disable=not shown, leave=False):
             batch = self.tokenize(list(sentences[start : start + batch_size]))
             out = self.model(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device))
             parts.append((out.representation.cpu(), out.uncertainty.cpu(), out.head_embeddings.cpu(),

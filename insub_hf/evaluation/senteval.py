@@ -13,6 +13,7 @@ import hashlib
 from dataclasses import dataclass
 
 import numpy as np
+from tqdm.auto import tqdm
 import torch
 from datasets import Dataset, DatasetDict, concatenate_datasets, load_dataset
 from scipy.stats import spearmanr
@@ -136,7 +137,8 @@ def classify_cv(
     if len(classes) < 2:
         raise ValueError(f"classify_cv: the labels hold {len(classes)} class; at least 2 are needed.")
     probs = np.zeros((len(labels), int(classes.max()) + 1))
-    for train, test in StratifiedKFold(folds, shuffle=True, random_state=seed).split(features, labels):
+    splits = StratifiedKFold(folds, shuffle=True, random_state=seed).split(features, labels)
+    for train, test in tqdm(splits, total=folds, desc=f"{folds}-fold transfer", leave=False):
         penalty = _tune(features[train], labels[train], inner_folds, seed)
         model = _fit(features[train], labels[train], penalty, seed)
         probs[np.ix_(test, model.classes_)] = model.predict_proba(features[test])

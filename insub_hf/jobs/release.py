@@ -272,11 +272,15 @@ def release_text(command: str, release, reading: TextReleaseArguments, args, tra
     start, push, out, results, model = run_job(text.run_text, args, training_args, name)
     tokenizer = AutoTokenizer.from_pretrained(out / name / "model")
     corpus = load_sentence_corpus(args.corpus, args.text_column, max_sentences=args.max_sentences)[args.text_column]
+    print(f"[release] the detector ({release.detector_bank} bank sentences) and its check on shuffled words",
+          flush=True)
     detector, aurocs = text_ood(model, tokenizer, corpus, args.max_length, release.detector_bank,
                                 training_args.seed)
     (out / "text_ood.json").write_text(json.dumps(aurocs, indent=2) + "\n")
     # the model's `uncertainty` reads the spread that way, where that direction holds across resamples
     model.config.uncertainty_direction = detector.spread_direction if detector.spread_holds else None
+    print("[release] the uncertainty readings: base model, then InSub on validation, test and a second domain",
+          flush=True)
     measured, settings = measure_text_uncertainty(model.insub, tokenizer, args, reading, corpus,
                                                   release.detector_bank, training_args.seed)
     (out / "text_uncertainty.json").write_text(json.dumps(measured, indent=2) + "\n")

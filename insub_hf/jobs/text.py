@@ -4,6 +4,8 @@ frozen sentence embeddings (the bundled tweets offline; MR ... MRPC and STS-B th
 
 from __future__ import annotations
 
+import copy
+
 from dataclasses import asdict
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from ..data import TextViews, balanced_indices, load_sentence_corpus, load_tweet
 from ..encoders import load_encoder_weights
 from ..encoders.pretrained import MINILM_HUB_ID, base_tokenizer, encoder_path
 from ..evaluation.metrics import split_half_r_auroc
+from ..checksums import weights_fingerprint
 from ..knn_bank import encoder_and_heads_fingerprint
 from ..evaluation.senteval import evaluate_task, load_senteval_task
 from ..cards import HubCard, card_from_results
@@ -62,11 +65,20 @@ def run_text(args: TextArguments, training_args: InSubTrainingArguments | None =
         result = experiment.pretrain(variant, train, init_encoder_from=path)
         tokenizer.save_pretrained(experiment.output_dir / name / "model")  # loads with InSubSentenceEncoder
         models[name] = result.model.insub
-    results = {}
+    results, transfer = {}, {}
     for name, model in models.items():
         encoder = InSubSentenceEncoder(model, tokenizer)  # the base model's length, as its users embed
         embed = lambda sentences: encoder.encode(sentences).embeddings  # noqa: E731
-        results[name] = {task: evaluate_task(embed, task, data, args.folds, seed) for task, data in task_data.items()}
+        # the transfer reads the encoder alone: models whose encoders are one (heads trained over a frozen encoder,
+        # the recipe's default) share its numbers, computed once
+        key = weights_fingerprint(model.encoder)
+        if key not in transfer:
+            print(f"[text] transfer of {name}: {', '.join(task_data)} ({args.folds}-fold where cross-validated)",
+                  flush=True)
+            transfer[key] = {task: evaluate_task(embed, task, data, args.folds, seed) for task, data in task_data.items()}
+        else:
+            print(f"[text] transfer of {name}: its encoder's numbers, measured above (the same weights)", flush=True)
+        results[name] = copy.deepcopy(transfer[key])
         if "TWEETS" in task_data:  # the per-sentence uncertainty as a representation's (R-AUROC), beside 1-NN distance
             tweets = task_data["TWEETS"]
             encoded = encoder.encode(list(tweets["text"]))

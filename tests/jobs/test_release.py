@@ -76,7 +76,7 @@ def test_the_image_release_publishes_the_compared_insub_model_with_its_detector(
     assert "datasets:\n- zalando-datasets/fashion_mnist" in card
 
 
-def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(tmp_path, monkeypatch):
+def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(tmp_path, monkeypatch, capsys):
     """Pushed to a Hub on 127.0.0.1 as a maintainer would: the card names the pushed repo and each of its snippets
     runs as written in a fresh process without insub-hf, giving what the folder's model gives."""
     from huggingface_hub import HfApi
@@ -113,7 +113,15 @@ def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(t
     detector = InSubOODDetector.from_pretrained(out / "hub")  # one direction, where it holds across resamples
     assert config["uncertainty_direction"] == (detector.spread_direction if detector.spread_holds else None)
     # the per-sentence uncertainty scored as a representation's (R-AUROC on the tweets), beside the 1-NN distance
-    tweets = json.loads((out / "results.json").read_text())["results"]["scd_insub_m2"]["TWEETS"]
+    results = json.loads((out / "results.json").read_text())["results"]
+    # heads over a frozen encoder (the recipe): the three models share one encoder, whose transfer ran once
+    transfer = [{k: v for k, v in per_task["TWEETS"].items() if k in ("accuracy", "ece", "nll")}
+                for per_task in results.values()]
+    assert len(transfer) == 3 and transfer[0] == transfer[1] == transfer[2] and set(transfer[0]) == {"accuracy",
+                                                                                                    "ece", "nll"}
+    printed = capsys.readouterr().out
+    assert printed.count("[text] transfer of ") == 3 and printed.count("measured above (the same weights)") == 2
+    tweets = results["scd_insub_m2"]["TWEETS"]
     assert {"r_auroc_uncertainty", "r_auroc_nn_distance"} <= set(tweets)
     assert all(v is None or 0 <= v <= 1 for v in (tweets["r_auroc_uncertainty"], tweets["r_auroc_nn_distance"]))
     # the uncertainty it ships: the reading chosen on validation data, measured beside the others on test data
