@@ -48,7 +48,7 @@ _EXPORTS = {
     ".losses": ("DINOLoss", "DiversityLoss", "NTXentLoss", "dino_loss", "diversity_hinge", "head_spread", "nt_xent_loss"),
     ".objectives": ("OBJECTIVES", "Objective", "ObjectiveOutput", "cosine_momentum", "ema_update_", "teacher_temperature"),
     ".data": (
-        "BatchTwoViews", "DNAViews", "ImageViews", "ImageWithLabel", "MultiCropViews", "TextViews", "dino_augmentation",
+        "BatchMultiCropViews", "BatchTwoViews", "DNAViews", "ImageViews", "ImageWithLabel", "MultiCropViews", "TextViews", "dino_augmentation",
         "eval_image_transform", "image_tensor_dataset", "load_fashion_mnist", "load_image_dataset", "simclr_augmentation",
     ),
     ".trainer": ("InSubTrainer", "InSubTrainingArguments", "ObjectiveStepCallback"),

@@ -337,7 +337,9 @@ class InSubTrainer(Trainer):
         seed = mix_seed(self._view_seed, step, micro, self.args.process_index)
         # in float32 also under bf16 autocast: the crops' sampling grids would otherwise shift pixels
         with seeded_draws(seed, images.device), torch.autocast(images.device.type, enabled=False):
-            inputs["pixel_values"], inputs["pixel_values_2"] = self.batch_views(images)
+            made = self.batch_views(images)
+        # two views (BatchTwoViews), or named crops (BatchMultiCropViews: DINO's globals and locals)
+        inputs.update(made if isinstance(made, dict) else dict(zip(("pixel_values", "pixel_values_2"), made)))
         return inputs
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:

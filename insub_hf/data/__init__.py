@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..lazy_exports import lazy_exports
 
 _EXPORTS = {
-    ".batch_views": ("BatchTwoViews", "image_tensor_dataset"),
+    ".batch_views": ("BatchMultiCropViews", "BatchTwoViews", "image_tensor_dataset"),
     ".columns": ("check_dataset",),
     ".device_images": ("DeviceImages", "collate_device_batch"),
     ".dna_io": (

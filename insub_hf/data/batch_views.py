@@ -13,7 +13,8 @@ from torch import nn
 
 from ..image_range import check_processor_fields, check_unit_images, normalize_images
 from ..validation import check_choice, check_range
-from .batch_augment import colour_jitter, crop_boxes, random_grey, resized_crops
+from .batch_augment import colour_jitter, crop_boxes, gaussian_blur, random_grey, random_solarize, resized_crops
+from .image_views import blur_kernel_size, default_local_crop_size
 
 
 class BatchTwoViews(nn.Module):
@@ -84,6 +85,72 @@ class BatchTwoViews(nn.Module):
         (`(2B, ...)`), so the operations are those of one view."""
         first, second = self.view(images.repeat(2, 1, 1, 1)).chunk(2)
         return first, second
+
+
+
+class BatchMultiCropViews(nn.Module):
+    """DINO's multi-crop views of a whole batch (`dino_augmentation`'s, made per batch on its device): two global
+    crops (scale `global_scale`, bicubic, flip, colour jitter 0.4/0.4/0.2/0.1 p 0.8, grey p 0.2; blur p 1.0 on the
+    first, blur p 0.1 and solarisation p 0.2 on the second) and `num_local_crops` local crops (`local_size`,
+    `local_scale`, blur p 0.5), normalised; 1-channel images keep brightness and contrast and drop grey.
+
+    Shapes: images `(B, C, H, W)` floats in [0, 1] -> `{"pixel_values": (B, C, S, S), "pixel_values_2": (B, C, S, S),
+    "local_pixel_values": (B, N, C, s, s)}` (N = 0: no local crops). The same operations for any B.
+    """
+
+    def __init__(self, image_size: int, mean: tuple[float, ...], std: tuple[float, ...], num_channels: int = 3,
+                 num_local_crops: int = 6, local_size: int | None = None,
+                 global_scale: tuple[float, float] = (0.4, 1.0), local_scale: tuple[float, float] = (0.05, 0.4)):
+        super().__init__()
+        check_choice("BatchMultiCropViews.num_channels", num_channels, (1, 3))
+        check_range("BatchMultiCropViews.image_size", image_size, low=1, integer=True)
+        check_range("BatchMultiCropViews.num_local_crops", num_local_crops, low=0, integer=True)
+        check_processor_fields(num_channels, mean, std, owner="BatchMultiCropViews")
+        self.local_size = default_local_crop_size(image_size) if local_size is None else local_size
+        if self.local_size > image_size:
+            raise ValueError(f"BatchMultiCropViews.local_size={self.local_size} is larger than image_size="
+                             f"{image_size}; local crops must not exceed the global crop.")
+        for name, (low, high) in (("global_scale", global_scale), ("local_scale", local_scale)):
+            if not 0 < low <= high <= 1:
+                raise ValueError(f"BatchMultiCropViews.{name} must be (low, high) with 0 < low <= high <= 1, got "
+                                 f"{(low, high)}.")
+        self.image_size, self.num_channels, self.num_local_crops = image_size, num_channels, num_local_crops
+        self.global_scale, self.local_scale = tuple(global_scale), tuple(local_scale)
+        self.mean, self.std = tuple(mean), tuple(std)
+        self.range_checked = False
+
+    def crop(self, images: torch.Tensor, size: int, scale: tuple[float, float], blur: float,
+             solarize: float = 0.0) -> torch.Tensor:
+        """One augmented, normalised crop `(B, C, size, size)` per image."""
+        flip = torch.rand(images.shape[0], device=images.device) < 0.5
+        out = resized_crops(images, crop_boxes(images, scale), size, flip, mode="bicubic")
+        out = colour_jitter(out, 0.4, 0.4, 0.2, 0.1, p=0.8)
+        if self.num_channels == 3:
+            out = random_grey(out, p=0.2)
+        scale_to = size / 224  # DINO's blur (sigma 0.1-2 at 224 px), scaled to the crop
+        out = gaussian_blur(out, blur_kernel_size(size), (max(0.1 * scale_to, 1e-3), max(2.0 * scale_to, 0.1)), p=blur)
+        if solarize:
+            out = random_solarize(out, 0.5, p=solarize)
+        return normalize_images(out, self.mean, self.std)
+
+    @torch.no_grad()
+    def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        if images.dim() != 4 or images.shape[1] != self.num_channels or not images.is_floating_point():
+            raise ValueError(
+                f"BatchMultiCropViews takes float images of shape (batch, {self.num_channels}, height, width) in "
+                f"[0, 1], got {tuple(images.shape)} of dtype {images.dtype}."
+            )
+        if not self.range_checked:  # once: the values are read on the host, which waits for the device
+            check_unit_images(images, "BatchMultiCropViews: images")
+            self.range_checked = True
+        images = images.float()
+        views = {"pixel_values": self.crop(images, self.image_size, self.global_scale, blur=1.0),
+                 "pixel_values_2": self.crop(images, self.image_size, self.global_scale, blur=0.1, solarize=0.2)}
+        b, n = images.shape[0], self.num_local_crops
+        if n:  # all N local crops of the batch in one pass over (N * B) images, sample-major afterwards
+            local = self.crop(images.repeat(n, 1, 1, 1), self.local_size, self.local_scale, blur=0.5)
+            views["local_pixel_values"] = local.view(n, b, *local.shape[1:]).transpose(0, 1)
+        return views
 
 
 def image_tensor_dataset(images: torch.Tensor) -> Dataset:

@@ -88,9 +88,14 @@ def default_local_crop_size(image_size: int) -> int:
     return max(4, 4 * math.ceil(image_size * 96 / 224 / 4))
 
 
+def blur_kernel_size(image_size: int) -> int:
+    """DINO's blur kernel for a crop of `image_size`: about a tenth of it, odd, at least 3."""
+    return max(3, int(0.1 * image_size) // 2 * 2 + 1)
+
+
 def _blur(image_size: int, p: float) -> v2.Transform:
     """DINO's Gaussian blur (sigma 0.1-2 at 224 px), kernel and sigma scaled to the crop size."""
-    kernel = max(3, int(0.1 * image_size) // 2 * 2 + 1)
+    kernel = blur_kernel_size(image_size)
     scale = image_size / 224
     return v2.RandomApply([v2.GaussianBlur(kernel, sigma=(max(0.1 * scale, 1e-3), max(2.0 * scale, 0.1)))], p=p)
 

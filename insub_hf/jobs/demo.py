@@ -12,7 +12,7 @@ from ..configuration_insub import InSubConfig
 from ..data import (
     IMAGE_DATASET_PRESETS,
     ImageWithLabel,
-    MultiCropViews,
+    BatchMultiCropViews,
     image_tensor_dataset,
     load_fashion_mnist,
     fashion_mnist_description,
@@ -74,12 +74,13 @@ def demo_config(args: DemoArguments, num_heads: int, diversity_weight: float) ->
     )
 
 
-def demo_training_set(data, evaluation: ImageEvaluationData, args: DemoArguments):
-    """(rows, per-batch view maker or None): plain images with per-batch views for SimCLR, DINO's crops per image."""
-    if "local_pixel_values" in OBJECTIVES[args.objective].extra_inputs:  # DINO: global and local crops per image
-        views = MultiCropViews(FASHION_MNIST.multicrop(), args.num_local_crops, FASHION_MNIST.image_column)
-        return data["train"].with_transform(views), None
-    views = args.make_batch_views(FASHION_MNIST)
+def demo_training_set(evaluation: ImageEvaluationData, args: DemoArguments):
+    """(rows, per-batch view maker): plain images, their views made per batch (DINO: global and local crops)."""
+    if "local_pixel_values" in OBJECTIVES[args.objective].extra_inputs:
+        views = BatchMultiCropViews(FASHION_MNIST.image_size, *FASHION_MNIST.normalization(),
+                                    num_channels=FASHION_MNIST.num_channels, num_local_crops=args.num_local_crops)
+    else:
+        views = args.make_batch_views(FASHION_MNIST)
     return image_tensor_dataset(evaluation.train_images), views
 
 
@@ -116,7 +117,7 @@ def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None =
     source = resolve_fashion_mnist_source(args.data_source)
     data = load_fashion_mnist(source, args.train_per_class, args.test_per_class, seed=seed)
     evaluation, note = demo_evaluation_data(data, args)
-    train, views = demo_training_set(data, evaluation, args)
+    train, views = demo_training_set(evaluation, args)
     print(f"Fashion-MNIST ({source}): {len(data['train'])} pretraining images, {len(data['test'])} test images; "
           f"encoder {args.encoder} (width {args.width:g})" + (f"\n{note}" if note else ""), flush=True)
     prefix = "" if args.objective == "simclr" else f"{args.objective}_"  # runs of each objective in their own folders

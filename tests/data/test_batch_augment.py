@@ -112,3 +112,49 @@ def test_the_views_run_the_same_operations_at_any_batch_size(channels):
         counts[batch] = counter.ops
     assert counts[32] == counts[256]
     assert counts[32]["aten._local_scalar_dense"] == 0 and counts[32]["aten.grid_sampler_2d"] == 1  # both views in one warp
+
+
+def test_dino_multi_crop_views_follow_the_per_sample_crops_and_train_dino(tmp_path):
+    from transformers import set_seed
+
+    from insub_hf import InSubConfig, InSubForPreTraining
+    from insub_hf.data import IMAGE_DATASET_PRESETS, BatchMultiCropViews, DeviceImages, MultiCropViews, load_fashion_mnist
+    from insub_hf.encoders.presets import named_encoder
+    from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
+
+    from ..test_fast_path import _z_scores
+
+    preset = IMAGE_DATASET_PRESETS["fashion_mnist"]
+    rows = load_fashion_mnist("bundled", 60, 10)["train"]  # 600 real images
+    images, _ = preset.to_tensors(rows)
+    mean, std = preset.normalization()
+    set_seed(0)
+    per_sample = rows.with_transform(MultiCropViews(preset.multicrop(), 2, preset.image_column))
+    slow = [per_sample[i] for i in range(len(per_sample))]
+    set_seed(0)
+    fast = BatchMultiCropViews(28, mean, std, num_channels=1, num_local_crops=2)(images)
+    assert fast["pixel_values"].shape == (600, 1, 28, 28) and fast["local_pixel_values"].shape == (600, 2, 1, 12, 12)
+    for name in ("pixel_values", "pixel_values_2"):
+        z = _z_scores(fast[name], torch.stack([row[name] for row in slow]))
+        assert all(abs(v) < 4 for v in z.values()), (name, z)
+    local = torch.stack([row["local_pixel_values"] for row in slow]).flatten(0, 1)
+    # the local crops (12 x 12) upsampled to the six-statistic test's 28 x 28 geometry
+    z = _z_scores(*(F.interpolate(x, size=28, mode="nearest") for x in (fast["local_pixel_values"].flatten(0, 1), local)))
+    assert all(abs(v) < 4 for v in z.values()), z
+    # the same operations at any batch size, and DINO trains on them
+    views = BatchMultiCropViews(28, mean, std, num_channels=1, num_local_crops=2)
+    views(images[:2])
+    counts = []
+    for batch in (8, 64):
+        with CountOps() as counter:
+            views(images[:batch])
+        counts.append(counter.ops)
+    assert counts[0] == counts[1] and counts[0]["aten._local_scalar_dense"] == 0
+    config = InSubConfig(encoder_config=named_encoder("resnet10_cifar", 28, 1, 0.125), num_heads=2,
+                         head_hidden_sizes=[16], head_output_size=8, objective="dino", objective_config={"out_dim": 32})
+    args = InSubTrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=8, max_steps=2, report_to=[],
+                                  save_strategy="no", logging_steps=1, use_cpu=True, data_on_device=True)
+    trainer = InSubTrainer(model=InSubForPreTraining(config), args=args, train_dataset=DeviceImages(images[:16]),
+                           batch_views=views)
+    trainer.train()
+    assert all("loss" in h for h in trainer.state.log_history[:2])

@@ -162,7 +162,7 @@ print(json.dumps({"auroc": float(auroc)}))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("objective", ["byol", "vicreg", "barlow_twins"])
+@pytest.mark.parametrize("objective", ["byol", "vicreg", "barlow_twins", "dino"])
 def test_the_demo_runs_each_new_objective(tmp_path, capsys, objective):
     out = tmp_path / objective
     code = main([
