@@ -149,14 +149,12 @@ def colour_jitter(images: torch.Tensor, brightness: float, contrast: float, satu
         if colour:
             candidates += [_blend(out, luma, factors[2]), shift_hue(out, factors[3])]
         chosen = order[:, position].view(shape)
-        out = torch.stack(candidates).gather(0, _pick_index(chosen, out)).squeeze(0)
+        picked = candidates[-1]
+        for part in range(len(candidates) - 2, -1, -1):  # a chain of selections: no stacked copy of the candidates
+            picked = torch.where(chosen == part, candidates[part], picked)
+        out = picked
     applied = torch.rand(n, device=images.device).view(shape) < p
     return torch.where(applied, out, images)
-
-
-def _pick_index(chosen: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """`(B, 1, 1, 1)` part numbers -> the gather index `(1, B, C, H, W)` over the stacked candidates."""
-    return chosen.expand_as(like).unsqueeze(0)
 
 
 def random_grey(images: torch.Tensor, p: float) -> torch.Tensor:
