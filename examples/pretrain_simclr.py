@@ -36,7 +36,7 @@ class ModelArguments:
     timm_model_name: str | None = field(default=None, metadata={"help": "A timm encoder instead of --encoder."})
     batch_views: bool | None = field(
         default=None,
-        metadata={"help": "Make the two views per batch on the training device (kornia), from images only decoded in "
+        metadata={"help": "Make the two views per batch on the training device (BatchTwoViews), from images only decoded in "
                           "the loader workers; false: each view per image in the workers (torchvision). Default: "
                           "true where a GPU is present."},
     )
