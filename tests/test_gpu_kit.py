@@ -36,7 +36,7 @@ def test_the_kit_runs_every_stage_at_a_tiny_size(tmp_path):
     assert kit["environment"]["device"] == "cpu" and kit["environment"]["insub_hf"]
 
     rows = {row["row"]: row for row in kit["speed_rows"]}
-    assert list(rows) == ["insub-hf M=5", "lightly SimCLR", "insub-hf M=1", "insub-hf M=10", "insub-hf M=5 epoch"]
+    assert list(rows) == ["insub-hf M=5", "lightly SimCLR", "insub-hf M=10", "insub-hf M=1", "insub-hf M=5 epoch"]
     for name, row in rows.items():
         assert list(row) == list(gpu_race.COLUMNS)
         assert row["status"] == "ok", (name, row["status"])
@@ -108,6 +108,7 @@ def test_stage_two_epochs_are_planned_from_the_race():
     measured = [*rows, {"row": "insub-hf M=5 epoch", "measured_epoch_s": 8.0, "status": "ok"}]
     assert gpu_run.plan_epochs(measured, 400.0, args) == (13, [0])
     assert gpu_run.plan_epochs([], 400.0, args) == (args.default_epochs, [0])
+    assert gpu_run.plan_epochs(rows, 1500.0, gpu_run.parse(["--out", "x", "--tiny"])) == (1, [0])
     assert gpu_run.plan_epochs(rows, 400.0, Namespace(**{**vars(args), "epochs": 4, "seeds": 2})) == (4, [0, 1])
     assert gpu_run.compiles(rows, args)
     assert not gpu_run.compiles([{**rows[0], "status": "failed: BackendCompilerFailed"}], args)
@@ -126,7 +127,8 @@ def test_a_stage_runs_alone_and_the_release_reuses_the_comparisons_models(tmp_pa
         out = tmp_path / stage
         subprocess.run(
             [sys.executable, str(BENCHMARKS / "gpu_run.py"), "--out", str(out), "--tiny", "--stages", stage,
-             "--kit", str(tmp_path / "none"), "--work", str(tmp_path / "work"), "--deadline_minutes", "4"],
+             "--kit", str(tmp_path / "none"), "--work", str(tmp_path / "work"), "--deadline_minutes", "4",
+             "--epochs", "1", "--seeds", "2"],  # two seeds: the release takes the first seed's InSub model
             capture_output=True, text=True, timeout=270, check=True,
         )
         return json.loads((out / "kit.json").read_text())
@@ -138,6 +140,8 @@ def test_a_stage_runs_alone_and_the_release_reuses_the_comparisons_models(tmp_pa
     assert [r["fingerprints"] for r in release["comparison"]["rows"]] == [
         r["fingerprints"] for r in scale["comparison"]["rows"]]
     assert [r["test"] for r in release["comparison"]["rows"]] == [r["test"] for r in scale["comparison"]["rows"]]
+    assert [(r["method"], r["seed"]) for r in release["comparison"]["rows"]] == [
+        ("baseline", 0), ("insub", 0), ("baseline", 1), ("insub", 1)]
 
 
 def _wheel(folder: Path) -> Path:

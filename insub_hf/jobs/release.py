@@ -161,7 +161,9 @@ def release_image(command: str, release, args, training_args, probe_args, harnes
     start, push = time.time(), final_push_target(training_args)
     compare.run_comparison(args, training_args, probe_args, harness_args)
     out = Path(training_args.output_dir)
-    rows = {r["method"]: ComparisonRow.from_dict(r) for r in RunRecord.read(out / "results.json").numbers["rows"]}
+    rows = {}  # each method's row of the first seed: the model the card names (`cards._named` takes the first too)
+    for entry in RunRecord.read(out / "results.json").numbers["rows"]:
+        rows.setdefault(entry["method"], ComparisonRow.from_dict(entry))
     row = rows["insub"]
     model = measured_model(out, row.results.fingerprints)
     data = load_protocol_data(args).evaluation  # images in [0, 1] and the normalisation the model was trained with
