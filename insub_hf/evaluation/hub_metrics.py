@@ -18,7 +18,7 @@ METRIC_MODULES = {
     "insub_calibration": ("evaluation.evaluate_metrics.CalibrationMetrics",
                           "accuracy, NLL, ECE (15 equal-width bins), TACE and Brier score of probability rows"),
     "insub_ood": ("evaluation.evaluate_metrics.OODAUROC",
-                  "OOD AUROC and FPR95 of a score that is higher in-distribution"),
+                  "OOD AUROC and FPR95 of a score, its orientation named (higher='in' or 'ood')"),
 }
 
 
@@ -39,7 +39,7 @@ def metric_card(name: str, repo_id: str) -> str:
     """The Space's README: its front matter and how to load and call the metric."""
     cls = METRIC_MODULES[name][0].rsplit(".", 1)[1]
     example = ('metric.compute(predictions=[[0.9, 0.1], [0.2, 0.8]], references=[0, 0])' if name == "insub_calibration"
-               else 'metric.compute(predictions=[0.9, 0.8, 0.3, 0.1], references=[1, 1, 0, 0])')
+               else 'metric.compute(predictions=[0.9, 0.8, 0.3, 0.1], references=[1, 1, 0, 0], higher="in")')
     return (f"---\ntitle: {name}\nsdk: static\ntags:\n- evaluate\n- metric\n- insub-hf\n---\n\n# {name}\n\n"
             f"{METRIC_MODULES[name][1]} (insub-hf's `{cls}`; needs `evaluate`, `datasets`, `numpy`, "
             f"`torch`, `scikit-learn`, not insub-hf).\n\n```python\nimport evaluate\n\nmetric = evaluate.load(\"{repo_id}\")\n"

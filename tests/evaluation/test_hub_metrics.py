@@ -30,7 +30,7 @@ import evaluate
 calibration = evaluate.load("someone/insub_calibration")
 ood = evaluate.load("someone/insub_ood")
 print(json.dumps({"calibration": calibration.compute(predictions=%r, references=%r),
-                  "ood": ood.compute(predictions=%r, references=%r)}))
+                  "ood": ood.compute(predictions=%r, references=%r, higher="in")}))
 """ % (PROBS, LABELS, SCORES, IS_IN)
 
 

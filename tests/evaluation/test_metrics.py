@@ -176,6 +176,33 @@ def test_evaluate_wrappers_match_functions():
     assert result["accuracy"] == pytest.approx(metrics.accuracy(probs, labels))
     scores = torch.rand(50, dtype=torch.float64)
     is_in = (torch.arange(50) % 3 > 0).long()
-    assert OODAUROC().compute(predictions=scores.tolist(), references=is_in.tolist())["auroc"] == pytest.approx(
-        metrics.ood_auroc(scores[is_in == 1], scores[is_in == 0])
-    )
+    assert OODAUROC().compute(predictions=scores.tolist(), references=is_in.tolist(), higher="in")["auroc"] == \
+        pytest.approx(metrics.ood_auroc(scores[is_in == 1], scores[is_in == 0]))
+
+
+def test_the_evaluate_modules_refuse_non_labels_and_an_unnamed_score_orientation():
+    # hand-worked: in-distribution scores 0.9, 0.8 above the OOD ones 0.3, 0.1 -> AUROC 1 read as a confidence, 0 as
+    # an uncertainty (an InSub model's `uncertainty`, higher = more likely OOD, is read the other way round)
+    scores, is_in = [0.9, 0.8, 0.3, 0.1], [1, 1, 0, 0]
+    assert OODAUROC().compute(predictions=scores, references=is_in, higher="in")["auroc"] == 1.0
+    assert OODAUROC().compute(predictions=scores, references=is_in, higher="ood")["auroc"] == 0.0
+    assert OODAUROC().compute(predictions=scores, references=is_in, higher="ood")["fpr95"] == 1.0
+    with pytest.raises(ValueError, match=r"OODAUROC.compute\(higher=...\) must name how the score is oriented, one of "
+                                         r"\['in', 'ood'\].*got None"):
+        OODAUROC().compute(predictions=scores, references=is_in)
+    with pytest.raises(ValueError, match=r"OODAUROC references must be 1 \(in-distribution\) or 0 \(OOD\), got "
+                                         r"non-integer values such as \[0.7\]"):
+        OODAUROC().compute(predictions=scores, references=[1, 0.7, 0, 0], higher="in")
+    probs = [[0.9, 0.1], [0.2, 0.8]]
+    with pytest.raises(ValueError, match=r"CalibrationMetrics references must be class indices .*non-integer values "
+                                         r"such as \[0.7, 1.3\]"):
+        CalibrationMetrics().compute(predictions=probs, references=[0.7, 1.3])
+    metric = CalibrationMetrics()
+    with pytest.raises(ValueError, match=r"CalibrationMetrics references must be class indices"):
+        metric.add(prediction=probs[0], reference=0.5)
+    with pytest.raises(ValueError, match=r"labels must lie in \[0, 1\] for 2 classes, got values in \[0, 2\]"):
+        CalibrationMetrics().compute(predictions=probs, references=[0, 2])
+    with pytest.raises(ValueError, match=r"contains NaN or inf"):
+        CalibrationMetrics().compute(predictions=[[float("nan"), 1.0], [0.2, 0.8]], references=[0, 1])
+    with pytest.raises(ValueError, match=r"[Mm]ismatch in the number of predictions \(2\) and references \(3\)"):
+        CalibrationMetrics().compute(predictions=probs, references=[0, 1, 1])
