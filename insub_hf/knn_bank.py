@@ -19,14 +19,42 @@ BANK = "knn_bank"
 
 class KnnBank(nn.Module):
     """`(N, d)` unit-length representations as a buffer; called on representations `(B, d)` it gives `(B,)`, the
-    cosine distance of each to its k-th nearest bank row."""
+    cosine distance of each to its k-th nearest bank row.
+
+    It knows the weights it was embedded with: `check_current(model)` compares the in-place change counters
+    (`Tensor._version`, free to read) of the model's encoder and heads with those recorded when the bank was set or
+    first read; where they moved (an optimiser step, a train-mode forward's BatchNorm statistics, an edit), the
+    weights' fingerprint decides, and a bank of other weights is refused, never served."""
 
     def __init__(self, size: int, dim: int):
         super().__init__()
         self.register_buffer("bank", torch.zeros(size, dim))
+        self.versions: tuple[int, ...] | None = None  # of the weights it was checked against last
 
     def forward(self, representation: torch.Tensor, k: int) -> torch.Tensor:
         return knn_distance(F.normalize(representation.float(), dim=-1), self.bank.float(), k)
+
+    def check_current(self, model: nn.Module) -> None:
+        """Raises unless `model`'s encoder and heads are the weights the bank was embedded with
+        (`config.knn_bank_weights`)."""
+        versions = weight_versions(model)
+        if versions == self.versions:
+            return
+        if encoder_and_heads_fingerprint(model) != model.config.knn_bank_weights:
+            raise ValueError(
+                "InSubModel: its k-NN bank (config.uncertainty_reading='knn') was embedded with other weights than the "
+                "model has now (trained or changed since), so its `uncertainty` would be distances to another "
+                "model's representations. Clear it (insub_hf.knn_bank.clear_bank(model): `uncertainty` is the heads' "
+                "spread again), then, for a k-NN reading of these weights, model.set_bank(...) on the "
+                "`representation` of your in-distribution inputs."
+            )
+        self.versions = versions
+
+
+def weight_versions(model: nn.Module) -> tuple[int, ...]:
+    """The in-place change counters of `model`'s (an `InSubModel`) parameters and buffers, its bank left out."""
+    return tuple(t._version for name, t in [*model.named_parameters(), *model.named_buffers()]
+                 if not name.startswith(BANK + "."))
 
 
 def encoder_and_heads_fingerprint(model: nn.Module) -> str:
@@ -56,6 +84,7 @@ def set_bank(model: nn.Module, representations: torch.Tensor, k: int) -> None:
     setattr(model, BANK, bank)
     model.config.update(dict(uncertainty_reading="knn", knn_k=int(k), knn_bank_size=int(representations.shape[0]),
                              knn_bank_weights=encoder_and_heads_fingerprint(model)))
+    bank.versions = weight_versions(model)
 
 
 def clear_bank(model: nn.Module) -> None:

@@ -231,6 +231,8 @@ class InSubModel(InSubPreTrainedModel):
     ) -> InSubModelOutput | tuple:
         """`output_hidden_states` and `output_attentions` (default: the config's) pass through to a transformers
         encoder that has them, and are refused by name elsewhere."""
+        if self.config.uncertainty_reading == "knn" and not torch.compiler.is_compiling():
+            getattr(self, BANK).check_current(self)  # before a train-mode forward moves BatchNorm's statistics
         encoded = self.encode(
             output_hidden_states, output_attentions, pixel_values=pixel_values, input_ids=input_ids,
             attention_mask=attention_mask, token_type_ids=token_type_ids, dna_one_hot=dna_one_hot,

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from torch import nn
 from transformers import PreTrainedModel, Trainer, TrainerCallback, TrainingArguments
-from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME
+from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, logging
 
 from .checkpointing import checkpoint_problems, last_complete_checkpoint
 from .image_range import check_unit_images
@@ -19,11 +19,14 @@ from .data.device_images import DeviceImages, collate_device_batch
 from .data.seeding import SeededSamples, mix_seed, seeded_draws
 from .distributed import check_same_across_processes, convert_sync_batchnorm
 from .encoders.base import deferred_input_checks
+from .knn_bank import BANK, clear_bank
 from .losses.step_checks import step_flags_bad, training_step_error, training_step_flags
 from .training_args import InSubTrainingArguments, fast_path_arguments, gpu_available, launched_processes
 
 __all__ = ["InSubTrainer", "InSubTrainingArguments", "ObjectiveStepCallback", "SeededEpochCallback",
            "fast_path_arguments", "gpu_available", "launched_processes"]
+
+logger = logging.get_logger(__name__)
 
 SIDE_METRICS = ("ssl_loss", "diversity_loss", "mean_sigma", "hinge_active")
 
@@ -238,6 +241,14 @@ class InSubTrainer(Trainer):
                 )
         if resume_from_checkpoint:
             check_same_run(self.model, resume_from_checkpoint)
+        inner = getattr(self.model, "insub", self.model)
+        if getattr(getattr(inner, "config", None), "uncertainty_reading", None) == "knn" and hasattr(inner, BANK):
+            # training moves the representations away from the bank's: it could only serve distances to another
+            # model's representations (`save_pretrained` would drop it too)
+            logger.warning("InSubTrainer.train: the model's k-NN bank describes its weights before training, so it is "
+                           "dropped and `uncertainty` is the heads' spread; set it anew with model.set_bank(...) "
+                           "after training.")
+            clear_bank(inner)
         channels_last = bool(getattr(self.args, "channels_last", False)) and any(
             isinstance(m, nn.Conv2d) for m in self.model.modules()
         )

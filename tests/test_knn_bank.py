@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from insub_hf import InSubConfig, InSubModel, named_encoder
-from insub_hf.knn_bank import encoder_and_heads_fingerprint
+from insub_hf.knn_bank import clear_bank, encoder_and_heads_fingerprint
 
 
 def tiny_model(**overrides) -> InSubModel:
@@ -164,3 +164,50 @@ def test_a_teacher_follows_the_weights_not_the_bank_through_save_and_load(tmp_pa
     loaded.sync_objective_with_student()  # the teacher takes the weights, leaving the bank out
     with torch.no_grad():
         torch.testing.assert_close(loaded.insub(pixel_values=images).uncertainty, expected)
+
+
+def test_a_bank_that_no_longer_matches_its_weights_is_refused_at_every_read(tmp_path):
+    from datasets import Dataset
+
+    from insub_hf import InSubForPreTraining, InSubTrainer, InSubTrainingArguments
+
+    model = tiny_model()
+    bank_images, queries = torch.rand(20, 1, 28, 28), torch.rand(5, 1, 28, 28)
+    with torch.no_grad():
+        model.set_bank(model(pixel_values=bank_images).representation, k=3)
+        served = model(pixel_values=queries).uncertainty
+        for p in model.parameters():  # an in-place write that changes no value: still the bank's weights
+            p.mul_(1.0)
+        torch.testing.assert_close(model(pixel_values=queries).uncertainty, served)
+    # one optimiser step: the representations move, the bank does not
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    model.train()
+    model(pixel_values=queries).representation.pow(2).sum().backward()
+    optimizer.step()
+    model.eval()
+    with torch.no_grad(), pytest.raises(ValueError, match=r"k-NN bank .* was embedded with other weights than the "
+                                                          r"model has now .*clear_bank\(model\).*model.set_bank"):
+        model(pixel_values=queries)
+    clear_bank(model)
+    with torch.no_grad():  # cleared, then set anew: the distances to the new weights' bank (checked against numpy)
+        bank = model(pixel_values=bank_images).representation
+        model.set_bank(bank, k=3)
+        out = model(pixel_values=queries)
+    np.testing.assert_allclose(out.uncertainty.numpy(), numpy_kth_distance(out.representation.numpy(), bank.numpy(), 3),
+                               atol=1e-5)
+    # trained by InSubTrainer with the bank in it: the in-memory model refuses to serve the old bank
+    pretraining = InSubForPreTraining(model.config)
+    pretraining.insub.load_state_dict(model.state_dict())
+    rows = Dataset.from_dict({"pixel_values": torch.randn(8, 1, 28, 28).numpy(),
+                              "pixel_values_2": torch.randn(8, 1, 28, 28).numpy()}).with_format("torch")
+    args = InSubTrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=2, report_to=[],
+                                  save_strategy="no", use_cpu=True)
+    with torch.no_grad():
+        pretraining.insub.eval()(pixel_values=queries)  # served before training
+        pretraining.insub.knn_bank.check_current(pretraining.insub)
+    InSubTrainer(model=pretraining, args=args, train_dataset=rows).train()
+    # the trainer drops the bank it makes stale (with a warning): `uncertainty` is the oriented spread again
+    assert pretraining.config.uncertainty_reading == "spread" and not hasattr(pretraining.insub, "knn_bank")
+    with torch.no_grad():
+        out = pretraining.insub.eval()(pixel_values=queries)
+    torch.testing.assert_close(out.uncertainty, out.head_spread)
