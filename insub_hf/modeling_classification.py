@@ -27,14 +27,20 @@ from .modeling_insub import InSubModel, InSubPreTrainedModel
 
 def problem_type(config: InSubConfig, labels: torch.Tensor | None) -> str:
     """The config's `problem_type`, else as transformers decides it: regression for one label, else integer labels
-    are classes and float labels one target per label (without labels: single-label)."""
+    are classes and float labels one target per label (without labels: single-label). Decided from labels, it is
+    recorded in `config` (as transformers' own classifiers do), so the saved model is read at inference, and by the
+    pipelines, as it was trained."""
     if config.problem_type is not None:
         return config.problem_type
     if config.num_labels == 1:
-        return "regression"
-    if labels is not None and labels.is_floating_point():
-        return "multi_label_classification"
-    return "single_label_classification"
+        decided = "regression"
+    elif labels is not None and labels.is_floating_point():
+        decided = "multi_label_classification"
+    else:
+        decided = "single_label_classification"
+    if labels is not None:
+        config.problem_type = decided
+    return decided
 
 
 def check_labels(labels: torch.Tensor, batch_size: int, num_labels: int, problem: str) -> torch.Tensor:

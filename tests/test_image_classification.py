@@ -132,3 +132,40 @@ print(json.dumps(classify({str(tmp_path / "image.png")!r}, top_k=3)))
     assert [p["label"] for p in predicted] == [NAMES[i] for i in probs.argsort(descending=True).tolist()]
     torch.testing.assert_close(torch.tensor([p["score"] for p in predicted]), probs.sort(descending=True).values,
                                rtol=1e-4, atol=1e-6)
+
+
+def test_the_problem_type_the_first_training_step_decided_is_kept(pretrained, tmp_path):
+    # float targets: multi-label, recorded at the first step, so the saved model is read multi-label without labels
+    # (one sigmoid per label, as transformers' own classifiers record and read it)
+    images = torch.rand(4, 1, 28, 28)
+    model = load_classifier(pretrained)
+    assert model.config.problem_type is None
+    targets = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    model(pixel_values=images, labels=targets).loss.backward()
+    assert model.config.problem_type == "multi_label_classification"
+    model.save_pretrained(tmp_path / "multi")
+    loaded = AutoModelForImageClassification.from_pretrained(tmp_path / "multi").eval()
+    with torch.no_grad():
+        heads = loaded(pixel_values=images).head_logits  # (B, M, C)
+        logits = loaded(pixel_values=images).logits
+    # the heads' mean probability, per label (sigmoid), not a softmax over the labels
+    torch.testing.assert_close(torch.sigmoid(logits), torch.sigmoid(heads).mean(dim=1), atol=1e-5, rtol=1e-5)
+    # a regressor (one label): recorded as regression, so the stock pipeline reports the prediction itself
+    regressor = AutoModelForImageClassification.from_pretrained(pretrained, num_labels=1)
+    regressor(pixel_values=images, labels=torch.rand(4)).loss.backward()
+    assert regressor.config.problem_type == "regression"
+    save_pretrained_atomic(regressor, tmp_path / "regressor", processor=PRESET.image_processor())
+    image = load_fashion_mnist("bundled", train_per_class=1, test_per_class=1)["test"][0]["image"]
+    image.save(tmp_path / "image.png")
+    code = f"""
+import json, insub_hf
+from transformers import pipeline
+regress = pipeline("image-classification", model={str(tmp_path / "regressor")!r})
+print(json.dumps(regress({str(tmp_path / "image.png")!r})))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    [served] = json.loads(run.stdout.strip().splitlines()[-1])
+    regressor.eval()
+    with torch.no_grad():
+        prediction = regressor(pixel_values=PRESET.image_processor()([image], return_tensors="pt").pixel_values).logits
+    assert served["score"] == pytest.approx(float(prediction[0, 0]), abs=1e-5)
