@@ -150,7 +150,7 @@ def check_config_pairing(folder: str | Path) -> None:
                 f"{folder / CONFIG_FILE} is not the config {path.name} was saved with (weights saved beside config "
                 f"{expected[:12]}, this config.json is {str(found)[:12]}): a save killed between config.json (written "
                 "first) and the weights, or a config.json copied or edited by hand. Save the model again; to load "
-                "these weights with this config on purpose, pass config=AutoConfig.from_pretrained(folder)."
+                "these weights with this config on purpose, pass check_config_pairing=False."
             )
 
 

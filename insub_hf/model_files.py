@@ -18,7 +18,6 @@ from typing import Callable
 
 import torch
 from safetensors import safe_open
-from transformers import PretrainedConfig
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, cached_file, logging
 
 from .checkpointing import derived_entries, forget_derived, holds_weights, weights_replaced
@@ -96,8 +95,9 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
             f"from_pretrained({name!r}): no such local folder (and {name!r} is not a Hub repo id of the form "
             "'namespace/name')."
         )
-    # a config passed in is the caller's choice (the way to load weights with an edited config on purpose)
-    own_config = not isinstance(kwargs.get("config"), PretrainedConfig)
+    # the folder's config.json against its weights on every path (the Auto classes pass config= too); only an
+    # explicit opt-out loads a pair that a killed save or a hand edit split
+    pairing = kwargs.pop("check_config_pairing", True)
     wants_info = kwargs.pop("output_loading_info", False)
     loading = LOADING_A_CHECKPOINT.set(True)
     try:
@@ -135,7 +135,7 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
         files = cached_weight_files(name, kwargs)
         for file in files:
             verify_checksums(file)
-    if files and own_config:  # after the load, so that a config it cannot read is named for what is wrong with it
+    if files and pairing:  # after the load, so that a config it cannot read is named for what is wrong with it
         check_config_pairing(files[0].parent)
     inner = getattr(model, model.base_model_prefix, model)
     if stale_bank(inner):

@@ -169,10 +169,17 @@ def test_a_stock_trainer_save_killed_between_config_and_weights_is_refused_not_r
     with pytest.raises(ValueError, match=r"config\.json is not the config model\.safetensors was saved with .*a save "
                                          r"killed between config\.json \(written first\) and the weights"):
         InSubForImageClassification.from_pretrained(folder)
-    # the way out the message names: a config passed on purpose loads
-    from transformers import AutoConfig
+    # every loading path checks: an Auto class (which passes config=) and a config passed in refuse the pair too
+    from transformers import AutoConfig, AutoModelForImageClassification
 
-    model = InSubForImageClassification.from_pretrained(folder, config=AutoConfig.from_pretrained(folder))
+    for load in (lambda **kw: AutoModelForImageClassification.from_pretrained(folder, **kw),
+                 lambda **kw: InSubForImageClassification.from_pretrained(folder, config=AutoConfig.from_pretrained(
+                     folder), **kw)):
+        with pytest.raises(ValueError, match=r"is not the config model\.safetensors was saved with .*pass "
+                                             r"check_config_pairing=False"):
+            load()
+    # the way out the message names, on purpose
+    model = AutoModelForImageClassification.from_pretrained(folder, check_config_pairing=False)
     assert model.config.id2label == {0: "car", 1: "bus"}
     # saved again whole, the pair loads
     trainer.save_model(str(folder))
