@@ -164,9 +164,24 @@ def test_one_command_publishes_every_built_release_to_the_repo_its_card_names(tm
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         assert main(["release", "publish", "--model_cards", str(cards), "--hub_token", "hf_test"]) == 0
         assert sorted(hub.repos) == sorted(card_repo_id(f) for f in FOLDERS)
+        printed = capsys.readouterr().out
+        assert f"skipped {cards / 'insub-minilm-scd'}: its card only" in printed  # said, not passed over
         for folder in FOLDERS:  # byte for byte what the folder holds
             _, files = hub.repos[card_repo_id(folder)]
             assert files == {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+        # an older copy of a release beside it goes to the same repo: refused, naming both, before any upload
+        hub.repos.clear()
+        shutil.copytree(cards / FOLDERS[0].name, cards / f"{FOLDERS[0].name}-old")
+        line = cli_error(["release", "publish", "--model_cards", str(cards), "--hub_token", "hf_test"], capsys)
+        assert "several folders" in line and f"'{FOLDERS[0].name}', '{FOLDERS[0].name}-old'" in line and not hub.repos
+        shutil.rmtree(cards / f"{FOLDERS[0].name}-old")
+        # a folder whose evaluation measured other weights (another release's results.json): its card is not its own
+        measured = cards / FOLDERS[0].name / "evaluation" / "results.json"
+        kept = measured.read_bytes()
+        shutil.copyfile(FOLDERS[1] / "evaluation" / "results.json", measured)
+        line = cli_error(["release", "publish", "--model_cards", str(cards), "--hub_token", "hf_test"], capsys)
+        assert "which its evaluation/results.json did not measure" in line and not hub.repos
+        measured.write_bytes(kept)
         # a card that names no ORG/NAME is refused before anything goes up
         first = cards / FOLDERS[0].name / "README.md"
         first.write_text(first.read_text().replace(card_repo_id(first.parent), FOLDERS[0].name))

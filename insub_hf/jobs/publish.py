@@ -58,18 +58,68 @@ def publish_releases(args: PublishArguments) -> dict[str, str]:
             f"PublishArguments.model_cards={args.model_cards!r} holds no built release (a folder with config.json "
             "beside its card); build one with `insub-hf release RECIPE --hub_model_id ORG/NAME`."
         )
-    targets = {}
+    targets: dict[str, list[Path]] = {}
     for folder in folders:
         check_hub_folder(folder)
         verify_checksums(folder)
-        targets[card_repo_id(folder)] = folder
+        check_measured_weights(folder)
+        targets.setdefault(card_repo_id(folder), []).append(folder)
+    shared = {repo: [f.name for f in found] for repo, found in targets.items() if len(found) > 1}
+    if shared:  # e.g. a release and an older copy of it: which one is meant is not for publish to guess
+        raise ValueError(
+            "insub-hf release publish: several folders of " + f"{args.model_cards!r} go to one repo: "
+            + "; ".join(f"{repo} <- {names}" for repo, names in shared.items())
+            + ". Keep one folder per repo in it (move the others out) and publish again."
+        )
+    for card in sorted(cards.glob("*/README.md")):
+        if not (card.parent / "config.json").is_file():
+            print(f"[release] skipped {card.parent}: its card only (the release's weights are over the repository's "
+                  "limits); upload its Hub folder from the release's output_dir/hub (`hf upload ORG/NAME "
+                  "output_dir/hub`).", flush=True)
     token, _ = hub_access(args.hub_token, "insub-hf release publish")
     pushed = {}
-    for repo_id, folder in targets.items():
+    for repo_id, [folder] in targets.items():
         pushed[repo_id] = str(upload_hub_folder(folder, repo_id, token,
                                                 commit_message=f"Upload {folder.name} (insub-hf release)"))
         print(f"[release] {folder} -> {repo_id}: {pushed[repo_id]}", flush=True)
     return pushed
+
+
+def recorded_fingerprints(value) -> set[str]:
+    """Every weights fingerprint a results.json records (under `fingerprints` / `fingerprint`, at any depth)."""
+    found = set()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in ("fingerprints", "fingerprint"):
+                items = item.values() if isinstance(item, dict) else item if isinstance(item, list) else [item]
+                found.update(str(v) for v in items if isinstance(v, str))
+            else:
+                found |= recorded_fingerprints(item)
+    elif isinstance(value, list):
+        for item in value:
+            found |= recorded_fingerprints(item)
+    return found
+
+
+def check_measured_weights(folder: Path) -> None:
+    """Refuses a release folder whose weights are not among those its own `evaluation/results.json` measured (a copy
+    whose weights were replaced, or numbers of another model): its card would describe another model."""
+    import json
+
+    from ..knn_bank import encoder_and_heads_fingerprint
+    from ..modeling_insub import InSubModel
+
+    results = folder / "evaluation" / "results.json"
+    if not results.is_file():
+        return  # a folder built without its evaluation (e.g. `insub-hf hub`): nothing recorded to compare
+    measured = recorded_fingerprints(json.loads(results.read_text(encoding="utf-8")))
+    own = encoder_and_heads_fingerprint(InSubModel.from_pretrained(folder))
+    if own not in measured:
+        raise ValueError(
+            f"insub-hf release publish: {folder} holds weights {own[:12]}, which its evaluation/results.json did not "
+            f"measure ({sorted(f[:12] for f in measured)}): its card describes another model. Build the release "
+            "again (`insub-hf release RECIPE`)."
+        )
 
 
 @dataclass
