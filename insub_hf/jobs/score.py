@@ -1,4 +1,4 @@
-"""`insub-hf score MODEL --dataset DATA`: the harness's label-free and probe numbers for any image or text encoder,
+"""`insub-hf score MODEL --dataset DATA` (or `--model MODEL`): the harness's label-free and probe numbers for any image or text encoder,
 given by Hub repo id or local folder: an InSub model, or a stock transformers encoder (`AutoModel` with its
 `AutoImageProcessor`, or with its `AutoTokenizer` and mean pooling over the tokens, as sentence-transformers pools)
 for everything but the heads' spread.
@@ -64,9 +64,52 @@ class ScoreArguments(CheckedArguments):
         super().__post_init__()
         for name in ("model", "dataset"):
             if not getattr(self, name):
-                raise ValueError(f"ScoreArguments.{name} is required: a Hub repo id or a local folder.")
+                raise ValueError(f"ScoreArguments.{name} is required: a Hub repo id or a local folder "
+                                 f"(`insub-hf score MODEL --dataset DATA`).")
         if self.knn_k > self.max_train:
             raise ValueError(f"ScoreArguments.knn_k={self.knn_k} is more than max_train={self.max_train}.")
+        if Path(self.output_dir).exists() and not Path(self.output_dir).is_dir():
+            raise ValueError(f"ScoreArguments.output_dir={self.output_dir!r} is a file; results.json and "
+                             "model_index.yaml go into a folder: name a folder (--output_dir).")
+        check_model_source(self.model)
+
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+def check_model_source(model: str) -> None:
+    """Refuses, before any work, a model that cannot load, naming it and what would: a path that is no folder, a
+    folder without a model, a Hub id that offline mode cannot find in the cache."""
+    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.constants import is_offline_mode
+
+    from ..validation import looks_like_a_path
+
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ValueError(f"ScoreArguments.model={model!r}: the folder holds no config.json, so no transformers "
+                             "model (save one there with save_pretrained, or name the model's folder).")
+        if not any((path / name).is_file() for name in WEIGHT_FILES):
+            raise ValueError(f"ScoreArguments.model={model!r}: the folder holds a config.json but no weights "
+                             f"({', '.join(WEIGHT_FILES[::2])}): save the model there whole (save_pretrained).")
+        return
+    if looks_like_a_path(model):
+        raise ValueError(f"ScoreArguments.model={model!r}: no such local folder (and not a Hub repo id of the form "
+                         "ORG/NAME).")
+    if is_offline_mode() and not isinstance(try_to_load_from_cache(model, "config.json"), str):
+        raise ValueError(f"ScoreArguments.model={model!r}: HF_HUB_OFFLINE=1 is set and the repo is not in the "
+                         f"Hugging Face cache: download it once with network access (`hf download {model}`), or name "
+                         "a local folder.")
+
+
+def select(command: str, argv: list[str]):
+    """`insub-hf score MODEL ...`: a first argument that is not a flag is the model (`--model`)."""
+    import sys
+
+    if argv and not argv[0].startswith("-"):
+        argv = ["--model", argv[0], *argv[1:]]
+    return sys.modules[__name__], command, argv
 
 
 def load_data(name: str, args: ScoreArguments) -> DatasetDict:
@@ -112,12 +155,19 @@ class Encoder:
         from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
         remote = args.trust_remote_code
-        self.model = AutoModel.from_pretrained(args.model, trust_remote_code=remote).eval()
         self.kind, self.batch_size, self.max_length = kind, args.batch_size, args.max_length
-        if kind == "image":
-            self.processor = AutoImageProcessor.from_pretrained(args.model, trust_remote_code=remote)
-        else:
-            self.processor = AutoTokenizer.from_pretrained(args.model, trust_remote_code=remote)
+        # the processor first: a model of the other modality is named as such, before its weights load
+        load, what, other = ((AutoImageProcessor, "image processor", "texts (--text_column)") if kind == "image"
+                             else (AutoTokenizer, "tokenizer", "images (--image_column)"))
+        try:
+            self.processor = load.from_pretrained(args.model, trust_remote_code=remote)
+        except (OSError, ValueError, ImportError) as error:
+            raise ValueError(
+                f"ScoreArguments.model={args.model!r} has no {what}, so it does not read {kind}s, and the data "
+                f"{args.dataset!r} holds {kind}s: score a model of {kind}s on it, or this model on data of "
+                f"{other}. ({type(error).__name__}: {str(error).splitlines()[0][:120]})"
+            ) from None
+        self.model = AutoModel.from_pretrained(args.model, trust_remote_code=remote).eval()
         # an InSub model (loaded by insub-hf or by its remote code) gives its representation and uncertainty
         self.insub = getattr(self.model.config, "model_type", None) == "insub"
 
@@ -160,7 +210,11 @@ def score(args: ScoreArguments) -> dict:
     data = load_data(args.dataset, args)
     kind = modality(data, args.train_split, args)
     train_items, train_labels = _split(data, args.train_split, args, args.max_train)
+    if args.knn_k > len(train_items):  # before any encoding
+        raise ValueError(f"ScoreArguments.knn_k={args.knn_k} is more than the {len(train_items)} training rows of "
+                         f"split {args.train_split!r}: give --knn_k {len(train_items)} or less.")
     test_items, test_labels = _split(data, args.test_split, args, args.max_test)
+    encoder = Encoder(args, kind)
     if args.ood_dataset:
         ood_name = args.ood_dataset
         ood_items, _ = _split(load_data(args.ood_dataset, args), args.test_split, args, args.max_test, False)
@@ -168,7 +222,6 @@ def score(args: ScoreArguments) -> dict:
         ood_name, ood_items = "uniform noise", noise_like(test_items, len(test_items), args.seed)
     else:  # the same words, no longer sentences
         ood_name, ood_items = "shuffled words", shuffled_words(test_items, args.seed)
-    encoder = Encoder(args, kind)
     (train, _), (test, test_uncertainty), (ood, ood_uncertainty) = (encoder(x) for x in (
         train_items, test_items, ood_items))
     classes = int(max(train_labels.max(), test_labels.max())) + 1

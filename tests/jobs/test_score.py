@@ -168,3 +168,54 @@ def test_data_with_neither_an_image_nor_a_text_column_is_refused_naming_its_colu
                       "--output_dir", str(tmp_path / "o")], capsys)
     assert ("split 'train' has neither the image column 'picture' nor the text column 'text'; its columns are "
             "['image', 'label']") in line
+
+
+def test_each_bad_model_or_flag_is_refused_in_one_line_before_any_work(tmp_path, data, capsys, monkeypatch):
+    from datasets import Dataset, DatasetDict
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from insub_hf.encoders.pretrained import packaged_minilm_path
+
+    from ..objectives.test_scd import tiny_bert_config
+
+    folders = models(tmp_path)
+    out = tmp_path / "out"
+    flags = ["--dataset", str(data), "--output_dir", str(out)]
+    # offline, a repo id not in the cache: named, with offline mode and the way out
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    line = cli_error(["score", "--model", "someone/not-cached", *flags], capsys)
+    assert "ScoreArguments.model='someone/not-cached': HF_HUB_OFFLINE=1 is set and the repo is not in the" in line
+    monkeypatch.undo()
+    line = cli_error(["score", "--model", "./no_such_folder", *flags], capsys)
+    assert "ScoreArguments.model='./no_such_folder': no such local folder" in line
+    (tmp_path / "config_only").mkdir()
+    (folders["someone/tiny-vit"] / "config.json").rename(tmp_path / "config_only" / "config.json")
+    line = cli_error(["score", "--model", str(tmp_path / "config_only"), *flags], capsys)
+    assert "holds a config.json but no weights" in line
+    line = cli_error(["score", "--model", str(tmp_path), *flags], capsys)
+    assert "the folder holds no config.json" in line
+    # a text model given images, an image model given texts: the modality, not a library's missing file
+    bert = tmp_path / "bert"
+    BertModel(BertConfig(**tiny_bert_config().encoder_config.to_dict())).save_pretrained(bert)
+    AutoTokenizer.from_pretrained(packaged_minilm_path()).save_pretrained(bert)
+    line = cli_error(["score", "--model", str(bert), *flags], capsys)
+    assert f"ScoreArguments.model={str(bert)!r} has no image processor, so it does not read images" in line
+    texts = tmp_path / "texts"
+    rows = Dataset.from_dict({"text": ["a good day", "a bad day"] * 10, "label": [1, 0] * 10})
+    DatasetDict(train=rows, test=rows).save_to_disk(str(texts))
+    line = cli_error(["score", "--model", str(folders["someone/tiny-insub"]), "--dataset", str(texts),
+                      "--output_dir", str(out), "--knn_k", "5"], capsys)
+    assert "has no tokenizer, so it does not read texts" in line
+    # k larger than the training rows read, and an output_dir that is a file: named by flag, before encoding
+    line = cli_error(["score", "--model", str(folders["someone/tiny-insub"]), *flags, "--knn_k", "100"], capsys)
+    assert "ScoreArguments.knn_k=100 is more than the 60 training rows of split 'train': give --knn_k 60" in line
+    (tmp_path / "a_file").write_text("")
+    line = cli_error(["score", "--model", str(folders["someone/tiny-insub"]), "--dataset", str(data),
+                      "--output_dir", str(tmp_path / "a_file")], capsys)
+    assert "ScoreArguments.output_dir=" in line and "is a file" in line
+    assert not out.exists()  # none of them wrote anything
+    # the model as the first argument, as the docstring writes `insub-hf score MODEL --dataset DATA`
+    from insub_hf_cli import main
+
+    assert main(["score", str(folders["someone/tiny-insub"]), *flags, "--knn_k", "5"]) == 0
+    assert json.loads((out / "results.json").read_text())["model"] == str(folders["someone/tiny-insub"])
