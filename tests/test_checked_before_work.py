@@ -150,3 +150,17 @@ def test_a_push_asks_the_hub_before_any_training(hub_up, token, message, tmp_pat
             assert not hub.repos  # nothing created
     assert re.search(message, line), line
     assert not (out / "results.json").exists() and not (tmp_path / "cards").exists()
+
+
+def test_a_re_run_of_a_release_may_replace_the_card_its_own_first_run_wrote(tmp_path):
+    from insub_hf.jobs.release import ReleaseArguments
+
+    cards = tmp_path / "cards"
+    (cards / "insub-resnet10-fashion-mnist").mkdir(parents=True)
+    command = "insub-hf release image --num_train_epochs 2"
+    (cards / "insub-resnet10-fashion-mnist" / "README.md").write_text(
+        f"...\nMade by `{command}` at insub-hf commit 0123 on cpu; seed 0.\n")
+    release = ReleaseArguments(name="insub-resnet10-fashion-mnist", model_cards=str(cards))
+    release.check_places(command)  # its own card: the re-run goes on
+    with pytest.raises(ValueError, match="is a published card; a release replaces it only with --replace_card true"):
+        release.check_places("insub-hf release image --num_train_epochs 3")  # another release's card is kept

@@ -78,15 +78,19 @@ class ReleaseArguments(CheckedArguments):
     replace_card: bool = field(default=False, metadata={"help": "Replace the published card model_cards/NAME/README.md "
                                                                  "(refused otherwise, before any training)."})
 
-    def check_places(self) -> None:
-        """The name and the card's place, before any work (`name` is set by then)."""
+    def check_places(self, command: str | None = None) -> None:
+        """The name and the card's place, before any work (`name` is set by then). A published card is replaced only
+        with `replace_card`, or when `command` made it (a re-run of the same release: its card says "Made by
+        `COMMAND`")."""
         if not self.name or Path(self.name).name != self.name or self.name in (".", ".."):
             raise ValueError(f"ReleaseArguments.name must be one folder name (no '/' or '..'), got {self.name!r}.")
         cards = Path(self.model_cards)
         if cards.exists() and not cards.is_dir():
             raise ValueError(f"ReleaseArguments.model_cards={self.model_cards!r} is a file; it must be a folder.")
         published = cards / self.name / "README.md"
-        if published.is_file() and not self.replace_card:
+        own = command is not None and published.is_file() and f"Made by `{command}`" in published.read_text(
+            encoding="utf-8")
+        if published.is_file() and not (self.replace_card or own):
             raise ValueError(
                 f"ReleaseArguments.model_cards: {published} is a published card; a release replaces it only with "
                 "--replace_card true (or give another --model_cards or --name)."
@@ -377,7 +381,7 @@ def select(command: str, argv: list[str]):
 
     def run(release: ReleaseArguments, *groups):
         release.name = release.name or recipe.name
-        release.check_places()
+        release.check_places(line)
         for group in groups:  # pushed, the repository takes the release's name, not the output folder's
             if isinstance(group, TrainingArguments) and not group.hub_model_id:
                 group.hub_model_id = release.name
