@@ -121,8 +121,12 @@ def test_the_sequence_classifier_takes_the_three_label_types_from_the_config_or_
     targets = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
     out = multi(**inputs, labels=targets)  # float labels: one target per label, as transformers decides
     torch.testing.assert_close(out.loss, F.binary_cross_entropy_with_logits(out.logits, targets))
-    classes = torch.tensor([2, 0])
-    torch.testing.assert_close(multi(**inputs, labels=classes).loss, F.cross_entropy(out.logits, classes))
+    assert multi.config.problem_type == "multi_label_classification"  # recorded, as transformers' classifiers do
+    classes = torch.tensor([2, 0])  # integer labels on a fresh config (the same weights): classes
+    single = InSubForSequenceClassification(family_config("bert", num_labels=3)).eval()
+    single.load_state_dict(multi.state_dict())
+    torch.testing.assert_close(single(**inputs, labels=classes).loss, F.cross_entropy(out.logits, classes))
+    assert single.config.problem_type == "single_label_classification"
     regression = InSubForSequenceClassification(family_config("bert", num_labels=1)).eval()
     values = torch.tensor([0.3, -0.7])
     out = regression(**inputs, labels=values)
