@@ -62,9 +62,9 @@ class InSubPreTrainedModel(PreTrainedModel):
 
     @property
     def supports_gradient_checkpointing(self) -> bool:
-        """Whether the encoder's layers checkpoint their activations (transformers' ViT and BERT layers, the CIFAR
-        ResNet's blocks; not the genomic encoder or timm models), so that `gradient_checkpointing_enable` and
-        transformers' own checks see what this model's encoder does."""
+        """Whether the encoder's layers checkpoint their activations (transformers' ViT and BERT layers; not the
+        BatchNorm CNNs, as in transformers, nor the genomic encoder or timm models), so that
+        `gradient_checkpointing_enable` and transformers' own checks see what this model's encoder does."""
         return any(hasattr(module, "gradient_checkpointing") for module in self.modules() if module is not self)
 
     def get_input_embeddings(self) -> nn.Module | None:

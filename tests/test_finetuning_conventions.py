@@ -236,7 +236,7 @@ def test_two_process_fine_tuning_needs_no_find_unused_parameters(tmp_path):
 
 
 # 6. gradient checkpointing
-@pytest.mark.parametrize("family, supported", [("vit", True), ("resnet", True), ("bert", True), ("dna", False)])
+@pytest.mark.parametrize("family, supported", [("vit", True), ("resnet", False), ("bert", True), ("dna", False)])
 def test_gradient_checkpointing_is_declared_as_the_encoder_supports_it(family, supported):
     model = InSubModel(family_config(family))
     assert model.supports_gradient_checkpointing is supported
@@ -249,23 +249,22 @@ def test_gradient_checkpointing_is_declared_as_the_encoder_supports_it(family, s
 
 
 
-def test_the_cifar_resnet_checkpoints_its_blocks_with_the_same_gradients():
-    torch.manual_seed(0)
-    model = InSubModel(family_config("resnet")).train()
+def test_the_cifar_resnet_offers_no_checkpointing_as_transformers_resnet_offers_none():
+    # replaying a BatchNorm block in the backward pass would move its running statistics twice per step; transformers'
+    # own ResNet declines the same call with the same error
+    from transformers import ResNetConfig, ResNetModel
+
+    stock = ResNetModel(ResNetConfig(embedding_size=8, hidden_sizes=[8, 8], depths=[1, 1]))
+    ours = InSubModel(family_config("resnet"))
+    assert stock.supports_gradient_checkpointing is ours.supports_gradient_checkpointing is False
+    for model, name in ((stock, "ResNetModel"), (ours, "InSubModel")):
+        with pytest.raises(ValueError, match=f"{name} does not support (gradient|activation) checkpointing"):
+            model.gradient_checkpointing_enable()
+    # one train-mode step moves the statistics once
     x = torch.randn(4, 3, 32, 32)
-    state = {k: v.clone() for k, v in model.state_dict().items()}
-    model(pixel_values=x).mean_embedding.sum().backward()
-    plain = {n: p.grad.clone() for n, p in model.named_parameters()}
-    model.load_state_dict(state)
-    model.zero_grad(set_to_none=True)
-    model.gradient_checkpointing_enable()
-    calls = []
-    inner = model.encoder.model.stages[0][0].conv1  # runs inside a checkpointed block
-    inner.register_forward_pre_hook(lambda *_: calls.append(1))
-    model(pixel_values=x).mean_embedding.sum().backward()
-    assert len(calls) == 2  # the forward, and its replay in the backward pass
-    for name, p in model.named_parameters():
-        torch.testing.assert_close(p.grad, plain[name], rtol=1e-5, atol=1e-6, msg=name)
+    ours.train()(pixel_values=x).mean_embedding.sum().backward()
+    tracked = [b.num_batches_tracked.item() for b in ours.modules() if isinstance(b, torch.nn.BatchNorm2d)]
+    assert set(tracked) == {1}
 
 
 # 7. batch independence

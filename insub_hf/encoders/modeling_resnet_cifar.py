@@ -6,7 +6,6 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
-from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPoolingAndNoAttention
 
 from .base import check_finite, check_rank
@@ -20,7 +19,7 @@ def _conv_bn(in_channels: int, out_channels: int, kernel: int, stride: int = 1) 
     )
 
 
-class CifarBasicBlock(GradientCheckpointingLayer):
+class CifarBasicBlock(nn.Module):
     """3x3 -> 3x3 with an identity (or 1x1 projection) shortcut. Shapes: `(B, C_in, H, W)` -> `(B, width, H/s, W/s)`."""
 
     expansion = EXPANSION["basic"]
@@ -36,7 +35,7 @@ class CifarBasicBlock(GradientCheckpointingLayer):
         return torch.relu(self.conv2(torch.relu(self.conv1(x))) + self.shortcut(x))
 
 
-class CifarBottleneckBlock(GradientCheckpointingLayer):
+class CifarBottleneckBlock(nn.Module):
     """1x1 -> 3x3 (stride) -> 1x1 (x4). Shapes: `(B, C_in, H, W)` -> `(B, 4 * width, H/s, W/s)`."""
 
     expansion = EXPANSION["bottleneck"]
@@ -58,8 +57,9 @@ BLOCKS = {"basic": CifarBasicBlock, "bottleneck": CifarBottleneckBlock}
 
 
 class CifarResNetModel(PreTrainedModel):
-    """ResNet-10/18/34/50 with the CIFAR stem (3x3 stride-1 convolution, no max-pool) and no classifier. Its blocks
-    checkpoint their activations under `gradient_checkpointing_enable` (transformers' `GradientCheckpointingLayer`).
+    """ResNet-10/18/34/50 with the CIFAR stem (3x3 stride-1 convolution, no max-pool) and no classifier. Like
+    transformers' `ResNetModel` it offers no gradient checkpointing: replaying a block in the backward pass would
+    update its BatchNorm statistics twice per step.
 
     Shapes: pixel_values `(B, C, H, W)` -> last_hidden_state `(B, d, H/8, W/8)` (rounded up), pooler_output
     `(B, d, 1, 1)` (global average), with `d = config.hidden_size`; `hidden_states` (when asked): the stem's and
