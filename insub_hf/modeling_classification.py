@@ -243,6 +243,7 @@ class InSubForSequenceClassification(InSubPreTrainedModel):
         return_dict: bool | None = None,
         **inputs: torch.Tensor | None,
     ) -> SequenceClassifierOutput | tuple:
+        pixel_values, inputs = self.insub.positional_main_input(pixel_values, inputs)
         encoded = self.insub.encode(output_hidden_states, output_attentions, pixel_values=pixel_values, **inputs)
         logits = self.classifier(encoded.pooled)
         loss = None

@@ -143,6 +143,16 @@ class InSubModel(InSubPreTrainedModel):
             setattr(self, BANK, KnnBank(config.knn_bank_size, self.encoder.output_dim))
         self.post_init()
 
+    def positional_main_input(self, pixel_values: torch.Tensor | None,
+                              inputs: dict[str, torch.Tensor | None]) -> tuple[torch.Tensor | None, dict]:
+        """The first positional argument of a forward (`pixel_values` in the signature) is the model's main input
+        for its modality, as in `BertModel(input_ids)` and `ViTModel(pixel_values)`: for a text or DNA model it is
+        moved to `input_ids` / `dna_one_hot` when that is not given. Returns (pixel_values, inputs)."""
+        main = self.encoder.main_input_name
+        if pixel_values is not None and main != "pixel_values" and inputs.get(main) is None:
+            return None, {**inputs, main: pixel_values}
+        return pixel_values, inputs
+
     def encoder_inputs(self, **inputs: torch.Tensor | None) -> dict[str, torch.Tensor]:
         """The subset of `inputs` the encoder reads; raises if its main input is missing or empty."""
         main = self.encoder.main_input_name
@@ -233,6 +243,8 @@ class InSubModel(InSubPreTrainedModel):
         encoder that has them, and are refused by name elsewhere."""
         if self.config.uncertainty_reading == "knn" and not torch.compiler.is_compiling():
             getattr(self, BANK).check_current(self)  # before a train-mode forward moves BatchNorm's statistics
+        pixel_values, main = self.positional_main_input(pixel_values, dict(input_ids=input_ids, dna_one_hot=dna_one_hot))
+        input_ids, dna_one_hot = main["input_ids"], main["dna_one_hot"]
         encoded = self.encode(
             output_hidden_states, output_attentions, pixel_values=pixel_values, input_ids=input_ids,
             attention_mask=attention_mask, token_type_ids=token_type_ids, dna_one_hot=dna_one_hot,
@@ -387,6 +399,7 @@ class InSubForPreTraining(InSubPreTrainedModel):
         """`output_hidden_states` / `output_attentions`: the student encoder's, over both views (`(2B, ...)`, view 1
         first), from one more pass of it: the same as the loss's pass in eval mode, not under dropout in training."""
         extra = {k: inputs.pop(k) for k in self.objective.extra_inputs if k in inputs}
+        pixel_values, inputs = self.insub.positional_main_input(pixel_values, inputs)
         given = dict(pixel_values=pixel_values, pixel_values_2=pixel_values_2, **inputs)
         views = self._two_views(given)
         asked = self.insub.requested_outputs(output_hidden_states, output_attentions)

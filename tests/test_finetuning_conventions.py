@@ -333,3 +333,27 @@ def test_lora_fine_tuning_trains_the_adapters_and_the_classifier_and_round_trips
     fresh.load_state_dict({k: v for k, v in before.items()}, strict=True)
     loaded = peft.PeftModel.from_pretrained(fresh, tmp_path / "adapter").eval()
     torch.testing.assert_close(loaded(**inputs).logits, logits)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_first_positional_argument_is_the_model_s_main_input(family):
+    # as BertModel(input_ids) and ViTModel(pixel_values): model(x) reads x as its modality's input
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    inputs = family_inputs(family, batch=2)
+    model = InSubModel(family_config(family)).eval()
+    main = model.main_input_name
+    rest = {k: v for k, v in inputs.items() if k != main}
+    with torch.no_grad():
+        by_name = model(**inputs).representation
+        torch.testing.assert_close(model(inputs[main], **rest).representation, by_name)
+        if family == "bert":  # the stock model binds the same call the same way
+            stock = BertModel(BertConfig(**family_config("bert").encoder_config.to_dict())).eval()
+            torch.testing.assert_close(stock(inputs[main], **rest).last_hidden_state,
+                                       stock(**inputs).last_hidden_state)
+            classifier = InSubForSequenceClassification(family_config("bert", num_labels=2)).eval()
+            torch.testing.assert_close(classifier(inputs[main], **rest).logits, classifier(**inputs).logits)
+            pretraining = InSubForPreTraining(family_config("bert")).eval()
+            torch.testing.assert_close(pretraining(inputs[main], **rest).head_embeddings,
+                                       pretraining(**inputs).head_embeddings)
