@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from transformers.testing_utils import CaptureLogger
+from transformers.utils import logging as transformers_logging
 import torch
 import torch.nn.functional as F
 from PIL import Image
@@ -148,6 +150,16 @@ def test_label_settings_no_classifier_can_honour_are_refused_naming_the_allowed(
 
 
 # 3. attentions
+def stock(family: str, encoder_config):
+    """transformers' own model of `family` on the same encoder config, with sdpa attention."""
+    from transformers import BertConfig, BertModel, ViTConfig, ViTModel
+
+    config_class, model_class = (ViTConfig, ViTModel) if family == "vit" else (BertConfig, BertModel)
+    model = model_class(config_class(**{k: v for k, v in encoder_config.to_dict().items() if k != "model_type"}))
+    model.set_attn_implementation("sdpa")
+    return model.eval()
+
+
 @pytest.mark.parametrize("family", ["vit", "bert"])
 def test_attention_weights_pass_through_to_an_attention_encoder(family, tmp_path):
     InSubModel(family_config(family)).save_pretrained(tmp_path)
@@ -161,8 +173,19 @@ def test_attention_weights_pass_through_to_an_attention_encoder(family, tmp_path
     torch.testing.assert_close(out.attentions[0].sum(-1), torch.ones(2, heads, tokens))  # each row a distribution
     classifier = classifier_class(family).from_pretrained(tmp_path, num_labels=3, attn_implementation="eager").eval()
     assert len(classifier(**inputs, output_attentions=True).attentions) == layers
-    with pytest.raises(ValueError, match=r"output_attentions: .* attn_implementation='sdpa'.*attn_implementation=\"eager\""):
-        InSubModel.from_pretrained(tmp_path, attn_implementation="sdpa")(**inputs, output_attentions=True)
+    # under sdpa, as the stock ViT / BERT do: transformers' warning and no attention weights, the rest unchanged
+    import logging
+
+    sdpa = InSubModel.from_pretrained(tmp_path, attn_implementation="sdpa").eval()
+    logging.Logger.warning_once.cache_clear()  # transformers says it once per process
+    with CaptureLogger(transformers_logging.get_logger("transformers")) as logged:
+        out = sdpa(**inputs, output_attentions=True)
+    stock_model = stock(family, sdpa.config.encoder_config)
+    logging.Logger.warning_once.cache_clear()
+    with CaptureLogger(transformers_logging.get_logger("transformers")) as stock_logged:
+        stock_out = stock_model(**{k: v for k, v in inputs.items() if k != "token_type_ids"}, output_attentions=True)
+    assert out.attentions == stock_out.attentions == ()
+    assert "does not support `output_attentions=True`" in logged.out and stock_logged.out == logged.out
 
 
 @pytest.mark.parametrize("family", ["resnet", "dna"])

@@ -154,18 +154,6 @@ def refuse_outputs(encoder: nn.Module, output_hidden_states: bool, output_attent
         )
 
 
-def check_eager_attention(encoder: nn.Module, model: nn.Module, output_attentions: bool) -> None:
-    """`output_attentions` needs the encoder's eager attention (the fused kernels never form the weights): refused by
-    name under another implementation, rather than answered with an empty tuple."""
-    implementation = getattr(model.config, "_attn_implementation", None)
-    if output_attentions and implementation not in (None, "eager"):
-        raise ValueError(
-            f"output_attentions: this model's encoder ({type(encoder).__name__}) runs attn_implementation="
-            f"{implementation!r}, which gives no attention weights; load it with from_pretrained(..., "
-            "attn_implementation=\"eager\") (or call model.set_attn_implementation(\"eager\"))."
-        )
-
-
 # Set while InSubTrainer runs a training forward: it checks the loss and inputs itself without a host sync
 # (`InSubTrainer.check_batch` keeps each step's flags on the device until a logging step reads them).
 INPUT_CHECKS_DEFERRED: ContextVar[bool] = ContextVar("INPUT_CHECKS_DEFERRED", default=False)

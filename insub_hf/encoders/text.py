@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from ..validation import check_choice
-from .base import POOLINGS, Encoder, EncoderOutput, check_eager_attention, check_rank
+from .base import POOLINGS, Encoder, EncoderOutput, check_rank
 
 
 def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -69,7 +69,6 @@ class TransformersTextEncoder(Encoder):
                **inputs: torch.Tensor) -> EncoderOutput:
         """The pooled sentence vector, the token states `(B, T, d)` and, when asked, every layer's states and
         attention weights."""
-        check_eager_attention(self, self.model, output_attentions)
         out = self._run(**inputs, output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         pooled = self.pool(out.last_hidden_state, attention_mask=inputs.get("attention_mask"))
         return EncoderOutput(pooled, out.last_hidden_state, out.hidden_states if output_hidden_states else None,

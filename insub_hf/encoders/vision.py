@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from .base import (
-    LOADING_A_CHECKPOINT, Encoder, EncoderOutput, check_eager_attention, check_finite, check_rank, refuse_outputs,
+    LOADING_A_CHECKPOINT, Encoder, EncoderOutput, check_finite, check_rank, refuse_outputs,
 )
 
 
@@ -59,7 +59,6 @@ class TransformersVisionEncoder(Encoder):
         feature map) and, when asked, every layer's states and (a ViT's) attention weights."""
         refuse_outputs(self, output_hidden_states, output_attentions, has_layers=True,
                        has_attention=hasattr(self.model.config, "num_attention_heads"))
-        check_eager_attention(self, self.model, output_attentions)
         out = self._run(**inputs, output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         return EncoderOutput(self._pooled(out), out.last_hidden_state,
                              out.hidden_states if output_hidden_states else None,
