@@ -215,6 +215,16 @@ class InSubConfig(PretrainedConfig):
     knn_bank_size: int = 0
     knn_bank_weights: str | None = None
 
+    def __setattr__(self, key: str, value: Any) -> None:
+        # a field of the encoder set on the top-level config goes to the encoder's config (read it there:
+        # config.encoder_config.<field>), so that what save_pretrained writes, from_pretrained reads
+        encoder = self.__dict__.get("encoder_config")
+        if (isinstance(encoder, PretrainedConfig) and not key.startswith("_") and key not in _OWN_KEYS
+                and key in encoder.to_dict()):
+            setattr(encoder, key, value)
+            return
+        super().__setattr__(key, value)
+
     def __post_init__(self, **kwargs: Any) -> None:
         if self.encoder_config is not None and self.timm_model_name is not None:
             raise ValueError(
@@ -385,3 +395,8 @@ def check_length_standardisation(settings: dict | None, modality: str) -> None:
     if not (len(means) == len(stds) == len(edges) + 1) or not all(s > 0 for s in stds):
         raise ValueError(f"{name}: length_mean and length_std need one value per bucket ({len(edges) + 1} for "
                          f"{len(edges)} edges) and positive deviations; got {len(means)} means and stds {stds}.")
+
+
+# What the top-level config keeps itself, never the encoder's: its own fields, every config's and the bookkeeping
+_OWN_KEYS = set(InSubConfig.__dataclass_fields__) | set(PretrainedConfig.__dataclass_fields__) | _BOOKKEEPING_KEYS | {
+    "id2label", "label2id", "problem_type"}

@@ -5,6 +5,7 @@ implementations and LoRA through peft."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -380,3 +381,22 @@ def test_the_first_positional_argument_is_the_model_s_main_input(family):
             pretraining = InSubForPreTraining(family_config("bert")).eval()
             torch.testing.assert_close(pretraining(inputs[main], **rest).head_embeddings,
                                        pretraining(**inputs).head_embeddings)
+
+
+@pytest.mark.parametrize("family", ["vit", "bert"])
+def test_an_encoder_field_set_on_the_config_saves_and_loads(family, tmp_path):
+    # transformers' test helpers set such fields on a model's top-level config; what saved must load, the field
+    # in the encoder's config, as the stock model's own config keeps it
+    from transformers import AutoModel
+
+    model = InSubModel(family_config(family))
+    model.config.layer_norm_eps = 1e-6
+    assert model.config.encoder_config.layer_norm_eps == 1e-6
+    model.save_pretrained(tmp_path / "insub")
+    loaded = AutoModel.from_pretrained(tmp_path / "insub")
+    assert loaded.config.encoder_config.layer_norm_eps == 1e-6
+    assert "layer_norm_eps" not in json.loads((tmp_path / "insub" / "config.json").read_text())
+    stock_model = stock(family, model.config.encoder_config)
+    stock_model.config.layer_norm_eps = 1e-6
+    stock_model.save_pretrained(tmp_path / "stock")
+    assert AutoModel.from_pretrained(tmp_path / "stock").config.layer_norm_eps == 1e-6
