@@ -165,18 +165,27 @@ class InSubModel(InSubPreTrainedModel):
             raise ValueError(f"`{main}` holds an empty batch (0 samples).")
         return {k: v for k, v in given.items() if k in self.encoder.input_names}
 
-    def requested_outputs(self, output_hidden_states: bool | None, output_attentions: bool | None) -> tuple[bool, bool]:
-        """Whether every layer's states and attention weights are asked for (None: the config's setting)."""
-        return (bool(self.config.output_hidden_states if output_hidden_states is None else output_hidden_states),
+    def requested_outputs(self, output_hidden_states: bool | list[int] | None,
+                          output_attentions: bool | None) -> tuple[bool | list[int], bool]:
+        """Whether every layer's states and attention weights are asked for (None: the config's setting); a list of
+        layer indices (transformers' layer selection) is kept as it is."""
+        hidden = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
+        return (list(hidden) if isinstance(hidden, (list, tuple)) else bool(hidden),
                 bool(self.config.output_attentions if output_attentions is None else output_attentions))
 
-    def encode(self, output_hidden_states: bool | None = None, output_attentions: bool | None = None,
+    def encode(self, output_hidden_states: bool | list[int] | None = None, output_attentions: bool | None = None,
                **inputs: torch.Tensor | None) -> EncoderOutput:
         """The encoder's output on `inputs` (`EncoderOutput`), with every layer's states and attention weights when
-        asked (`requested_outputs`)."""
+        asked (`requested_outputs`); with a list of layers, the others' states are None, as in transformers."""
         hidden, attentions = self.requested_outputs(output_hidden_states, output_attentions)
-        return self.encoder.encode(output_hidden_states=hidden, output_attentions=attentions,
-                                   **self.encoder_inputs(**inputs))
+        encoded = self.encoder.encode(output_hidden_states=bool(hidden) if isinstance(hidden, list) else hidden,
+                                      output_attentions=attentions, **self.encoder_inputs(**inputs))
+        if isinstance(hidden, list) and encoded.hidden_states is not None:
+            count = len(encoded.hidden_states)
+            chosen = {index % count for index in hidden}
+            encoded.hidden_states = tuple(state if i in chosen else None
+                                          for i, state in enumerate(encoded.hidden_states))
+        return encoded
 
     def get_representation(self, **inputs: torch.Tensor | None) -> torch.Tensor:
         """Encoder output `(B, d)` without the heads (for probes and k-NN)."""

@@ -400,3 +400,24 @@ def test_an_encoder_field_set_on_the_config_saves_and_loads(family, tmp_path):
     stock_model.config.layer_norm_eps = 1e-6
     stock_model.save_pretrained(tmp_path / "stock")
     assert AutoModel.from_pretrained(tmp_path / "stock").config.layer_norm_eps == 1e-6
+
+
+@pytest.mark.parametrize("family", ["vit", "bert", "resnet"])
+def test_selected_hidden_states_are_the_chosen_layers_and_none_elsewhere(family):
+    # transformers 5's layer selection: output_hidden_states=[0, 2, -1] gives those layers, None for the others
+    torch.manual_seed(0)
+    model = InSubModel(family_config(family)).eval()
+    inputs = family_inputs(family, batch=2)
+    with torch.no_grad():
+        every = model(**inputs, output_hidden_states=True).hidden_states
+        chosen = model(**inputs, output_hidden_states=[0, 2, -1]).hidden_states
+    assert len(chosen) == len(every)
+    for i, (state, full) in enumerate(zip(chosen, every)):
+        if i in (0, 2, len(every) - 1):
+            torch.testing.assert_close(state, full)
+        else:
+            assert state is None, i
+    if family == "bert":  # the stock model answers the same call the same way
+        stock_model = stock("bert", model.config.encoder_config)
+        stock_states = stock_model(inputs["input_ids"], output_hidden_states=[0, 2, -1]).hidden_states
+        assert [s is None for s in stock_states] == [s is None for s in chosen]
