@@ -16,10 +16,13 @@ from torchvision.transforms.v2 import functional as TF
 from transformers.image_processing_backends import TorchvisionBackend
 from transformers.image_processing_utils import BatchFeature
 
-from .image_processing_pil_insub import InSubImageProcessorFields, check_crop_fits, stack_processed, to_channels
+from .image_processing_pil_insub import (  # noqa: F401  (the kwargs class, where transformers looks for it)
+    InSubImageProcessorFields, InSubImageProcessorKwargs, check_crop_fits, stack_processed, to_channels,
+)
 from .image_range import check_processor_fields, normalize_images
 
-__all__ = ["InSubImageProcessor", "check_processor_fields", "normalize_images", "to_channels"]
+__all__ = ["InSubImageProcessor", "InSubImageProcessorKwargs", "check_processor_fields", "normalize_images",
+           "to_channels"]
 
 
 class InSubImageProcessor(InSubImageProcessorFields, TorchvisionBackend):

@@ -254,3 +254,29 @@ def test_importing_the_package_changes_no_pipeline_of_transformers():
             "print(r.supported_tasks['image-feature-extraction']['impl'].__name__)")
     printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert printed == ["True", "InSubImageFeatureExtractionPipeline"]
+
+
+def test_both_backends_crop_the_same_pixels_and_composite_transparency_onto_white():
+    from transformers.image_transforms import convert_to_rgb
+
+    from insub_hf import InSubImageProcessorPil
+    from insub_hf.image_processing_insub import InSubImageProcessorKwargs
+
+    assert InSubImageProcessor.valid_kwargs is InSubImageProcessorKwargs  # found in the processor's own module
+    mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
+    backends = [cls.for_images(28, 3, mean, std, do_resize=False) for cls in (InSubImageProcessor, InSubImageProcessorPil)]
+    noise = Image.fromarray(np.random.default_rng(0).integers(0, 256, (33, 30, 3), dtype=np.uint8))  # odd margin 5
+    processed = [p(noise, return_tensors="pt").pixel_values[0] for p in backends]
+    # the pixels the evaluation transform's centre crop takes (torchvision rounds the offsets: top round(2.5) = 2,
+    # left 1), for both backends to within one grey level
+    pixels = torch.from_numpy(np.asarray(noise)).permute(2, 0, 1).float()[:, 2:30, 1:29] / 255
+    for values in processed:
+        assert ((values * 0.25 + 0.5) - pixels).abs().max() * 255 <= 1.0
+    # a transparent pixel reads as white, as transformers' convert_to_rgb composites it; do_convert_rgb=True honoured
+    rgba = Image.new("RGBA", (28, 28), (0, 0, 0, 0))
+    for processor in backends:
+        white = processor(rgba, return_tensors="pt").pixel_values
+        torch.testing.assert_close(white, torch.full_like(white, (1 - 0.5) / 0.25))
+        grey_alpha = Image.new("LA", (28, 28), (40, 128))
+        torch.testing.assert_close(processor(grey_alpha, do_convert_rgb=True, return_tensors="pt").pixel_values,
+                                   processor(convert_to_rgb(grey_alpha), return_tensors="pt").pixel_values)
