@@ -384,6 +384,14 @@ class InSubForPreTraining(InSubPreTrainedModel):
             )
         return {k: torch.cat([first[k], second[k]], dim=0) for k in first}
 
+    @staticmethod
+    def _per_view(layers: tuple[torch.Tensor | None, ...] | None) -> tuple[torch.Tensor | None, ...] | None:
+        """Each layer's `(2B, ...)` over both views as `(2, B, ...)`: view first, then sample, as `head_embeddings`
+        and `representation` are laid out (unselected layers stay None)."""
+        if layers is None:
+            return None
+        return tuple(None if layer is None else torch.stack(layer.chunk(2, dim=0)) for layer in layers)
+
     def _embeddings_only(self, views: dict[str, torch.Tensor], states, return_dict: bool | None):
         """Both views' representations and head embeddings, without a loss: for a batch smaller than the
         objective's `min_batch` in eval mode (e.g. one sentence through the text model)."""
@@ -391,8 +399,8 @@ class InSubForPreTraining(InSubPreTrainedModel):
         z = self.insub.embed_heads(representation)
         result = InSubForPreTrainingOutput(head_embeddings=torch.stack(z.chunk(2, dim=0)),
                                            representation=torch.stack(representation.chunk(2, dim=0)),
-                                           hidden_states=getattr(states, "hidden_states", None),
-                                           attentions=getattr(states, "attentions", None))
+                                           hidden_states=self._per_view(getattr(states, "hidden_states", None)),
+                                           attentions=self._per_view(getattr(states, "attentions", None)))
         return result if return_dict is not False else result.to_tuple()
 
     def forward(
@@ -405,8 +413,9 @@ class InSubForPreTraining(InSubPreTrainedModel):
         return_dict: bool | None = None,
         **inputs: torch.Tensor | None,
     ) -> InSubForPreTrainingOutput | tuple:
-        """`output_hidden_states` / `output_attentions`: the student encoder's, over both views (`(2B, ...)`, view 1
-        first), from one more pass of it: the same as the loss's pass in eval mode, not under dropout in training."""
+        """`output_hidden_states` / `output_attentions`: the student encoder's, per view (`(2, B, ...)` each layer,
+        view 1 first, as `head_embeddings`), from one more pass of it: the same as the loss's pass in eval mode, not
+        under dropout in training."""
         extra = {k: inputs.pop(k) for k in self.objective.extra_inputs if k in inputs}
         pixel_values, inputs = self.insub.positional_main_input(pixel_values, inputs)
         given = dict(pixel_values=pixel_values, pixel_values_2=pixel_values_2, **inputs)
@@ -440,7 +449,7 @@ class InSubForPreTraining(InSubPreTrainedModel):
             head_embeddings=torch.stack([z1, z2]),
             representation=torch.stack(out.representation.chunk(2, dim=0)),
             hinge_active=hinge_active,
-            hidden_states=getattr(states, "hidden_states", None),
-            attentions=getattr(states, "attentions", None),
+            hidden_states=self._per_view(getattr(states, "hidden_states", None)),
+            attentions=self._per_view(getattr(states, "attentions", None)),
         )
         return result if return_dict is not False else result.to_tuple()

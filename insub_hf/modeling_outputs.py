@@ -59,7 +59,7 @@ class InSubForPreTrainingOutput(ModelOutput):
         representation: `(2, B, d)` encoder outputs of both views.
         hinge_active: scalar, the share of (sample, dim, view) spreads below alpha, where the hinge pushes (0 with
             one head; a diagnostic, no gradient).
-        hidden_states, attentions: the student encoder's over both views (`(2B, ...)`), when asked.
+        hidden_states, attentions: the student encoder's per view (`(2, B, ...)` each layer), when asked.
     """
 
     loss: torch.Tensor | None = None

@@ -213,8 +213,14 @@ def test_the_pretraining_model_gives_its_encoder_s_states_over_both_views(tmp_pa
                         output_hidden_states=True, output_attentions=True)
     assert out.loss is not None and len(out.hidden_states) == len(alone.hidden_states) == 3
     for ours, theirs in zip((*out.hidden_states, *out.attentions), (*alone.hidden_states, *alone.attentions)):
-        torch.testing.assert_close(ours, theirs)
+        torch.testing.assert_close(ours, torch.stack(theirs.chunk(2)))  # (2, B, ...): view, then sample
     assert model(**views).hidden_states is None
+    # every per-view field the same way: [view, sample] of a batched call is the call on that sample alone
+    one = model(**{k: v[1:2] for k, v in views.items()}, output_hidden_states=True, output_attentions=True)
+    for field in ("head_embeddings", "representation"):
+        torch.testing.assert_close(getattr(one, field)[:, 0], getattr(out, field)[:, 1], rtol=1e-4, atol=1e-5)
+    for ours, single in zip((*out.hidden_states, *out.attentions), (*one.hidden_states, *one.attentions)):
+        torch.testing.assert_close(single[:, 0], ours[:, 1], rtol=1e-4, atol=1e-5)
 
 
 # 4. input embeddings
