@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
+from PIL import Image
 from torchvision.transforms import RandomResizedCrop
 from torchvision.transforms.v2 import functional as TF
 
@@ -158,3 +159,37 @@ def test_dino_multi_crop_views_follow_the_per_sample_crops_and_train_dino(tmp_pa
                            batch_views=views)
     trainer.train()
     assert all("loss" in h for h in trainer.state.log_history[:2])
+
+
+@pytest.mark.slow
+def test_three_channel_views_follow_the_per_sample_views_distribution():
+    # colour images from the bundled Fashion-MNIST (each tinted by its own random colour), so that hue, saturation and
+    # grey have something to move: the batched views against torchvision's per-sample ones, per channel too
+    from datasets import Dataset
+    from transformers import set_seed
+
+    from insub_hf.data import IMAGE_DATASET_PRESETS, ImageViews, load_fashion_mnist
+    from insub_hf.data.image_views import simclr_augmentation
+
+    from ..test_fast_path import _z_scores
+
+    preset = IMAGE_DATASET_PRESETS["fashion_mnist"]
+    grey, _ = preset.to_tensors(load_fashion_mnist("bundled", 100, 10)["train"])  # (1000, 1, 28, 28)
+    tint = torch.rand(len(grey), 3, 1, 1, generator=torch.Generator().manual_seed(0))
+    images = (grey * tint + (1 - grey) * tint.flip(1) * 0.5).clamp(0, 1)
+    pixels = (images * 255).round().byte().permute(0, 2, 3, 1).numpy()
+    rows = Dataset.from_dict({"image": [Image.fromarray(p) for p in pixels]})
+    mean, std = (0.5, 0.4, 0.3), (0.25, 0.25, 0.25)
+    set_seed(0)
+    per_sample = rows.with_transform(ImageViews(simclr_augmentation(28, mean, std, num_channels=3), "image"))
+    slow = torch.stack([v for i in range(len(per_sample)) for v in
+                        (per_sample[i]["pixel_values"], per_sample[i]["pixel_values_2"])])
+    set_seed(0)
+    same_pixels = torch.from_numpy(pixels).permute(0, 3, 1, 2).float() / 255  # what the PIL images hold
+    fast = torch.cat(BatchTwoViews(28, mean, std, num_channels=3)(same_pixels))
+    assert fast.shape == slow.shape == (2000, 3, 28, 28)
+    z = _z_scores(fast, slow)
+    for channel in range(3):  # each channel's brightness and contrast: what the hue, saturation and grey steps move
+        z.update({f"c{channel}_{k}": v for k, v in _z_scores(fast[:, channel:channel + 1], slow[:, channel:channel + 1]).items()
+                  if k in ("mean", "std")})
+    assert all(abs(v) < 4 for v in z.values()), z
