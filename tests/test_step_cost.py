@@ -22,6 +22,8 @@ from .test_fast_path import BERT
 
 
 class CountOps(TorchDispatchMode):
+    """Counts every aten call made inside the block (on a GPU, each is a kernel launch)."""
+
     def __init__(self):
         super().__init__()
         self.ops = Counter()

@@ -14,7 +14,7 @@ from torch import nn
 from ..image_range import check_processor_fields, check_unit_images, normalize_images
 from ..validation import check_choice, check_range
 from .batch_augment import colour_jitter, crop_boxes, gaussian_blur, random_grey, random_solarize, resized_crops
-from .image_views import blur_kernel_size, default_local_crop_size
+from .image_views import blur_kernel_size, check_scale, default_local_crop_size
 
 
 class BatchTwoViews(nn.Module):
@@ -41,8 +41,7 @@ class BatchTwoViews(nn.Module):
         check_choice("BatchTwoViews.num_channels", num_channels, (1, 3))
         check_range("BatchTwoViews.image_size", image_size, low=1, integer=True)
         check_processor_fields(num_channels, mean, std, owner="BatchTwoViews")
-        if not 0 < crop_scale[0] <= crop_scale[1] <= 1:
-            raise ValueError(f"BatchTwoViews.crop_scale must be (low, high) with 0 < low <= high <= 1, got {crop_scale}.")
+        check_scale("BatchTwoViews.crop_scale", crop_scale)
         self.image_size, self.num_channels = image_size, num_channels
         self.crop_scale = tuple(crop_scale)
         self.mean, self.std = tuple(mean), tuple(std)
@@ -87,7 +86,6 @@ class BatchTwoViews(nn.Module):
         return first, second
 
 
-
 class BatchMultiCropViews(nn.Module):
     """DINO's multi-crop views of a whole batch (`dino_augmentation`'s, made per batch on its device): two global
     crops (scale `global_scale`, bicubic, flip, colour jitter 0.4/0.4/0.2/0.1 p 0.8, grey p 0.2; blur p 1.0 on the
@@ -110,10 +108,8 @@ class BatchMultiCropViews(nn.Module):
         if self.local_size > image_size:
             raise ValueError(f"BatchMultiCropViews.local_size={self.local_size} is larger than image_size="
                              f"{image_size}; local crops must not exceed the global crop.")
-        for name, (low, high) in (("global_scale", global_scale), ("local_scale", local_scale)):
-            if not 0 < low <= high <= 1:
-                raise ValueError(f"BatchMultiCropViews.{name} must be (low, high) with 0 < low <= high <= 1, got "
-                                 f"{(low, high)}.")
+        check_scale("BatchMultiCropViews.global_scale", global_scale)
+        check_scale("BatchMultiCropViews.local_scale", local_scale)
         self.image_size, self.num_channels, self.num_local_crops = image_size, num_channels, num_local_crops
         self.global_scale, self.local_scale = tuple(global_scale), tuple(local_scale)
         self.mean, self.std = tuple(mean), tuple(std)

@@ -82,6 +82,13 @@ def _colour(num_channels: int, saturation: float) -> list[v2.Transform]:
     return [v2.RandomApply([v2.ColorJitter(0.4, 0.4)], p=0.8)]
 
 
+def check_scale(field: str, scale: tuple[float, float]) -> None:
+    """Refuses a crop's area range other than (low, high) with 0 < low <= high <= 1, naming `field`."""
+    low, high = scale
+    if not 0 < low <= high <= 1:
+        raise ValueError(f"{field} must be (low, high) with 0 < low <= high <= 1, got {(low, high)}.")
+
+
 def default_local_crop_size(image_size: int) -> int:
     """DINO's local crop side for a global crop of `image_size`: 96/224 of it, rounded up to a multiple of 4
     (224 -> 96, 32 -> 16, 28 -> 12)."""
@@ -123,9 +130,8 @@ def dino_augmentation(
             f"local crop size {local_size} is larger than the global crop size {image_size}; local crops must not "
             "exceed the global crop."
         )
-    for name, (low, high) in (("global_scale", global_scale), ("local_scale", local_scale)):
-        if not 0 < low <= high <= 1:
-            raise ValueError(f"{name} must be (low, high) with 0 < low <= high <= 1, got {(low, high)}.")
+    check_scale("global_scale", global_scale)
+    check_scale("local_scale", local_scale)
 
     def crop(size: int, scale: tuple[float, float], blur: float, extra: list[v2.Transform] = ()) -> v2.Compose:
         return v2.Compose(

@@ -99,7 +99,8 @@ class OODAUROC(evaluate.Metric):
         return evaluate.MetricInfo(
             description=self.__doc__,
             citation=_CITATION,
-            inputs_description="predictions: (N,) scores, higher = in-distribution; references: (N,) 1 in / 0 out.",
+            inputs_description="predictions: (N,) scores, oriented as compute(higher='in' | 'ood') names; references: "
+                               "(N,) 1 in / 0 out.",
             features=datasets.Features(
                 {"predictions": datasets.Value("float64"), "references": datasets.Value("int64")}
             ),

@@ -3,12 +3,10 @@ and the operation count that must not grow with the batch."""
 
 import colorsys
 import math
-from collections import Counter
 
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 from PIL import Image
 from torchvision.transforms import RandomResizedCrop
 from torchvision.transforms.v2 import functional as TF
@@ -18,17 +16,7 @@ from insub_hf.data.batch_augment import (
     colour_jitter, crop_boxes, gaussian_blur, random_solarize, resized_crops, shift_hue, _rgb_to_hsv,
 )
 
-
-class CountOps(TorchDispatchMode):
-    """Counts every aten call made inside the block."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops[str(func.overloadpacket)] += 1
-        return func(*args, **(kwargs or {}))
+from ..test_step_cost import CountOps
 
 
 def test_crop_boxes_fit_the_image_and_follow_the_scale_range():
