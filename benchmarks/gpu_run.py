@@ -12,7 +12,8 @@ Stages (each also alone, by `--stages`):
 2. `scale`: `insub-hf compare --methods baseline insub` on the full Fashion-MNIST with the CIFAR ResNet-18 (the
    image recipe: the authors' objective with the chosen hinge), as many epochs as the deadline allows (planned before
    training from stage 1's measured epoch and compilation and the reserves for data and evaluation, the same for
-   both), seed 0 (and 1 when both fit `--min_epochs`).
+   both), seed 0 (and 1 when both fit `--min_epochs`), one seed after the other: each seed's run rewrites the table
+   of every seed so far, so a run cut by the deadline keeps the seeds it finished.
 3. `release`: `insub-hf release image` with the same settings (in the same run folder it reuses stage 2's trained
    models from the run cache): the InSub model's checked Hub folder and card, packed under `--out`.
 With `speed` and `scale` both chosen, `release` runs in their place for stage 2 (it runs the comparison itself).
@@ -287,16 +288,23 @@ def main(argv=None) -> None:
         epochs, seeds = plan_epochs(kit.get("speed_rows", []), deadline - time.time(), args)
         kit["plan"] = {"epochs": epochs, "seeds": seeds, "seconds_left": round(deadline - time.time(), 1)}
         log(f"[kit] stage 2: {epochs} epochs, seeds {seeds}")
-        flags = image_flags(args, epochs, seeds, work, compiles(kit.get("speed_rows", []), args))
         release = "release" in image
         command = (["release", "image", "--name", RELEASE_NAME, "--model_cards", str(work / "model_cards"),
                     "--detector_bank", str(50 if args.tiny else args.detector_bank)] if release else ["compare"])
         name = "release" if release else "scale"
-        kit["stages"][name] = run_stage(name, [*python, "insub_hf_cli.py", *command, *flags], env, deadline, log)
-        results = work / "image" / "results.json"
-        if results.is_file():
-            kit["comparison"] = json.loads(results.read_text())
-            kit["comparison_md"] = (work / "image" / "results.md").read_text()
+        # the comparison grows seed by seed (each run reuses the trained models and evaluations of the one before
+        # from the run folder's caches), so a run cut by the deadline keeps the table of the seeds it finished
+        for done in ([seeds] if release else [seeds[:k] for k in range(1, len(seeds) + 1)]):
+            label = name if done == seeds else f"{name} (seeds {' '.join(map(str, done))})"
+            flags = image_flags(args, epochs, done, work, compiles(kit.get("speed_rows", []), args))
+            started = time.time()
+            kit["stages"][label] = run_stage(label, [*python, "insub_hf_cli.py", *command, *flags], env, deadline,
+                                             log)
+            results = work / "image" / "results.json"
+            if results.is_file() and results.stat().st_mtime >= started:  # written by this run, not an earlier one
+                kit["comparison"] = json.loads(results.read_text())
+                kit["comparison_md"] = (work / "image" / "results.md").read_text()
+            write_outputs(out, kit)
         hub = work / "image" / "hub"
         if release and (hub / "config.json").is_file():
             kit["release_parts"] = pack_release(hub, out, log)

@@ -134,7 +134,10 @@ def test_a_stage_runs_alone_and_the_release_reuses_the_comparisons_models(tmp_pa
         return json.loads((out / "kit.json").read_text())
 
     scale, release = run("scale"), run("release")
-    assert scale["stages"]["scale"]["status"] == "ok" and "release_parts" not in scale
+    # the comparison grows seed by seed: seed 0 alone, then seeds 0 and 1, seed 0 trained and evaluated once
+    assert {k: v["status"] for k, v in scale["stages"].items()} == {"scale (seeds 0)": "ok", "scale": "ok"}
+    log = (tmp_path / "scale" / "run.log").read_text()
+    assert log.count("[compare] evaluation of baseline (seed 0)") == 1 and "release_parts" not in scale
     assert release["stages"]["release"]["status"] == "ok" and release["release_parts"]
     # the same trained weights (the run cache), so the same numbers
     assert [r["fingerprints"] for r in release["comparison"]["rows"]] == [
