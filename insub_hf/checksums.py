@@ -20,10 +20,10 @@ from safetensors.torch import save_file
 METADATA_KEY = "insub_hf_sha256"
 CONFIG_KEY = "insub_hf_config_sha256"
 CONFIG_FILE = "config.json"
-# What a config.json records of the software that wrote it (and the remote code's `auto_map`, written after the
-# weights), not of the model: left out of its digest, as are keys starting with "_" (`_name_or_path`, which
-# publishing removes)
-NOT_THE_MODEL = ("transformers_version", "auto_map")
+# What a config.json records of the software that wrote it (and the remote code's `auto_map` and
+# `custom_pipelines`, written after the weights), not of the model: left out of its digest, as are keys starting
+# with "_" (`_name_or_path`, which publishing removes)
+NOT_THE_MODEL = ("transformers_version", "auto_map", "custom_pipelines")
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 

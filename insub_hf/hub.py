@@ -76,7 +76,7 @@ def check_hub_folder(folder: str | Path) -> list[str]:
     """Checks that `folder` is a complete, pickle-free InSub model repo; returns its files (relative, sorted).
 
     Raises `ValueError` naming what is missing or not allowed: config.json with an `auto_map` whose modules are
-    present, safetensors weights (all shards of an index), a README.md model card, no pickle-based files, no text
+    present (and those of its `custom_pipelines`), safetensors weights (all shards of an index), a README.md model card, no pickle-based files, no text
     file that names a folder of this machine (`machine_paths`).
     """
     folder = Path(folder)
@@ -93,10 +93,14 @@ def check_hub_folder(folder: str | Path) -> list[str]:
     if "config.json" not in files:
         problems.append("config.json is missing")
     else:
-        auto_map = json.loads((folder / "config.json").read_text()).get("auto_map", {})
+        config = json.loads((folder / "config.json").read_text())
+        auto_map = config.get("auto_map", {})
         modules = sorted({target.split(".")[0] + ".py" for target in auto_map.values()})
         if not auto_map or any(m not in files for m in modules):
             problems.append(f"the remote code is incomplete (auto_map {auto_map}, module files {modules})")
+        pipelines = sorted({task["impl"].split(".")[0] + ".py" for task in config.get("custom_pipelines", {}).values()})
+        if any(m not in files for m in pipelines):
+            problems.append(f"the custom pipelines' module files are missing: {[m for m in pipelines if m not in files]}")
     if "model.safetensors.index.json" in files:
         shards = set(json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"].values())
         if not shards <= set(files):

@@ -202,7 +202,10 @@ def _unit_range(image: torch.Tensor, kind: str) -> bool:
 def _refuse(kind: str, dtype: str, image: torch.Tensor) -> None:
     """Raises for an image of a dtype the processor does not read, naming the dtype and its values' range."""
     values = f"values in [{float(image.min()):.6g}, {float(image.max()):.6g}]" if image.numel() else "no values"
-    cast = " (0..255 pixels: cast to uint8)" if "int" in dtype else ""
+    high = float(image.max()) if image.numel() else 0.0
+    # the cast that keeps the values: uint8 where they fit, uint16 for 16-bit ones (a 32-bit TIFF of 16-bit data)
+    cast = "" if "int" not in dtype else (" (0..255 pixels: cast to uint8)" if high <= 255 else
+                                          " (0..65535 pixels: cast to uint16)" if high <= 65535 else "")
     article = "an" if kind == "array" else "a"
     raise ValueError(f"InSubImageProcessor: {article} {kind} image of dtype {dtype} ({values}) is not read{cast}; "
                      f"allowed: {ALLOWED_INPUTS}.")

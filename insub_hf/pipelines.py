@@ -4,10 +4,14 @@ each image as that processor does.
 transformers' own pipelines convert every image to 8-bit RGB before the processor sees it (`load_image`), which
 clips a 16-bit image at 255: nearly white, garbage features, no word. With an InSub processor these pipelines hand
 local files, URLs, base64 strings and PIL images to it as they are (opened by PIL, not converted), so a 16-bit image is
-read by its bit depth (`read_image`) on every path. With any other processor they are transformers' own.
+read by its bit depth (`read_image`) and an image no InSub processor reads (32-bit integers, NaN pixels) is refused
+naming its dtype and range. With any other processor they are transformers' own.
 
-Opt-in, as transformers documents custom pipelines: `pipeline(task, model=..., pipeline_class=...)` for one
-pipeline, or `register_pipelines()` once to make them the two tasks' classes; `import insub_hf` registers nothing.
+Every saved InSub image model carries this file as `pipeline_insub.py` and names its classes in its config.json's
+`custom_pipelines` (`remote_code.write_pipelines`): `pipeline(task, model=folder_or_repo, trust_remote_code=True)`
+runs them, and without `trust_remote_code=True` transformers refuses the folder in one line rather than clip. In
+memory: `pipeline(task, model=model, pipeline_class=...)`, or `register_pipelines()` once to make them the two tasks'
+classes; `import insub_hf` registers nothing. The file imports nothing of insub-hf: it is the same beside a model.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from transformers.pipelines import PIPELINE_REGISTRY, ImageClassificationPipeline, ImageFeatureExtractionPipeline
 
 
-def _insub_processor(pipeline) -> bool:
-    from .image_processing_insub import InSubImageProcessor
-    from .image_processing_pil_insub import InSubImageProcessorPil
+# the InSub image processors (both backends), by name: the package's classes and a folder's remote-code copies alike
+INSUB_PROCESSORS = ("InSubImageProcessor", "InSubImageProcessorPil")
 
-    return isinstance(pipeline.image_processor, (InSubImageProcessor, InSubImageProcessorPil))
+
+def _insub_processor(pipeline) -> bool:
+    return type(pipeline.image_processor).__name__ in INSUB_PROCESSORS
 
 
 def _as_given(image, timeout):

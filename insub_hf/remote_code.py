@@ -40,6 +40,16 @@ BUNDLES = {
     "image_processing_pil_insub": ("image_processing_pil_insub.InSubImageProcessorPil",),
     "image_processing_insub": ("image_processing_insub.InSubImageProcessor",),
 }
+# What an image model's folder names for `pipeline(task, model=folder, trust_remote_code=True)`: transformers'
+# custom-pipeline entries, task -> its class in `PIPELINE_FILE` (the package's `pipelines.py` as it is) and the Auto
+# class that loads the model for it
+PIPELINE_FILE = "pipeline_insub"
+CUSTOM_PIPELINES = {
+    "image-feature-extraction": {"impl": f"{PIPELINE_FILE}.InSubImageFeatureExtractionPipeline", "pt": ["AutoModel"],
+                                 "tf": [], "type": "image"},
+    "image-classification": {"impl": f"{PIPELINE_FILE}.InSubImageClassificationPipeline",
+                             "pt": ["AutoModelForImageClassification"], "tf": [], "type": "image"},
+}
 PROCESSOR_BUNDLES = ("image_processing_insub", "image_processing_pil_insub")
 # The image processor: the torchvision class, and the PIL class that AutoImageProcessor falls back to without torchvision
 IMAGE_PROCESSORS = {"torchvision": BUNDLES["image_processing_insub"][0], "pil": BUNDLES["image_processing_pil_insub"][0]}
@@ -188,3 +198,21 @@ def write_remote_code(folder: str | Path) -> list[Path]:
     }}
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return written
+
+
+def write_pipelines(folder: str | Path) -> Path | None:
+    """For an image model's folder (its `config.json` must exist): `pipeline_insub.py`, the package's `pipelines.py`
+    byte for byte, and `CUSTOM_PIPELINES` in the config. transformers' `pipeline(task, model=folder)` then runs them
+    with `trust_remote_code=True`, reading each image by its bit depth, and without it refuses the folder in one line
+    naming `trust_remote_code`: it never clips a 16-bit image to 8 bits silently. Returns the written file; None for
+    a text or DNA model (their pipelines read no images)."""
+    folder = Path(folder)
+    config_path = folder / "config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    if modality(config) != "image":
+        return None
+    path = folder / f"{PIPELINE_FILE}.py"
+    path.write_text(source_file(f"{PACKAGE}.pipelines").read_text(encoding="utf-8"), encoding="utf-8")
+    config["custom_pipelines"] = CUSTOM_PIPELINES
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path

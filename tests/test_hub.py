@@ -12,10 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
 from huggingface_hub import HfApi, ModelCard
+from PIL import Image
 
 from insub_hf import (
     InSubConfig,
@@ -225,6 +227,13 @@ for name in ("vit", "resnet", "genomic", "text", "classifier", "dino", "image_cl
         out = model(**inputs)
     got = out.logits if "classifier" in name else out.mean_embedding
     torch.testing.assert_close(got, torch.load(f"y_{name}.pt"), rtol=0, atol=1e-6)
+from transformers import pipeline
+# the folder's own pipeline: a 16-bit PNG read by its bit depth, without insub-hf
+classify = pipeline("image-classification", model="image_classifier", trust_remote_code=True)
+assert type(classify).__module__.startswith("transformers_modules."), type(classify).__module__
+scores = {row["label"]: row["score"] for row in classify("grey16.png", top_k=3)}
+for label, probability in torch.load("y_grey16.pt").items():
+    assert abs(scores[label] - probability) < 1e-5, (label, scores[label], probability)
 assert not any(m == "insub_hf" or m.startswith("insub_hf.") for m in sys.modules if sys.modules[m] is not None)
 print("remote code OK")
 """
@@ -282,6 +291,13 @@ def test_remote_code_round_trip_in_a_fresh_process_without_the_package(tmp_path)
                 y = (model.insub if name in ("vit", "dino") else model)(**inputs).mean_embedding
         torch.save(inputs, tmp_path / f"x_{name}.pt")
         torch.save(y, tmp_path / f"y_{name}.pt")
+    wide = (np.arange(40 * 40).reshape(40, 40) * 40).astype(np.uint16)  # 0 .. 63,960: most of it above 255
+    Image.fromarray(wide).save(tmp_path / "grey16.png")
+    classifier = models["image_classifier"][0]
+    with torch.no_grad():
+        probabilities = classifier(**processor(Image.open(tmp_path / "grey16.png"), return_tensors="pt")).logits.softmax(-1)
+    torch.save({classifier.config.id2label[i]: float(p) for i, p in enumerate(probabilities[0])},
+               tmp_path / "y_grey16.pt")
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"))
     result = subprocess.run([sys.executable, "-c", REMOTE_CHECK], cwd=tmp_path, env=env, capture_output=True,
                             text=True, timeout=300)
@@ -294,9 +310,11 @@ def test_remote_code_round_trip_in_a_fresh_process_without_the_package(tmp_path)
     assert result.returncode == 0 and "PIL processor OK" in result.stdout, result.stderr[-3000:]
     # each folder holds two bundles (four with the image processor), with its own objective and encoder family only
     files = {name: {p.name for p in (tmp_path / name).glob("*.py")} for name in models}
-    assert files["resnet"] == {"configuration_insub.py", "modeling_insub.py"}
+    # (an image model's also its pipelines: `pipeline_insub.py`)
+    assert files["resnet"] == {"configuration_insub.py", "modeling_insub.py", "pipeline_insub.py"}
     assert files["image_classifier"] == {"configuration_insub.py", "modeling_insub.py", "image_processing_insub.py",
-                                         "image_processing_pil_insub.py"}
+                                         "image_processing_pil_insub.py", "pipeline_insub.py"}
+    assert files["text"] == {"configuration_insub.py", "modeling_insub.py"}
     code = {name: "".join((tmp_path / name / f).read_text() for f in sorted(files[name])) for name in models}
     assert "class CifarResNetModel" in code["resnet"] and not any(
         f"class {other}" in code["resnet"]
@@ -354,6 +372,8 @@ def test_register_for_auto_class_writes_the_remote_code_and_plain_saves_do_not(t
     model.save_pretrained(tmp_path / "plain")
     assert not (tmp_path / "plain" / "modeling_insub.py").exists()
     assert "auto_map" not in json.loads((tmp_path / "plain" / "config.json").read_text())
+    # an image model's own pipelines (no model code): `pipeline(task, model=folder, trust_remote_code=True)`
+    assert sorted(p.name for p in (tmp_path / "plain").glob("*.py")) == ["pipeline_insub.py"]
     InSubModel.register_for_auto_class("AutoModel")
     try:
         model.save_pretrained(tmp_path / "registered")
@@ -362,7 +382,7 @@ def test_register_for_auto_class_writes_the_remote_code_and_plain_saves_do_not(t
     auto_map = json.loads((tmp_path / "registered" / "config.json").read_text())["auto_map"]
     assert auto_map["AutoModel"] == "modeling_insub.InSubModel"
     assert sorted(p.name for p in (tmp_path / "registered").glob("*.py")) == ["configuration_insub.py",
-                                                                              "modeling_insub.py"]
+                                                                              "modeling_insub.py", "pipeline_insub.py"]
     source = (tmp_path / "registered" / "modeling_insub.py").read_text()
     assert "class TransformersVisionEncoder" in source and "from .configuration_insub import" in source
     assert not re.search(r"^from \.(?!configuration_insub )", source, flags=re.M)  # no other relative import

@@ -6,9 +6,11 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from PIL import Image
 from transformers import AutoModelForImageClassification, Trainer, TrainingArguments
 
 from insub_hf import InSubConfig, InSubForImageClassification, InSubForPreTraining
@@ -118,20 +120,27 @@ def test_stock_trainer_fine_tunes_and_the_pipeline_serves_it_in_a_fresh_process(
     trainer.save_model(str(tmp_path / "finetuned"))
     image = data["test"][0]["image"]
     image.save(tmp_path / "image.png")
+    wide = (np.asarray(image, dtype=np.uint16) * 257).astype(np.uint16)  # the same image at 16 bits
+    Image.fromarray(wide).save(tmp_path / "image16.png")
+    # the folder names its own pipeline (it reads 16-bit images by their bit depth): run with trust_remote_code
     code = f"""
 import json, insub_hf
 from transformers import pipeline
-classify = pipeline("image-classification", model={str(tmp_path / "finetuned")!r})
-print(json.dumps(classify({str(tmp_path / "image.png")!r}, top_k=3)))
+classify = pipeline("image-classification", model={str(tmp_path / "finetuned")!r}, trust_remote_code=True)
+print(json.dumps([classify({str(tmp_path / "image.png")!r}, top_k=3), classify({str(tmp_path / "image16.png")!r}, top_k=3)]))
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    predicted = json.loads(run.stdout.strip().splitlines()[-1])
+    predicted, predicted16 = json.loads(run.stdout.strip().splitlines()[-1])
     model.eval()
     with torch.no_grad():
         probs = model(pixel_values=processor([image], return_tensors="pt").pixel_values).logits.softmax(-1)[0]
     assert [p["label"] for p in predicted] == [NAMES[i] for i in probs.argsort(descending=True).tolist()]
     torch.testing.assert_close(torch.tensor([p["score"] for p in predicted]), probs.sort(descending=True).values,
                                rtol=1e-4, atol=1e-6)
+    # x * 257 / 65535 = x / 255: the 16-bit file is the same image, so the same scores (8-bit conversion would clip it)
+    assert [p["label"] for p in predicted16] == [p["label"] for p in predicted]
+    torch.testing.assert_close(torch.tensor([p["score"] for p in predicted16]),
+                               torch.tensor([p["score"] for p in predicted]), rtol=1e-4, atol=1e-6)
 
 
 def test_the_problem_type_the_first_training_step_decided_is_kept(pretrained, tmp_path):
@@ -160,7 +169,7 @@ def test_the_problem_type_the_first_training_step_decided_is_kept(pretrained, tm
     code = f"""
 import json, insub_hf
 from transformers import pipeline
-regress = pipeline("image-classification", model={str(tmp_path / "regressor")!r})
+regress = pipeline("image-classification", model={str(tmp_path / "regressor")!r}, trust_remote_code=True)
 print(json.dumps(regress({str(tmp_path / "image.png")!r})))
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

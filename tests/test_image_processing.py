@@ -2,6 +2,7 @@
 checkpoints, found by AutoImageProcessor, used by pipeline("image-feature-extraction") in a fresh process."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -85,27 +86,69 @@ def test_saved_processor_loads_with_auto_image_processor(tmp_path):
 
 
 @pytest.mark.slow
-def test_image_feature_extraction_pipeline_on_a_checkpoint_in_a_fresh_process(tmp_path):
+def test_the_stock_pipeline_on_a_saved_folder_reads_every_bit_depth_or_refuses(tmp_path):
+    """`pipeline(task, model=folder)` as a user writes it, in a fresh process that imports insub_hf and registers
+    nothing: the folder names its own pipelines, so without trust_remote_code transformers refuses it in one line,
+    and with it 8-bit, 16-bit (PNG, TIFF in both byte orders) and float images are read at their real range; 32-bit
+    integer and NaN images are refused naming what they are. Never clipped to 8 bits."""
     preset = IMAGE_DATASET_PRESETS["fashion_mnist"]
     config = InSubConfig(encoder_config=named_encoder("resnet18_cifar", 28, 1, 0.0625), num_heads=3,
                          head_hidden_sizes=[16], head_output_size=8)
     model = InSubForPreTraining(config).eval()
-    save_pretrained_atomic(model, tmp_path / "model", processor=preset.image_processor())
+    processor = preset.image_processor()
+    save_pretrained_atomic(model, tmp_path / "model", processor=processor)
     for i, image in enumerate(GREY):
         image.save(tmp_path / f"{i}.png")
+    wide = (np.arange(28 * 28).reshape(28, 28) * 83).astype(np.uint16)  # 0 .. 65,000: most of it above 255
+    Image.fromarray(wide).save(tmp_path / "grey16.png")
+    Image.fromarray(wide).save(tmp_path / "little16.tif")
+    Image.fromarray(wide.astype(">u2")).save(tmp_path / "big16.tif")
+    unit = wide.astype(np.float32) / 65535
+    Image.fromarray(unit).save(tmp_path / "float.tif")
+    with_nan = unit.copy()
+    with_nan[3, 4] = np.nan
+    Image.fromarray(with_nan).save(tmp_path / "nan.tif")
+    Image.fromarray(wide.astype(np.int32)).save(tmp_path / "int32.tif")
+    sixteen = ["grey16.png", "little16.tif", "big16.tif", "float.tif"]
     code = f"""
 import json, insub_hf
 from transformers import pipeline
-extractor = pipeline("image-feature-extraction", model={str(tmp_path / "model")!r})
-print(json.dumps([extractor({str(tmp_path)!r} + f"/{{i}}.png")[0] for i in range(3)]))
+folder, images = {str(tmp_path / "model")!r}, {str(tmp_path)!r}
+try:
+    pipeline("image-feature-extraction", model=folder)
+    refused = None
+except ValueError as error:
+    refused = str(error)
+extractor = pipeline("image-feature-extraction", model=folder, trust_remote_code=True)
+out = {{"refused": refused, "class": type(extractor).__name__,
+        "grey": [extractor(images + f"/{{i}}.png")[0] for i in range(3)],
+        "sixteen": [extractor(images + "/" + name)[0] for name in {sixteen!r}]}}
+for name in ("nan.tif", "int32.tif"):
+    try:
+        extractor(images + "/" + name)
+    except ValueError as error:
+        out[name] = str(error)
+print(json.dumps(out))
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    features = torch.tensor(json.loads(run.stdout.strip().splitlines()[-1]))
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert "trust_remote_code=True" in out["refused"] and "\n" not in out["refused"]
+    assert out["class"] == "InSubImageFeatureExtractionPipeline"
+    mean, std = torch.tensor(processor.image_mean).view(1, -1, 1, 1), torch.tensor(processor.image_std).view(1, -1, 1, 1)
     with torch.no_grad():
         pixels = torch.stack([preset.eval_transform()(im) for im in GREY])
         expected = model.insub.get_representation(pixel_values=pixels)
-    assert features.shape == (3, model.insub.encoder.output_dim)
-    torch.testing.assert_close(features, expected, rtol=1e-4, atol=1e-5)
+        # by hand: pixel / 65535, normalised, what each 16-bit and float file holds
+        wide_expected = model.insub.get_representation(pixel_values=(torch.from_numpy(unit)[None, None] - mean) / std)
+        clipped = model.insub.get_representation(pixel_values=(torch.ones(1, 1, 28, 28) - mean) / std)
+    assert model.insub.encoder.output_dim == expected.shape[1]
+    torch.testing.assert_close(torch.tensor(out["grey"]), expected, rtol=1e-4, atol=1e-5)
+    for name, features in zip(sixteen, out["sixteen"]):
+        torch.testing.assert_close(torch.tensor(features), wide_expected[0], rtol=1e-4, atol=1e-5, msg=name)
+        assert not torch.allclose(torch.tensor(features), clipped[0], atol=1e-3), name
+    assert re.search(r"float array image must be float images in \[0, 1\].*non-finite", out["nan.tif"])
+    assert re.search(r"an array image of dtype int32 \(values in \[0, 64989\]\) is not read \(0..65535 pixels: cast to "
+                     r"uint16\)", out["int32.tif"])
 
 
 def test_the_pil_backend_gives_the_torchvision_numbers_without_torchvision():

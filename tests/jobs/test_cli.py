@@ -103,7 +103,8 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     image = load_fashion_mnist("bundled", test_per_class=1)["test"][0]["image"]
     image.save(tmp_path / "image.png")
     code = (f"import json, insub_hf; from transformers import pipeline; "
-            f"print(json.dumps(pipeline('image-feature-extraction', model={str(out / 'insub_m3' / 'model')!r})"
+            f"print(json.dumps(pipeline('image-feature-extraction', model={str(out / 'insub_m3' / 'model')!r}, "
+            f"trust_remote_code=True)"
             f"({str(tmp_path / 'image.png')!r})))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     features = torch.tensor(json.loads(run.stdout.strip().splitlines()[-1]))[0]

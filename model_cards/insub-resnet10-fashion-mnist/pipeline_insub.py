@@ -1,0 +1,93 @@
+"""`pipeline("image-feature-extraction")` and `pipeline("image-classification")` over an InSub image processor read
+each image as that processor does.
+
+transformers' own pipelines convert every image to 8-bit RGB before the processor sees it (`load_image`), which
+clips a 16-bit image at 255: nearly white, garbage features, no word. With an InSub processor these pipelines hand
+local files, URLs, base64 strings and PIL images to it as they are (opened by PIL, not converted), so a 16-bit image is
+read by its bit depth (`read_image`) and an image no InSub processor reads (32-bit integers, NaN pixels) is refused
+naming its dtype and range. With any other processor they are transformers' own.
+
+Every saved InSub image model carries this file as `pipeline_insub.py` and names its classes in its config.json's
+`custom_pipelines` (`remote_code.write_pipelines`): `pipeline(task, model=folder_or_repo, trust_remote_code=True)`
+runs them, and without `trust_remote_code=True` transformers refuses the folder in one line rather than clip. In
+memory: `pipeline(task, model=model, pipeline_class=...)`, or `register_pipelines()` once to make them the two tasks'
+classes; `import insub_hf` registers nothing. The file imports nothing of insub-hf: it is the same beside a model.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import urllib.request
+from io import BytesIO
+
+from PIL import Image, ImageOps, UnidentifiedImageError
+from transformers.pipelines import PIPELINE_REGISTRY, ImageClassificationPipeline, ImageFeatureExtractionPipeline
+
+
+# the InSub image processors (both backends), by name: the package's classes and a folder's remote-code copies alike
+INSUB_PROCESSORS = ("InSubImageProcessor", "InSubImageProcessorPil")
+
+
+def _insub_processor(pipeline) -> bool:
+    return type(pipeline.image_processor).__name__ in INSUB_PROCESSORS
+
+
+def _as_given(image, timeout):
+    """A local file, a URL, a base64 string (bare or a `data:image/...;base64,` URI) or a PIL image, opened as it is:
+    its EXIF orientation applied, its mode and bit depth kept (transformers' `load_image` reads the same sources but
+    converts every image to 8-bit RGB)."""
+    if isinstance(image, str):
+        if image.startswith(("http://", "https://")):
+            with urllib.request.urlopen(image, timeout=timeout) as response:  # follows redirects
+                image = Image.open(BytesIO(response.read()))
+        elif os.path.isfile(image):
+            image = Image.open(image)
+        else:
+            try:
+                image = Image.open(BytesIO(base64.b64decode(image.split(",", 1)[-1] if image.startswith("data:image/")
+                                                            else image, validate=True)))
+            except (binascii.Error, ValueError, UnidentifiedImageError) as error:
+                raise ValueError(
+                    f"image {image[:40]!r}... is neither a local file, an http(s) URL nor a base64-encoded image: "
+                    f"{error}"
+                ) from None
+    if not isinstance(image, Image.Image):
+        raise TypeError(f"images must be PIL images, local paths, URLs or base64 strings, got {type(image).__name__}.")
+    return ImageOps.exif_transpose(image)
+
+
+class InSubImageFeatureExtractionPipeline(ImageFeatureExtractionPipeline):
+    """transformers' image feature extraction, reading images by their bit depth for InSub processors."""
+
+    def preprocess(self, image, timeout=None, **image_processor_kwargs):
+        if not _insub_processor(self):
+            return super().preprocess(image, timeout=timeout, **image_processor_kwargs)
+        image = _as_given(image, timeout)
+        return self.image_processor(image, return_tensors="pt", **image_processor_kwargs).to(self.dtype)
+
+
+class InSubImageClassificationPipeline(ImageClassificationPipeline):
+    """transformers' image classification, reading images by their bit depth for InSub processors."""
+
+    def preprocess(self, image, timeout=None):
+        if not _insub_processor(self):
+            return super().preprocess(image, timeout=timeout)
+        image = image if not isinstance(image, (str, Image.Image)) else _as_given(image, timeout)  # arrays as given
+        return self.image_processor(images=image, return_tensors="pt").to(self.dtype)
+
+
+# task -> (transformers' class, the one that replaces it)
+PIPELINES = {"image-feature-extraction": (ImageFeatureExtractionPipeline, InSubImageFeatureExtractionPipeline),
+             "image-classification": (ImageClassificationPipeline, InSubImageClassificationPipeline)}
+
+
+def register_pipelines() -> None:
+    """Makes `PIPELINES` the tasks' pipelines (their defaults stay transformers'); a task another library has
+    replaced already is left alone."""
+    for name, (stock, ours) in PIPELINES.items():
+        task = PIPELINE_REGISTRY.supported_tasks[name]
+        impl = task["impl"]  # the class, or its dotted path (transformers resolves it when a pipeline is built)
+        if impl is stock or impl == f"{stock.__module__}.{stock.__name__}":
+            task["impl"] = ours
