@@ -14,7 +14,7 @@ from pathlib import Path
 from .data import IMAGE_DATASET_PRESETS
 from .evaluation.cost import device_description
 from .evaluation.metrics import fpr_at_tpr, ood_auroc
-from .knn_bank import encoder_and_heads_fingerprint
+from .uncertainty.knn import encoder_and_heads_fingerprint
 from .evaluation.results import ComparisonRow, MethodResults
 from .model_card import HubCard, genomics_eval_results, harness_eval_results, senteval_eval_results
 from .training_args import HYPERPARAMETERS

@@ -16,14 +16,11 @@ from .encoders.presets import DEFAULT_ENCODER, named_encoder  # noqa: F401
 from .encoders.registry import OWN_ENCODERS  # registers the package's encoder configs, so nested configs resolve
 from .objectives import OBJECTIVE_CONFIGS, ObjectiveConfig
 from .recipes import DNA, DNA_ENCODER, IMAGE, TEXT
+from .uncertainty.length import check_length_standardisation
+from .uncertainty.reading import MODEL_READINGS
 from .validation import check_choice, check_range
 
 HEAD_NORMS = ("batchnorm", "none")
-# What a model's `uncertainty` can be (`InSubConfig.uncertainty_reading`)
-MODEL_READINGS = ("spread", "spread_by_length", "knn")
-# The settings of the spread read per token-count bucket (`text_uncertainty.fit_length_standardisation`, plus the
-# standardised spread's direction)
-LENGTH_SETTINGS = ("length_edges", "length_mean", "length_std", "direction")
 # How the hinge's per-view sums over dimensions combine the two views: "mean" divides by the views (the authors' code:
 # sum over batch, views and dims / 2B), "sum" adds them (the paper's l_div(k)).
 DIVERSITY_REDUCTIONS = ("mean", "sum")
@@ -93,8 +90,8 @@ def _check_attention_heads(encoder_config) -> None:
 
 # Keywords transformers passes to or keeps in any config besides its fields (bookkeeping, model options)
 _BOOKKEEPING_KEYS = {
-    "model_type", "transformers_version", "auto_map", "architectures", "torch_dtype", "dtype", "name_or_path",
-    "num_labels", "output_attentions", "output_hidden_states", "use_cache", "attn_implementation",
+    "model_type", "transformers_version", "auto_map", "custom_pipelines", "architectures", "torch_dtype", "dtype",
+    "name_or_path", "num_labels", "output_attentions", "output_hidden_states", "use_cache", "attn_implementation",
     "experts_implementation", "rope_scaling", "rope_theta", "per_layer_config", "tie_word_embeddings",
 }
 
@@ -378,23 +375,6 @@ class InSubConfig(PretrainedConfig):
         check_range("InSubConfig.diversity_eps", self.diversity_eps, low=0.0, low_inclusive=False)
         check_choice("InSubConfig.diversity_reduction", self.diversity_reduction, DIVERSITY_REDUCTIONS)
         check_range("InSubConfig.batch_ensemble_size", self.batch_ensemble_size, low=1, integer=True)
-
-
-def check_length_standardisation(settings: dict | None, modality: str) -> None:
-    """The "spread_by_length" reading's settings for a model reading `modality`: a text model's, its keys, one more
-    bucket than edges, positive deviations."""
-    if modality != "text":
-        raise ValueError("InSubConfig.uncertainty_reading='spread_by_length' reads sentence lengths: it is a text "
-                         f"model's; this model reads {modality} (allowed here: 'spread', 'knn').")
-    name = "InSubConfig.length_standardisation"
-    if not isinstance(settings, dict) or set(settings) != set(LENGTH_SETTINGS):
-        raise ValueError(f"{name} must be a dict with keys {list(LENGTH_SETTINGS)} for uncertainty_reading="
-                         f"'spread_by_length' (text_uncertainty.fit_length_standardisation), got {settings!r}.")
-    check_choice(f"{name}['direction']", settings["direction"], (1, -1))
-    edges, means, stds = (settings[k] for k in LENGTH_SETTINGS[:3])
-    if not (len(means) == len(stds) == len(edges) + 1) or not all(s > 0 for s in stds):
-        raise ValueError(f"{name}: length_mean and length_std need one value per bucket ({len(edges) + 1} for "
-                         f"{len(edges)} edges) and positive deviations; got {len(means)} means and stds {stds}.")
 
 
 # What the top-level config keeps itself, never the encoder's: its own fields, every config's and the bookkeeping

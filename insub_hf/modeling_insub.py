@@ -11,18 +11,17 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import logging
 
-from .configuration_insub import LENGTH_SETTINGS, InSubConfig, check_length_standardisation
-from .modeling_outputs import InSubForPreTrainingOutput, InSubModelOutput
+from .configuration_insub import InSubConfig
+from .modeling_outputs import InSubForPreTrainingOutput, InSubModelOutput, per_view
 from .encoders.base import EncoderOutput, set_dropout
 from .encoders.build import build_encoder
 from .heads import BatchedHeads
-from .knn_bank import BANK, KnnBank, set_bank
 from .losses.diversity import DiversityLoss, head_spread
 from .losses.precision import upcast_half
 from .model_files import package_module
 from .objectives import OBJECTIVES
 from .losses.step_checks import check_training_step
-from .text_uncertainty import length_standardised
+from .uncertainty.reading import UncertaintyReading
 
 logger = logging.get_logger(__name__)
 
@@ -121,7 +120,7 @@ class InSubPreTrainedModel(PreTrainedModel):
         return package_module("hub").push_model_to_hub(self, repo_id, card, **upload)
 
 
-class InSubModel(InSubPreTrainedModel):
+class InSubModel(InSubPreTrainedModel, UncertaintyReading):
     """Encoder f and M independent heads g_1..g_M; no training objective.
 
     Give the inputs of the encoder's modality: `pixel_values (B, C, H, W)`, or `input_ids / attention_mask
@@ -139,8 +138,7 @@ class InSubModel(InSubPreTrainedModel):
             self.encoder.output_dim, list(config.head_hidden_sizes), config.head_output_size, config.num_heads,
             config.head_norm,
         ) if with_heads else None
-        if config.knn_bank_size:  # filled by the saved weights
-            setattr(self, BANK, KnnBank(config.knn_bank_size, self.encoder.output_dim))
+        self.attach_bank()
         self.post_init()
 
     def positional_main_input(self, pixel_values: torch.Tensor | None,
@@ -250,8 +248,7 @@ class InSubModel(InSubPreTrainedModel):
     ) -> InSubModelOutput | tuple:
         """`output_hidden_states` and `output_attentions` (default: the config's) pass through to a transformers
         encoder that has them, and are refused by name elsewhere."""
-        if self.config.uncertainty_reading == "knn" and not torch.compiler.is_compiling():
-            getattr(self, BANK).check_current(self)  # before a train-mode forward moves BatchNorm's statistics
+        self.check_reading_current()
         pixel_values, main = self.positional_main_input(pixel_values, dict(input_ids=input_ids, dna_one_hot=dna_one_hot))
         input_ids, dna_one_hot = main["input_ids"], main["dna_one_hot"]
         encoded = self.encode(
@@ -275,36 +272,6 @@ class InSubModel(InSubPreTrainedModel):
             head_spread=spread,
         )
         return out if return_dict is not False else out.to_tuple()
-
-    def read_uncertainty(self, representation: torch.Tensor, spread: torch.Tensor, input_ids: torch.Tensor | None,
-                         attention_mask: torch.Tensor | None) -> torch.Tensor:
-        """`(B,)`: `uncertainty` as `config.uncertainty_reading` says, from the representations `(B, d)` and the
-        oriented spread `(B,)` (with the token counts of `attention_mask`, or of `input_ids` without one)."""
-        reading = self.config.uncertainty_reading
-        if reading == "knn":
-            return getattr(self, BANK)(representation, self.config.knn_k)
-        if reading == "spread_by_length":
-            lengths = (attention_mask.sum(dim=1) if attention_mask is not None
-                       else torch.full((input_ids.shape[0],), input_ids.shape[1], device=input_ids.device))
-            settings = dict(self.config.length_standardisation)
-            direction = settings.pop("direction")
-            return direction * length_standardised(spread, lengths, **settings)
-        return spread
-
-    def set_bank(self, representations: torch.Tensor, k: int | None = None) -> InSubModel:
-        """Makes `uncertainty` the cosine distance to the k-th nearest of `representations (N, d)`, this model's
-        `representation` of your in-distribution inputs; `save_pretrained` keeps the bank (`knn_bank.set_bank`)."""
-        set_bank(self, representations, self.config.knn_k if k is None else k)
-        return self
-
-    def set_length_standardisation(self, settings: dict) -> InSubModel:
-        """Makes a text model's `uncertainty` its oriented spread standardised within token-count buckets:
-        `settings` as `text_uncertainty.fit_length_standardisation` fitted them on validation sentences, with the
-        standardised spread's `direction` (other keys are ignored). Kept in the config."""
-        chosen = {key: settings[key] for key in LENGTH_SETTINGS if key in settings}
-        check_length_standardisation(chosen, self.config.modality)
-        self.config.length_standardisation, self.config.uncertainty_reading = chosen, "spread_by_length"
-        return self
 
 
 class InSubForPreTraining(InSubPreTrainedModel):
@@ -354,44 +321,6 @@ class InSubForPreTraining(InSubPreTrainedModel):
         """After optimiser step `step`: the objective's per-step updates (e.g. an EMA teacher)."""
         self.objective.step_end(self.insub, step, total_steps)
 
-    def _two_views(self, inputs: dict[str, torch.Tensor | None]) -> dict[str, torch.Tensor]:
-        """Joins the two views' encoder inputs along the batch: each `(B, ...)` -> `(2B, ...)`."""
-        encoder = self.insub.encoder
-        main = encoder.main_input_name
-        given = {k: v for k, v in inputs.items() if v is not None}
-        first = self.insub.encoder_inputs(**{k: v for k, v in given.items() if not k.endswith("_2")})
-        allowed = [*encoder.input_names, *(f"{k}_2" for k in encoder.input_names), *self.objective.extra_inputs]
-        unknown = sorted(set(given) - set(allowed))
-        if unknown:
-            raise ValueError(f"InSubForPreTraining does not read the inputs {unknown}; this model reads {allowed}.")
-        second = self.objective.second_view(first, {k: given.get(f"{k}_2") for k in encoder.input_names})
-        if second.get(main) is None:
-            if not encoder.repeats_input_for_second_view:
-                raise ValueError(f"`{main}_2`, the second augmented view, is required for this encoder.")
-            second = first  # the second view differs only by its dropout mask
-        else:
-            second = self.insub.encoder_inputs(**second)
-        if set(first) != set(second) or first[main].shape != second[main].shape:
-            raise ValueError(
-                f"The two views must have the same inputs and shapes, got {tuple(first[main].shape)} and "
-                f"{tuple(second[main].shape)}."
-            )
-        members = self.config.batch_ensemble_size
-        if members > 1 and first[main].shape[0] % members:
-            raise ValueError(
-                f"With InSubConfig.batch_ensemble_size={members}, the batch size ({first[main].shape[0]}) must be a "
-                "multiple of it so that both views of a sample go through the same member."
-            )
-        return {k: torch.cat([first[k], second[k]], dim=0) for k in first}
-
-    @staticmethod
-    def _per_view(layers: tuple[torch.Tensor | None, ...] | None) -> tuple[torch.Tensor | None, ...] | None:
-        """Each layer's `(2B, ...)` over both views as `(2, B, ...)`: view first, then sample, as `head_embeddings`
-        and `representation` are laid out (unselected layers stay None)."""
-        if layers is None:
-            return None
-        return tuple(None if layer is None else torch.stack(layer.chunk(2, dim=0)) for layer in layers)
-
     def _embeddings_only(self, views: dict[str, torch.Tensor], states, return_dict: bool | None):
         """Both views' representations and head embeddings, without a loss: for a batch smaller than the
         objective's `min_batch` in eval mode (e.g. one sentence through the text model)."""
@@ -399,8 +328,8 @@ class InSubForPreTraining(InSubPreTrainedModel):
         z = self.insub.embed_heads(representation)
         result = InSubForPreTrainingOutput(head_embeddings=torch.stack(z.chunk(2, dim=0)),
                                            representation=torch.stack(representation.chunk(2, dim=0)),
-                                           hidden_states=self._per_view(getattr(states, "hidden_states", None)),
-                                           attentions=self._per_view(getattr(states, "attentions", None)))
+                                           hidden_states=per_view(getattr(states, "hidden_states", None)),
+                                           attentions=per_view(getattr(states, "attentions", None)))
         return result if return_dict is not False else result.to_tuple()
 
     def forward(
@@ -419,7 +348,7 @@ class InSubForPreTraining(InSubPreTrainedModel):
         extra = {k: inputs.pop(k) for k in self.objective.extra_inputs if k in inputs}
         pixel_values, inputs = self.insub.positional_main_input(pixel_values, inputs)
         given = dict(pixel_values=pixel_values, pixel_values_2=pixel_values_2, **inputs)
-        views = self._two_views(given)
+        views = self.objective.join_views(self.insub, given)
         asked = self.insub.requested_outputs(output_hidden_states, output_attentions)
         states = self.insub.encode(*asked, **views) if any(asked) else None
         if views[self.insub.encoder.main_input_name].shape[0] < 2 * self.objective.min_batch and not self.training:
@@ -449,7 +378,7 @@ class InSubForPreTraining(InSubPreTrainedModel):
             head_embeddings=torch.stack([z1, z2]),
             representation=torch.stack(out.representation.chunk(2, dim=0)),
             hinge_active=hinge_active,
-            hidden_states=self._per_view(getattr(states, "hidden_states", None)),
-            attentions=self._per_view(getattr(states, "attentions", None)),
+            hidden_states=per_view(getattr(states, "hidden_states", None)),
+            attentions=per_view(getattr(states, "attentions", None)),
         )
         return result if return_dict is not False else result.to_tuple()

@@ -71,3 +71,11 @@ class InSubForPreTrainingOutput(ModelOutput):
     hinge_active: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
+
+
+def per_view(layers: tuple[torch.Tensor | None, ...] | None) -> tuple[torch.Tensor | None, ...] | None:
+    """Each layer's `(2B, ...)` over both views as `(2, B, ...)`: view first, then sample, as `head_embeddings` and
+    `representation` are laid out (unselected layers stay None)."""
+    if layers is None:
+        return None
+    return tuple(None if layer is None else torch.stack(layer.chunk(2, dim=0)) for layer in layers)

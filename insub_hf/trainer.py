@@ -19,7 +19,7 @@ from .data.device_images import DeviceImages, collate_device_batch
 from .data.seeding import SeededSamples, mix_seed, seeded_draws
 from .distributed import check_same_across_processes, convert_sync_batchnorm
 from .encoders.base import deferred_input_checks
-from .knn_bank import BANK, clear_bank
+from .uncertainty.knn import BANK, clear_bank
 from .losses.step_checks import step_flags_bad, training_step_error, training_step_flags
 from .training_args import InSubTrainingArguments, fast_path_arguments, gpu_available, launched_processes
 

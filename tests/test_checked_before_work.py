@@ -11,7 +11,7 @@ import torch
 from insub_hf import InSubForPreTraining, InSubTrainer, InSubTrainingArguments
 from insub_hf.data.batch_views import BatchTwoViews
 from insub_hf.evaluation.text_bench import TextBenchArguments
-from insub_hf.text_uncertainty import knn_distance
+from insub_hf.uncertainty.knn import knn_distance
 
 from .conftest import cli_error, tiny_config
 

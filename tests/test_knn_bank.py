@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from insub_hf import InSubConfig, InSubModel, named_encoder
-from insub_hf.knn_bank import clear_bank, encoder_and_heads_fingerprint
+from insub_hf.uncertainty.knn import clear_bank, encoder_and_heads_fingerprint
 
 
 def tiny_model(**overrides) -> InSubModel:

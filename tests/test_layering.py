@@ -21,7 +21,7 @@ from insub_hf.bundling import relative_imports
 PACKAGE = Path(__file__).resolve().parents[1] / "insub_hf"
 
 LAYERS = [  # (rank, module prefixes)
-    (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "memory_format", "image_range", "text_uncertainty", "knn_bank",
+    (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "memory_format", "image_range", "uncertainty",
          "recipes", "heads", "losses", "encoders", "data", "image_processing_insub",
          "image_processing_pil_insub"]),
     (1, ["objectives"]),

@@ -44,7 +44,9 @@ def test_a_saved_sentence_transformer_loads_in_a_fresh_process_and_matches_the_e
         {"idx": 1, "name": "1", "path": "1_Normalize", "type": "sentence_transformers.base.modules.normalize.Normalize"},
     ]  # sentence-transformers' own Normalize: unit embeddings, as the MiniLM base model's
     assert (path / "sentence_transformer_module.py").is_file() and (path / "modeling_insub.py").is_file()
-    assert not (path / "text_uncertainty.py").exists()  # the module imports no reading: the model reads it
+    # the module imports no reading of its own: the model reads it (one bundle of model code, no other file)
+    assert sorted(p.name for p in path.glob("*.py")) == ["configuration_insub.py", "modeling_insub.py",
+                                                          "sentence_transformer_module.py"]
     card = ModelCard.load(path / "README.md")  # the InSub card, not sentence-transformers' generic one
     assert card.data.library_name == "sentence-transformers" and "InSub" in card.text
     assert 'SentenceTransformer("st", trust_remote_code=True)' in card.text
@@ -188,7 +190,7 @@ def test_bad_length_settings_are_refused_naming_the_field(encoder, settings, mes
 
 
 def test_length_standardisation_is_fitted_per_bucket():
-    from insub_hf.text_uncertainty import fit_length_standardisation, length_standardised
+    from insub_hf.uncertainty.length import fit_length_standardisation, length_standardised
 
     lengths = torch.tensor([3, 3, 3, 10, 10, 10])
     spread = torch.tensor([1.0, 2.0, 3.0, 10.0, 20.0, 30.0])

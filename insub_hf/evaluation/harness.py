@@ -20,7 +20,7 @@ from . import metrics
 from .corruptions import CORRUPTIONS, SEVERITIES, centre_crop, corrupt
 from .features import FeatureSet, extract_features
 from .knn import knn_accuracy
-from ..knn_bank import encoder_and_heads_fingerprint
+from ..uncertainty.knn import encoder_and_heads_fingerprint
 from .ood_detector import DEFAULT_K, InSubOODDetector, calibration_noise
 from .ood_sets import check_same_geometry
 from .probes import (

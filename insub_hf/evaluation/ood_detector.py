@@ -25,8 +25,8 @@ from safetensors.torch import save_file
 
 from ..checkpointing import write_json
 from ..checksums import METADATA_KEY, checksum_metadata, read_verified
-from ..knn_bank import encoder_and_heads_fingerprint
-from ..text_uncertainty import knn_distance
+from ..uncertainty.knn import encoder_and_heads_fingerprint
+from ..uncertainty.knn import knn_distance
 from ..validation import check_choice, check_range, looks_like_a_path
 from .features import extract_features
 from .metrics.ood import auroc_interval, ood_auroc
@@ -57,7 +57,7 @@ def kth_neighbour_distance(
     normalized: bool = False,
 ) -> torch.Tensor:
     """Cosine distance (1 - cos) of each query to its k-th nearest bank vector: the k-NN reading every insub-hf path
-    serves (`text_uncertainty.knn_distance`, which the torch backend runs chunk by chunk).
+    serves (`uncertainty.knn.knn_distance`, which the torch backend runs chunk by chunk).
 
     Shapes: queries `(Q, D)`, bank `(N, D)` -> `(Q,)` on the bank's device. Both are L2-normalised here (the bank
     not when `normalized` says it already is); the torch backend searches on the bank's device.

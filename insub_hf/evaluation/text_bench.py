@@ -21,7 +21,8 @@ import torch.nn.functional as F
 from scipy.stats import spearmanr
 
 from ..data import load_tweet_sentiment
-from ..text_uncertainty import fit_length_standardisation, knn_distance, length_standardised
+from ..uncertainty.knn import knn_distance
+from ..uncertainty.length import fit_length_standardisation, length_standardised
 from ..validation import CheckedArguments, checked
 from .metrics.ood import ood_auroc
 from .senteval import fit_classifier

@@ -21,7 +21,8 @@ from .experiment import short_hash, write_json
 
 EVALUATION_CODE = Path(__file__).parents[1] / "evaluation"
 # outside the evaluation package, what it computes with: the k-NN distance every path serves
-EVALUATION_HELPERS = (Path(__file__).parents[1] / "text_uncertainty.py",)
+EVALUATION_HELPERS = (Path(__file__).parents[1] / "uncertainty" / "knn.py",
+                      Path(__file__).parents[1] / "uncertainty" / "length.py")
 
 
 @functools.cache

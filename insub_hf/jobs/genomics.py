@@ -14,7 +14,7 @@ from ..data import DNAViews, bundled_upstream_path, load_fasta_dataset, load_lab
 from ..data.dna_views import one_hot_dna
 from ..evaluation.features import extract_features
 from ..evaluation.harness import summarize
-from ..knn_bank import encoder_and_heads_fingerprint
+from ..uncertainty.knn import encoder_and_heads_fingerprint
 from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from ..modeling_classification import InSubForSequenceClassification
 from ..modeling_insub import InSubModel

@@ -106,7 +106,7 @@ def check_measured_weights(folder: Path) -> None:
     whose weights were replaced, or numbers of another model): its card would describe another model."""
     import json
 
-    from ..knn_bank import encoder_and_heads_fingerprint
+    from ..uncertainty.knn import encoder_and_heads_fingerprint
     from ..modeling_insub import InSubModel
 
     results = folder / "evaluation" / "results.json"

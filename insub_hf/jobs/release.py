@@ -37,7 +37,7 @@ from ..cards import (
     versus_baseline,
 )
 from ..checkpointing import atomic_folder
-from ..configuration_insub import MODEL_READINGS
+from ..uncertainty.reading import MODEL_READINGS
 from ..encoders.pretrained import base_tokenizer, encoder_path
 from ..evaluation.ood_detector import (
     CALIBRATION_IMAGES,
@@ -47,7 +47,7 @@ from ..evaluation.ood_detector import (
     calibration_noise,
 )
 from ..hub import final_push_target, save_for_hub, upload_hub_folder
-from ..knn_bank import encoder_and_heads_fingerprint
+from ..uncertainty.knn import encoder_and_heads_fingerprint
 from ..training_args import TRAINER_FIELDS
 from ..validation import CheckedArguments, checked
 from ..evaluation.text_ood_sets import shuffled_words

@@ -17,7 +17,7 @@ from ..encoders import load_encoder_weights
 from ..encoders.pretrained import MINILM_HUB_ID, base_tokenizer, encoder_path
 from ..evaluation.metrics import split_half_r_auroc
 from ..checksums import weights_fingerprint
-from ..knn_bank import encoder_and_heads_fingerprint
+from ..uncertainty.knn import encoder_and_heads_fingerprint
 from ..evaluation.senteval import evaluate_task, load_senteval_task
 from ..cards import HubCard, card_from_results
 from ..modeling_insub import InSubModel

@@ -68,6 +68,9 @@ class Student(Protocol):
     def embed_heads(self, representation: torch.Tensor) -> torch.Tensor:
         """`(N, d)` -> `(N, M, q)`, `normalize_embeddings(head_outputs(...))`."""
 
+    def encoder_inputs(self, **inputs: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        """One view's encoder inputs, the None ones dropped, its main input checked (`InSubModel.encoder_inputs`)."""
+
     def state_dict(self) -> dict[str, torch.Tensor]: ...
 
 
@@ -132,6 +135,38 @@ class Objective(nn.Module):
         """The second view's inputs, given both views as the batch brings them (values may be None). Default: the
         batch's second view; an objective that builds it from the first (Self-GenomeNet) returns that instead."""
         return second
+
+    def join_views(self, student: Student, inputs: dict[str, torch.Tensor | None]) -> dict[str, torch.Tensor]:
+        """The encoder inputs of both views joined along the batch, each `(B, ...)` -> `(2B, ...)`: `inputs` are the
+        batch's (the names with `_2` for the second view; `second_view` or the encoder makes one omitted), refused
+        by name where this student or objective does not read them or the views do not match."""
+        encoder = student.encoder
+        main = encoder.main_input_name
+        given = {k: v for k, v in inputs.items() if v is not None}
+        first = student.encoder_inputs(**{k: v for k, v in given.items() if not k.endswith("_2")})
+        allowed = [*encoder.input_names, *(f"{k}_2" for k in encoder.input_names), *self.extra_inputs]
+        unknown = sorted(set(given) - set(allowed))
+        if unknown:
+            raise ValueError(f"InSubForPreTraining does not read the inputs {unknown}; this model reads {allowed}.")
+        second = self.second_view(first, {k: given.get(f"{k}_2") for k in encoder.input_names})
+        if second.get(main) is None:
+            if not encoder.repeats_input_for_second_view:
+                raise ValueError(f"`{main}_2`, the second augmented view, is required for this encoder.")
+            second = first  # the second view differs only by its dropout mask
+        else:
+            second = student.encoder_inputs(**second)
+        if set(first) != set(second) or first[main].shape != second[main].shape:
+            raise ValueError(
+                f"The two views must have the same inputs and shapes, got {tuple(first[main].shape)} and "
+                f"{tuple(second[main].shape)}."
+            )
+        members = student.config.batch_ensemble_size
+        if members > 1 and first[main].shape[0] % members:
+            raise ValueError(
+                f"With InSubConfig.batch_ensemble_size={members}, the batch size ({first[main].shape[0]}) must be a "
+                "multiple of it so that both views of a sample go through the same member."
+            )
+        return {k: torch.cat([first[k], second[k]], dim=0) for k in first}
 
     def forward(self, student: Student, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
         """Args:

@@ -9,7 +9,7 @@ from torch import nn
 
 from ..losses.byol import byol_loss
 from ..validation import checked
-from ..knn_bank import bankless_copy, weights_only
+from ..uncertainty.knn import bankless_copy, weights_only
 from .base import Objective, ObjectiveConfig, ObjectiveOutput, Student
 from .ema import cosine_momentum, ema_update_
 

@@ -12,7 +12,7 @@ from torch import nn
 
 from ..losses.dino import DINOLoss
 from ..validation import checked
-from ..knn_bank import bankless_copy, weights_only
+from ..uncertainty.knn import bankless_copy, weights_only
 from .base import Objective, ObjectiveConfig, ObjectiveOutput, Student
 from .ema import cosine_momentum, ema_update_
 

@@ -1,19 +1,16 @@
-"""The readings of a text model's uncertainty (`configuration_insub.MODEL_READINGS`), with torch alone: what a model
-serves (its k-NN bank, `knn_bank.py`; the length-standardised spread, `InSubModel.read_uncertainty`) and what
-`insub-hf text-candidates` and `insub-hf release text` measure."""
+"""A text model's spread standardised within sentence-length buckets (`uncertainty_reading="spread_by_length"`): fitted
+on in-distribution sentences, served by `reading.UncertaintyReading`, measured by `insub-hf text-candidates` and
+`insub-hf release text`. Torch alone."""
 
 from __future__ import annotations
 
 import torch
 
+from ..validation import check_choice
 
-def knn_distance(embeddings: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Tensor:
-    """`(N,)` cosine distance of each row of `embeddings (N, d)` to its k-th nearest row of `bank (n, d)` (both
-    L2-normalised; a query that is itself in the bank has distance 0 to its first neighbour)."""
-    if not 1 <= k <= bank.shape[0]:  # topk of fewer rows would give another neighbour, silently
-        raise ValueError(f"knn_distance: k={k} must be between 1 and the bank's {bank.shape[0]} rows.")
-    similarity = embeddings.float() @ bank.float().T  # (N, n)
-    return 1 - similarity.topk(k, dim=1).values[:, -1]
+# The settings of the spread read per token-count bucket (`fit_length_standardisation`, plus the standardised
+# spread's direction)
+LENGTH_SETTINGS = ("length_edges", "length_mean", "length_std", "direction")
 
 
 def length_buckets(lengths: torch.Tensor, buckets: int) -> torch.Tensor:
@@ -46,3 +43,20 @@ def length_standardised(spread: torch.Tensor, lengths: torch.Tensor, length_edge
     mean = torch.as_tensor(length_mean, dtype=spread.dtype, device=spread.device)[index]
     std = torch.as_tensor(length_std, dtype=spread.dtype, device=spread.device)[index]
     return (spread - mean) / std
+
+
+def check_length_standardisation(settings: dict | None, modality: str) -> None:
+    """The "spread_by_length" reading's settings for a model reading `modality`: a text model's, its keys, one more
+    bucket than edges, positive deviations."""
+    if modality != "text":
+        raise ValueError("InSubConfig.uncertainty_reading='spread_by_length' reads sentence lengths: it is a text "
+                         f"model's; this model reads {modality} (allowed here: 'spread', 'knn').")
+    name = "InSubConfig.length_standardisation"
+    if not isinstance(settings, dict) or set(settings) != set(LENGTH_SETTINGS):
+        raise ValueError(f"{name} must be a dict with keys {list(LENGTH_SETTINGS)} for uncertainty_reading="
+                         f"'spread_by_length' (uncertainty.length.fit_length_standardisation), got {settings!r}.")
+    check_choice(f"{name}['direction']", settings["direction"], (1, -1))
+    edges, means, stds = (settings[k] for k in LENGTH_SETTINGS[:3])
+    if not (len(means) == len(stds) == len(edges) + 1) or not all(s > 0 for s in stds):
+        raise ValueError(f"{name}: length_mean and length_std need one value per bucket ({len(edges) + 1} for "
+                         f"{len(edges)} edges) and positive deviations; got {len(means)} means and stds {stds}.")

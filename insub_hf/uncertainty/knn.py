@@ -1,6 +1,7 @@
 """The k-NN reading inside a model: a bank of L2-normalised representations of in-distribution inputs, saved with
 the weights, so that `InSubModel`'s `uncertainty` can be the cosine distance to the k-th nearest of them on every path
-that loads the model (`config.uncertainty_reading="knn"`)."""
+that loads the model (`config.uncertainty_reading="knn"`); and that distance (`knn_distance`), the one every k-NN
+reading and measurement of the package computes."""
 
 from __future__ import annotations
 
@@ -10,8 +11,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checksums import weights_fingerprint
-from .text_uncertainty import knn_distance
+from ..checksums import weights_fingerprint
+
+def knn_distance(embeddings: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Tensor:
+    """`(N,)` cosine distance of each row of `embeddings (N, d)` to its k-th nearest row of `bank (n, d)` (both
+    L2-normalised; a query that is itself in the bank has distance 0 to its first neighbour)."""
+    if not 1 <= k <= bank.shape[0]:  # topk of fewer rows would give another neighbour, silently
+        raise ValueError(f"knn_distance: k={k} must be between 1 and the bank's {bank.shape[0]} rows.")
+    similarity = embeddings.float() @ bank.float().T  # (N, n)
+    return 1 - similarity.topk(k, dim=1).values[:, -1]
+
 
 # The bank's name in the model (its buffer is saved as `knn_bank.bank`)
 BANK = "knn_bank"
@@ -44,7 +53,7 @@ class KnnBank(nn.Module):
             raise ValueError(
                 "InSubModel: its k-NN bank (config.uncertainty_reading='knn') was embedded with other weights than the "
                 "model has now (trained or changed since), so its `uncertainty` would be distances to another "
-                "model's representations. Clear it (insub_hf.knn_bank.clear_bank(model): `uncertainty` is the heads' "
+                "model's representations. Clear it (insub_hf.uncertainty.knn.clear_bank(model): `uncertainty` is the heads' "
                 "spread again), then, for a k-NN reading of these weights, model.set_bank(...) on the "
                 "`representation` of your in-distribution inputs."
             )
