@@ -45,7 +45,7 @@ from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.encoders.presets import named_encoder
 from insub_hf.data import BatchTwoViews, DeviceImages, IMAGE_STATS
 from insub_hf.encoders.modeling_resnet_cifar import CifarResNetConfig
-from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
+from insub_hf.training.trainer import InSubTrainer, InSubTrainingArguments
 
 COLUMNS = (
     "row", "heads", "batch", "bf16", "compile", "warmup_s", "e2e_samples_s", "step_samples_s", "epoch_s",

@@ -98,7 +98,7 @@ def environment(env: dict, log: Log) -> dict:
         "found['device'] = torch.cuda.get_device_name() if cuda else 'cpu'\n"
         "found['cuda'] = torch.version.cuda\n"
         "found['python'] = __import__('sys').version.split()[0]\n"
-        "import insub_hf, insub_hf.trainer; found['insub_hf'] = insub_hf.__version__\n"
+        "import insub_hf, insub_hf.training.trainer; found['insub_hf'] = insub_hf.__version__\n"
         "print(json.dumps(found))\n"
     )
     result = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, cwd=REPO)

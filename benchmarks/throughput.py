@@ -51,7 +51,7 @@ from insub_hf.data.image_datasets import _fashion_mnist_arrays, resolve_fashion_
 from insub_hf.encoders.modeling_resnet_cifar import CifarResNetConfig, CifarResNetModel
 from insub_hf.evaluation.cost import device_description, training_memory_mb
 from insub_hf.memory_format import training_memory_format
-from insub_hf.trainer import InSubTrainer, InSubTrainingArguments, fast_path_arguments
+from insub_hf.training.trainer import InSubTrainer, InSubTrainingArguments, fast_path_arguments
 
 PRESET = IMAGE_DATASET_PRESETS["fashion_mnist"]
 LEARNING_RATE, WEIGHT_DECAY, TEMPERATURE, CROP_SCALE = 1e-3, 1e-4, 0.2, (0.2, 1.0)

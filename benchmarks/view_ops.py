@@ -17,7 +17,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from insub_hf.data import BatchTwoViews
-from insub_hf.image_range import normalize_images
+from insub_hf.processing.image_range import normalize_images
 
 MEAN, STD = (0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)
 

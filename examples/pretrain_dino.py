@@ -26,7 +26,7 @@ from insub_hf.encoders.presets import named_encoder
 from insub_hf.data import ImageDataArguments, MultiCropViews
 from insub_hf.encoders import encoder_config_from_pretrained, load_encoder_weights
 from insub_hf.recipes import IMAGE
-from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
+from insub_hf.training.trainer import InSubTrainer, InSubTrainingArguments
 
 
 @dataclass

@@ -22,7 +22,7 @@ from insub_hf.hub import final_push_target, save_final_model
 from insub_hf.data import BatchTwoViews, ImageDataArguments, ImageViews, ImageWithLabel, unit_image_transform
 from insub_hf.jobs.arguments import ImageEncoderArguments
 from insub_hf.recipes import IMAGE
-from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
+from insub_hf.training.trainer import InSubTrainer, InSubTrainingArguments
 
 
 @dataclass

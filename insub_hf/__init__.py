@@ -16,13 +16,13 @@ from transformers import (
     AutoModelForSequenceClassification,
 )
 
-from .configuration_insub import InSubConfig
+from .model.configuration_insub import InSubConfig
 from .encoders.presets import NAMED_ENCODERS, named_encoder
-from .image_processing_insub import InSubImageProcessor
-from .image_processing_pil_insub import InSubImageProcessorPil
+from .processing.image_processing_insub import InSubImageProcessor
+from .processing.image_processing_pil_insub import InSubImageProcessorPil
 from .lazy_exports import lazy_exports
-from .modeling_classification import InSubForImageClassification, InSubForSequenceClassification
-from .modeling_insub import InSubForPreTraining, InSubModel
+from .model.modeling_classification import InSubForImageClassification, InSubForSequenceClassification
+from .model.modeling_insub import InSubForPreTraining, InSubModel
 from .version import __version__
 
 # Registering with the Auto classes is what lets AutoModel.from_pretrained(dir) find the InSub classes.
@@ -36,14 +36,14 @@ AutoImageProcessor.register(
 )
 
 _EXPORTS = {
-    ".modeling_classification": ("InSubImageClassifierOutput",),
-    ".modeling_insub": ("InSubPreTrainedModel",),
-    ".modeling_outputs": ("InSubForPreTrainingOutput", "InSubModelOutput"),
+    ".model.modeling_classification": ("InSubImageClassifierOutput",),
+    ".model.modeling_insub": ("InSubPreTrainedModel",),
+    ".model.modeling_outputs": ("InSubForPreTrainingOutput", "InSubModelOutput"),
     ".encoders": (
         "CifarResNetConfig", "CifarResNetModel", "Encoder", "GenomicEncoderConfig", "GenomicEncoderModel", "build_encoder", "encoder_config_from_pretrained",
         "load_encoder_weights",
     ),
-    ".heads": ("BatchedHeads",),
+    ".model.heads": ("BatchedHeads",),
     ".objectives.dino": ("WeightNormedLinear",),
     ".losses": ("DINOLoss", "DiversityLoss", "NTXentLoss", "dino_loss", "diversity_hinge", "head_spread", "nt_xent_loss"),
     ".objectives": ("OBJECTIVES", "Objective", "ObjectiveOutput", "cosine_momentum", "ema_update_", "teacher_temperature"),
@@ -51,13 +51,13 @@ _EXPORTS = {
         "BatchMultiCropViews", "BatchTwoViews", "DNAViews", "ImageViews", "ImageWithLabel", "MultiCropViews", "TextViews", "dino_augmentation",
         "eval_image_transform", "image_tensor_dataset", "load_fashion_mnist", "load_image_dataset", "simclr_augmentation",
     ),
-    ".trainer": ("InSubTrainer", "InSubTrainingArguments", "ObjectiveStepCallback"),
+    ".training.trainer": ("InSubTrainer", "InSubTrainingArguments", "ObjectiveStepCallback"),
     ".checkpointing": ("save_pretrained_atomic",),
-    ".model_card": ("HubCard",),
+    ".hub.model_card": ("HubCard",),
     ".evaluation": ("InSubOODDetector", "extract_representations", "knn_accuracy"),
     ".sentence_embeddings": ("InSubSentenceEncoder",),
     ".jobs.callbacks": ("KNNReportCallback",),
-    ".pipelines": ("InSubImageClassificationPipeline", "InSubImageFeatureExtractionPipeline", "register_pipelines"),
+    ".processing.pipelines": ("InSubImageClassificationPipeline", "InSubImageFeatureExtractionPipeline", "register_pipelines"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 

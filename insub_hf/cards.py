@@ -16,7 +16,7 @@ from .evaluation.cost import device_description
 from .evaluation.metrics import fpr_at_tpr, ood_auroc
 from .uncertainty.knn import encoder_and_heads_fingerprint
 from .evaluation.results import ComparisonRow, MethodResults
-from .model_card import HubCard, genomics_eval_results, harness_eval_results, senteval_eval_results
+from .hub.model_card import HubCard, genomics_eval_results, harness_eval_results, senteval_eval_results
 from .training_args import HYPERPARAMETERS
 
 __all__ = ["HubCard", "RunRecord", "card_from_results", "dna_versus_baseline", "provenance", "text_uncertainty_section",

@@ -186,6 +186,6 @@ def checked_save_pretrained(model, save: Callable, save_directory, *args, remote
     if weights_replaced(before, folder, had_weights):  # transformers keeps what else the folder held
         forget_derived(folder, derived_entries(folder))
     if remote_code:
-        package_module("remote_code").write_remote_code(save_directory)
+        package_module("hub.remote_code").write_remote_code(save_directory)
     # an image model's pipelines read images by their bit depth; transformers' stock ones clip them to 8 bits
-    package_module("remote_code").write_pipelines(save_directory)
+    package_module("hub.remote_code").write_pipelines(save_directory)

@@ -12,10 +12,10 @@ from datasets import Dataset
 from transformers.testing_utils import CaptureLogger
 
 from insub_hf import InSubConfig, InSubForPreTraining, InSubForSequenceClassification, InSubModel
-from insub_hf import modeling_insub
+from insub_hf.model import modeling_insub
 from insub_hf.data import BatchTwoViews, load_fasta_dataset, load_image_dataset, load_labelled_sequences, one_hot_dna
 from insub_hf.jobs.genomics import encode_labelled
-from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
+from insub_hf.training.trainer import InSubTrainer, InSubTrainingArguments
 
 from .conftest import TINY_VIT, tiny_config
 

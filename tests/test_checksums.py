@@ -84,7 +84,7 @@ def test_a_missing_local_folder_is_named_as_such(tmp_path):
 
 
 def test_resuming_from_a_checkpoint_whose_weights_changed_is_refused(tmp_path):
-    from insub_hf.trainer import InSubTrainer
+    from insub_hf.training.trainer import InSubTrainer
 
     from .test_trainer import args, fixed_views
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from insub_hf import InSubConfig
-from insub_hf.collapse_monitor import SPREAD_THRESHOLD, CollapseMonitorCallback
+from insub_hf.training.collapse_monitor import SPREAD_THRESHOLD, CollapseMonitorCallback
 from insub_hf.encoders.presets import named_encoder
 from insub_hf.data import IMAGE_DATASET_PRESETS, load_fashion_mnist
 from insub_hf.data.batch_views import BatchTwoViews, image_tensor_dataset

@@ -82,11 +82,11 @@ def test_a_saved_config_states_its_heads_and_hinge_so_a_new_default_changes_no_s
 
 
 def test_names_moved_to_their_own_modules_stay_importable_where_code_imported_them():
-    from insub_hf import image_range
-    from insub_hf.configuration_insub import named_encoder
+    from insub_hf.processing import image_range
+    from insub_hf.model.configuration_insub import named_encoder
     from insub_hf.encoders import presets
-    from insub_hf.image_processing_insub import check_processor_fields, normalize_images, to_channels
-    from insub_hf.image_processing_pil_insub import to_channels as pil_to_channels
+    from insub_hf.processing.image_processing_insub import check_processor_fields, normalize_images, to_channels
+    from insub_hf.processing.image_processing_pil_insub import to_channels as pil_to_channels
 
     assert named_encoder is presets.named_encoder
     assert (check_processor_fields, normalize_images) == (image_range.check_processor_fields, image_range.normalize_images)

@@ -12,7 +12,7 @@ from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.encoders.presets import named_encoder
 from insub_hf.data import IMAGE_DATASET_PRESETS, BatchTwoViews, ImageViews, image_tensor_dataset, load_fashion_mnist
 from insub_hf.data.image_views import simclr_augmentation
-from insub_hf.trainer import InSubTrainer, InSubTrainingArguments, fast_path_arguments
+from insub_hf.training.trainer import InSubTrainer, InSubTrainingArguments, fast_path_arguments
 
 from .conftest import TINY_VIT
 

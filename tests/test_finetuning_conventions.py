@@ -25,7 +25,7 @@ from insub_hf import (
     InSubConfig, InSubForImageClassification, InSubForPreTraining, InSubForSequenceClassification,
     InSubImageProcessor, InSubModel, named_encoder,
 )
-from insub_hf.image_processing_pil_insub import InSubImageProcessorKwargs
+from insub_hf.processing.image_processing_pil_insub import InSubImageProcessorKwargs
 
 from .conftest import tiny_config
 from .objectives.test_scd import tiny_bert_config

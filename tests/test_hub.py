@@ -31,7 +31,7 @@ from insub_hf import (
 from insub_hf_cli import main
 from insub_hf.evaluation.results import MethodResults, Metrics
 from insub_hf.hub import check_hub_folder, save_for_hub
-from insub_hf.model_card import HubCard, harness_eval_results, senteval_eval_results
+from insub_hf.hub.model_card import HubCard, harness_eval_results, senteval_eval_results
 
 from .conftest import cli_error, compare_argv, tiny_config
 from .hub_server import LocalHub

@@ -22,7 +22,7 @@ from transformers import AutoTokenizer
 from insub_hf import InSubConfig, InSubImageProcessor, InSubModel
 from insub_hf.encoders.presets import named_encoder
 from insub_hf.hub import push_model_to_hub
-from insub_hf.model_card import HubCard
+from insub_hf.hub.model_card import HubCard
 from insub_hf.encoders.pretrained import packaged_minilm_path
 from insub_hf.sentence_embeddings import InSubSentenceEncoder
 

@@ -292,7 +292,7 @@ def test_the_harness_takes_images_by_the_same_rules():
 
 def test_importing_the_package_changes_no_pipeline_of_transformers():
     code = ("from transformers.pipelines import PIPELINE_REGISTRY as r; before = {t: str(r.supported_tasks[t]['impl']) "
-            "for t in r.supported_tasks}; import insub_hf, insub_hf.pipelines; print(before == {t: "
+            "for t in r.supported_tasks}; import insub_hf, insub_hf.processing.pipelines; print(before == {t: "
             "str(r.supported_tasks[t]['impl']) for t in r.supported_tasks}); insub_hf.register_pipelines(); "
             "print(r.supported_tasks['image-feature-extraction']['impl'].__name__)")
     printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
@@ -303,7 +303,7 @@ def test_both_backends_crop_the_same_pixels_and_composite_transparency_onto_whit
     from transformers.image_transforms import convert_to_rgb
 
     from insub_hf import InSubImageProcessorPil
-    from insub_hf.image_processing_insub import InSubImageProcessorKwargs
+    from insub_hf.processing.image_processing_insub import InSubImageProcessorKwargs
 
     assert InSubImageProcessor.valid_kwargs is InSubImageProcessorKwargs  # found in the processor's own module
     mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)

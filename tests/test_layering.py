@@ -16,20 +16,21 @@ from pathlib import Path
 
 import pytest
 
-from insub_hf.bundling import relative_imports
+from insub_hf.hub.bundling import relative_imports
 
 PACKAGE = Path(__file__).resolve().parents[1] / "insub_hf"
 
 LAYERS = [  # (rank, module prefixes)
-    (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "memory_format", "image_range", "uncertainty",
-         "recipes", "heads", "losses", "encoders", "data", "image_processing_insub",
-         "image_processing_pil_insub"]),
+    (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "memory_format",
+         "processing.image_range", "uncertainty", "recipes", "model.heads", "losses", "encoders", "data",
+         "processing.image_processing_insub", "processing.image_processing_pil_insub"]),
     (1, ["objectives"]),
-    (2, ["configuration_insub", "hub", "model_card", "remote_code", "bundling", "model_files", "sentence_transformer_module",
-         "pipelines"]),
-    (3, ["modeling_insub", "modeling_outputs", "modeling_classification", "sentence_embeddings"]),
+    (2, ["model.configuration_insub", "hub", "model_files", "sentence_transformer_module", "processing.pipelines",
+         "training_args"]),
+    (3, ["model.modeling_insub", "model.modeling_outputs", "model.modeling_classification", "model",
+         "sentence_embeddings", "processing"]),
     (4, ["evaluation"]),
-    (5, ["trainer", "training_args", "collapse_monitor", "cards"]),
+    (5, ["training", "cards"]),
     (6, ["jobs"]),
     (7, ["cli"]),
 ]
@@ -111,7 +112,7 @@ def loaded_after(statement: str) -> set[str]:
     return set(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
-TRAINING = ("insub_hf.trainer", "insub_hf.jobs", "insub_hf.jobs", "transformers.trainer")
+TRAINING = ("insub_hf.training.trainer", "insub_hf.jobs", "insub_hf.jobs", "transformers.trainer")
 
 
 def test_the_metrics_load_without_training_the_hub_or_evaluate():
@@ -128,7 +129,7 @@ def test_importing_the_package_registers_the_auto_classes_and_loads_no_training_
     )
     unwanted = [m for m in loaded if m.startswith((*TRAINING, "insub_hf.evaluation", "insub_hf.hub", "evaluate"))]
     assert not unwanted, unwanted
-    assert "insub_hf.modeling_insub" in loaded
+    assert "insub_hf.model.modeling_insub" in loaded
 
 
 def test_public_names_resolve_lazily():
@@ -141,7 +142,7 @@ def test_public_names_resolve_lazily():
 
 
 def test_the_remote_code_copy_holds_model_code_only():
-    from insub_hf.remote_code import bundle_sources
+    from insub_hf.hub.remote_code import bundle_sources
 
     configs = [{"objective": "dino", "encoder_config": {"model_type": "vit"}},
                {"objective": "scd", "encoder_config": {"model_type": "bert"}},
@@ -149,9 +150,9 @@ def test_the_remote_code_copy_holds_model_code_only():
     for config in configs:
         for bundle, source in bundle_sources(config, processor=True).items():
             modules = re.search(r"modules (.*) \(documented there\)", source.split("\n", 1)[0]).group(1).split(", ")
-            assert "modeling_insub" in modules or bundle != "modeling_insub", modules
+            assert "model.modeling_insub" in modules or bundle != "modeling_insub", modules
             for module in modules:
-                assert rank(module) <= rank("modeling_insub"), (bundle, module)
+                assert rank(module) <= rank("model.modeling_insub"), (bundle, module)
             assert "TrainerCallback" not in source and "class DINOObjective" not in source, bundle
             compile(source, bundle, "exec")
 

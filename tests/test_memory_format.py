@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from insub_hf.memory_format import channels_last_hazard, resolve_channels_last
-from insub_hf.trainer import InSubTrainingArguments
+from insub_hf.training.trainer import InSubTrainingArguments
 
 # Three InSubTrainer steps with default arguments on two narrow CIFAR ResNets: width 1/16 on grey 28x28 at 40 images
 # per encoder batch (hung with torch 2.14.1: a 4 -> 8 strided 1x1 convolution) and width 1/32 on 32x32 at 96 (hung

@@ -16,7 +16,7 @@ from transformers import TrainerCallback
 from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.data import IMAGE_STATS, BatchTwoViews, DeviceImages
 from insub_hf.encoders.presets import named_encoder
-from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
+from insub_hf.training.trainer import InSubTrainer, InSubTrainingArguments
 
 from .test_fast_path import BERT
 

@@ -7,11 +7,11 @@ import torch
 from datasets import Dataset
 from transformers import TrainerCallback
 
-import insub_hf.trainer
+import insub_hf.training.trainer
 from insub_hf import InSubConfig, InSubForPreTraining, named_encoder
 from insub_hf.checkpointing import last_complete_checkpoint
 from insub_hf.memory_format import channels_last_hazard
-from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
+from insub_hf.training.trainer import InSubTrainer, InSubTrainingArguments
 
 from .conftest import tiny_config
 
@@ -292,8 +292,8 @@ def test_batches_are_checked_at_the_logging_step_and_before_a_save(tmp_path, mon
     trainer = InSubTrainer(model=model, args=args(tmp_path, max_steps=2, logging_steps=2), train_dataset=rows)
     assert model.check_steps_in_forward is False  # the trainer checks the batches, not the forward
     reads = []
-    read = insub_hf.trainer.step_flags_bad
-    monkeypatch.setattr(insub_hf.trainer, "step_flags_bad", lambda *a: reads.append(trainer.state.global_step) or read(*a))
+    read = insub_hf.training.trainer.step_flags_bad
+    monkeypatch.setattr(insub_hf.training.trainer, "step_flags_bad", lambda *a: reads.append(trainer.state.global_step) or read(*a))
     with pytest.raises(FloatingPointError, match=r"The pretraining loss is finite at a step in 0\.\.2 for inputs "
                                                  r"pixel_values max \|x\| = 2e\+04.*must be normalised"):
         trainer.train()

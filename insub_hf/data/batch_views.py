@@ -11,7 +11,7 @@ import torch
 from datasets import Array3D, Dataset, Features
 from torch import nn
 
-from ..image_range import check_processor_fields, check_unit_images, normalize_images
+from ..processing.image_range import check_processor_fields, check_unit_images, normalize_images
 from ..validation import check_choice, check_range
 from .batch_augment import colour_jitter, crop_boxes, gaussian_blur, random_grey, random_solarize, resized_crops
 from .image_views import blur_kernel_size, check_scale, default_local_crop_size

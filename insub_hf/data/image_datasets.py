@@ -15,7 +15,7 @@ from datasets import ClassLabel, Dataset, DatasetDict, Features, Image, load_dat
 from PIL import Image as PILImage
 from torch.utils.data import DataLoader
 
-from ..image_processing_insub import InSubImageProcessor
+from ..processing.image_processing_insub import InSubImageProcessor
 from ..validation import CheckedArguments, check_choice, checked
 from .columns import check_dataset
 from .image_views import (

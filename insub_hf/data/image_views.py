@@ -9,7 +9,7 @@ import torch
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
-from ..image_range import normalize_images
+from ..processing.image_range import normalize_images
 from .columns import batch_column
 
 # Per-channel normalisation of the data sets the package knows (METHOD.md; Fashion-MNIST from its training set).

@@ -1,5 +1,5 @@
 """The encoder families an InSub model can be built on. A repo's remote-code copy of this module lists its model's
-family only (`insub_hf.remote_code.encoder_registry_source`), so a ResNet image model ships no text or DNA code."""
+family only (`insub_hf.hub.remote_code.encoder_registry_source`), so a ResNet image model ships no text or DNA code."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..image_range import normalize_images
-from ..image_range import check_processor_fields, check_unit_images
+from ..processing.image_range import normalize_images
+from ..processing.image_range import check_processor_fields, check_unit_images
 from ..validation import CheckedArguments, checked
 from . import metrics
 from .corruptions import CORRUPTIONS, SEVERITIES, centre_crop, corrupt

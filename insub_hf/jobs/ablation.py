@@ -22,7 +22,7 @@ from .arguments import ProtocolArguments, job_seeds, training_arguments
 from .comparison import RunCache, evaluate_cell, load_protocol_data
 from .experiment import Experiment, check_output_dir, write_json
 from ..recipes import IMAGE
-from ..trainer import InSubTrainingArguments
+from ..training.trainer import InSubTrainingArguments
 from ..validation import checked
 
 # The comparison's training (the image recipe), so that both share their cached runs

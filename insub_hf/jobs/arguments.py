@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields, replace
 
-from ..configuration_insub import MAX_DIVERSITY_ALPHA, MAX_DIVERSITY_WEIGHT, InSubConfig
+from ..model.configuration_insub import MAX_DIVERSITY_ALPHA, MAX_DIVERSITY_WEIGHT, InSubConfig
 from ..data import IMAGE_DATASET_PRESETS
 from ..encoders.presets import NAMED_ENCODERS, named_encoder
 from ..data.batch_views import BatchTwoViews

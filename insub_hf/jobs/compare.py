@@ -24,7 +24,7 @@ from .comparison import RunCache, convergence_warnings, evaluate_cell, load_prot
 from .experiment import Experiment
 from .methods import METHODS, method_members
 from ..recipes import IMAGE
-from ..trainer import InSubTrainingArguments
+from ..training.trainer import InSubTrainingArguments
 from ..validation import checked
 
 # The image recipe's training (`recipes.IMAGE`); the comparison's own output folder

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..configuration_insub import InSubConfig
+from ..model.configuration_insub import InSubConfig
 from ..data import (
     IMAGE_DATASET_PRESETS,
     BatchTwoViews,
@@ -26,7 +26,7 @@ from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEv
 from ..evaluation.ood_sets import load_mnist_images, load_sklearn_digits, noise_ood_sets
 from ..evaluation.probes import ProbeArguments
 from ..evaluation.results import ComparisonRow, Cost, MethodResults, TrainingRecord
-from ..modeling_insub import InSubForPreTraining
+from ..model.modeling_insub import InSubForPreTraining
 from .arguments import ProtocolArguments, training_changes
 from .evaluation_cache import EvaluationCache
 from .experiment import Experiment, Variant, record_uncertainty_direction, settings_key, training_record

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..collapse_monitor import CollapseMonitorCallback
-from ..configuration_insub import InSubConfig
+from ..training.collapse_monitor import CollapseMonitorCallback
+from ..model.configuration_insub import InSubConfig
 from ..data import (
     IMAGE_DATASET_PRESETS,
     ImageWithLabel,
@@ -26,7 +26,7 @@ from .arguments import IMAGE_OBJECTIVES, ImageRecipeArguments, JobOutputArgument
 from .callbacks import KNNReportCallback
 from .experiment import Experiment, Variant, baseline_and_insub, record_uncertainty_direction
 from ..recipes import IMAGE
-from ..trainer import InSubTrainingArguments
+from ..training.trainer import InSubTrainingArguments
 from ..validation import checked
 
 FASHION_MNIST = IMAGE_DATASET_PRESETS["fashion_mnist"]

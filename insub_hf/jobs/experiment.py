@@ -17,10 +17,10 @@ from transformers import TrainerCallback
 from ..cards import RunRecord
 from ..checkpointing import write_json
 from ..checksums import add_checksums
-from ..configuration_insub import InSubConfig
+from ..model.configuration_insub import InSubConfig
 from ..hub import final_push_target, push_model_to_hub
-from ..modeling_insub import InSubForPreTraining
-from ..trainer import InSubTrainingArguments
+from ..model.modeling_insub import InSubForPreTraining
+from ..training.trainer import InSubTrainingArguments
 from .arguments import UNTRAINED_FIELDS, hyperparameters, recorded_training
 from .pretraining import PretrainingResult, pretrain
 
@@ -124,7 +124,7 @@ class Experiment:
         return path
 
     def push(self, model, card=None, commit_message: str | None = None):
-        """Pushes `model` with `card` (an `insub_hf.model_card.HubCard`) when `--push_to_hub` was given; returns the upload's
+        """Pushes `model` with `card` (an `insub_hf.hub.model_card.HubCard`) when `--push_to_hub` was given; returns the upload's
         `CommitInfo`, or None."""
         if self.push_target is None:
             return None

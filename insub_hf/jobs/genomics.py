@@ -9,19 +9,19 @@ from pathlib import Path
 import torch
 from datasets import ClassLabel
 
-from ..configuration_insub import InSubConfig
+from ..model.configuration_insub import InSubConfig
 from ..data import DNAViews, bundled_upstream_path, load_fasta_dataset, load_labelled_sequences, load_splice_junctions
 from ..data.dna_views import one_hot_dna
 from ..evaluation.features import extract_features
 from ..evaluation.harness import summarize
 from ..uncertainty.knn import encoder_and_heads_fingerprint
 from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
-from ..modeling_classification import InSubForSequenceClassification
-from ..modeling_insub import InSubModel
+from ..model.modeling_classification import InSubForSequenceClassification
+from ..model.modeling_insub import InSubModel
 from .arguments import GenomicsArguments, genomics_config, training_arguments
 from .experiment import Experiment, Variant, baseline_and_insub
 from ..recipes import DNA
-from ..trainer import InSubTrainer, InSubTrainingArguments
+from ..training.trainer import InSubTrainer, InSubTrainingArguments
 
 # The DNA recipe's training (`recipes.DNA`: 4 epochs, batch 64, learning rate 1e-3)
 TRAINING_DEFAULTS = DNA.training_arguments(output_dir="runs/genomics")

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoTokenizer
 
-from ..collapse_monitor import CollapseMonitorCallback
-from ..configuration_insub import InSubConfig
+from ..training.collapse_monitor import CollapseMonitorCallback
+from ..model.configuration_insub import InSubConfig
 from ..data import DNAViews, TextViews, bundled_upstream_path, load_fasta_dataset, load_sentence_corpus
 from ..data.dna_views import one_hot_dna
 from ..evaluation.cost import device_description
@@ -32,7 +32,7 @@ from .experiment import Experiment, Variant, check_output_dir, settings_key, tra
 from .methods import method_config
 from ..encoders.pretrained import packaged_minilm_path
 from ..recipes import DNA, IMAGE, TEXT
-from ..trainer import InSubTrainingArguments
+from ..training.trainer import InSubTrainingArguments
 from ..validation import CheckedArguments, checked
 
 # Short runs of every objective: 150 optimiser steps, sigma logged every 5; the batch and learning rate of each

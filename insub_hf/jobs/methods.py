@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..configuration_insub import InSubConfig
+from ..model.configuration_insub import InSubConfig
 from ..data import IMAGE_DATASET_PRESETS
 from .arguments import ProtocolArguments
 

@@ -10,11 +10,11 @@ from torch import nn
 from transformers import PrinterCallback, ProgressCallback, TrainerCallback, set_seed
 
 from ..checkpointing import last_complete_checkpoint, save_pretrained_atomic
-from ..configuration_insub import InSubConfig
+from ..model.configuration_insub import InSubConfig
 from ..encoders import load_encoder_weights
 from ..evaluation.cost import count_parameters, training_memory_mb
-from ..modeling_insub import InSubForPreTraining
-from ..trainer import InSubTrainer, InSubTrainingArguments
+from ..model.modeling_insub import InSubForPreTraining
+from ..training.trainer import InSubTrainer, InSubTrainingArguments
 from .callbacks import LogFileProgressCallback
 
 

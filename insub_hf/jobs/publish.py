@@ -107,7 +107,7 @@ def check_measured_weights(folder: Path) -> None:
     import json
 
     from ..uncertainty.knn import encoder_and_heads_fingerprint
-    from ..modeling_insub import InSubModel
+    from ..model.modeling_insub import InSubModel
 
     results = folder / "evaluation" / "results.json"
     if not results.is_file():

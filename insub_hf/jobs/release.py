@@ -141,7 +141,7 @@ def knn_where_the_spread_fails(model, detector: InSubOODDetector) -> None:
 def measured_model(out: Path, fingerprints: list[str]):
     """The trained model under `out` (a run folder's `model/`, or the run cache's) whose weights a results row
     measured (`fingerprints`, one model), in eval mode."""
-    from ..modeling_insub import InSubForPreTraining
+    from ..model.modeling_insub import InSubForPreTraining
 
     for config in sorted([*out.glob("*/model/config.json"), *out.glob("cache/*/model/config.json")]):
         model = InSubForPreTraining.from_pretrained(config.parent)

@@ -20,12 +20,12 @@ from ..checksums import weights_fingerprint
 from ..uncertainty.knn import encoder_and_heads_fingerprint
 from ..evaluation.senteval import evaluate_task, load_senteval_task
 from ..cards import HubCard, card_from_results
-from ..modeling_insub import InSubModel
+from ..model.modeling_insub import InSubModel
 from .arguments import TextArguments, text_config, training_arguments
 from .experiment import Experiment, Variant, baseline_and_insub
 from ..recipes import TEXT
 from ..sentence_embeddings import InSubSentenceEncoder
-from ..trainer import InSubTrainingArguments
+from ..training.trainer import InSubTrainingArguments
 
 # The text recipe's training (`recipes.TEXT`: 1 epoch, batch 64, the heads at 1e-3 over the frozen encoder)
 TRAINING_DEFAULTS = TEXT.training_arguments(output_dir="runs/text")

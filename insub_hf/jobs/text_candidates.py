@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from transformers import AutoConfig
 
-from ..configuration_insub import InSubConfig
+from ..model.configuration_insub import InSubConfig
 from ..encoders import load_encoder_weights
 from ..data import TextViews, load_sentence_corpus
 from ..encoders.pretrained import base_tokenizer, encoder_path
@@ -27,9 +27,9 @@ from ..evaluation.text_ood_sets import NEAR_DOMAIN
 from .arguments import JobOutputArguments, job_seeds, training_arguments
 from .experiment import Experiment, Variant
 from ..recipes import TEXT
-from ..modeling_insub import InSubModel
+from ..model.modeling_insub import InSubModel
 from ..sentence_embeddings import InSubSentenceEncoder
-from ..trainer import InSubTrainingArguments
+from ..training.trainer import InSubTrainingArguments
 from ..validation import checked
 
 TRAINING_DEFAULTS = TEXT.training_arguments(output_dir="runs/text_candidates")

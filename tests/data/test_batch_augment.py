@@ -109,7 +109,7 @@ def test_dino_multi_crop_views_follow_the_per_sample_crops_and_train_dino(tmp_pa
     from insub_hf import InSubConfig, InSubForPreTraining
     from insub_hf.data import IMAGE_DATASET_PRESETS, BatchMultiCropViews, DeviceImages, MultiCropViews, load_fashion_mnist
     from insub_hf.encoders.presets import named_encoder
-    from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
+    from insub_hf.training.trainer import InSubTrainer, InSubTrainingArguments
 
     from ..test_fast_path import _z_scores
 

@@ -5,7 +5,7 @@ from transformers import set_seed
 
 from insub_hf.data import BatchTwoViews, image_tensor_dataset
 from insub_hf.data.batch_augment import crop_boxes
-from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
+from insub_hf.training.trainer import InSubTrainer, InSubTrainingArguments
 from insub_hf import InSubForPreTraining
 
 from ..conftest import tiny_config

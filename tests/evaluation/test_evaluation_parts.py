@@ -19,7 +19,7 @@ from insub_hf.evaluation import (
     train_val_split,
     training_memory_mb,
 )
-from insub_hf.image_range import normalize_images
+from insub_hf.processing.image_range import normalize_images
 from insub_hf.encoders.base import set_dropout
 from insub_hf.evaluation.ood_sets import check_same_geometry, load_mnist_images
 from insub_hf.losses import head_spread

@@ -8,7 +8,7 @@ from insub_hf_cli import main
 from insub_hf.evaluation import HarnessArguments, ImageEvaluationData, MethodEvaluator, ProbeArguments, metrics
 from insub_hf.jobs.compare import ComparisonArguments
 from insub_hf.evaluation.ood_detector import CALIBRATION_IMAGES, CALIBRATION_SEED
-from insub_hf.image_range import normalize_images
+from insub_hf.processing.image_range import normalize_images
 from insub_hf.evaluation.ood_sets import load_mnist_images, noise_ood_sets
 from insub_hf.evaluation.results import OOD_SCORES, MethodResults
 

@@ -7,7 +7,7 @@ from datasets import Dataset
 
 from insub_hf import InSubForPreTraining
 from insub_hf.jobs.callbacks import KNNReportCallback
-from insub_hf.trainer import InSubTrainer, InSubTrainingArguments
+from insub_hf.training.trainer import InSubTrainer, InSubTrainingArguments
 
 from ..conftest import tiny_config
 

@@ -31,7 +31,7 @@ def test_every_pretraining_job_lists_the_trainers_own_flags_at_its_recipes_defau
 
     from insub_hf.cli import job_parser
     from insub_hf.jobs.arguments import training_arguments
-    from insub_hf.trainer import InSubTrainingArguments
+    from insub_hf.training.trainer import InSubTrainingArguments
 
     with pytest.raises(SystemExit) as exit:
         main([command, "--help"])

@@ -13,7 +13,7 @@ import pytest
 import insub_hf_cli as cli
 from insub_hf.evaluation.harness import HarnessArguments
 from insub_hf.evaluation.probes import ProbeArguments
-from insub_hf.trainer import InSubTrainingArguments
+from insub_hf.training.trainer import InSubTrainingArguments
 from insub_hf.validation import field_rule
 
 from ..conftest import cli_error

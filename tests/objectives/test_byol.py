@@ -5,7 +5,7 @@ import torch
 from insub_hf import InSubForPreTraining
 from insub_hf.losses import byol_loss
 from insub_hf.objectives.ema import cosine_momentum
-from insub_hf.trainer import InSubTrainer
+from insub_hf.training.trainer import InSubTrainer
 
 from ..conftest import tiny_config
 from ..test_trainer import args, fixed_views

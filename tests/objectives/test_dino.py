@@ -12,7 +12,7 @@ from insub_hf.objectives.dino import teacher_temperature
 from insub_hf.objectives.ema import cosine_momentum, ema_update_
 from insub_hf.evaluation import HarnessArguments, ImageEvaluationData, MethodEvaluator, ProbeArguments
 from insub_hf.losses import DINOLoss, dino_loss
-from insub_hf.trainer import InSubTrainer
+from insub_hf.training.trainer import InSubTrainer
 
 from ..conftest import tiny_config
 from ..test_trainer import args

@@ -20,7 +20,7 @@ from insub_hf.jobs.genomics import encode_labelled
 from insub_hf.evaluation.harness import summarize
 from insub_hf.evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from insub_hf.losses import self_genomenet_loss
-from insub_hf.trainer import InSubTrainer
+from insub_hf.training.trainer import InSubTrainer
 
 from ..test_trainer import args
 

@@ -13,15 +13,15 @@ from torch import nn
 from transformers import PreTrainedModel, Trainer, TrainerCallback, TrainingArguments
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, logging
 
-from .checkpointing import checkpoint_problems, last_complete_checkpoint
-from .image_range import check_unit_images
-from .data.device_images import DeviceImages, collate_device_batch
-from .data.seeding import SeededSamples, mix_seed, seeded_draws
-from .distributed import check_same_across_processes, convert_sync_batchnorm
-from .encoders.base import deferred_input_checks
-from .uncertainty.knn import BANK, clear_bank
-from .losses.step_checks import step_flags_bad, training_step_error, training_step_flags
-from .training_args import InSubTrainingArguments, fast_path_arguments, gpu_available, launched_processes
+from ..checkpointing import checkpoint_problems, last_complete_checkpoint
+from ..processing.image_range import check_unit_images
+from ..data.device_images import DeviceImages, collate_device_batch
+from ..data.seeding import SeededSamples, mix_seed, seeded_draws
+from ..distributed import check_same_across_processes, convert_sync_batchnorm
+from ..encoders.base import deferred_input_checks
+from ..uncertainty.knn import BANK, clear_bank
+from ..losses.step_checks import step_flags_bad, training_step_error, training_step_flags
+from ..training_args import InSubTrainingArguments, fast_path_arguments, gpu_available, launched_processes
 
 __all__ = ["InSubTrainer", "InSubTrainingArguments", "ObjectiveStepCallback", "SeededEpochCallback",
            "fast_path_arguments", "gpu_available", "launched_processes"]

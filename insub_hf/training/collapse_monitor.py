@@ -16,7 +16,7 @@ import warnings
 import torch
 from transformers import TrainerCallback
 
-from .evaluation.metrics import rankme
+from ..evaluation.metrics import rankme
 
 # RankMe of the mean embedding below this share of its ceiling min(batch, q): dimensional collapse
 RANK_THRESHOLD = 0.05

@@ -10,15 +10,15 @@ from transformers import AutoConfig, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-from .encoders.base import POOLINGS
+from ..encoders.base import POOLINGS
 # named_encoder lived here before presets moved to encoders/: it stays importable from here for existing code
-from .encoders.presets import DEFAULT_ENCODER, named_encoder  # noqa: F401
-from .encoders.registry import OWN_ENCODERS  # registers the package's encoder configs, so nested configs resolve
-from .objectives import OBJECTIVE_CONFIGS, ObjectiveConfig
-from .recipes import DNA, DNA_ENCODER, IMAGE, TEXT
-from .uncertainty.length import check_length_standardisation
-from .uncertainty.reading import MODEL_READINGS
-from .validation import check_choice, check_range
+from ..encoders.presets import DEFAULT_ENCODER, named_encoder  # noqa: F401
+from ..encoders.registry import OWN_ENCODERS  # registers the package's encoder configs, so nested configs resolve
+from ..objectives import OBJECTIVE_CONFIGS, ObjectiveConfig
+from ..recipes import DNA, DNA_ENCODER, IMAGE, TEXT
+from ..uncertainty.length import check_length_standardisation
+from ..uncertainty.reading import MODEL_READINGS
+from ..validation import check_choice, check_range
 
 HEAD_NORMS = ("batchnorm", "none")
 # How the hinge's per-view sums over dimensions combine the two views: "mean" divides by the views (the authors' code:
@@ -67,7 +67,7 @@ def check_label_settings(num_labels, problem_type, where: str = "InSubConfig") -
 def encoder_input(config) -> str:
     """The input an `InSubConfig`'s encoder reads (`MODALITY_INPUTS` values): timm models read images; a model type
     nobody registered is left to `build_encoder`'s own error."""
-    from .encoders.build import encoder_model_class
+    from ..encoders.build import encoder_model_class
 
     if config.timm_model_name is not None:
         return "pixel_values"

@@ -17,7 +17,7 @@ from huggingface_hub import HfApi, ModelCard, get_token
 from huggingface_hub.constants import HF_HUB_CACHE, is_offline_mode
 from huggingface_hub.errors import HfHubHTTPError
 
-from .checksums import add_checksums
+from ..checksums import add_checksums
 from .model_card import HubCard, is_sentence_model, model_card
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
@@ -133,7 +133,7 @@ def write_sentence_transformer_files(folder: str | Path, model, tokenizer) -> No
         raise ImportError(
             "A text model's folder is a sentence-transformers folder too: pip install \"insub-hf[st]\"."
         ) from error
-    from . import sentence_transformer_module as st_module
+    from .. import sentence_transformer_module as st_module
 
     folder, insub = Path(folder), getattr(model, "insub", model)
     module = st_module.InSubSentenceTransformer(model=insub, tokenizer=tokenizer,
@@ -320,7 +320,7 @@ def save_final_model(trainer, push: tuple[str, str] | None, training_data: str) 
     with a `final_push_target`, pushes the model with its generated card."""
     from transformers.image_processing_utils import BaseImageProcessor
 
-    from .checkpointing import save_pretrained_atomic
+    from ..checkpointing import save_pretrained_atomic
 
     if not trainer.is_world_process_zero():
         return

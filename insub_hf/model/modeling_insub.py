@@ -13,15 +13,15 @@ from transformers.utils import logging
 
 from .configuration_insub import InSubConfig
 from .modeling_outputs import InSubForPreTrainingOutput, InSubModelOutput, per_view
-from .encoders.base import EncoderOutput, set_dropout
-from .encoders.build import build_encoder
+from ..encoders.base import EncoderOutput, set_dropout
+from ..encoders.build import build_encoder
 from .heads import BatchedHeads
-from .losses.diversity import DiversityLoss, head_spread
-from .losses.precision import upcast_half
-from .model_files import package_module
-from .objectives import OBJECTIVES
-from .losses.step_checks import check_training_step
-from .uncertainty.reading import UncertaintyReading
+from ..losses.diversity import DiversityLoss, head_spread
+from ..losses.precision import upcast_half
+from ..model_files import package_module
+from ..objectives import OBJECTIVES
+from ..losses.step_checks import check_training_step
+from ..uncertainty.reading import UncertaintyReading
 
 logger = logging.get_logger(__name__)
 
@@ -111,7 +111,7 @@ class InSubPreTrainedModel(PreTrainedModel):
     def push_to_hub(self, repo_id: str, card=None, **upload):
         """Uploads the model to the Hub repo `repo_id` (created if needed) as one commit: safetensors weights,
         config, remote code (loads with `trust_remote_code=True` without insub-hf) and a model card generated with
-        `card` (an `insub_hf.model_card.HubCard`: metrics, training data, tokenizer, extra files).
+        `card` (an `insub_hf.hub.model_card.HubCard`: metrics, training data, tokenizer, extra files).
 
         `upload`: `token`, `private`, `commit_message`, `commit_description`, `revision`, `create_pr`,
         `max_shard_size`, as `insub_hf.hub.push_model_to_hub` takes them. Raises before building or sending anything

@@ -11,7 +11,7 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 
-TEMPLATE = Path(__file__).resolve().parent / "templates" / "modelcard_template.md"
+TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "modelcard_template.md"
 
 CITATION = """@inproceedings{vahidi2024insub,
   title     = {Diversified Ensemble of Independent Sub-Networks for Robust Self-Supervised Representation Learning},
@@ -236,7 +236,7 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
     """The generated model card of `model` (an InSub model) for the repo `repo_id`, with `card`'s content."""
     import transformers
 
-    from .version import __version__
+    from ..version import __version__
 
     card = card or HubCard()
     eval_results = card.eval_results

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 PACKAGE = "insub_hf"
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
 def source_file(module: str) -> Path:

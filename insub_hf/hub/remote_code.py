@@ -24,21 +24,21 @@ from .bundling import PACKAGE, Bundler, assemble, bound_names, from_import, grou
 # model and its modality's classifier; pretraining further (`AutoModelForPreTraining`) takes the package itself: its
 # trainer, views and objectives, which register the same classes natively.
 MODEL_CLASSES = {
-    "image": {"AutoModel": "modeling_insub.InSubModel",
-              "AutoModelForImageClassification": "modeling_classification.InSubForImageClassification"},
-    "text": {"AutoModel": "modeling_insub.InSubModel",
-             "AutoModelForSequenceClassification": "modeling_classification.InSubForSequenceClassification"},
+    "image": {"AutoModel": "model.modeling_insub.InSubModel",
+              "AutoModelForImageClassification": "model.modeling_classification.InSubForImageClassification"},
+    "text": {"AutoModel": "model.modeling_insub.InSubModel",
+             "AutoModelForSequenceClassification": "model.modeling_classification.InSubForSequenceClassification"},
 }
 MODEL_CLASSES["dna"] = MODEL_CLASSES["text"]
 # The bundles, in writing order (a later one imports from the earlier ones): file -> the `module.Class` roots it serves
 # (the model bundle's are `MODEL_CLASSES` of the model's modality). The image processor's two bundles are written only
 # for a folder that holds the processor.
 BUNDLES = {
-    "configuration_insub": ("configuration_insub.InSubConfig",),
+    "configuration_insub": ("model.configuration_insub.InSubConfig",),
     "modeling_insub": (),
     # the PIL class first: it holds what both share, so the torchvision one imports it, never the other way round
-    "image_processing_pil_insub": ("image_processing_pil_insub.InSubImageProcessorPil",),
-    "image_processing_insub": ("image_processing_insub.InSubImageProcessor",),
+    "image_processing_pil_insub": ("processing.image_processing_pil_insub.InSubImageProcessorPil",),
+    "image_processing_insub": ("processing.image_processing_insub.InSubImageProcessor",),
 }
 # What an image model's folder names for `pipeline(task, model=folder, trust_remote_code=True)`: transformers'
 # custom-pipeline entries, task -> its class in `PIPELINE_FILE` (the package's `pipelines.py` as it is) and the Auto
@@ -52,7 +52,9 @@ CUSTOM_PIPELINES = {
 }
 PROCESSOR_BUNDLES = ("image_processing_insub", "image_processing_pil_insub")
 # The image processor: the torchvision class, and the PIL class that AutoImageProcessor falls back to without torchvision
-IMAGE_PROCESSORS = {"torchvision": BUNDLES["image_processing_insub"][0], "pil": BUNDLES["image_processing_pil_insub"][0]}
+# (as a folder's auto_map names them: its bundle file and the class)
+IMAGE_PROCESSORS = {backend: f"{bundle}.{BUNDLES[bundle][0].rsplit('.', 1)[1]}"
+                    for backend, bundle in (("torchvision", "image_processing_insub"), ("pil", "image_processing_pil_insub"))}
 
 
 def _imports(classes, package: str) -> str:
@@ -66,7 +68,7 @@ def _imports(classes, package: str) -> str:
 def objectives_registry_source(config: dict) -> str:
     """The objectives' registry (`insub_hf/objectives/__init__.py`) listing the model's objective only (and its config
     class, what a model's config reads)."""
-    from .objectives import OBJECTIVES
+    from ..objectives import OBJECTIVES
 
     cls = OBJECTIVES[config.get("objective", "simclr")]
     return (
@@ -85,8 +87,8 @@ def encoder_registry_source(config: dict) -> str:
     """The encoder families' registry (`insub_hf/encoders/registry.py`) listing the model's family only: its own
     encoder model (if it is one of the package's), the adapter for what it reads, timm and BatchEnsemble only when the
     config uses them."""
-    from .encoders import registry
-    from .encoders.build import encoder_model_class
+    from ..encoders import registry
+    from ..encoders.build import encoder_model_class
 
     encoder_type = (config.get("encoder_config") or {}).get("model_type")
     own = [pair for pair in registry.OWN_ENCODERS if pair[0].model_type == encoder_type]
@@ -125,7 +127,7 @@ def module_source(module: str, config: dict | None = None) -> str:
 
 def modality(config: dict) -> str:
     """The modality of a config.json's model (its objective's)."""
-    from .objectives import OBJECTIVE_CONFIGS
+    from ..objectives import OBJECTIVE_CONFIGS
 
     return OBJECTIVE_CONFIGS[config["objective"]].modality
 
@@ -161,7 +163,7 @@ def bundle_sources(config: dict, processor: bool = False) -> dict[str, str]:
         done |= own
         modules = sorted({module.removeprefix(PACKAGE + ".") for module, _ in own})
         head = (f'"""{bundle}: what this folder\'s loaders run of the insub-hf modules '
-                f'{", ".join(modules)} (documented there), bundled by `insub_hf.remote_code`."""\n\n'
+                f'{", ".join(modules)} (documented there), bundled by `insub_hf.hub.remote_code`."""\n\n'
                 "from __future__ import annotations\n\n" + grouped_imports(imports)
                 + "".join(from_import(f".{other}", names) + "\n" for other, names in sorted(from_earlier.items())))
         sources[bundle] = head + "\n" + body
@@ -212,7 +214,7 @@ def write_pipelines(folder: str | Path) -> Path | None:
     if modality(config) != "image":
         return None
     path = folder / f"{PIPELINE_FILE}.py"
-    path.write_text(source_file(f"{PACKAGE}.pipelines").read_text(encoding="utf-8"), encoding="utf-8")
+    path.write_text(source_file(f"{PACKAGE}.processing.pipelines").read_text(encoding="utf-8"), encoding="utf-8")
     config["custom_pipelines"] = CUSTOM_PIPELINES
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
