@@ -26,7 +26,8 @@ from transformers import set_seed
 from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.data import IMAGE_DATASET_PRESETS, load_fashion_mnist
 from insub_hf.encoders.presets import named_encoder
-from insub_hf.evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
+from insub_hf.evaluation.harness import HarnessArguments, MethodEvaluator
+from insub_hf.evaluation.image_data import ImageEvaluationData
 from insub_hf.evaluation.ood_sets import load_mnist_images, load_sklearn_digits, noise_ood_sets
 from insub_hf.evaluation.probes import ProbeArguments
 

@@ -40,7 +40,8 @@ import numpy as np
 import torch
 from transformers import PrinterCallback, set_seed
 
-from throughput import LightlySimCLR, PILViews, Window, WindowCallback, synchronize  # noqa: E402  (same folder)
+from measuring import Window, WindowCallback, synchronize  # noqa: E402  (same folder)
+from throughput import LightlySimCLR, PILViews  # noqa: E402  (same folder)
 from insub_hf import InSubConfig, InSubForPreTraining
 from insub_hf.encoders.presets import named_encoder
 from insub_hf.data import BatchTwoViews, DeviceImages, IMAGE_STATS
@@ -135,7 +136,7 @@ def make_views(args):
 
 
 class Timer(WindowCallback):
-    """Times an `InSubTrainer` run (`throughput.Window`): warm-up steps, a window of measured steps (then the step
+    """Times an `InSubTrainer` run (`measuring.Window`): warm-up steps, a window of measured steps (then the step
     alone, on fixed views, with the trainer's own model and optimiser), profiled steps; with `timed_epoch`, the last
     epoch instead."""
 

@@ -19,7 +19,7 @@ from .evaluation.results import ComparisonRow, MethodResults
 from .hub.model_card import HubCard, genomics_eval_results, harness_eval_results, senteval_eval_results
 from .training_args import HYPERPARAMETERS
 
-__all__ = ["HubCard", "RunRecord", "card_from_results", "dna_versus_baseline", "provenance", "text_uncertainty_section",
+__all__ = ["HubCard", "RunRecord", "card_from_results", "dna_versus_baseline", "run_card", "provenance", "text_uncertainty_section",
            "text_versus_baseline", "versus_baseline", "versus_others"]
 
 # The text release's OOD check: validation tweets fix the head spread's direction, other tweets are the test
@@ -83,6 +83,24 @@ def card_from_results(path: str | Path, row: str | None, dataset: str | None, mo
             f"shows; allowed: the results.json of {sorted(CARDS)}."
         )
     return CARDS[record.job](record, row, dataset, model, path)
+
+
+def run_card(results: str | Path | None, row: str | None = None, model=None, dataset: str | None = None,
+             report: bool = False, **attachments) -> HubCard:
+    """The one place a run's model card is built: what the run record `results` (a job's results.json) gives for
+    the model of `row` (`card_from_results`; with `model`, the row must be that model's), the record itself under
+    `evaluation/results.json` (with `report`, its results.md beside it), and `attachments`: further `HubCard`
+    fields (tokenizer, processor, detector, notes, provenance, license, ...), where one given as None keeps what
+    the record says. `results` None: a card of `attachments` alone (a model with no run record)."""
+    facts, extra = {}, {}
+    if results is not None:
+        path = Path(results)
+        facts = card_from_results(path, row, dataset, model)
+        extra = {"evaluation/results.json": path}
+        if report:
+            extra["evaluation/results.md"] = path.with_name("results.md")
+    given = {name: value for name, value in attachments.items() if value is not None}
+    return HubCard(**{**facts, **given, "extra_files": {**extra, **given.get("extra_files", {})} or None})
 
 
 def _text_card(record: RunRecord, row, dataset, model, path) -> dict:

@@ -275,7 +275,7 @@ def test_a_calls_own_settings_are_checked_as_a_built_processors():
 
 
 def test_the_harness_takes_images_by_the_same_rules():
-    from insub_hf.evaluation.harness import ImageEvaluationData
+    from insub_hf.evaluation.image_data import ImageEvaluationData
 
     good = dict(train_images=torch.rand(4, 1, 8, 8), train_labels=torch.tensor([0, 1, 0, 1]),
                 test_images=torch.rand(2, 1, 8, 8), test_labels=torch.tensor([0, 1]), ood_images={},

@@ -13,67 +13,21 @@ from dataclasses import dataclass
 
 import torch
 
-from ..processing.image_range import normalize_images
-from ..processing.image_range import check_processor_fields, check_unit_images
+from ..uncertainty.knn import encoder_and_heads_fingerprint
 from ..validation import CheckedArguments, checked
 from . import metrics
 from .corruptions import CORRUPTIONS, SEVERITIES, centre_crop, corrupt
 from .features import FeatureSet, extract_features
+from .image_data import ImageEvaluationData
 from .knn import knn_accuracy
-from ..uncertainty.knn import encoder_and_heads_fingerprint
 from .ood_detector import DEFAULT_K, InSubOODDetector, calibration_noise
-from .ood_sets import check_same_geometry
-from .probes import (
-    ProbeArguments,
-    balanced_label_subset,
-    check_probe_labels,
-    fit_probes,
-    member_probabilities,
-    train_val_split,
-)
+from .probes import ProbeArguments, balanced_label_subset, fit_probes, member_probabilities, train_val_split
+from .results import CorruptionMetrics, HeadSpreadCalibration, MethodResults, Metrics
 
 # The crop test's centre crops (share of each side kept; 1.0: the whole image)
 CROP_FRACTIONS = (1.0, 0.75, 0.5, 0.25)
 # The scores the crop test and R-AUROC read (each higher = less certain), where the method has them
 UNCERTAINTY_SCORES = ("msp", "entropy", "mutual_information", "knn", "head_spread")
-from .results import CorruptionMetrics, HeadSpreadCalibration, MethodResults, Metrics
-
-
-@dataclass
-class ImageEvaluationData:
-    """In-distribution and OOD images in [0, 1], with the normalisation the encoder was trained with.
-
-    Attributes:
-        train_images: `(N, C, H, W)`; train_labels: `(N,)` (probe training).
-        test_images: `(T, C, H, W)`; test_labels: `(T,)`.
-        ood_images: name -> `(K, C, H, W)` images of the same geometry.
-        mean, std: per-channel normalisation.
-        num_classes: C.
-    """
-
-    train_images: torch.Tensor
-    train_labels: torch.Tensor | None
-    test_images: torch.Tensor
-    test_labels: torch.Tensor | None
-    ood_images: dict[str, torch.Tensor]
-    mean: tuple[float, ...]
-    std: tuple[float, ...]
-    num_classes: int
-
-    def __post_init__(self) -> None:
-        # the processor's rules: float images in [0, 1], a finite mean and a positive std per channel
-        check_processor_fields(self.test_images.shape[1], self.mean, self.std)
-        for name, images in (("train_images", self.train_images), ("test_images", self.test_images),
-                             *((f"ood_images[{name!r}]", images) for name, images in self.ood_images.items())):
-            check_unit_images(images, f"ImageEvaluationData.{name}")
-        check_probe_labels(self.train_labels, self.num_classes, "training")
-        check_probe_labels(self.test_labels, self.num_classes, "test")
-        for name, images in self.ood_images.items():
-            check_same_geometry(name, images, self.test_images)
-
-    def inputs(self, images: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        batch = {"pixel_values": normalize_images(images, self.mean, self.std)}
-        return batch if labels is None else {**batch, "labels": labels}
 
 
 @dataclass

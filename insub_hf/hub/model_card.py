@@ -164,6 +164,30 @@ def genomics_eval_results(per_protocol: dict[str, dict], dataset_name: str) -> l
     ]
 
 
+# The scores `insub-hf score` measures OOD AUROCs by, as a card names them
+SCORE_NAMES = {"msp": "max probability", "knn": "k-NN, label-free", "uncertainty": "the model's uncertainty"}
+
+
+def score_model_index(results: dict) -> str:
+    """The model-index block (YAML) a model card can take, from the results of `insub-hf score` (`jobs.score`):
+    the probe's test metrics, raw and after temperature scaling, and its OOD AUROCs by score."""
+
+    unit = "images" if results["modality"] == "image" else "texts"
+    task = dict(task_type=f"{results['modality']}-classification", task_name="Linear probe on the frozen encoder",
+                dataset_type=results["dataset"], dataset_name=results["dataset"],
+                dataset_split=f"test ({results[unit]['test']} {unit})")
+    test = results["test"]
+    entries = [EvalResult(**task, metric_type=key, metric_name=name, metric_value=round(test[key], 4))
+               for key, name in (("accuracy", "Accuracy"), ("ece", "ECE"), ("nll", "NLL"))]
+    entries += [EvalResult(**task, metric_type=key, metric_name=f"{name} after temperature scaling",
+                           metric_value=round(test[f"{key}_scaled"], 4)) for key, name in (("ece", "ECE"), ("nll", "NLL"))]
+    entries += [EvalResult(**task, metric_type="auroc", metric_name=f"OOD AUROC vs {results['ood_dataset']} "
+                           f"({SCORE_NAMES[key]})", metric_value=round(value, 4))
+                for key, value in results["ood"].items()]
+    name = results["model"].rstrip("/").split("/")[-1]
+    return ModelCardData(model_name=name, eval_results=entries).to_yaml() + "\n"
+
+
 def eval_table(results: list[EvalResult]) -> str:
     """The card's markdown table of `results`, each value with its unit: accuracy, ECE, TACE and AUROC (fractions)
     in %, NLL (nats) and Brier as they are; shown as the model-index holds them (`CARD_DECIMALS`), so that no value

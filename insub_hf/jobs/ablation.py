@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..evaluation.harness import HarnessArguments, ImageEvaluationData
+from ..evaluation.harness import HarnessArguments
+from ..evaluation.image_data import ImageEvaluationData
 from ..evaluation.cost import device_description
 from ..evaluation.ood_sets import noise_ood_sets
 from ..evaluation.probes import ProbeArguments, train_val_split

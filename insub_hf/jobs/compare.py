@@ -18,7 +18,7 @@ from ..evaluation.harness import HarnessArguments
 from ..evaluation.probes import ProbeArguments
 from ..evaluation.report import paired_differences
 from ..evaluation.results import ComparisonRow
-from ..cards import HubCard, card_from_results
+from ..cards import HubCard, run_card
 from .arguments import ProtocolArguments, job_seeds, training_arguments
 from .comparison import RunCache, convergence_warnings, evaluate_cell, load_protocol_data
 from .experiment import Experiment
@@ -154,11 +154,8 @@ def comparison_card(out: Path, row: str, dataset: str, model=None) -> HubCard:
     """What the model of the comparison row `row` in `out` is pushed with: the card its results give
     (`cards.card_from_results`), the data's image processor, and the full comparison (results.md, results.json)
     under `evaluation/`."""
-    return HubCard(
-        **card_from_results(out / "results.json", row, None, model),
-        processor=IMAGE_DATASET_PRESETS[dataset].image_processor(),
-        extra_files={"evaluation/results.md": out / "results.md", "evaluation/results.json": out / "results.json"},
-    )
+    return run_card(out / "results.json", row, model, processor=IMAGE_DATASET_PRESETS[dataset].image_processor(),
+                    report=True)
 
 
 ARGUMENT_GROUPS = (ComparisonArguments, InSubTrainingArguments, ProbeArguments, HarnessArguments)

@@ -22,7 +22,8 @@ from ..data import (
     fashion_mnist_description,
     resolve_fashion_mnist_source,
 )
-from ..evaluation.harness import HarnessArguments, ImageEvaluationData, MethodEvaluator
+from ..evaluation.harness import HarnessArguments, MethodEvaluator
+from ..evaluation.image_data import ImageEvaluationData
 from ..evaluation.ood_sets import load_mnist_images, load_sklearn_digits, noise_ood_sets
 from ..evaluation.probes import ProbeArguments
 from ..evaluation.results import ComparisonRow, Cost, MethodResults, TrainingRecord

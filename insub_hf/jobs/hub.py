@@ -22,7 +22,7 @@ from ..checkpointing import atomic_folder
 from ..evaluation.ood_detector import CONFIG_NAME as DETECTOR_CONFIG
 from ..evaluation.ood_detector import InSubOODDetector
 from ..hub import hub_token, push_model_to_hub, save_for_hub
-from ..cards import HubCard, card_from_results
+from ..cards import run_card
 from ..validation import CheckedArguments, path_field
 
 
@@ -91,7 +91,6 @@ def run_hub(args: HubCommandArguments, hub: HubArguments):
     architectures = AutoConfig.from_pretrained(args.model_dir).architectures or []
     auto = next((AUTO_BY_ARCHITECTURE[a] for a in architectures if a in AUTO_BY_ARCHITECTURE), AutoModel)
     model = auto.from_pretrained(args.model_dir)
-    facts = card_from_results(args.results, args.row, args.dataset, model) if args.results else {}
     model_dir = Path(args.model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir) if (model_dir / "tokenizer_config.json").is_file() else None
     processor = (AutoImageProcessor.from_pretrained(model_dir) if (model_dir / "preprocessor_config.json").is_file()
@@ -99,9 +98,10 @@ def run_hub(args: HubCommandArguments, hub: HubArguments):
     detector = None
     if (model_dir / DETECTOR_CONFIG).is_file():  # a fitted InSubOODDetector travels with its model
         detector = InSubOODDetector.from_pretrained(model_dir)
-    given = {"training_data": args.training_data, "base_model": args.base_model}  # flags replace what the run says
-    card = HubCard(**{**facts, **{k: v for k, v in given.items() if v is not None}}, tokenizer=tokenizer,
-                   processor=processor, detector=detector, license=args.license)
+    # the flags replace what the run says; the record travels under evaluation/
+    card = run_card(args.results, args.row, model, args.dataset, tokenizer=tokenizer, processor=processor,
+                    detector=detector, license=args.license, training_data=args.training_data,
+                    base_model=args.base_model)
     if args.push:
         commit = push_model_to_hub(model, repo_id, card, token=token, private=hub.hub_private_repo)
         print(f"pushed {args.model_dir} to {repo_id}: {commit}")

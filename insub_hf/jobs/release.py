@@ -28,9 +28,9 @@ from ..cards import (
     TEXT_TEST,
     TEXT_VALIDATION,
     RunRecord,
-    card_from_results,
     dna_versus_baseline,
     provenance,
+    run_card,
     shipped_knn,
     text_uncertainty_section,
     text_versus_baseline,
@@ -316,10 +316,9 @@ def release_dna(command: str, release, args, training_args) -> Path:
     # the model's `uncertainty` reads the spread that way, where that direction holds across resamples
     model.config.uncertainty_direction = detector.spread_direction if detector.spread_holds else None
     knn_where_the_spread_fails(model, detector)
-    card = HubCard(**card_from_results(out / "results.json", name, None, model), detector=detector,
-                   notes=dna_versus_baseline(results["results"], name),
-                   provenance=provenance(command, training_args.seed, time.time() - start),
-                   extra_files={"evaluation/results.json": out / "results.json"})
+    card = run_card(out / "results.json", name, model, detector=detector,
+                    notes=dna_versus_baseline(results["results"], name),
+                    provenance=provenance(command, training_args.seed, time.time() - start))
     return publish(release, model.insub, card, training_args, push)
 
 

@@ -29,6 +29,7 @@ from ..evaluation.metrics import fit_temperature, fpr_at_tpr, ood_auroc
 from ..evaluation.ood_detector import kth_neighbour_distance
 from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from ..evaluation.text_ood_sets import shuffled_words
+from ..hub.model_card import score_model_index
 from ..validation import CheckedArguments, checked
 
 
@@ -248,34 +249,11 @@ def score(args: ScoreArguments) -> dict:
     }
     out = Path(args.output_dir)
     write_json(out / "results.json", results)
-    (out / "model_index.yaml").write_text(model_index(results), encoding="utf-8")
+    (out / "model_index.yaml").write_text(score_model_index(results), encoding="utf-8")
     print(f"[score] {args.model} on {args.dataset}: accuracy {100 * results['test']['accuracy']:.2f} %, "
           f"OOD AUROC vs {ood_name} " + ", ".join(f"{k} {100 * v:.1f} %" for k, v in results["ood"].items())
           + f"; {out}/results.json", flush=True)
     return results
-
-
-SCORE_NAMES = {"msp": "max probability", "knn": "k-NN, label-free", "uncertainty": "the model's uncertainty"}
-
-
-def model_index(results: dict) -> str:
-    """The model-index block (YAML) a model card can take, from `results`."""
-    from huggingface_hub import EvalResult, ModelCardData
-
-    unit = "images" if results["modality"] == "image" else "texts"
-    task = dict(task_type=f"{results['modality']}-classification", task_name="Linear probe on the frozen encoder",
-                dataset_type=results["dataset"], dataset_name=results["dataset"],
-                dataset_split=f"test ({results[unit]['test']} {unit})")
-    test = results["test"]
-    entries = [EvalResult(**task, metric_type=key, metric_name=name, metric_value=round(test[key], 4))
-               for key, name in (("accuracy", "Accuracy"), ("ece", "ECE"), ("nll", "NLL"))]
-    entries += [EvalResult(**task, metric_type=key, metric_name=f"{name} after temperature scaling",
-                           metric_value=round(test[f"{key}_scaled"], 4)) for key, name in (("ece", "ECE"), ("nll", "NLL"))]
-    entries += [EvalResult(**task, metric_type="auroc", metric_name=f"OOD AUROC vs {results['ood_dataset']} "
-                           f"({SCORE_NAMES[key]})", metric_value=round(value, 4))
-                for key, value in results["ood"].items()]
-    name = results["model"].rstrip("/").split("/")[-1]
-    return ModelCardData(model_name=name, eval_results=entries).to_yaml() + "\n"
 
 
 ARGUMENT_GROUPS = (ScoreArguments,)

@@ -19,7 +19,7 @@ from ..evaluation.metrics import split_half_r_auroc
 from ..checksums import weights_fingerprint
 from ..uncertainty.knn import encoder_and_heads_fingerprint
 from ..evaluation.senteval import evaluate_task, load_senteval_task
-from ..cards import HubCard, card_from_results
+from ..cards import HubCard, run_card
 from ..model.modeling_insub import InSubModel
 from .arguments import TextArguments, text_config, training_arguments
 from .experiment import Experiment, Variant, baseline_and_insub
@@ -111,8 +111,7 @@ def text_model_card(results_file: Path, name: str, tokenizer, model=None) -> Hub
     """What the InSub sentence model `name` of the job's `results_file` is pushed with: its tokenizer, the card the
     results give (`cards.card_from_results`: transfer numbers, corpus, settings, base model) and the whole
     results.json under `evaluation/`."""
-    return HubCard(**card_from_results(results_file, name, None, model), tokenizer=tokenizer,
-                   extra_files={"evaluation/results.json": results_file})
+    return run_card(results_file, name, model, tokenizer=tokenizer)
 
 
 ARGUMENT_GROUPS = (TextArguments, InSubTrainingArguments)
