@@ -132,6 +132,20 @@ def test_importing_the_package_registers_the_auto_classes_and_loads_no_training_
     assert "insub_hf.model.modeling_insub" in loaded
 
 
+def test_a_module_imports_from_where_it_stood_before_as_the_same_module_and_only_when_asked():
+    code = ("import sys, insub_hf\n"
+            "assert 'insub_hf.training.trainer' not in sys.modules\n"
+            "from insub_hf.configuration_insub import named_encoder\n"
+            "import insub_hf.configuration_insub, insub_hf.trainer, insub_hf.knn_bank\n"
+            "print(insub_hf.configuration_insub.__name__, insub_hf.trainer.__name__, insub_hf.knn_bank.__name__,\n"
+            "      insub_hf.trainer is sys.modules['insub_hf.training.trainer'])")
+    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert printed == ["insub_hf.model.configuration_insub", "insub_hf.training.trainer", "insub_hf.uncertainty.knn",
+                       "True"]
+    with pytest.raises(ModuleNotFoundError, match="insub_hf.no_such_module"):
+        __import__("insub_hf.no_such_module")
+
+
 def test_public_names_resolve_lazily():
     import insub_hf
 
