@@ -1,6 +1,7 @@
 """How the benchmarks measure a training run on a GPU: the share of wall time its kernels run (`BusyMeter`), the host
 syncs of a window of steps and where they come from (`SyncCounter`), and a window of warm-up, measured and profiled
-steps (`Window`, also as a Trainer callback). On a CPU the GPU-only parts record nothing."""
+steps (`Window`, also as a Trainer callback); and the aten calls of a block (`CountOps`: on a GPU, each is a kernel
+launch). On a CPU the GPU-only parts record nothing."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import warnings
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import TrainerCallback
 
 
@@ -132,3 +134,15 @@ class WindowCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self.window.after_step(state.global_step)
+
+
+class CountOps(TorchDispatchMode):
+    """Counts every aten call made inside the block (on a GPU, each is a kernel launch), by op: `ops`."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[str(func.overloadpacket)] += 1
+        return func(*args, **(kwargs or {}))

@@ -11,25 +11,14 @@ the CPU makes while the GPU waits), and each host read stops the CPU until the G
 from __future__ import annotations
 
 import time
-from collections import Counter
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from insub_hf.data import BatchTwoViews
+from measuring import CountOps  # noqa: E402  (same folder)
 from insub_hf.processing.image_range import normalize_images
 
 MEAN, STD = (0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)
-
-
-class CountOps(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops[str(func.overloadpacket)] += 1
-        return func(*args, **(kwargs or {}))
 
 
 def kornia_views(cropping_mode: str):

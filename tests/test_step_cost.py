@@ -4,13 +4,13 @@ compile once (no recompilation, no graph break)."""
 
 from __future__ import annotations
 
-from collections import Counter
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 import torch._dynamo as dynamo
 from datasets import Dataset
-from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import TrainerCallback
 
 from insub_hf import InSubConfig, InSubForPreTraining
@@ -20,17 +20,8 @@ from insub_hf.training.trainer import InSubTrainer, InSubTrainingArguments
 
 from .test_fast_path import BERT
 
-
-class CountOps(TorchDispatchMode):
-    """Counts every aten call made inside the block (on a GPU, each is a kernel launch)."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops[str(func.overloadpacket)] += 1
-        return func(*args, **(kwargs or {}))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from measuring import CountOps  # noqa: E402  (the benchmarks' one op counter)
 
 
 class CountStep(TrainerCallback):

@@ -98,9 +98,10 @@ def check_hub_folder(folder: str | Path) -> list[str]:
         modules = sorted({target.split(".")[0] + ".py" for target in auto_map.values()})
         if not auto_map or any(m not in files for m in modules):
             problems.append(f"the remote code is incomplete (auto_map {auto_map}, module files {modules})")
-        pipelines = sorted({task["impl"].split(".")[0] + ".py" for task in config.get("custom_pipelines", {}).values()})
-        if any(m not in files for m in pipelines):
-            problems.append(f"the custom pipelines' module files are missing: {[m for m in pipelines if m not in files]}")
+        pipelines = {task["impl"].split(".")[0] + ".py" for task in config.get("custom_pipelines", {}).values()}
+        missing = sorted(pipelines - set(files))
+        if missing:
+            problems.append(f"the custom pipelines' module files are missing: {missing}")
     if "model.safetensors.index.json" in files:
         shards = set(json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"].values())
         if not shards <= set(files):

@@ -171,7 +171,6 @@ SCORE_NAMES = {"msp": "max probability", "knn": "k-NN, label-free", "uncertainty
 def score_model_index(results: dict) -> str:
     """The model-index block (YAML) a model card can take, from the results of `insub-hf score` (`jobs.score`):
     the probe's test metrics, raw and after temperature scaling, and its OOD AUROCs by score."""
-
     unit = "images" if results["modality"] == "image" else "texts"
     task = dict(task_type=f"{results['modality']}-classification", task_name="Linear probe on the frozen encoder",
                 dataset_type=results["dataset"], dataset_name=results["dataset"],
