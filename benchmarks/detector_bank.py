@@ -1,12 +1,12 @@
-"""What a smaller detector bank costs: the shipped `InSubOODDetector` of a released image model fitted with banks of
-the first N training images (N = 1,500 fits the Hub folder in git; 10,000 is the release's default), side by side in
+"""What a smaller bank costs: a released image model's bank (what its `InSubOODDetector` reads) set to the first N
+training images (N = 1,500 fits the Hub folder in git; 10,000 is the release's default), side by side in
 one run, each scoring the test images against the release's OOD sets (its comparison's data). Prints each label-free
 score's AUROC per bank size and the difference to the largest bank.
 
     python benchmarks/detector_bank.py --model runs/release/image/hub --banks 1500 10000
 
 The data are the release's (`insub-hf compare`'s arguments saved in `--run_arguments`), so the numbers are the ones
-its card's detector would give.
+its card's `knn` rows would give.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ def main(argv=None) -> None:
         images = data.train_images[:size]
         detector = InSubOODDetector.fit(model, data.inputs(images), calibration_inputs=data.inputs(
             calibration_noise(images)))
-        seen = detector.score(model, test)
-        rows[size] = {f"{score} vs {name}": ood_auroc(seen[score], detector.score(model, data.inputs(ood))[score],
+        seen = detector.score(test)
+        rows[size] = {f"{score} vs {name}": ood_auroc(seen[score], detector.score(data.inputs(ood))[score],
                                                        higher_is_in=False)
-                      for name, ood in data.ood_images.items() for score in ("knn", "knn_heads")}
+                      for name, ood in data.ood_images.items() for score in ("knn", "head_spread")}
     largest = max(rows)
     print(f"{'AUROC':<24}" + "".join(f"{f'bank {n}':>12}" for n in rows) + f"{'difference':>14}")
     for key in rows[largest]:

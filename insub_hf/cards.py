@@ -329,10 +329,10 @@ def text_versus_baseline(per_model: dict, name: str, aurocs: dict, frozen: bool 
         f"transfer code (logistic regression on frozen embeddings; one seed).{same}",
         ("Task", "Metric", *models), rows, "the best of the others", "InSub is better than both in every transfer "
         "metric here.",
-    ) + "\n".join(["", "", f"Out-of-distribution text: the shipped detector, with the head spread's direction fixed on "
-                    f"{TEXT_VALIDATION} validation tweets against their shuffled words, tells {TEXT_TEST} other tweets "
-                    "from their shuffled words with AUROC " + ", ".join(f"{k} {100 * v:.1f} %" for k, v in aurocs.items())
-                    + " (50 % is chance)."])
+    ) + "\n".join(["", "", f"Out-of-distribution text: with the head spread's direction fixed on {TEXT_VALIDATION} "
+                    f"validation tweets against their shuffled words, the model's own scores (`InSubOODDetector`) tell "
+                    f"{TEXT_TEST} other tweets from their shuffled words with AUROC "
+                    + ", ".join(f"{k} {100 * v:.1f} %" for k, v in aurocs.items()) + " (50 % is chance)."])
 
 
 def versus_others(title: str, intro: str, header: tuple[str, ...], rows: list, others: str, all_better: str) -> str:
@@ -364,24 +364,24 @@ def dna_versus_baseline(per_model: dict, name: str) -> str:
     )
 
 
-def shipped_knn(card: HubCard, detector, model, data, full: dict) -> HubCard:
-    """`card` with its k-NN rows as the shipped detector gives them on the evaluation's test and OOD images (its bank,
-    not the evaluation's whole training set: what the folder's files give), and a note with the whole-set values
-    (`full`: OOD set -> AUROC)."""
-    size = int(detector.representation_bank.shape[0])
+def shipped_knn(card: HubCard, detector, data, full: dict) -> HubCard:
+    """`card` with its k-NN rows as the model's own bank gives them (`detector`, its `InSubOODDetector`) on the
+    evaluation's test and OOD images (that bank, not the evaluation's whole training set: what the folder's weights
+    give), and a note with the whole-set values (`full`: OOD set -> AUROC)."""
+    size = detector.bank_size
     label = f"k-NN to the shipped {size}-image bank, label-free"
-    test = detector.score(model, data.inputs(data.test_images))["knn"]
+    test = detector.score(data.inputs(data.test_images))["knn"]
     rows = {}
     for name, images in data.ood_images.items():
-        ood = detector.score(model, data.inputs(images))["knn"]
+        ood = detector.score(data.inputs(images))["knn"]
         rows[f"OOD AUROC vs {name} (k-NN, label-free)"] = (f"OOD AUROC vs {name} ({label})",
                                                            ood_auroc(test, ood, higher_is_in=False))
         rows[f"OOD FPR95 vs {name} (k-NN, label-free; lower is better)"] = (
             f"OOD FPR95 vs {name} ({label}; lower is better)", fpr_at_tpr(test, ood, higher_is_in=False))
     results = [replace(r, metric_name=rows[r.metric_name][0], metric_value=round(rows[r.metric_name][1], 4))
                if r.metric_name in rows else r for r in card.eval_results]
-    note = (f"The evaluation's k-NN rows read the shipped detector's bank ({size} training images, what "
-            f"`ood_detector.safetensors` holds); with all {len(data.train_images)} training images as the bank (the "
+    note = (f"The evaluation's k-NN rows read the model's own bank ({size} training images in its weights, k = "
+            f"{detector.k}); with all {len(data.train_images)} training images as the bank (the "
             "comparison with the baseline) its k-NN AUROCs are " + ", ".join(
                 f"{name} {100 * value:.1f} %" for name, value in full.items()) + ".")
     return replace(card, eval_results=results, notes="\n\n".join(n for n in (card.notes, note) if n))

@@ -30,10 +30,10 @@ def _link_or_copy(source: str | os.PathLike, target: str | os.PathLike) -> None:
         shutil.copy2(source, target, follow_symlinks=False)
 
 
-# Files made from a model's weights, wrong beside any other weights: the OOD detector's banks and settings (a model's
-# own k-NN bank is in its weights, and goes with them)
+# Files made from a model's weights, wrong beside any other weights: the separate OOD detector files that folders of
+# insub-hf up to commit aff1b3a hold (nothing reads them now: a model's k-NN bank is in its weights, and goes with them)
 DERIVED_FILES = ("ood_detector.json", "ood_detector.safetensors")
-REBUILD = "fit and save the detector again (InSubOODDetector.fit(...).save_pretrained(folder))"
+REBUILD = "fit the detector on the model (InSubOODDetector.fit(model, inputs)), whose bank save_pretrained keeps"
 
 
 def derived_entries(folder: Path) -> list[str]:

@@ -143,10 +143,10 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
             clear_bank(inner)
         else:
             raise ValueError(
-                f"from_pretrained({name!r}): its k-NN bank (config.uncertainty_reading='knn') was embedded with other "
-                "weights than the folder holds (config.knn_bank_weights differs), so its `uncertainty` would be "
-                "wrong. Load it with a config whose uncertainty_reading='spread' and knn_bank_size=0 (config=...), "
-                "then model.set_bank(...) on your in-distribution inputs and save it again."
+                f"from_pretrained({name!r}): its k-NN bank was embedded with other weights than the folder holds "
+                "(config.uncertainty['bank_weights'] differs), so its distances would be wrong. Load it with a config "
+                "whose uncertainty block has bank_size 0 and reading 'spread' (config=...), then model.set_bank(...) "
+                "on your in-distribution inputs and save it again."
             )
     return (model, info) if wants_info else model
 
@@ -163,7 +163,7 @@ def checked_save_pretrained(model, save: Callable, save_directory, *args, remote
     inner.check_config_matches_heads()
     if stale_bank(inner):  # trained since the bank was embedded: its distances would be to other representations
         logger.warning("save_pretrained: the model's k-NN bank was embedded with weights it no longer has, so it is "
-                       "dropped and `uncertainty` is the heads' spread again; set it anew with model.set_bank(...).")
+                       "dropped (a k-NN `uncertainty` is the heads' spread again); set it anew with model.set_bank(...).")
         clear_bank(inner)
     folder = Path(save_directory)
     had_weights = folder.is_dir() and holds_weights(folder)

@@ -27,10 +27,10 @@ class SentenceEmbeddings:
 
     Attributes:
         embeddings: `(N, d)` encoder representations (what transfer classifiers read).
-        uncertainty: `(N,)` the model's uncertainty (`InSubModelOutput.uncertainty`, as `config.uncertainty_reading`
+        uncertainty: `(N,)` the model's uncertainty (`InSubModelOutput.uncertainty`, as `config.uncertainty['reading']`
             says; higher = more likely out of distribution).
         head_embeddings: `(N, M, q)`.
-        head_spread: `(N,)` the heads' spread averaged over dimensions, read in `config.uncertainty_direction`
+        head_spread: `(N,)` the heads' spread averaged over dimensions, read in `config.uncertainty['direction']`
             (0 when M = 1), whatever the reading.
     """
 

@@ -5,7 +5,7 @@ This file is copied into the saved folder and loaded from there, so it imports o
 sentence-transformers (the InSub model itself loads through its remote code beside it). Save a folder with
 `insub_hf.InSubSentenceEncoder.save_sentence_transformer`.
 
-`uncertainty` is the model's own (`config.uncertainty_reading`: its oriented spread, that spread standardised per
+`uncertainty` is the model's own (`config.uncertainty['reading']`: its oriented spread, that spread standardised per
 sentence-length bucket, or the k-NN distance to the bank stored with its weights), as `AutoModel` gives it;
 `model[0].set_bank(model.encode(sentences, convert_to_tensor=True))` makes that bank your own in-distribution
 sentences.
@@ -23,7 +23,7 @@ class InSubSentenceTransformer(InputModule):
 
     `forward` adds to the features: `sentence_embedding (B, d)` (the encoder's representation, what `encode` returns),
     `head_embeddings (B, M, q)`, `mean_embedding (B, q)`, `uncertainty (B,)` (the model's own, as
-    `config.uncertainty_reading` says) and `head_spread (B,)` (the oriented spread).
+    `config.uncertainty['reading']` says) and `head_spread (B,)` (the oriented spread).
 
     Args:
         model_name_or_path: a folder holding the InSub model (with its remote code) and its tokenizer.

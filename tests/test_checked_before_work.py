@@ -122,8 +122,8 @@ def test_k_beyond_the_bank_is_refused_where_both_are_known():
         TextBenchArguments(k=50, bank_size=20)
     from insub_hf import InSubConfig
 
-    with pytest.raises(ValueError, match=r"InSubConfig.knn_k must be an integer >= 1 and <= 3, got 10"):
-        InSubConfig(uncertainty_reading="knn", knn_k=10, knn_bank_size=3)
+    with pytest.raises(ValueError, match=r"InSubConfig.uncertainty\['k'\] must be an integer >= 1 and <= 3, got 10"):
+        InSubConfig(uncertainty={"reading": "knn", "k": 10, "bank_size": 3})
 
 
 @pytest.mark.parametrize("hub_up, token, message", [

@@ -200,7 +200,7 @@ def test_the_config_digest_ignores_formatting_and_the_software_but_not_a_label(s
     (folder / "config.json").write_text(json.dumps(dict(reversed(list(config.items()))), indent=7))
     assert config_digest(folder) == before
     assert verify_checksums(folder) > 0
-    config["uncertainty_direction"] = -1 if config.get("uncertainty_direction") != -1 else 1
+    config["uncertainty"]["direction"] = -1 if config["uncertainty"]["direction"] != -1 else 1
     (folder / "config.json").write_text(json.dumps(config))
     assert config_digest(folder) != before
     with pytest.raises(ValueError, match="is not the config model.safetensors was saved with"):
@@ -209,9 +209,9 @@ def test_the_config_digest_ignores_formatting_and_the_software_but_not_a_label(s
 
 
 def test_the_package_pairs_again_after_editing_a_saved_config(saved):
-    from insub_hf.jobs.experiment import record_uncertainty_direction
+    from insub_hf.jobs.experiment import record_direction
 
     model, folder = saved
-    record_uncertainty_direction(folder, -1)
+    record_direction(folder, -1)
     loaded = InSubForPreTraining.from_pretrained(folder)
-    assert loaded.config.uncertainty_direction == -1
+    assert loaded.config.uncertainty["direction"] == -1

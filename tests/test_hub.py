@@ -449,7 +449,7 @@ def test_an_invalid_repo_id_is_refused_before_any_folder_is_written(tmp_path, mo
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no runs/hub/<name> folder
 
 
-def test_the_demo_results_make_a_card_and_the_fitted_detector_travels_with_the_model(tmp_path, capsys):
+def test_the_demo_results_make_a_card_and_the_fitted_bank_travels_in_the_model_s_weights(tmp_path, capsys):
     from insub_hf import InSubOODDetector
     from insub_hf.checksums import weights_fingerprint
     from insub_hf.data import IMAGE_DATASET_PRESETS
@@ -459,9 +459,9 @@ def test_the_demo_results_make_a_card_and_the_fitted_detector_travels_with_the_m
                                    head_hidden_sizes=[8], head_output_size=4)).eval()
     model_dir = tmp_path / "insub_m2" / "model"
     IMAGE_DATASET_PRESETS["fashion_mnist"].image_processor().save_pretrained(model_dir)
+    train = {"pixel_values": torch.randn(12, 1, 28, 28)}
+    detector = InSubOODDetector.fit(model, train, k=3)
     model.save_pretrained(model_dir)
-    detector = InSubOODDetector.fit(model, {"pixel_values": torch.randn(12, 1, 28, 28)}, k=3, backend="torch")
-    detector.save_pretrained(model_dir)
     test = {"accuracy": 0.8, "nll": 0.55, "ece": 0.03, "tace": 0.02, "brier": 0.28}
     own = weights_fingerprint(model)
     runs = [{"name": name, "num_heads": m, "diversity_weight": w, "history": [], "test": test, "knn_accuracy": 0.7,
@@ -495,9 +495,10 @@ def test_the_demo_results_make_a_card_and_the_fitted_detector_travels_with_the_m
     meta = yaml.safe_load(card.split("---")[1])
     assert meta["license"] == "apache-2.0" and meta["base_model"] == "someone/backbone"
     assert "| Fashion-MNIST | test | Accuracy | 80.00 % |" in card and "| Fashion-MNIST | test | Brier | 0.2800 |" in card
-    travelled = InSubOODDetector.from_pretrained(folder)
-    torch.testing.assert_close(travelled.representation_bank, detector.representation_bank, rtol=0, atol=0)
-    torch.testing.assert_close(travelled.head_banks, detector.head_banks, rtol=0, atol=0)
+    travelled = InSubModel.from_pretrained(folder).eval()
+    assert travelled.config.uncertainty == model.config.uncertainty
+    for name, value in InSubOODDetector(travelled).score(train).items():
+        torch.testing.assert_close(value, detector.score(train)[name], rtol=0, atol=0, msg=name)
     # a file that names no job (whatever keys it has), or a job whose results no card shows, is refused
     (tmp_path / "other.json").write_text(json.dumps({"args": {}, "runs": runs}))
     assert re.search(r"other\.json' names no job .* one of \['compare', 'demo', 'genomics', 'text'\]", cli_error(
@@ -563,9 +564,9 @@ def test_every_snippet_of_every_generated_card_runs_in_a_fresh_process(tmp_path)
 
     torch.manual_seed(0)
     grey = dict(encoder_config=named_encoder("resnet18_cifar", 28, 1, 0.0625), head_hidden_sizes=[8], head_output_size=4)
-    image = InSubModel(InSubConfig(**grey, num_heads=2, uncertainty_direction=-1)).eval()
+    image = InSubModel(InSubConfig(**grey, num_heads=2, uncertainty={"direction": -1})).eval()
     processor = IMAGE_DATASET_PRESETS["fashion_mnist"].image_processor()
-    detector = InSubOODDetector.fit(image, {"pixel_values": torch.randn(12, 1, 28, 28)}, k=3, backend="torch")
+    detector = InSubOODDetector.fit(image, {"pixel_values": torch.randn(12, 1, 28, 28)}, k=3)
     cards = {
         "image": (image, HubCard(processor=processor, detector=detector, hyperparameters={"learning_rate": 0.003})),
         "classifier": (InSubForImageClassification(InSubConfig(**grey, num_heads=2, num_labels=3)).eval(),
@@ -597,4 +598,5 @@ def test_every_snippet_of_every_generated_card_runs_in_a_fresh_process(tmp_path)
     assert (tmp_path / "text" / "modules.json").is_file()  # one folder for SentenceTransformer and AutoModel
     card = (tmp_path / "image" / "README.md").read_text()
     assert "Requirements: `pip install torch transformers safetensors pillow`." in card
-    assert "12 training inputs (k = 3" in card and "- learning_rate: 0.003" in card
+    assert "representations of 12 training inputs, searched at the\n3-th neighbour" in card
+    assert "- learning_rate: 0.003" in card

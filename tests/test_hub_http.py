@@ -28,13 +28,13 @@ from insub_hf.sentence_embeddings import InSubSentenceEncoder
 
 torch.manual_seed(0)
 image = InSubModel(InSubConfig(encoder_config=named_encoder("resnet18_cifar", 28, 1, 0.0625), num_heads=2,
-                               head_hidden_sizes=[8], head_output_size=4, uncertainty_direction=-1)).eval()
+                               head_hidden_sizes=[8], head_output_size=4, uncertainty={"direction": -1})).eval()
 processor = InSubImageProcessor.for_images(28, 1, (0.5,), (0.25,))
 bert = dict(model_type="bert", vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=64)
 text = InSubModel(InSubConfig(encoder_config=bert, objective="scd", num_heads=3, head_hidden_sizes=[24, 24],
                               head_output_size=24, normalize_heads=False, pooling="mean",
-                              uncertainty_direction=1)).eval()
+                              uncertainty={"direction": 1})).eval()
 tokenizer = AutoTokenizer.from_pretrained(packaged_minilm_path())
 for model, repo_id, card in ((image, "someone/tiny-image", HubCard(processor=processor)),
                              (text, "someone/tiny-text", HubCard(tokenizer=tokenizer))):

@@ -18,7 +18,8 @@ from insub_hf.uncertainty.knn import clear_bank, encoder_and_heads_fingerprint
 
 def tiny_model(**overrides) -> InSubModel:
     config = dict(encoder_config=named_encoder("resnet18_cifar", 28, 1, 0.0625), num_heads=2, head_hidden_sizes=[8],
-                  head_output_size=4, uncertainty_direction=-1, **overrides)
+                  head_output_size=4, **overrides)
+    config["uncertainty"] = {"direction": -1, **config.get("uncertainty", {})}
     return InSubModel(InSubConfig(**config)).eval()
 
 
@@ -40,7 +41,7 @@ def test_set_bank_makes_uncertainty_the_kth_neighbour_distance_and_keeps_the_spr
     expected = numpy_kth_distance(after.representation.numpy(), model(pixel_values=bank_images).representation.numpy(), 3)
     np.testing.assert_allclose(after.uncertainty.numpy(), expected, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(after.head_spread, before.head_spread)
-    assert (model.config.uncertainty_reading, model.config.knn_k, model.config.knn_bank_size) == ("knn", 3, 20)
+    assert (model.config.uncertainty["reading"], model.config.uncertainty["k"], model.config.uncertainty["bank_size"]) == ("knn", 3, 20)
     assert encoder_and_heads_fingerprint(model) == fingerprint  # the bank is made from the weights, not part of them
 
 
@@ -65,7 +66,7 @@ def test_the_bank_travels_with_the_weights_to_every_loader(tmp_path):
     expected = model(pixel_values=queries)
     model.save_pretrained(tmp_path / "m", remote_code=True)
     saved = json.loads((tmp_path / "m" / "config.json").read_text())
-    assert (saved["uncertainty_reading"], saved["knn_k"], saved["knn_bank_size"]) == ("knn", 2, 12)
+    assert (saved["uncertainty"]["reading"], saved["uncertainty"]["k"], saved["uncertainty"]["bank_size"]) == ("knn", 2, 12)
     loaded = InSubModel.from_pretrained(tmp_path / "m").eval()(pixel_values=queries)
     torch.testing.assert_close(loaded.uncertainty, expected.uncertainty, rtol=0, atol=0)
     torch.save(queries, tmp_path / "x.pt")
@@ -88,15 +89,15 @@ def test_a_bank_of_other_weights_is_dropped_at_save_and_refused_at_load(tmp_path
     model.save_pretrained(tmp_path / "trained")
     assert "k-NN bank was embedded with weights it no longer has" in caplog.text
     saved = json.loads((tmp_path / "trained" / "config.json").read_text())
-    assert (saved["uncertainty_reading"], saved["knn_bank_size"]) == ("spread", 0)
+    assert (saved["uncertainty"]["reading"], saved["uncertainty"]["bank_size"]) == ("spread", 0)
     reloaded = InSubModel.from_pretrained(tmp_path / "trained").eval()
     with torch.no_grad():
         out = reloaded(pixel_values=torch.rand(3, 1, 28, 28))
     assert torch.equal(out.uncertainty, out.head_spread)
 
     config = AutoConfig.from_pretrained(tmp_path / "banked")  # `config=` skips the file pairing: the bank check stays
-    config.knn_bank_weights = "0" * 64
-    with pytest.raises(ValueError, match=r"its k-NN bank .* was embedded with other weights than the folder holds"):
+    config.set_uncertainty(bank_weights="0" * 64)
+    with pytest.raises(ValueError, match=r"its k-NN bank was embedded with other weights than the folder holds"):
         InSubModel.from_pretrained(tmp_path / "banked", config=config)
 
 
@@ -111,7 +112,7 @@ def test_a_classifier_from_a_banked_model_drops_the_bank():
     with tempfile.TemporaryDirectory() as folder:
         model.save_pretrained(folder)
         classifier = InSubForImageClassification.from_pretrained(folder, num_labels=3)
-    assert classifier.config.uncertainty_reading == "spread" and not hasattr(classifier.insub, "knn_bank")
+    assert classifier.config.uncertainty["reading"] == "spread" and not hasattr(classifier.insub, "knn_bank")
 
 
 def test_set_bank_and_the_config_refuse_what_would_read_wrong():
@@ -123,27 +124,28 @@ def test_set_bank_and_the_config_refuse_what_would_read_wrong():
         model.set_bank(torch.rand(4, d), k=5)
     with pytest.raises(ValueError, match="NaN or inf"):
         model.set_bank(torch.full((4, d), float("nan")), k=1)
-    with pytest.raises(ValueError, match=r"uncertainty_reading='knn' needs a bank"):
-        tiny_model(uncertainty_reading="knn")
-    with pytest.raises(ValueError, match=r"uncertainty_reading must be one of \['spread', 'spread_by_length', 'knn'\], got 'mah"):
-        tiny_model(uncertainty_reading="mahalanobis")
+    with pytest.raises(ValueError, match=r"uncertainty\['reading'\]='knn' needs a bank"):
+        tiny_model(uncertainty={"reading": "knn"})
+    with pytest.raises(ValueError, match=r"uncertainty\['reading'\] must be one of \['spread', 'spread_by_length', 'knn'\], got 'mah"):
+        tiny_model(uncertainty={"reading": "mahalanobis"})
 
 
 @torch.no_grad()
-def test_a_release_whose_spread_holds_no_direction_serves_the_detector_s_knn_as_its_uncertainty():
+def test_a_release_whose_spread_holds_no_direction_serves_its_bank_s_knn_as_its_uncertainty():
     from insub_hf import InSubOODDetector
     from insub_hf.jobs.release import knn_where_the_spread_fails
 
     model = tiny_model()
     train, queries = {"pixel_values": torch.rand(16, 1, 28, 28)}, {"pixel_values": torch.rand(5, 1, 28, 28)}
     detector = InSubOODDetector.fit(model, train, k=4)
-    knn_where_the_spread_fails(model, detector)  # its direction (-1) holds: the spread stays its uncertainty
-    assert model.config.uncertainty_reading == "spread"
-    model.config.uncertainty_direction = None
-    knn_where_the_spread_fails(model, detector)
-    assert (model.config.uncertainty_reading, model.config.knn_k, model.config.knn_bank_size) == ("knn", 4, 16)
-    torch.testing.assert_close(model(**queries).uncertainty, detector.score(model, queries)["knn"], rtol=1e-5,
-                               atol=1e-6)
+    knn_where_the_spread_fails(model)  # its direction (-1) holds: the spread stays its uncertainty
+    assert model.config.uncertainty["reading"] == "spread"
+    model.config.set_uncertainty(direction=None)
+    knn_where_the_spread_fails(model)
+    assert (model.config.uncertainty["reading"], model.config.uncertainty["k"], model.config.uncertainty["bank_size"]) == ("knn", 4, 16)
+    scores = detector.score(queries)
+    torch.testing.assert_close(model(**queries).uncertainty, scores["knn"], rtol=0, atol=0)
+    torch.testing.assert_close(scores["uncertainty"], scores["knn"], rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("objective", ["dino", "byol"])
@@ -207,7 +209,7 @@ def test_a_bank_that_no_longer_matches_its_weights_is_refused_at_every_read(tmp_
         pretraining.insub.knn_bank.check_current(pretraining.insub)
     InSubTrainer(model=pretraining, args=args, train_dataset=rows).train()
     # the trainer drops the bank it makes stale (with a warning): `uncertainty` is the oriented spread again
-    assert pretraining.config.uncertainty_reading == "spread" and not hasattr(pretraining.insub, "knn_bank")
+    assert pretraining.config.uncertainty["reading"] == "spread" and not hasattr(pretraining.insub, "knn_bank")
     with torch.no_grad():
         out = pretraining.insub.eval()(pixel_values=queries)
     torch.testing.assert_close(out.uncertainty, out.head_spread)

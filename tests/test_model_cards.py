@@ -54,9 +54,9 @@ def dna_probe_numbers(folder: Path) -> dict[str, float]:
 
 
 def image_ood_numbers(folder: Path) -> dict[str, float]:
-    """The image card's label-free OOD AUROCs recomputed from the folder's model and detector: the bundled 1,000
-    Fashion-MNIST test images (the card: all 10,000) against the comparison's own OOD sets (the same seeded noise,
-    MNIST and 8x8 digits), by the shipped detector's k-NN distance and by the model's `uncertainty` where the card
+    """The image card's label-free OOD AUROCs recomputed from the folder's model alone (its bank is in its weights):
+    the bundled 1,000 Fashion-MNIST test images (the card: all 10,000) against the comparison's own OOD sets (the
+    same seeded noise, MNIST and 8x8 digits), by the k-NN distance to its bank and by its `uncertainty` where the card
     names it so."""
     from insub_hf.evaluation.metrics import ood_auroc
     from insub_hf.jobs.compare import ComparisonArguments
@@ -64,14 +64,14 @@ def image_ood_numbers(folder: Path) -> dict[str, float]:
 
     data = load_protocol_data(ComparisonArguments(data_source="bundled")).evaluation
     model = InSubModel.from_pretrained(folder).eval()
-    detector = InSubOODDetector.from_pretrained(folder)
-    size = int(detector.representation_bank.shape[0])
+    detector = InSubOODDetector(model)
+    size = model.config.uncertainty["bank_size"]
 
     def scores(images):
         inputs = data.inputs(images)
         with torch.no_grad():
             uncertainty = torch.cat([model(pixel_values=x).uncertainty for x in inputs["pixel_values"].split(500)])
-        return detector.score(model, inputs)["knn"], uncertainty
+        return detector.score(inputs)["knn"], uncertainty
 
     test_knn, test_uncertainty = scores(data.test_images)
     numbers = {}
@@ -79,7 +79,7 @@ def image_ood_numbers(folder: Path) -> dict[str, float]:
         knn, uncertainty = scores(images)
         numbers[f"OOD AUROC vs {name} (k-NN to the shipped {size}-image bank, label-free)"] = ood_auroc(
             test_knn, knn, higher_is_in=False)
-        if model.config.uncertainty_reading == "spread" and model.config.uncertainty_direction is not None:
+        if model.config.uncertainty["reading"] == "spread" and model.config.uncertainty["direction"] is not None:
             name_ = f"OOD AUROC vs {name} (head spread, label-free, the model's uncertainty)"
             numbers[name_] = ood_auroc(test_uncertainty, uncertainty, higher_is_in=False)
     return numbers
@@ -102,8 +102,8 @@ def mismatched_headlines(folder: Path, card: str) -> list[str]:
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
 def test_a_released_folder_is_its_complete_hub_repo_within_the_size_limits(folder):
     files = check_hub_folder(folder)
-    assert {"config.json", "model.safetensors", "ood_detector.safetensors", "ood_detector.json",
-            "configuration_insub.py", "modeling_insub.py", "README.md"} <= set(files)
+    assert {"config.json", "model.safetensors", "configuration_insub.py", "modeling_insub.py", "README.md"} <= set(files)
+    assert not [f for f in files if f.startswith("ood_detector")]  # one weights file: the bank is in it
     assert fits_the_repository([folder / f for f in files])
     card = (folder / "README.md").read_text()
     assert card_repo_id(folder).split("/")[-1] == folder.name
@@ -120,11 +120,11 @@ def test_every_snippet_of_a_released_card_runs_as_written(folder, tmp_path):
         outputs = run_card_snippets(repo_id, hub.endpoint, tmp_path)
     assert len(outputs) and any(key.endswith(":knn") for key in outputs)
     model = InSubModel.from_pretrained(folder).eval()
-    detector = InSubOODDetector.from_pretrained(folder)
     number = next(key for key in outputs if key.endswith(":knn")).split(":")[0]
     inputs = {k.split(":")[1]: v for k, v in outputs.items() if k.startswith(f"{number}:")
               and k.split(":")[1] in ("dna_one_hot", "pixel_values")}
-    torch.testing.assert_close(outputs[f"{number}:knn"], detector.score(model, inputs)["knn"], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(outputs[f"{number}:knn"], InSubOODDetector(model).score(inputs)["knn"], rtol=1e-5,
+                               atol=1e-6)
 
 
 @pytest.mark.parametrize("folder", [f for f in FOLDERS if f.name in HEADLINES], ids=lambda p: p.name)

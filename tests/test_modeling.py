@@ -155,7 +155,7 @@ def test_member_representations_are_the_ensemble_members_the_representation_aver
 
 @pytest.mark.parametrize("direction, sign", [(None, 1.0), (1, 1.0), (-1, -1.0)])
 def test_uncertainty_is_the_spread_in_the_models_stored_direction(direction, sign):
-    model = InSubModel(tiny_config(num_heads=3, uncertainty_direction=direction)).eval()
+    model = InSubModel(tiny_config(num_heads=3, uncertainty={"direction": direction})).eval()
     with torch.no_grad():
         out = model(pixel_values=torch.randn(4, 3, 32, 32))
     torch.testing.assert_close(out.uncertainty, sign * head_spread(out.head_embeddings, 1e-4).mean(dim=-1))
@@ -163,8 +163,8 @@ def test_uncertainty_is_the_spread_in_the_models_stored_direction(direction, sig
 
 
 def test_an_uncertainty_direction_other_than_plus_or_minus_one_is_refused():
-    with pytest.raises(ValueError, match=r"InSubConfig.uncertainty_direction must be one of \[1, -1, None\], got 0"):
-        tiny_config(uncertainty_direction=0)
+    with pytest.raises(ValueError, match=r"InSubConfig.uncertainty\['direction'\] must be one of \[1, -1, None\], got 0"):
+        tiny_config(uncertainty={"direction": 0})
 
 
 # --- transformers conventions: pooler_output, last_hidden_state, output_hidden_states, gradient checkpointing,

@@ -118,7 +118,7 @@ def test_a_folder_with_the_knn_reading_gives_the_distance_to_the_kth_nearest_ban
     bank = torch.nn.functional.normalize(encoder.encode(BANK).embeddings, dim=1)
     path = encoder.save_sentence_transformer(tmp_path / "st", uncertainty={"reading": "knn", "k": 3, "bank": bank})
     assert len(json.loads((path / "modules.json").read_text())) == 2  # the bank is the model's: no module
-    assert encoder.model.config.uncertainty_reading == "spread"  # the caller's model is left as it was
+    assert encoder.model.config.uncertainty["reading"] == "spread"  # the caller's model is left as it was
     model = SentenceTransformer(str(path), trust_remote_code=True)
     got = torch.stack(model.encode(SENTENCES, output_value="uncertainty"))
     queries = torch.nn.functional.normalize(encoder.encode(SENTENCES).embeddings, dim=1)
@@ -141,7 +141,7 @@ def test_a_folder_with_the_length_reading_standardises_the_spread_per_length_buc
                 "length_std": [0.5, 0.25], "direction": -1}
     path = encoder.save_sentence_transformer(tmp_path / "st", uncertainty=settings)
     assert len(json.loads((path / "modules.json").read_text())) == 2  # the model reads it: no module after Normalize
-    assert encoder.model.config.uncertainty_reading == "spread"  # the caller's model is left as it was
+    assert encoder.model.config.uncertainty["reading"] == "spread"  # the caller's model is left as it was
     spread = encoder.encode(SENTENCES).uncertainty
     lengths = [len(encoder.tokenizer(s)["input_ids"]) for s in SENTENCES]  # 7, 9 and 23 tokens: buckets 0, 1, 1
     assert lengths[0] < 8 <= lengths[1] and lengths[2] >= 8
@@ -184,20 +184,20 @@ print(json.dumps([through_st, through_auto]))
 ])
 def test_bad_length_settings_are_refused_naming_the_field(encoder, settings, message):
     model = copy.deepcopy(encoder.model)
-    with pytest.raises(ValueError, match=r"length_standardisation.*" + message):
-        model.set_length_standardisation(settings)
-    assert model.config.uncertainty_reading == "spread"  # nothing half-set
+    with pytest.raises(ValueError, match=r"uncertainty\['length_buckets'\].*" + message):
+        model.set_length_buckets(settings)
+    assert model.config.uncertainty["reading"] == "spread"  # nothing half-set
 
 
 def test_length_standardisation_is_fitted_per_bucket():
-    from insub_hf.uncertainty.length import fit_length_standardisation, length_standardised
+    from insub_hf.uncertainty.length import fit_length_buckets, standardise_by_length
 
     lengths = torch.tensor([3, 3, 3, 10, 10, 10])
     spread = torch.tensor([1.0, 2.0, 3.0, 10.0, 20.0, 30.0])
-    fitted = fit_length_standardisation(spread, lengths, buckets=2)
+    fitted = fit_length_buckets(spread, lengths, buckets=2)
     assert fitted["length_edges"] == [6.5] and fitted["length_mean"] == [2.0, 20.0]
     torch.testing.assert_close(torch.tensor(fitted["length_std"]), torch.tensor([1.0, 10.0]))
-    torch.testing.assert_close(length_standardised(spread, lengths, **fitted),
+    torch.testing.assert_close(standardise_by_length(spread, lengths, **fitted),
                                torch.tensor([-1.0, 0.0, 1.0, -1.0, 0.0, 1.0]))
 
 
@@ -205,22 +205,21 @@ def test_an_unknown_reading_is_refused_naming_the_readings(encoder):
     from insub_hf import InSubConfig
 
     config = encoder.model.config.to_dict()
-    with pytest.raises(ValueError, match=r"uncertainty_reading must be one of \['spread', 'spread_by_length', "
+    with pytest.raises(ValueError, match=r"uncertainty\['reading'\] must be one of \['spread', 'spread_by_length', "
                                          r"'knn'\], got 'entropy'"):
-        InSubConfig(**{**config, "uncertainty_reading": "entropy"})
-    with pytest.raises(ValueError, match="length_standardisation must be a dict with keys.*for uncertainty_reading='spread_by_length'"):
-        InSubConfig(**{**config, "uncertainty_reading": "spread_by_length"})  # without its settings
+        InSubConfig(**{**config, "uncertainty": {"reading": "entropy"}})
+    with pytest.raises(ValueError, match=r"uncertainty\['length_buckets'\] must be a dict with keys.*for the reading 'spread_by_length'"):
+        InSubConfig(**{**config, "uncertainty": {"reading": "spread_by_length"}})  # without its settings
 
 
 def test_the_length_reading_is_a_text_model_s():
     from insub_hf import InSubConfig
 
     with pytest.raises(ValueError, match="reads sentence lengths.*reads image"):
-        InSubConfig(objective="simclr", uncertainty_reading="spread_by_length",
-                    length_standardisation={"length_edges": [], "length_mean": [0.0], "length_std": [1.0],
-                                            "direction": 1})
+        InSubConfig(objective="simclr", uncertainty={"reading": "spread_by_length", "length_buckets": {
+            "length_edges": [], "length_mean": [0.0], "length_std": [1.0], "direction": 1}})
     with pytest.raises(ValueError, match="reads sentence lengths.*reads image"):
-        InSubModel(InSubConfig(objective="simclr")).set_length_standardisation({})
+        InSubModel(InSubConfig(objective="simclr")).set_length_buckets({})
 
 
 @pytest.mark.parametrize("save", ["encoder", "model"])
@@ -235,7 +234,7 @@ def test_saving_retrained_weights_over_a_knn_folder_serves_the_new_weights_own_u
         retrained.save_pretrained(folder)
     else:  # transformers' own save into the folder
         retrained.model.save_pretrained(folder)
-    assert json.loads((folder / "config.json").read_text())["uncertainty_reading"] == "spread"
+    assert json.loads((folder / "config.json").read_text())["uncertainty"]["reading"] == "spread"
     # the new weights' own uncertainty (the heads' spread), not distances to the old weights' bank
     st = SentenceTransformer(str(folder), trust_remote_code=True)
     served = torch.stack(st.encode(SENTENCES, output_value="uncertainty"))

@@ -30,7 +30,7 @@ class FeatureSet:
     head_embeddings: torch.Tensor | None = None
 
 
-def _batches(inputs, batch_size: int, input_names: tuple[str, ...]) -> Iterator[tuple[dict, torch.Tensor | None]]:
+def input_batches(inputs, batch_size: int, input_names: tuple[str, ...]) -> Iterator[tuple[dict, torch.Tensor | None]]:
     if isinstance(inputs, Mapping):  # tensors already in memory
         n = next(iter(inputs.values())).shape[0]
         for start in range(0, n, batch_size):
@@ -67,7 +67,7 @@ def extract_features(
     reps, sigmas, labels, heads = [], [], [], []
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed)
-        for batch, batch_labels in _batches(inputs, batch_size, base.encoder.input_names):
+        for batch, batch_labels in input_batches(inputs, batch_size, base.encoder.input_names):
             samples = base.member_representations(mc_dropout_passes, **{k: v.to(device) for k, v in batch.items()})
             z = base.embed_heads(samples.mean(dim=1))  # (b, M_heads, q)
             sigmas.append(head_spread(z, base.config.diversity_eps).mean(dim=1).cpu())

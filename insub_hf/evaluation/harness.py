@@ -20,7 +20,8 @@ from .corruptions import CORRUPTIONS, SEVERITIES, centre_crop, corrupt
 from .features import FeatureSet, extract_features
 from .image_data import ImageEvaluationData
 from .knn import knn_accuracy
-from .ood_detector import DEFAULT_K, InSubOODDetector, calibration_noise
+from ..uncertainty.settings import DEFAULT_K
+from .ood_detector import FeatureBank, calibration_noise
 from .probes import ProbeArguments, balanced_label_subset, fit_probes, member_probabilities, train_val_split
 from .results import CorruptionMetrics, HeadSpreadCalibration, MethodResults, Metrics
 
@@ -76,7 +77,7 @@ def ood_scores(
     member_probs: torch.Tensor, head_sigma: torch.Tensor | None, label_free: dict[str, torch.Tensor] | None = None
 ) -> dict[str, torch.Tensor]:
     """Per-input scores `(N,)` under the names of `OOD_SCORES`, each higher = more likely OOD: the negative max
-    probability, the entropy, the mutual information (K > 1); given `label_free` (`InSubOODDetector` scores, no
+    probability, the entropy, the mutual information (K > 1); given `label_free` (`FeatureBank` scores, no
     probe): the k-th neighbour distance of the representation for every model and, for models with heads
     (`head_sigma` not None), the per-head ones, their spread and the oriented head spread."""
     probs = member_probs.mean(dim=1)
@@ -123,7 +124,7 @@ class MethodEvaluator:
         self.has_heads = any(getattr(m, "config", None) is not None and m.config.num_heads > 1 for m in models)
         self.training_features: list[FeatureSet] | None = None
         self.probes: list | None = None
-        self.detectors: list[InSubOODDetector] | None = None
+        self.detectors: list[FeatureBank] | None = None
         # k-NN searches run where the (first) model runs; features come back to the CPU for the metrics and the
         # probes, whose thousands of tiny steps a CPU runs faster than a GPU launches them (H200, 2026-11-28: 19-22 s
         # per model on the GPU; docs/benchmarks.md)
@@ -163,7 +164,7 @@ class MethodEvaluator:
             ]
         return self.probes
 
-    def fit_detectors(self) -> list[InSubOODDetector]:
+    def fit_detectors(self) -> list[FeatureBank]:
         """Step 3: per model, a label-free nearest-neighbour detector on its unlabelled training features (it keeps
         the head embeddings), with the head spread's direction fixed on the training images against noise drawn
         for this only."""
@@ -171,23 +172,21 @@ class MethodEvaluator:
         knn_k = self.harness_args.knn_k
         with self._timed("detectors"):
             self.detectors = [
-                InSubOODDetector(f.representations.mean(dim=1), f.head_embeddings, min(knn_k, len(f.labels)),
-                                 bank_sigma=f.head_sigma, device=self.device)
+                FeatureBank(f.representations.mean(dim=1), f.head_embeddings, min(knn_k, len(f.labels)),
+                            bank_sigma=f.head_sigma, device=self.device)
                 for f in features
             ]
             for f in features:
                 f.head_embeddings = None  # the detectors keep them
             calibration = self.data.inputs(calibration_noise(self.data.train_images))
             for model, detector in zip(self.models, self.detectors):
-                detector.calibrate_head_spread(self._features(model, calibration, 0).head_sigma)
+                detector.calibrate(self._features(model, calibration, 0).head_sigma)
         return self.detectors
 
     @property
     def head_spread_calibration(self) -> list[HeadSpreadCalibration]:
         """Per model: the direction the head spread is read in (+1: high = OOD) and its validation AUROC."""
-        return [HeadSpreadCalibration(d.spread_direction, d.spread_validation_auroc,
-                                      None if d.spread_interval is None else list(d.spread_interval))
-                for d in self._require("fit_detectors", self.detectors)]
+        return [d.calibration for d in self._require("fit_detectors", self.detectors)]
 
     def _features(self, model, inputs, passes: int, keep_heads: bool = False) -> FeatureSet:
         return extract_features(model, inputs, self.harness_args.eval_batch_size, passes, keep_heads=keep_heads)
@@ -196,7 +195,7 @@ class MethodEvaluator:
         self, images: torch.Tensor, probes: list | None = None, label_free: bool = False, head_scores: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, torch.Tensor] | None]:
         """Member probabilities `(N, K, C)`, mean head spread `(N,)` (None without multi-head models) and, with
-        `label_free`, the `InSubOODDetector` scores averaged over the models (else None); `head_scores=False` skips
+        `label_free`, the `FeatureBank` scores averaged over the models (else None); `head_scores=False` skips
         the per-head k-NN searches."""
         features = self.features_of(images, keep_heads=label_free and head_scores)
         return self.predict_features(features, probes, label_free)

@@ -22,7 +22,8 @@ from scipy.stats import spearmanr
 
 from ..data import load_tweet_sentiment
 from ..uncertainty.knn import knn_distance
-from ..uncertainty.length import fit_length_standardisation, length_standardised
+from ..uncertainty.length import fit_length_buckets, standardise_by_length
+from ..uncertainty.settings import DEFAULT_K
 from ..validation import CheckedArguments, checked
 from .metrics.ood import ood_auroc
 from .senteval import fit_classifier
@@ -41,7 +42,7 @@ class TextBenchArguments(CheckedArguments):
     transfer_train: int = checked(3000, "Transfer tweets the classifier is trained on.", low=10, integer=True)
     split_size: int = checked(1500, "Tweets of each of validation and test.", low=10, integer=True)
     ood_size: int = checked(500, "Sentences of each OOD set per split.", low=10, integer=True)
-    k: int = checked(10, "The k-NN reading's neighbour.", low=1, integer=True)
+    k: int = checked(DEFAULT_K, "The k-NN reading's neighbour.", low=1, integer=True)
     bank_size: int = checked(4000, "Pretraining tweets the k-NN reading searches (the bundled corpus has 4,000).",
                              low=1, integer=True)
     length_buckets: int = checked(5, "Token-count buckets of the length-standardised spread.", low=1, integer=True)
@@ -92,7 +93,7 @@ def readings(encoded: Encoded, bank: torch.Tensor, k: int, standardise: dict | N
     out = {"knn": knn_distance(encoded.embeddings, bank, k), "length": encoded.lengths.double()}
     if encoded.spread is not None:
         out["spread"] = encoded.spread
-        out["spread_by_length"] = length_standardised(encoded.spread, encoded.lengths, **standardise)
+        out["spread_by_length"] = standardise_by_length(encoded.spread, encoded.lengths, **standardise)
     return out
 
 
@@ -132,7 +133,7 @@ def measure_base(bench: Bench, encoder, args: TextBenchArguments) -> dict:
 @dataclass
 class Measured:
     """What `measure_model` measured: `numbers` (for results.json: per split the transfer accuracy, the cosine
-    correlation and every reading's AUROCs and Spearman; the readings' `directions` and `length_standardisation`),
+    correlation and every reading's AUROCs and Spearman; the readings' `directions` and `length_buckets`),
     and beside them the model's unit `embeddings` of the validation and test tweets (`SPLITS`), of the `bank` and
     of each OOD set's test sentences (`ood`, by set)."""
 
@@ -148,7 +149,7 @@ def measure_model(encoder, heads: bool, bench: Bench, args: TextBenchArguments, 
     data = bench.data
     enc = {split: encode(encoder, list(data[split]["text"]), heads) for split in ("train", *SPLITS)}
     bank = encode(encoder, bench.bank_sentences, False).embeddings
-    standardise = fit_length_standardisation(enc["validation"].spread, enc["validation"].lengths,
+    standardise = fit_length_buckets(enc["validation"].spread, enc["validation"].lengths,
                                              args.length_buckets) if heads else None
     labels = {split: np.asarray(data[split]["label"]) for split in ("train", *SPLITS)}
     classifier = fit_classifier((enc["train"].embeddings.numpy(), labels["train"]),
@@ -179,7 +180,7 @@ def measure_model(encoder, heads: bool, bench: Bench, args: TextBenchArguments, 
         } for r, d in directions.items()}
         for numbers in per_split[split]["readings"].values():
             numbers["mean_ood_auroc"] = float(np.mean(list(numbers["ood_auroc"].values())))
-    return Measured({"directions": directions, "length_standardisation": standardise, **per_split},
+    return Measured({"directions": directions, "length_buckets": standardise, **per_split},
                     {split: enc[split].embeddings for split in SPLITS}, bank, ood)
 
 
@@ -208,7 +209,7 @@ def uncertainty_settings(reading: str, measured: Measured, k: int) -> dict:
     if reading == "knn":
         return {"reading": "knn", "k": k, "bank": measured.bank}
     if reading == "spread_by_length":
-        return {"reading": reading, "direction": numbers["directions"][reading], **numbers["length_standardisation"]}
+        return {"reading": reading, "direction": numbers["directions"][reading], **numbers["length_buckets"]}
     return {"reading": "spread"}
 
 

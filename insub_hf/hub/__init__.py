@@ -162,7 +162,7 @@ def save_for_hub(
 
     Weights and config (`save_pretrained`), the flat remote code with its `auto_map` (the image processor's too),
     `card.tokenizer` (with it, a text model's folder is a sentence-transformers folder too:
-    `write_sentence_transformer_files`), `card.processor` and `card.detector` if given, the generated model card (README.md) and
+    `write_sentence_transformer_files`), `card.processor` if given, the generated model card (README.md) and
     `card.extra_files`. Returns the folder's files.
     """
     folder, card = Path(folder), card or HubCard()
@@ -177,14 +177,12 @@ def save_for_hub(
         if reading == "knn":
             insub.set_bank(uncertainty["bank"], uncertainty.get("k"))
         else:
-            insub.set_length_standardisation(uncertainty)
+            insub.set_length_buckets(uncertainty)
     model.save_pretrained(folder, remote_code=True, max_shard_size=max_shard_size)
     if card.tokenizer is not None:
         card.tokenizer.save_pretrained(folder)
         if is_sentence_model(model, card.tokenizer):
             write_sentence_transformer_files(folder, model, card.tokenizer)
-    if card.detector is not None:
-        card.detector.save_pretrained(folder)
     for name, source in (card.extra_files or {}).items():
         target = folder / name
         target.parent.mkdir(parents=True, exist_ok=True)

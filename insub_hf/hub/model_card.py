@@ -50,10 +50,11 @@ class HubCard:
         tokenizer: saved beside the model (text models).
         processor: the image processor saved beside the model (`AutoImageProcessor`, `pipeline()`); the usage
             snippet then reads images through it.
-        detector: an `insub_hf.evaluation.InSubOODDetector` fitted on the model, saved beside it.
+        detector: the `insub_hf.evaluation.InSubOODDetector` fitted on the model (its bank is in the weights, its k and
+            direction in the config): the card states how the head spread's direction was fixed.
         sentence_uncertainty: a text model's reading of its `uncertainty`, chosen on validation data:
             `{"reading": "knn", "k": k, "bank": (N, d)}` (the model stores the bank: `InSubModel.set_bank`) or a
-            `spread_by_length` reading's settings (kept in its config: `InSubModel.set_length_standardisation`).
+            `spread_by_length` reading's settings (kept in its config: `InSubModel.set_length_buckets`).
             Either is the saved model's `uncertainty` on every path. None: the model's own `uncertainty`.
         license: the card's license (the package's, Apache-2.0, unless the data or base model says otherwise).
         base_model: the Hub id the model started from (a pretrained backbone, or the InSub model it was fine-tuned
@@ -243,10 +244,10 @@ def _usage(config, main_input: str, auto_class: str, repo_id: str, processor: bo
                    "uncertainty = out.mutual_information     # (B,): how much the heads disagree, higher = less certain")
     elif auto_class == "AutoModelForSequenceClassification":
         outputs = "probabilities = out.logits.softmax(-1)"
-    elif getattr(config, "uncertainty_reading", "spread") == "knn":
+    elif config.uncertainty["reading"] == "knn":
         outputs = ("features = out.representation  # (B, d): what probes and k-NN read\n"
                    "uncertainty = out.uncertainty   # (B,): k-NN distance to the model's bank, higher = more likely OOD")
-    elif getattr(config, "uncertainty_reading", "spread") == "spread_by_length":
+    elif config.uncertainty["reading"] == "spread_by_length":
         outputs = ("features = out.representation  # (B, d): what probes and k-NN read\n"
                    "uncertainty = out.uncertainty   # (B,): the spread within its length bucket, higher = more likely OOD")
     else:
@@ -264,6 +265,7 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
     card = card or HubCard()
     eval_results = card.eval_results
     config = model.config
+    block = config.uncertainty
     class_name = type(model).__name__
     auto_class = AUTO_CLASSES.get(class_name, "AutoModel")
     name = repo_id.split("/")[-1]
@@ -288,11 +290,10 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
         ), training_data=card.training_data or "Not recorded when this card was generated.",
         eval_table=eval_table(eval_results) if eval_results else "", notes=card.notes, citation=CITATION,
         insub_version=__version__, transformers_version=transformers.__version__,
-        direction=getattr(config, "uncertainty_direction", None), calibration=CALIBRATION_SETS[main_input],
-        bank={"k": config.knn_k, "size": config.knn_bank_size}
-        if getattr(config, "uncertainty_reading", "spread") == "knn" else None,
-        by_length=getattr(config, "uncertainty_reading", "spread") == "spread_by_length",
-        hyperparameters=card.hyperparameters, detector=_detector_facts(card.detector), provenance=card.provenance,
+        direction=block["direction"], calibration=CALIBRATION_SETS[main_input],
+        bank={"k": block["k"], "size": block["bank_size"]} if block["reading"] == "knn" else None,
+        by_length=block["reading"] == "spread_by_length", hyperparameters=card.hyperparameters,
+        detector=_detector_facts(block, card.detector), provenance=card.provenance,
         requirements=" ".join(REQUIREMENTS[main_input] + (("sentence-transformers",) if sentences else ())),
         sentences=sentences,
         **_usage(config, main_input, auto_class, repo_id, processor=card.processor is not None),
@@ -327,14 +328,15 @@ def is_sentence_model(model, tokenizer) -> bool:
     return getattr(model, "main_input_name", None) == "input_ids" and not is_classifier(model) and tokenizer is not None
 
 
-def _detector_facts(detector) -> dict | None:
-    """What the card says of a shipped `InSubOODDetector`: its k, bank size and head-spread direction."""
-    if detector is None:
+def _detector_facts(block: dict, detector) -> dict | None:
+    """What the card says of the model's k-NN bank and head-spread direction (its config's `uncertainty` block),
+    and of how `detector` (an `InSubOODDetector`, or None) fixed that direction; None where there is neither."""
+    calibration = getattr(detector, "calibration", None)
+    if not block["bank_size"] and calibration is None:
         return None
-    interval = detector.spread_interval
-    return {"k": detector.k, "bank": int(detector.representation_bank.shape[0]),
-            "direction": detector.spread_direction if detector.spread_holds is not False else None,
-            "holds": detector.spread_holds,
+    interval = None if calibration is None else calibration.interval
+    return {"k": block["k"], "bank": block["bank_size"], "direction": block["direction"],
+            "holds": None if interval is None else calibration.usable_direction is not None,
             "interval": None if interval is None else f"{100 * interval[0]:.1f}-{100 * interval[1]:.1f} %"}
 
 

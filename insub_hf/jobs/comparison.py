@@ -30,7 +30,7 @@ from ..evaluation.results import ComparisonRow, Cost, MethodResults, TrainingRec
 from ..model.modeling_insub import InSubForPreTraining
 from .arguments import ProtocolArguments, training_changes
 from .evaluation_cache import EvaluationCache
-from .experiment import Experiment, Variant, record_uncertainty_direction, settings_key, training_record
+from .experiment import Experiment, Variant, record_direction, settings_key, training_record
 from .methods import METHODS, method_members
 
 # The linear probe a converged baseline reaches on the full Fashion-MNIST with the default protocol (at least).
@@ -183,7 +183,7 @@ def evaluate_cell(
               + ", ".join(f"{part} {value:.1f}" for part, value in evaluator.seconds.items()), flush=True)
     with_heads = [key for key, (config, _) in zip(run_keys, members) if config.num_heads > 1]
     for key, calibration in zip(with_heads, results.head_spread_calibration):
-        record_uncertainty_direction(cache.model_dir(key), calibration.usable_direction)
+        record_direction(cache.model_dir(key), calibration.usable_direction)
     costs = [record["cost"] for _, record in runs]
     results.training = TrainingRecord(**{
         key: runs[0][1][key] for key in ("ssl_loss_final", "ssl_loss_late_drop", "hinge_active_mean")

@@ -25,7 +25,7 @@ from ..evaluation.probes import ProbeArguments
 from ..objectives import OBJECTIVES
 from .arguments import IMAGE_OBJECTIVES, ImageRecipeArguments, JobOutputArguments, training_arguments
 from .callbacks import KNNReportCallback
-from .experiment import Experiment, Variant, baseline_and_insub, record_uncertainty_direction
+from .experiment import Experiment, Variant, baseline_and_insub, record_direction
 from ..recipes import IMAGE
 from ..training.trainer import InSubTrainingArguments
 from ..validation import checked
@@ -137,7 +137,7 @@ def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None =
         result = experiment.pretrain(variant, train, batch_views=views, processor=FASHION_MNIST.image_processor())
         measured, arrays[name] = MethodEvaluator([result.model], evaluation, ProbeArguments(), harness).run()
         for calibration in measured.head_spread_calibration:  # the saved model's `uncertainty` reads it this way
-            record_uncertainty_direction(experiment.output_dir / name / "model", calibration.usable_direction)
+            record_direction(experiment.output_dir / name / "model", calibration.usable_direction)
         runs.append({"name": name, "num_heads": config.num_heads, "diversity_weight": config.diversity_weight,
                      "history": report.history,
                      "test": asdict(measured.test), "knn_accuracy": measured.knn_accuracy, "ood": measured.ood,

@@ -17,6 +17,7 @@ from transformers import TrainerCallback
 from ..cards import RunRecord
 from ..checkpointing import write_json
 from ..checksums import add_checksums
+from ..uncertainty.settings import from_former_keys
 from ..model.configuration_insub import InSubConfig
 from ..hub import final_push_target, push_model_to_hub
 from ..model.modeling_insub import InSubForPreTraining
@@ -162,8 +163,7 @@ CACHE_VERSION = 2
 
 
 # Config fields a trained model gets afterwards (its uncertainty's reading), not part of what a run trains
-AFTER_TRAINING = ("uncertainty_direction", "uncertainty_reading", "length_standardisation", "knn_k", "knn_bank_size",
-                  "knn_bank_weights")
+AFTER_TRAINING = ("uncertainty",)
 
 
 def settings_key(config: InSubConfig, **settings) -> str:
@@ -251,14 +251,15 @@ def check_output_dir(output_dir: str | Path, replace: bool = False) -> None:
         ) from None
 
 
-def record_uncertainty_direction(model_dir: str | Path, direction: int | None) -> None:
+def record_direction(model_dir: str | Path, direction: int | None) -> None:
     """Writes the head spread's direction, fixed by the harness on validation data, into a saved model's config.json
-    (`InSubConfig.uncertainty_direction`), so that the model's `uncertainty` output and its card read it that way;
-    None where no direction holds (`HeadSpreadCalibration.usable_direction`)."""
+    (`InSubConfig.uncertainty['direction']`), so that the model's `uncertainty` output and its card read it that
+    way; None where no direction holds (`HeadSpreadCalibration.usable_direction`)."""
     path = Path(model_dir) / "config.json"
     config = json.loads(path.read_text())
-    if config.get("uncertainty_direction") == direction:
+    block = config.get("uncertainty") or from_former_keys(config) or {}
+    if config.get("uncertainty") is not None and block.get("direction") == direction:
         return
-    config["uncertainty_direction"] = direction
+    config["uncertainty"] = {**block, "direction": direction}
     write_json(path, config)
     add_checksums(model_dir)  # the weights record the config they belong to

@@ -19,8 +19,6 @@ from transformers import (
 )
 
 from ..checkpointing import atomic_folder
-from ..evaluation.ood_detector import CONFIG_NAME as DETECTOR_CONFIG
-from ..evaluation.ood_detector import InSubOODDetector
 from ..hub import hub_token, push_model_to_hub, save_for_hub
 from ..cards import run_card
 from ..validation import CheckedArguments, path_field
@@ -95,12 +93,9 @@ def run_hub(args: HubCommandArguments, hub: HubArguments):
     tokenizer = AutoTokenizer.from_pretrained(model_dir) if (model_dir / "tokenizer_config.json").is_file() else None
     processor = (AutoImageProcessor.from_pretrained(model_dir) if (model_dir / "preprocessor_config.json").is_file()
                  else None)
-    detector = None
-    if (model_dir / DETECTOR_CONFIG).is_file():  # a fitted InSubOODDetector travels with its model
-        detector = InSubOODDetector.from_pretrained(model_dir)
     # the flags replace what the run says; the record travels under evaluation/
     card = run_card(args.results, args.row, model, args.dataset, tokenizer=tokenizer, processor=processor,
-                    detector=detector, license=args.license, training_data=args.training_data,
+                    license=args.license, training_data=args.training_data,
                     base_model=args.base_model)
     if args.push:
         commit = push_model_to_hub(model, repo_id, card, token=token, private=hub.hub_private_repo)

@@ -37,17 +37,16 @@ from ..cards import (
     versus_baseline,
 )
 from ..checkpointing import atomic_folder
-from ..uncertainty.reading import MODEL_READINGS
 from ..encoders.pretrained import base_tokenizer, encoder_path
 from ..evaluation.ood_detector import (
     CALIBRATION_IMAGES,
     CALIBRATION_SEED,
-    DEFAULT_K,
     InSubOODDetector,
     calibration_noise,
 )
 from ..hub import final_push_target, save_for_hub, upload_hub_folder
 from ..uncertainty.knn import encoder_and_heads_fingerprint
+from ..uncertainty.settings import DEFAULT_K, MODEL_READINGS
 from ..training_args import TRAINER_FIELDS
 from ..validation import CheckedArguments, checked
 from ..evaluation.text_ood_sets import shuffled_words
@@ -77,6 +76,11 @@ class ReleaseArguments(CheckedArguments):
                                  integer=True)
     replace_card: bool = field(default=False, metadata={"help": "Replace the published card model_cards/NAME/README.md "
                                                                  "(refused otherwise, before any training)."})
+    reuse: str | None = field(default=None, metadata={"help": "The image recipe only: re-make the release from a "
+                                                      "folder it published (its weights and evaluation/results.json, "
+                                                      "the run's own settings) without training, with this commit's "
+                                                      "files, bank and card; how a folder made by an earlier commit "
+                                                      "is brought up to date."})
 
     def check_places(self, command: str | None = None) -> None:
         """The name and the card's place, before any work (`name` is set by then). A published card is replaced only
@@ -124,30 +128,46 @@ def publish(release: ReleaseArguments, model, card: HubCard, training_args, push
 
 
 def fit_detector(model, bank: dict[str, torch.Tensor], calibration: dict[str, torch.Tensor]) -> InSubOODDetector:
-    """The shipped detector: `bank` (training inputs, `(N, ...)` each) as its bank, k at most `N`, the head spread's
-    direction fixed on `calibration` (validation OOD inputs)."""
+    """The released model's bank, in its weights: `bank` (training inputs, `(N, ...)` each), k at most `N`, the head
+    spread's direction fixed on `calibration` (validation OOD inputs) into its config."""
     size = len(next(iter(bank.values())))
     return InSubOODDetector.fit(model, bank, k=min(DEFAULT_K, size), calibration_inputs=calibration)
 
 
-def knn_where_the_spread_fails(model, detector: InSubOODDetector) -> None:
-    """Where the heads' spread holds no direction (`config.uncertainty_direction` None), the model's `uncertainty`
-    becomes the detector's k-NN reading: its bank and k stored with the weights, so that `AutoModel` and the detector
-    give one number."""
-    if model.config.uncertainty_direction is None:
-        getattr(model, "insub", model).set_bank(detector.representation_bank, k=detector.k)
+def knn_where_the_spread_fails(model) -> None:
+    """Where the heads' spread holds no direction (`config.uncertainty['direction']` None), the model's
+    `uncertainty` becomes the k-NN reading of its bank."""
+    inner = getattr(model, "insub", model)
+    if inner.config.uncertainty["direction"] is None:
+        inner.config.set_uncertainty(reading="knn")
 
 
 def measured_model(out: Path, fingerprints: list[str]):
-    """The trained model under `out` (a run folder's `model/`, or the run cache's) whose weights a results row
-    measured (`fingerprints`, one model), in eval mode."""
+    """The trained model under `out` (a run folder's `model/`, the run cache's, or a released folder) whose weights a
+    results row measured (`fingerprints`, one model), in eval mode."""
     from ..model.modeling_insub import InSubForPreTraining
 
-    for config in sorted([*out.glob("*/model/config.json"), *out.glob("cache/*/model/config.json")]):
+    for config in sorted([*out.glob("config.json"), *out.glob("*/model/config.json"),
+                          *out.glob("cache/*/model/config.json")]):
         model = InSubForPreTraining.from_pretrained(config.parent)
         if [encoder_and_heads_fingerprint(model)] == fingerprints:
             return model.eval()
     raise FileNotFoundError(f"no trained model under {out} has the weights {fingerprints} its results measured.")
+
+
+def reused_run(folder: Path, out: Path, args):
+    """For `--reuse`: the run record of the released `folder` (evaluation/results.json and results.md) copied into
+    the run folder `out`, and `args` with the data settings that run used (its record's), so that the bank and the
+    card's k-NN rows read the same images."""
+    record = folder / "evaluation" / "results.json"
+    if not record.is_file():
+        raise FileNotFoundError(f"ReleaseArguments.reuse={str(folder)!r} holds no evaluation/results.json: give a folder "
+                                "that `insub-hf release image` published.")
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("results.json", "results.md"):
+        shutil.copyfile(folder / "evaluation" / name, out / name)
+    recorded = RunRecord.read(out / "results.json").args
+    return replace(args, **{name: recorded[name] for name in args.__dataclass_fields__ if name in recorded})
 
 
 def release_image(command: str, release, args, training_args, probe_args, harness_args) -> Path:
@@ -163,27 +183,30 @@ def release_image(command: str, release, args, training_args, probe_args, harnes
             "model beside its baseline; give --methods baseline insub (and any others)."
         )
     start, push = time.time(), final_push_target(training_args)
-    compare.run_comparison(args, training_args, probe_args, harness_args)
     out = Path(training_args.output_dir)
+    if release.reuse:
+        args = reused_run(Path(release.reuse), out, args)
+    else:
+        compare.run_comparison(args, training_args, probe_args, harness_args)
     rows = {}  # each method's row of the first seed: the model the card names (`cards._named` takes the first too)
     for entry in RunRecord.read(out / "results.json").numbers["rows"]:
         rows.setdefault(entry["method"], ComparisonRow.from_dict(entry))
     row = rows["insub"]
-    model = measured_model(out, row.results.fingerprints)
+    model = measured_model(Path(release.reuse) if release.reuse else out, row.results.fingerprints)
     data = load_protocol_data(args).evaluation  # images in [0, 1] and the normalisation the model was trained with
     images = data.train_images[: release.detector_bank]
+    fixed = model.config.uncertainty["direction"]  # by the harness, on all training images against the same noise
     detector = fit_detector(model, data.inputs(images), data.inputs(calibration_noise(images)))
-    fixed = model.config.uncertainty_direction  # by the harness, on all training images against the same noise
-    if fixed is not None and detector.spread_direction != fixed:
+    if fixed is not None and detector.calibration.direction != fixed:
         raise RuntimeError(
-            f"the release detector reads the head spread in direction {detector.spread_direction}, the harness "
+            f"the release detector reads the head spread in direction {detector.calibration.direction}, the harness "
             f"fixed {fixed} for this model: their banks disagree; raise "
             "--detector_bank to the training set's size."
         )
-    knn_where_the_spread_fails(model, detector)
+    knn_where_the_spread_fails(model)
     card = replace(compare.comparison_card(out, row.name, args.dataset, model), detector=detector,
                    notes=versus_baseline(rows["baseline"].results, row.results))
-    card = shipped_knn(card, detector, model, data, {name: s["knn"] for name, s in row.results.ood.items()})
+    card = shipped_knn(card, detector, data, {name: s["knn"] for name, s in row.results.ood.items()})
     card = replace(card, provenance=provenance(command, row.seed, time.time() - start,
                                                sum(r.results.cost.pretraining_seconds for r in rows.values())))
     return publish(release, model, card, training_args, push)
@@ -212,26 +235,34 @@ class TextReleaseArguments:
         "spread_by_length (the spread standardised per sentence-length bucket on validation tweets).",
         choices=MODEL_READINGS,
     )
-    k: int = checked(10, "The k-NN reading's neighbour.", low=1, integer=True)
+    k: int = checked(DEFAULT_K, "The k-NN reading's neighbour.", low=1, integer=True)
 
 
-def text_ood(model, tokenizer, corpus: list[str], max_length: int, bank: int, seed: int):
-    """The text release's detector and what it measures: its bank is pretraining sentences (`corpus`); the head
-    spread's direction is fixed on `TEXT_VALIDATION` transfer tweets against their shuffled words; the AUROCs of its
-    scores (higher = more likely OOD) are measured on the next `TEXT_TEST` tweets against theirs."""
+def text_detector(model, encoder, corpus: list[str], bank: int, seed: int) -> InSubOODDetector:
+    """The text release's bank and direction: its bank the pretraining sentences `corpus[:bank]`, the head spread's
+    direction fixed on `TEXT_VALIDATION` transfer tweets against their shuffled words; sentences tokenised as the
+    sentence encoder `encoder` tokenises them (one truncation for every path)."""
+    from ..data import load_tweet_sentiment
+
+    def tokens(sentences: list[str]) -> dict[str, torch.Tensor]:
+        return {k: v for k, v in encoder.tokenize(list(sentences)).items() if k in ("input_ids", "attention_mask")}
+
+    validation = load_tweet_sentiment("transfer")["text"][:TEXT_VALIDATION]
+    return fit_detector(model, tokens(corpus[:bank]), tokens(shuffled_words(validation, seed)))
+
+
+def text_ood(detector: InSubOODDetector, encoder, seed: int) -> dict[str, float]:
+    """The AUROCs (higher = more likely OOD) of the released model's own scores on the `TEXT_TEST` tweets after the
+    validation ones against their shuffled words."""
     from ..data import load_tweet_sentiment
     from ..evaluation.metrics.ood import ood_auroc
 
     def tokens(sentences: list[str]) -> dict[str, torch.Tensor]:
-        batch = tokenizer(sentences, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-        return {k: batch[k] for k in ("input_ids", "attention_mask")}
+        return {k: v for k, v in encoder.tokenize(list(sentences)).items() if k in ("input_ids", "attention_mask")}
 
-    tweets = load_tweet_sentiment("transfer")["text"]
-    validation, test = tweets[:TEXT_VALIDATION], tweets[TEXT_VALIDATION:TEXT_VALIDATION + TEXT_TEST]
-    detector = fit_detector(model, tokens(corpus[:bank]), tokens(shuffled_words(validation, seed)))
-    seen, unseen = detector.score(model, tokens(test)), detector.score(model, tokens(shuffled_words(test, seed + 1)))
-    aurocs = {name: ood_auroc(seen[name], unseen[name], higher_is_in=False) for name in seen}
-    return detector, aurocs
+    test = load_tweet_sentiment("transfer")["text"][TEXT_VALIDATION:TEXT_VALIDATION + TEXT_TEST]
+    seen, unseen = detector.score(tokens(test)), detector.score(tokens(shuffled_words(test, seed + 1)))
+    return {name: ood_auroc(seen[name], unseen[name], higher_is_in=False) for name in seen}
 
 
 def measure_text_uncertainty(model, tokenizer, args, reading: TextReleaseArguments, corpus: list[str], bank: int,
@@ -274,26 +305,31 @@ def release_text(command: str, release, reading: TextReleaseArguments, args, tra
             f"TextReleaseArguments.k={reading.k} is more than ReleaseArguments.detector_bank={release.detector_bank}, "
             "the sentences its k-NN reading searches; give k <= detector_bank."
         )
+    from ..sentence_embeddings import InSubSentenceEncoder
+
     name = f"scd_insub_m{args.num_heads}"
     start, push, out, results, model = run_job(text.run_text, args, training_args, name)
     tokenizer = AutoTokenizer.from_pretrained(out / name / "model")
     corpus = load_sentence_corpus(args.corpus, args.text_column, max_sentences=args.max_sentences)[args.text_column]
-    print(f"[release] the detector ({release.detector_bank} bank sentences) and its check on shuffled words",
-          flush=True)
-    detector, aurocs = text_ood(model, tokenizer, corpus, args.max_length, release.detector_bank,
-                                training_args.seed)
-    (out / "text_ood.json").write_text(json.dumps(aurocs, indent=2) + "\n")
-    # the model's `uncertainty` reads the spread that way, where that direction holds across resamples
-    model.config.uncertainty_direction = detector.spread_direction if detector.spread_holds else None
+    encoder = InSubSentenceEncoder(model.insub, tokenizer)
+    print(f"[release] the bank ({release.detector_bank} sentences) and the head spread's direction", flush=True)
+    detector = text_detector(model, encoder, corpus, release.detector_bank, training_args.seed)
     print("[release] the uncertainty readings: base model, then InSub on validation, test and a second domain",
           flush=True)
     measured, settings = measure_text_uncertainty(model.insub, tokenizer, args, reading, corpus,
                                                   release.detector_bank, training_args.seed)
     (out / "text_uncertainty.json").write_text(json.dumps(measured, indent=2) + "\n")
+    if settings["reading"] == "knn":  # the bank the readings were measured with, at their k: the detector's now
+        model.insub.set_bank(settings["bank"], settings["k"])
+    elif settings["reading"] == "spread_by_length":
+        model.insub.set_length_buckets(settings)
+    print("[release] the shipped reading's check on shuffled words", flush=True)
+    aurocs = text_ood(detector, encoder, training_args.seed)
+    (out / "text_ood.json").write_text(json.dumps(aurocs, indent=2) + "\n")
     card = text.text_model_card(out / "results.json", name, tokenizer, model)
     notes = "\n\n".join([text_versus_baseline(results["results"], name, aurocs, model.config.freeze_encoder),
                           text_uncertainty_section(measured)])
-    card = replace(card, detector=detector, notes=notes, sentence_uncertainty=settings,
+    card = replace(card, detector=detector, notes=notes,
                    provenance=provenance(command, training_args.seed, time.time() - start),
                    extra_files={**card.extra_files, "evaluation/text_ood.json": out / "text_ood.json",
                                 "evaluation/text_uncertainty.json": out / "text_uncertainty.json"})
@@ -313,9 +349,7 @@ def release_dna(command: str, release, args, training_args) -> Path:
     rng = np.random.default_rng(CALIBRATION_SEED)
     random = torch.eye(4)[torch.as_tensor(rng.integers(0, 4, (min(CALIBRATION_IMAGES, len(bank)), args.crop_length)))]
     detector = fit_detector(model, {"dna_one_hot": bank}, {"dna_one_hot": random})
-    # the model's `uncertainty` reads the spread that way, where that direction holds across resamples
-    model.config.uncertainty_direction = detector.spread_direction if detector.spread_holds else None
-    knn_where_the_spread_fails(model, detector)
+    knn_where_the_spread_fails(model)
     card = run_card(out / "results.json", name, model, detector=detector,
                     notes=dna_versus_baseline(results["results"], name),
                     provenance=provenance(command, training_args.seed, time.time() - start))
@@ -379,6 +413,9 @@ def select(command: str, argv: list[str]):
     line = " ".join(["insub-hf", command, argv[0], *reproducing(rest)])
 
     def run(release: ReleaseArguments, *groups):
+        if release.reuse and argv[0] != "image":
+            raise ValueError(f"ReleaseArguments.reuse is for the image recipe only (its folder holds the run's weights "
+                             f"and record); the {argv[0]} release trains again: leave --reuse out.")
         release.name = release.name or recipe.name
         release.check_places(line)
         for group in groups:  # pushed, the repository takes the release's name, not the output folder's

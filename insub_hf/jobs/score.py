@@ -27,6 +27,7 @@ from ..encoders.text import masked_mean
 from ..evaluation.harness import summarize
 from ..evaluation.metrics import fit_temperature, fpr_at_tpr, ood_auroc
 from ..evaluation.ood_detector import kth_neighbour_distance
+from ..uncertainty.settings import DEFAULT_K
 from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from ..evaluation.text_ood_sets import shuffled_words
 from ..hub.model_card import score_model_index
@@ -53,7 +54,7 @@ class ScoreArguments(CheckedArguments):
     label_column: str = field(default="label", metadata={"help": "The column holding the class labels."})
     max_train: int = checked(5000, "Training images read at most (the first ones).", low=20, integer=True)
     max_test: int = checked(2000, "Test and OOD images read at most.", low=10, integer=True)
-    knn_k: int = checked(50, "k of the k-NN distance (at most the training images kept).", low=1, integer=True)
+    knn_k: int = checked(DEFAULT_K, "k of the k-NN distance (at most the training images kept).", low=1, integer=True)
     batch_size: int = checked(128, "Images or texts per forward pass.", low=1, integer=True)
     max_length: int = checked(128, "Tokens per text at most (longer texts are truncated).", low=1, integer=True)
     seed: int = checked(0, "Seed of the probe and the noise images.", low=0, integer=True)

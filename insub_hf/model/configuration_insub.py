@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import warnings
 from typing import Any
@@ -16,8 +17,7 @@ from ..encoders.presets import DEFAULT_ENCODER, named_encoder  # noqa: F401
 from ..encoders.registry import OWN_ENCODERS  # registers the package's encoder configs, so nested configs resolve
 from ..objectives import OBJECTIVE_CONFIGS, ObjectiveConfig
 from ..recipes import DNA, DNA_ENCODER, IMAGE, TEXT
-from ..uncertainty.length import check_length_standardisation
-from ..uncertainty.reading import MODEL_READINGS
+from ..uncertainty.settings import FORMER_KEYS, UncertaintyConfig, from_former_keys
 from ..validation import check_choice, check_range
 
 HEAD_NORMS = ("batchnorm", "none")
@@ -168,21 +168,10 @@ class InSubConfig(PretrainedConfig):
         freeze_encoder: pretrain the heads only: the encoder's weights keep the values it was built or loaded with
             (`init_encoder_from`), so its representation stays a pretrained base model's exactly; dropout still makes
             the text views. Fine-tuning ignores it (`InSubForImageClassification.freeze_encoder()` decides there).
-        uncertainty_direction: how `InSubModelOutput.uncertainty` reads the heads' spread, so that higher always
-            means more likely out of distribution for this model: +1 (high spread) or -1 (low spread), as the jobs
-            fix it on validation data (training images against noise) after training and save it with the model;
-            None until then (the spread is read as it is, and cards say that it was not fixed).
-        uncertainty_reading: what `InSubModelOutput.uncertainty` is: "spread" (the heads' spread as
-            `uncertainty_direction` reads it), "spread_by_length" (a text model's: that spread standardised within
-            token-count buckets, `length_standardisation`) or "knn" (the cosine distance of the representation to the
-            k-th nearest row of the model's bank, set by `InSubModel.set_bank`); the oriented spread stays
-            `head_spread`.
-        length_standardisation: the "spread_by_length" reading's settings, fitted on validation sentences:
-            `length_edges` (inner bucket edges in tokens), `length_mean` and `length_std` (per bucket, one more than
-            the edges) and `direction` (+1 or -1).
-        knn_k, knn_bank_size: the k-NN reading's neighbour and how many rows its bank holds (0: no bank).
-        knn_bank_weights: `knn_bank.encoder_and_heads_fingerprint` of the weights the bank was embedded with; a bank beside other
-            weights (trained further since) is dropped when saved and refused when loaded.
+        uncertainty: how `InSubModelOutput.uncertainty` is read, a dict of `uncertainty.settings.UncertaintyConfig`
+            fields (the reading, the spread's direction, the k-NN bank's k and size, ...), fixed after training and
+            saved in full; typed access `uncertainty_options`, changes through `set_uncertainty`. A config.json
+            written before this block (its keys flat, `uncertainty.settings.FORMER_KEYS`) loads with them moved in.
     """
 
     model_type = "insub"
@@ -205,12 +194,7 @@ class InSubConfig(PretrainedConfig):
     normalize_heads: bool = True
     batch_ensemble_size: int = 1
     freeze_encoder: bool = False
-    uncertainty_direction: int | None = None
-    uncertainty_reading: str = "spread"
-    length_standardisation: dict | None = None
-    knn_k: int = 10
-    knn_bank_size: int = 0
-    knn_bank_weights: str | None = None
+    uncertainty: dict | None = None
 
     def __setattr__(self, key: str, value: Any) -> None:
         # a field of the encoder set on the top-level config goes to the encoder's config (read it there:
@@ -256,6 +240,13 @@ class InSubConfig(PretrainedConfig):
                 "InSubConfig.head_hidden_sizes must be a list of hidden widths (e.g. [2048]; [] for one Linear layer), "
                 f"got {self.head_hidden_sizes!r}."
             )
+        given = sorted(set(kwargs) & set(FORMER_KEYS))
+        former = from_former_keys(kwargs)
+        if former is not None:
+            if self.uncertainty is not None:
+                raise ValueError(f"InSubConfig got the flat keys {given} of a former config beside `uncertainty`: "
+                                 "give them in the `uncertainty` block only.")
+            self.uncertainty = former
         encoder = self.encoder_config
         _check_unknown_keys(
             kwargs, set(encoder if isinstance(encoder, dict) else (encoder.to_dict() if encoder else {})), self.objective
@@ -321,19 +312,22 @@ class InSubConfig(PretrainedConfig):
         """`objective_config` as its objective's typed, checked config (e.g. `SimCLRConfig`)."""
         return OBJECTIVE_CONFIGS[self.objective].from_dict(self.objective_config, self.objective)
 
+    @property
+    def uncertainty_options(self) -> UncertaintyConfig:
+        """`uncertainty` as a typed `UncertaintyConfig`."""
+        given = self.uncertainty
+        return given if isinstance(given, UncertaintyConfig) else UncertaintyConfig.from_dict(given)
+
+    def set_uncertainty(self, **changes: Any) -> UncertaintyConfig:
+        """Replaces some of the `uncertainty` block's values (`UncertaintyConfig` fields), checked as a whole;
+        returns the block."""
+        block = dataclasses.replace(self.uncertainty_options, **changes).check(self.modality)
+        self.uncertainty = block.to_dict()
+        return block
+
     def _check_values(self) -> None:
         check_choice("InSubConfig.normalize_heads", self.normalize_heads, (True, False))
         check_choice("InSubConfig.freeze_encoder", self.freeze_encoder, (True, False))
-        check_choice("InSubConfig.uncertainty_direction", self.uncertainty_direction, (1, -1, None))
-        check_choice("InSubConfig.uncertainty_reading", self.uncertainty_reading, MODEL_READINGS)
-        check_range("InSubConfig.knn_bank_size", self.knn_bank_size, low=0, integer=True)
-        if self.uncertainty_reading == "knn":
-            if not self.knn_bank_size:
-                raise ValueError("InSubConfig.uncertainty_reading='knn' needs a bank (knn_bank_size >= knn_k): set "
-                                 "it with model.set_bank(representations), which records both.")
-            check_range("InSubConfig.knn_k", self.knn_k, low=1, high=self.knn_bank_size, integer=True)
-        if self.uncertainty_reading == "spread_by_length":
-            check_length_standardisation(self.length_standardisation, self.modality)
         _check_attention_heads(self.encoder_config)
         check_choice("InSubConfig.objective", self.objective, tuple(OBJECTIVE_CONFIGS))
         check_label_settings(self.num_labels, self.problem_type)
@@ -362,6 +356,10 @@ class InSubConfig(PretrainedConfig):
                 f"got {given!r}."
             )
         self.objective_config = (given if isinstance(given, ObjectiveConfig) else self.objective_options).to_dict()
+        if self.uncertainty is not None and not isinstance(self.uncertainty, (dict, UncertaintyConfig)):
+            raise ValueError("InSubConfig.uncertainty must be a dict of UncertaintyConfig fields (reading, direction, "
+                             f"k, bank_size, bank_weights, length_buckets), got {self.uncertainty!r}.")
+        self.set_uncertainty()
         check_choice("InSubConfig.head_norm", self.head_norm, HEAD_NORMS)
         check_choice("InSubConfig.pooling", self.pooling, POOLINGS)
         check_range("InSubConfig.num_heads", self.num_heads, low=1, integer=True)

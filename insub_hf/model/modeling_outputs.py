@@ -18,8 +18,8 @@ class InSubModelOutput(ModelOutput):
         mean_embedding: `(B, q)` their mean over heads.
         sigma: `(B, q)` per-dimension spread across heads, `sqrt(var + eps)`; zeros when M = 1.
         uncertainty: `(B,)` the model's one uncertainty, higher = more likely out of distribution, as
-            `config.uncertainty_reading` says: the heads' spread (`head_spread`), a text model's spread standardised
-            within its token-count bucket (`set_length_standardisation`), or with a bank (`set_bank`) the cosine
+            `config.uncertainty['reading']` says: the heads' spread (`head_spread`), a text model's spread standardised
+            within its token-count bucket (`set_length_buckets`), or with a bank (`set_bank`) the cosine
             distance of the representation to its k-th nearest bank row.
         pooler_output: `(B, d)` the representation again, under the name transformers' feature extraction reads
             (`pipeline("image-feature-extraction", pool=True)`).
@@ -29,7 +29,7 @@ class InSubModelOutput(ModelOutput):
         attentions: every encoder layer's attention weights `(B, heads, T, T)` with `output_attentions=True` (ViT,
             BERT-style encoders).
         head_spread: `(B,)` the spread averaged over dimensions, oriented so that higher means more likely out of
-            distribution for this model (`config.uncertainty_direction`, fixed on validation data; read as it is
+            distribution for this model (`config.uncertainty['direction']`, fixed on validation data; read as it is
             while that is None); zeros when M = 1.
     """
 

@@ -242,11 +242,11 @@ class InSubTrainer(Trainer):
         if resume_from_checkpoint:
             check_same_run(self.model, resume_from_checkpoint)
         inner = getattr(self.model, "insub", self.model)
-        if getattr(getattr(inner, "config", None), "uncertainty_reading", None) == "knn" and hasattr(inner, BANK):
+        if hasattr(inner, BANK):
             # training moves the representations away from the bank's: it could only serve distances to another
             # model's representations (`save_pretrained` would drop it too)
             logger.warning("InSubTrainer.train: the model's k-NN bank describes its weights before training, so it is "
-                           "dropped and `uncertainty` is the heads' spread; set it anew with model.set_bank(...) "
+                           "dropped (a k-NN `uncertainty` is the heads' spread again); set it anew with model.set_bank(...) "
                            "after training.")
             clear_bank(inner)
         channels_last = bool(getattr(self.args, "channels_last", False)) and any(

@@ -1,7 +1,7 @@
 """The k-NN reading inside a model: a bank of L2-normalised representations of in-distribution inputs, saved with
 the weights, so that `InSubModel`'s `uncertainty` can be the cosine distance to the k-th nearest of them on every path
-that loads the model (`config.uncertainty_reading="knn"`); and that distance (`knn_distance`), the one every k-NN
-reading and measurement of the package computes."""
+that loads the model (`config.uncertainty['reading'] == "knn"`), and so that `InSubOODDetector` measures that one
+bank; and that distance (`knn_distance`), the one every k-NN reading and measurement of the package computes."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ class KnnBank(nn.Module):
     """`(N, d)` unit-length representations as a buffer; called on representations `(B, d)` it gives `(B,)`, the
     cosine distance of each to its k-th nearest bank row.
 
-    It knows the weights it was embedded with: `check_current(model)` compares the in-place change counters
+    It knows the weights it was embedded with (`config.uncertainty['bank_weights']`): `check_current(model)`
+    compares the in-place change counters
     (`Tensor._version`, free to read) of the model's encoder and heads with those recorded when the bank was set or
     first read; where they moved (an optimiser step, a train-mode forward's BatchNorm statistics, an edit), the
     weights' fingerprint decides, and a bank of other weights is refused, never served."""
@@ -44,14 +45,13 @@ class KnnBank(nn.Module):
         return knn_distance(F.normalize(representation.float(), dim=-1), self.bank.float(), k)
 
     def check_current(self, model: nn.Module) -> None:
-        """Raises unless `model`'s encoder and heads are the weights the bank was embedded with
-        (`config.knn_bank_weights`)."""
+        """Raises unless `model`'s encoder and heads are the weights the bank was embedded with."""
         versions = weight_versions(model)
         if versions == self.versions:
             return
-        if encoder_and_heads_fingerprint(model) != model.config.knn_bank_weights:
+        if encoder_and_heads_fingerprint(model) != model.config.uncertainty["bank_weights"]:
             raise ValueError(
-                "InSubModel: its k-NN bank (config.uncertainty_reading='knn') was embedded with other weights than the "
+                "InSubModel: its k-NN bank (config.uncertainty['bank_size'] rows) was embedded with other weights than the "
                 "model has now (trained or changed since), so its `uncertainty` would be distances to another "
                 "model's representations. Clear it (insub_hf.uncertainty.knn.clear_bank(model): `uncertainty` is the heads' "
                 "spread again), then, for a k-NN reading of these weights, model.set_bank(...) on the "
@@ -74,9 +74,11 @@ def encoder_and_heads_fingerprint(model: nn.Module) -> str:
     return weights_fingerprint(model, leave_out=BANK + ".")
 
 
-def set_bank(model: nn.Module, representations: torch.Tensor, k: int) -> None:
-    """Makes `model`'s (an `InSubModel`) `uncertainty` the k-NN reading over `representations (N, d)` (the model's
-    own `representation` of in-distribution inputs), recorded in its config with the weights it was embedded with."""
+def set_bank(model: nn.Module, representations: torch.Tensor, k: int, read: bool = True) -> None:
+    """Gives `model` (an `InSubModel`) the bank `representations (N, d)` (its own `representation` of
+    in-distribution inputs), recorded in its config with k and the weights it was embedded with; `read`: its
+    `uncertainty` becomes the k-NN reading (else it keeps its reading, and the bank is what `InSubOODDetector`'s
+    `knn` score searches)."""
     representations = torch.as_tensor(representations).detach()
     dim = model.encoder.output_dim
     if representations.dim() != 2 or representations.shape[1] != dim:
@@ -91,22 +93,25 @@ def set_bank(model: nn.Module, representations: torch.Tensor, k: int) -> None:
     bank = KnnBank(*representations.shape).to(device)
     bank.bank.copy_(F.normalize(representations.float(), dim=-1))
     setattr(model, BANK, bank)
-    model.config.update(dict(uncertainty_reading="knn", knn_k=int(k), knn_bank_size=int(representations.shape[0]),
-                             knn_bank_weights=encoder_and_heads_fingerprint(model)))
+    reading = "knn" if read else model.config.uncertainty["reading"]
+    model.config.set_uncertainty(reading=reading, k=int(k), bank_size=int(representations.shape[0]),
+                                 bank_weights=encoder_and_heads_fingerprint(model))
     bank.versions = weight_versions(model)
 
 
 def clear_bank(model: nn.Module) -> None:
-    """Takes the bank out of `model`; its `uncertainty` is the oriented spread again."""
+    """Takes the bank out of `model`; a k-NN `uncertainty` is the oriented spread again."""
     if hasattr(model, BANK):
         delattr(model, BANK)
-    model.config.update(dict(uncertainty_reading="spread", knn_bank_size=0, knn_bank_weights=None))
+    reading = model.config.uncertainty["reading"]
+    model.config.set_uncertainty(reading="spread" if reading == "knn" else reading, bank_size=0, bank_weights=None)
 
 
 def stale_bank(model: nn.Module) -> bool:
-    """Whether `model` reads a k-NN bank embedded with other weights than its own (trained further since)."""
+    """Whether `model` holds a k-NN bank embedded with other weights than its own (trained further since)."""
     model = getattr(model, "insub", model)
-    return model.config.uncertainty_reading == "knn" and model.config.knn_bank_weights != encoder_and_heads_fingerprint(model)
+    block = model.config.uncertainty
+    return bool(block["bank_size"]) and block["bank_weights"] != encoder_and_heads_fingerprint(model)
 
 
 def bankless_copy(student: nn.Module) -> nn.Module:

@@ -1,4 +1,4 @@
-"""A text model's spread standardised within sentence-length buckets (`uncertainty_reading="spread_by_length"`): fitted
+"""A text model's spread standardised within sentence-length buckets (the "spread_by_length" reading): fitted
 on in-distribution sentences, served by `reading.UncertaintyReading`, measured by `insub-hf text-candidates` and
 `insub-hf release text`. Torch alone."""
 
@@ -8,7 +8,7 @@ import torch
 
 from ..validation import check_choice
 
-# The settings of the spread read per token-count bucket (`fit_length_standardisation`, plus the standardised
+# The settings of the spread read per token-count bucket (`fit_length_buckets`, plus the standardised
 # spread's direction)
 LENGTH_SETTINGS = ("length_edges", "length_mean", "length_std", "direction")
 
@@ -19,9 +19,9 @@ def length_buckets(lengths: torch.Tensor, buckets: int) -> torch.Tensor:
     return torch.unique(torch.quantile(lengths.double(), quantiles.double())).float()
 
 
-def fit_length_standardisation(spread: torch.Tensor, lengths: torch.Tensor, buckets: int = 5) -> dict:
+def fit_length_buckets(spread: torch.Tensor, lengths: torch.Tensor, buckets: int = 5) -> dict:
     """On in-distribution sentences: per length bucket, the mean and standard deviation of `spread (N,)`, so that
-    `length_standardised` reads what the spread says beyond the sentence's length. Returns the module's settings
+    `standardise_by_length` reads what the spread says beyond the sentence's length. Returns the module's settings
     `length_edges`, `length_mean`, `length_std` (lists)."""
     edges = length_buckets(lengths, buckets)
     index = torch.bucketize(lengths.float(), edges, right=True)
@@ -33,10 +33,10 @@ def fit_length_standardisation(spread: torch.Tensor, lengths: torch.Tensor, buck
     return {"length_edges": edges.tolist(), "length_mean": means, "length_std": stds}
 
 
-def length_standardised(spread: torch.Tensor, lengths: torch.Tensor, length_edges, length_mean,
+def standardise_by_length(spread: torch.Tensor, lengths: torch.Tensor, length_edges, length_mean,
                         length_std) -> torch.Tensor:
     """`(N,)`: `spread (N,)` minus its bucket's mean, over its bucket's standard deviation (buckets of `lengths (N,)`,
-    the token counts, as `fit_length_standardisation` fitted them)."""
+    the token counts, as `fit_length_buckets` fitted them)."""
     lengths = lengths.to(spread.device).float()
     index = torch.bucketize(lengths, torch.as_tensor(length_edges, dtype=torch.float32, device=spread.device),
                             right=True)
@@ -45,16 +45,16 @@ def length_standardised(spread: torch.Tensor, lengths: torch.Tensor, length_edge
     return (spread - mean) / std
 
 
-def check_length_standardisation(settings: dict | None, modality: str) -> None:
+def check_length_buckets(settings: dict | None, modality: str) -> None:
     """The "spread_by_length" reading's settings for a model reading `modality`: a text model's, its keys, one more
     bucket than edges, positive deviations."""
     if modality != "text":
-        raise ValueError("InSubConfig.uncertainty_reading='spread_by_length' reads sentence lengths: it is a text "
+        raise ValueError("InSubConfig.uncertainty['reading']='spread_by_length' reads sentence lengths: it is a text "
                          f"model's; this model reads {modality} (allowed here: 'spread', 'knn').")
-    name = "InSubConfig.length_standardisation"
+    name = "InSubConfig.uncertainty['length_buckets']"
     if not isinstance(settings, dict) or set(settings) != set(LENGTH_SETTINGS):
-        raise ValueError(f"{name} must be a dict with keys {list(LENGTH_SETTINGS)} for uncertainty_reading="
-                         f"'spread_by_length' (uncertainty.length.fit_length_standardisation), got {settings!r}.")
+        raise ValueError(f"{name} must be a dict with keys {list(LENGTH_SETTINGS)} for the reading "
+                         f"'spread_by_length' (uncertainty.length.fit_length_buckets), got {settings!r}.")
     check_choice(f"{name}['direction']", settings["direction"], (1, -1))
     edges, means, stds = (settings[k] for k in LENGTH_SETTINGS[:3])
     if not (len(means) == len(stds) == len(edges) + 1) or not all(s > 0 for s in stds):

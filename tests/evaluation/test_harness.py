@@ -194,11 +194,14 @@ def test_label_free_scores_are_the_detectors_fitted_on_the_unlabelled_training_i
     results, arrays = MethodEvaluator([model], data, ProbeArguments(probe_epochs=2), fast(knn_k=7)).run()
     noise = noise_ood_sets(min(CALIBRATION_IMAGES, len(data.train_images)), tuple(data.train_images.shape[1:]),
                            seed=CALIBRATION_SEED)
-    detector = InSubOODDetector.fit(model, data.inputs(data.train_images), k=7, backend="torch",
+    # the model's own detector with every training image as its bank: what the harness measures
+    detector = InSubOODDetector.fit(model, data.inputs(data.train_images), k=7,
                                     calibration_inputs=data.inputs(torch.cat(list(noise.values()))))
-    assert detector.spread_direction == results.head_spread_calibration[0].direction
-    test, ood = detector.score(model, data.inputs(data.test_images)), detector.score(model, data.inputs(data.ood_images["uniform"]))
-    for key in ("knn", "knn_heads", "head_spread"):  # the detector's scores as they are: higher = more likely OOD
+    calibration = results.head_spread_calibration[0]
+    assert detector.calibration == calibration
+    model.config.set_uncertainty(direction=calibration.direction)  # the harness reads the spread in that direction
+    test, ood = detector.score(data.inputs(data.test_images)), detector.score(data.inputs(data.ood_images["uniform"]))
+    for key in ("knn", "head_spread"):  # the detector's scores as they are: higher = more likely OOD
         torch.testing.assert_close(arrays["scores"]["in"][key], test[key].double(), atol=1e-6, rtol=0)
         auroc = metrics.ood_auroc(test[key], ood[key], higher_is_in=False)
         assert results.ood["uniform"][key] == pytest.approx(auroc, abs=1e-9), key

@@ -83,10 +83,10 @@ def test_run_cache_keys_name_each_run_and_its_cache_version(monkeypatch):
     key = settings_key(dino, seed=1)
     assert len(key) == 12 and settings_key(InSubConfig(objective="dino", objective_config={"out_dim": 64},
                                                        num_heads=2), seed=1) == key  # the same run
-    measured = InSubConfig(objective="dino", objective_config={"out_dim": 64}, num_heads=2, uncertainty_direction=-1)
+    measured = InSubConfig(objective="dino", objective_config={"out_dim": 64}, num_heads=2, uncertainty={"direction": -1})
     assert settings_key(measured, seed=1) == key  # the spread's direction is measured after training
-    banked = InSubConfig(objective="dino", objective_config={"out_dim": 64}, num_heads=2, uncertainty_reading="knn",
-                         knn_k=3, knn_bank_size=8, knn_bank_weights="0" * 64)
+    banked = InSubConfig(objective="dino", objective_config={"out_dim": 64}, num_heads=2, uncertainty={"reading": "knn",
+                         "k": 3, "bank_size": 8, "bank_weights": "0" * 64})
     assert settings_key(banked, seed=1) == key  # so is a k-NN bank (set_bank)
     other = InSubConfig(objective="dino", objective_config={"out_dim": 65}, num_heads=2)
     assert settings_key(other, seed=1) != key and settings_key(dino, seed=2) != key

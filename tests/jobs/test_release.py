@@ -9,8 +9,11 @@ import torch
 import yaml
 from huggingface_hub import ModelCard
 
-from insub_hf import InSubOODDetector
+from insub_hf import InSubModel, InSubOODDetector
+from insub_hf.evaluation.metrics.ood import ood_auroc
 from insub_hf.hub import check_hub_folder, machine_paths
+from insub_hf.jobs.compare import ComparisonArguments
+from insub_hf.jobs.comparison import load_protocol_data
 from insub_hf.jobs.publish import fits_the_repository
 from insub_hf.jobs.release import reproducing
 from insub_hf_cli import main
@@ -30,7 +33,8 @@ def check_release(out, cards, name: str, command: str) -> str:
     """The common checks of a release folder; returns its card."""
     folder = out / "hub"
     files = check_hub_folder(folder)  # complete, pickle-free, nothing of this machine
-    assert {"ood_detector.safetensors", "ood_detector.json", "model.safetensors", "README.md"} <= set(files)
+    assert {"model.safetensors", "README.md"} <= set(files)  # one weights file: the bank is in it
+    assert not [f for f in files if f.startswith("ood_detector")]
     card = (folder / "README.md").read_text()
     assert (cards / name / "README.md").read_text() == card  # the card that goes to git
     # with the files it describes, when they fit the repository (the text model's base does not)
@@ -66,13 +70,22 @@ def test_the_image_release_publishes_the_compared_insub_model_with_its_detector(
     metrics = card_metrics(out / "hub" / "README.md")
     assert metrics["Accuracy"] == round(insub["test"]["accuracy"], 4)  # the InSub row's numbers, not the baseline's
     assert f"| accuracy | {100 * baseline['test']['accuracy']:.2f} % | {100 * insub['test']['accuracy']:.2f} % |" in card
-    detector = InSubOODDetector.from_pretrained(out / "hub")
-    config = json.loads((out / "hub" / "config.json").read_text())
-    # one decision for both: the direction where it holds across resamples of the validation noise, else none
-    assert config["uncertainty_direction"] == (detector.spread_direction if detector.spread_holds else None)
-    if not detector.spread_holds:
+    block = json.loads((out / "hub" / "config.json").read_text())["uncertainty"]
+    # the card's bank, k and direction are the config's: every training image (under the bank's cap), k 50
+    assert (block["bank_size"], block["k"]) == (80, 50)
+    assert f"The weights hold a k-NN bank: the representations of 80 training inputs, searched at the\n50-th" in card
+    if block["direction"] is None:  # the direction where it holds across resamples of the validation noise, else none
         assert "is **not a usable uncertainty for this model**" in card and "holds chance (50 %)" in card
-    assert detector.representation_bank.shape[0] == 80  # every training image (under the bank's cap)
+        assert block["reading"] == "knn"
+    else:
+        assert block["reading"] == "spread"
+    model = InSubModel.from_pretrained(out / "hub").eval()
+    data = load_protocol_data(ComparisonArguments(**{k: v for k, v in results["args"].items()
+                                                      if k in ComparisonArguments.__dataclass_fields__})).evaluation
+    test = InSubOODDetector(model).score(data.inputs(data.test_images))["knn"]
+    mnist = InSubOODDetector(model).score(data.inputs(data.ood_images["mnist"]))["knn"]
+    label = "OOD AUROC vs mnist (k-NN to the shipped 80-image bank, label-free)"
+    assert metrics[label] == pytest.approx(ood_auroc(test, mnist, higher_is_in=False), abs=1e-4)  # the folder gives it
     assert "datasets:\n- zalando-datasets/fashion_mnist" in card
 
 
@@ -95,7 +108,7 @@ def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(t
     AutoTokenizer.from_pretrained(packaged_minilm_path()).save_pretrained(base)
     out, cards = tmp_path / "text", tmp_path / "cards"
     flags = ["--max_sentences", "48", "--transfer_sentences", "30", "--folds", "2", "--per_device_train_batch_size",
-             "16", "--head_size", "16", "--num_heads", "2", "--detector_bank", "48"]
+             "16", "--head_size", "16", "--num_heads", "2", "--detector_bank", "48", "--k", "10"]
     with LocalHub() as hub:
         monkeypatch.setattr("insub_hf.hub.HfApi", lambda token=None: HfApi(endpoint=hub.endpoint, token=token))
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
@@ -107,11 +120,10 @@ def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(t
     assert ModelCard.load(out / "hub" / "README.md").data.library_name == "sentence-transformers"
     assert (out / "hub" / "modules.json").is_file()
     ood = json.loads((out / "text_ood.json").read_text())
-    assert set(ood) >= {"knn", "head_spread"} and all(0 <= v <= 1 for v in ood.values())
+    assert set(ood) == {"uncertainty", "head_spread", "knn"} and all(0 <= v <= 1 for v in ood.values())
+    assert ood["uncertainty"] == ood["knn"]  # the shipped reading is the k-NN distance to the shipped bank
     assert f"knn {100 * ood['knn']:.1f} %" in card  # the OOD check's numbers on the card
     config = json.loads((out / "hub" / "config.json").read_text())
-    detector = InSubOODDetector.from_pretrained(out / "hub")  # one direction, where it holds across resamples
-    assert config["uncertainty_direction"] == (detector.spread_direction if detector.spread_holds else None)
     # the per-sentence uncertainty scored as a representation's (R-AUROC on the tweets), beside the 1-NN distance
     results = json.loads((out / "results.json").read_text())["results"]
     # heads over a frozen encoder (the recipe): the three models share one encoder, whose transfer ran once
@@ -157,7 +169,7 @@ def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(t
         through_auto = AutoModel.from_pretrained(out / "hub").eval()(**tokenizer(sentences, padding=True,
                                                                                    return_tensors="pt")).uncertainty
     torch.testing.assert_close(through_auto, through_st, rtol=1e-5, atol=1e-6)
-    assert config["uncertainty_reading"] == "knn" and config["knn_bank_size"] == 48 and config["knn_k"] == 10
+    assert config["uncertainty"]["reading"] == "knn" and config["uncertainty"]["bank_size"] == 48 and config["uncertainty"]["k"] == 10
     # what the pushed card's snippets gave: sentence-transformers' and AutoModel's uncertainty, the detector's knn
     card_sentences = ["A sentence to embed.", "Another one."]
     torch.testing.assert_close(outputs["0:uncertainty"], torch.stack(st.encode(card_sentences,
@@ -167,9 +179,11 @@ def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(t
         auto = AutoModel.from_pretrained(out / "hub").eval()(input_ids=outputs["1:input_ids"],
                                                              attention_mask=outputs["1:attention_mask"])
     torch.testing.assert_close(outputs["1:uncertainty"], auto.uncertainty, rtol=1e-5, atol=1e-6)
-    scores = detector.score(AutoModel.from_pretrained(out / "hub").eval(), {"input_ids": outputs["2:input_ids"],
-                                                                          "attention_mask": outputs["2:attention_mask"]})
+    scores = InSubOODDetector(AutoModel.from_pretrained(out / "hub").eval()).score(
+        {"input_ids": outputs["2:input_ids"], "attention_mask": outputs["2:attention_mask"]})
+    # one bank, one k, one truncation: the card's knn is the shipped `uncertainty`
     torch.testing.assert_close(outputs["2:knn"], scores["knn"], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(scores["uncertainty"], scores["knn"], rtol=0, atol=0)
 
 
 
@@ -234,15 +248,14 @@ def test_a_pushed_release_card_names_its_repo_and_every_snippet_runs_as_written(
                      "--crop_length", "60", "--push_to_hub", "--hub_token", "hf_test"]) == 0
         assert list(hub.repos) == ["someone/insub-genomenet-dm3"]
         card = (out / "hub" / "README.md").read_text()
-        assert card.count('"someone/insub-genomenet-dm3"') >= 4 and '"insub-genomenet-dm3"' not in card
+        assert card.count('"someone/insub-genomenet-dm3"') >= 2 and '"insub-genomenet-dm3"' not in card
         assert "pip install insub-hf" not in card
         assert card.count("```python") == 2
         outputs = run_card_snippets("someone/insub-genomenet-dm3", hub.endpoint, tmp_path)
     from insub_hf import InSubModel
 
     model = InSubModel.from_pretrained(out / "hub").eval()
-    detector = InSubOODDetector.from_pretrained(out / "hub")
-    expected = detector.score(model, {"dna_one_hot": outputs["1:dna_one_hot"]})["knn"]
+    expected = InSubOODDetector(model).score({"dna_one_hot": outputs["1:dna_one_hot"]})["knn"]
     torch.testing.assert_close(outputs["1:knn"], expected, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(outputs["0:uncertainty"], model(dna_one_hot=outputs["0:dna_one_hot"]).uncertainty,
                                rtol=1e-5, atol=1e-6)

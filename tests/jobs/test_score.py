@@ -42,7 +42,7 @@ def models(tmp_path):
 
     torch.manual_seed(0)
     insub = InSubModel(InSubConfig(encoder_config=named_encoder("resnet18_cifar", 28, 1, 0.0625), num_heads=2,
-                                   head_hidden_sizes=[8], head_output_size=4, uncertainty_direction=1))
+                                   head_hidden_sizes=[8], head_output_size=4, uncertainty={"direction": 1}))
     insub.save_pretrained(tmp_path / "insub", remote_code=True)
     InSubImageProcessor.for_images(28, 1, (0.5,), (0.25,)).save_pretrained(tmp_path / "insub")
     vit = ViTModel(ViTConfig(image_size=28, patch_size=7, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
@@ -118,7 +118,7 @@ def test_a_text_encoder_by_repo_id_is_scored_on_texts(tmp_path):
     torch.manual_seed(0)
     folders = {"someone/tiny-bert": tmp_path / "bert", "someone/tiny-insub-text": tmp_path / "insub"}
     BertModel(BertConfig(**tiny_bert_config().encoder_config.to_dict())).save_pretrained(folders["someone/tiny-bert"])
-    InSubModel(tiny_bert_config(num_heads=2, uncertainty_direction=1)).save_pretrained(
+    InSubModel(tiny_bert_config(num_heads=2, uncertainty={"direction": 1})).save_pretrained(
         folders["someone/tiny-insub-text"], remote_code=True)
     for folder in folders.values():
         tokenizer.save_pretrained(folder)

@@ -1,0 +1,93 @@
+"""A model's uncertainty settings: one nested block of its config (`InSubConfig.uncertainty`, as `encoder_config` is
+nested), typed as `UncertaintyConfig`; and the one path that reads a config.json written before the block existed
+(`from_former_keys`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ..validation import check_choice, check_range
+from .length import check_length_buckets
+
+# What a model's `uncertainty` can be
+MODEL_READINGS = ("spread", "spread_by_length", "knn")
+# The neighbour of every k-NN reading and measurement of the package unless told otherwise: Sun et al. (ICML 2022)
+# use k = 50 on CIFAR-10's 50,000 training images
+DEFAULT_K = 50
+
+
+@dataclass(frozen=True)
+class UncertaintyConfig:
+    """What `InSubModelOutput.uncertainty` is and the settings it reads with; each value is fixed after training
+    (on validation data) and saved with the model.
+
+    Args:
+        reading: "spread" (the heads' spread read in `direction`), "spread_by_length" (a text model's: that spread
+            standardised within token-count buckets, `length_buckets`) or "knn" (the cosine distance of the
+            representation to the k-th nearest row of the model's bank, set by `InSubModel.set_bank`).
+        direction: how the heads' spread is read so that higher means more likely out of distribution for this
+            model: +1 (high spread) or -1 (low spread); None until fixed (read as it is; cards say so).
+        k: the k-NN reading's neighbour, also what `InSubOODDetector` reads the model's bank with.
+        bank_size: rows of the model's k-NN bank (0: no bank). A bank may sit beside a "spread" reading: then it is
+            what `InSubOODDetector`'s `knn` score searches.
+        bank_weights: `knn.encoder_and_heads_fingerprint` of the weights the bank was embedded with; a bank beside
+            other weights (trained further since) is dropped when saved and refused when loaded.
+        length_buckets: the "spread_by_length" reading's settings, fitted on validation sentences
+            (`length.fit_length_buckets`): `length_edges`, `length_mean`, `length_std` and `direction`.
+    """
+
+    reading: str = "spread"
+    direction: int | None = None
+    k: int = DEFAULT_K
+    bank_size: int = 0
+    bank_weights: str | None = None
+    length_buckets: dict | None = None
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any] | None) -> UncertaintyConfig:
+        """The block `values` (some of the fields; the rest default), its keys checked."""
+        values = dict(values or {})
+        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"InSubConfig.uncertainty has no keys {unknown}; its keys are "
+                             f"{[f.name for f in dataclasses.fields(cls)]}.")
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def check(self, modality: str) -> UncertaintyConfig:
+        """Raises, naming the field and what it allows, unless the settings make one reading for a `modality` model."""
+        check_choice("InSubConfig.uncertainty['reading']", self.reading, MODEL_READINGS)
+        check_choice("InSubConfig.uncertainty['direction']", self.direction, (1, -1, None))
+        check_range("InSubConfig.uncertainty['bank_size']", self.bank_size, low=0, integer=True)
+        check_range("InSubConfig.uncertainty['k']", self.k, low=1, integer=True)
+        if self.reading == "knn" and not self.bank_size:
+            raise ValueError("InSubConfig.uncertainty['reading']='knn' needs a bank (bank_size >= k): set it with "
+                             "model.set_bank(representations), which records both.")
+        if self.bank_size:
+            check_range("InSubConfig.uncertainty['k']", self.k, low=1, high=self.bank_size, integer=True)
+        if self.reading == "spread_by_length":
+            check_length_buckets(self.length_buckets, modality)
+        return self
+
+
+# A config.json written before the block (insub-hf up to commit aff1b3a) held these six keys flat: they are read into
+# the block (`from_former_keys`), the one way such a folder loads
+FORMER_KEYS = {"uncertainty_reading": "reading", "uncertainty_direction": "direction", "knn_k": "k",
+               "knn_bank_size": "bank_size", "knn_bank_weights": "bank_weights",
+               "length_standardisation": "length_buckets"}
+
+
+def from_former_keys(kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """Pops the flat `FORMER_KEYS` out of a config's keyword arguments `kwargs` and returns them as the block's
+    values (None where there are none). A former folder said k = 10 for a bank it did not have: without a bank its
+    k is the one default, so that a bank set later reads as every other does."""
+    found = {FORMER_KEYS[key]: kwargs.pop(key) for key in list(kwargs) if key in FORMER_KEYS}
+    if not found:
+        return None
+    if not found.get("bank_size"):
+        found.pop("k", None)
+    return found
