@@ -451,7 +451,7 @@ def test_an_invalid_repo_id_is_refused_before_any_folder_is_written(tmp_path, mo
 
 def test_the_demo_results_make_a_card_and_the_fitted_bank_travels_in_the_model_s_weights(tmp_path, capsys):
     from insub_hf import InSubOODDetector
-    from insub_hf.checksums import weights_fingerprint
+    from insub_hf.uncertainty.knn import encoder_and_heads_fingerprint
     from insub_hf.data import IMAGE_DATASET_PRESETS
 
     torch.manual_seed(0)
@@ -463,7 +463,7 @@ def test_the_demo_results_make_a_card_and_the_fitted_bank_travels_in_the_model_s
     detector = InSubOODDetector.fit(model, train, k=3)
     model.save_pretrained(model_dir)
     test = {"accuracy": 0.8, "nll": 0.55, "ece": 0.03, "tace": 0.02, "brier": 0.28}
-    own = weights_fingerprint(model)
+    own = encoder_and_heads_fingerprint(model)  # what a results row names: the weights, the bank left out
     runs = [{"name": name, "num_heads": m, "diversity_weight": w, "history": [], "test": test, "knn_accuracy": 0.7,
              "ood": {"mnist": {"msp": 0.6, "knn": 0.65}}, "head_spread_calibration": [], "fingerprints": [fingerprint],
              "modality": modality}

@@ -1,11 +1,13 @@
-"""configuration_insub: what this folder's loaders run of the insub-hf modules configuration_insub, encoders.base, encoders.build, encoders.configuration_genomic, encoders.modeling_genomic, encoders.presets, encoders.registry, objectives, objectives.base, objectives.genomenet, recipes, validation (documented there), bundled by `insub_hf.remote_code`."""
+"""configuration_insub: what this folder's loaders run of the insub-hf modules encoders.base, encoders.build, encoders.configuration_genomic, encoders.modeling_genomic, encoders.presets, encoders.registry, model.configuration_insub, objectives, objectives.base, objectives.genomenet, recipes, uncertainty.length, uncertainty.settings, validation (documented there), bundled by `insub_hf.hub.remote_code`."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import torch
 import warnings
+from contextvars import ContextVar
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from torch import nn
 from transformers import AutoConfig, AutoModel, PreTrainedModel, PretrainedConfig
@@ -18,9 +20,12 @@ from typing import ClassVar
 POOLINGS = ("cls", "mean")
 
 
+INPUT_CHECKS_DEFERRED: ContextVar[bool] = ContextVar("INPUT_CHECKS_DEFERRED", default=False)
+
+
 def check_finite(name: str, tensor: torch.Tensor) -> None:
     """Raises ValueError when a float input holds NaN or inf (they would silently poison every loss)."""
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or INPUT_CHECKS_DEFERRED.get():
         return
     if tensor.is_floating_point() and not torch.isfinite(tensor).all():
         raise ValueError(f"{name} contains NaN or inf values; inputs must be finite numbers.")
@@ -299,6 +304,88 @@ DNA = Recipe("genomenet", num_heads=5, diversity_alpha=0.08, diversity_weight=1.
 DNA_ENCODER = {"model_type": "insub_genomic"}
 
 
+LENGTH_SETTINGS = ("length_edges", "length_mean", "length_std", "direction")
+
+
+def check_length_buckets(settings: dict | None, modality: str) -> None:
+    """The "spread_by_length" reading's settings for a model reading `modality`: a text model's, its keys, one more
+    bucket than edges, positive deviations."""
+    if modality != "text":
+        raise ValueError("InSubConfig.uncertainty['reading']='spread_by_length' reads sentence lengths: it is a text "
+                         f"model's; this model reads {modality} (allowed here: 'spread', 'knn').")
+    name = "InSubConfig.uncertainty['length_buckets']"
+    if not isinstance(settings, dict) or set(settings) != set(LENGTH_SETTINGS):
+        raise ValueError(f"{name} must be a dict with keys {list(LENGTH_SETTINGS)} for the reading "
+                         f"'spread_by_length' (uncertainty.length.fit_length_buckets), got {settings!r}.")
+    check_choice(f"{name}['direction']", settings["direction"], (1, -1))
+    edges, means, stds = (settings[k] for k in LENGTH_SETTINGS[:3])
+    if not (len(means) == len(stds) == len(edges) + 1) or not all(s > 0 for s in stds):
+        raise ValueError(f"{name}: length_mean and length_std need one value per bucket ({len(edges) + 1} for "
+                         f"{len(edges)} edges) and positive deviations; got {len(means)} means and stds {stds}.")
+
+
+MODEL_READINGS = ("spread", "spread_by_length", "knn")
+DEFAULT_K = 50
+
+
+@dataclass(frozen=True)
+class UncertaintyConfig:
+    """What `InSubModelOutput.uncertainty` is and the settings it reads with; each value is fixed after training
+    (on validation data) and saved with the model."""
+
+    reading: str = "spread"
+    direction: int | None = None
+    k: int = DEFAULT_K
+    bank_size: int = 0
+    bank_weights: str | None = None
+    length_buckets: dict | None = None
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any] | None) -> UncertaintyConfig:
+        """The block `values` (some of the fields; the rest default), its keys checked."""
+        values = dict(values or {})
+        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"InSubConfig.uncertainty has no keys {unknown}; its keys are "
+                             f"{[f.name for f in dataclasses.fields(cls)]}.")
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def check(self, modality: str) -> UncertaintyConfig:
+        """Raises, naming the field and what it allows, unless the settings make one reading for a `modality` model."""
+        check_choice("InSubConfig.uncertainty['reading']", self.reading, MODEL_READINGS)
+        check_choice("InSubConfig.uncertainty['direction']", self.direction, (1, -1, None))
+        check_range("InSubConfig.uncertainty['bank_size']", self.bank_size, low=0, integer=True)
+        check_range("InSubConfig.uncertainty['k']", self.k, low=1, integer=True)
+        if self.reading == "knn" and not self.bank_size:
+            raise ValueError("InSubConfig.uncertainty['reading']='knn' needs a bank (bank_size >= k): set it with "
+                             "model.set_bank(representations), which records both.")
+        if self.bank_size:
+            check_range("InSubConfig.uncertainty['k']", self.k, low=1, high=self.bank_size, integer=True)
+        if self.reading == "spread_by_length":
+            check_length_buckets(self.length_buckets, modality)
+        return self
+
+
+FORMER_KEYS = {"uncertainty_reading": "reading", "uncertainty_direction": "direction", "knn_k": "k",
+               "knn_bank_size": "bank_size", "knn_bank_weights": "bank_weights",
+               "length_standardisation": "length_buckets"}
+
+
+def from_former_keys(kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """Pops the flat `FORMER_KEYS` out of a config's keyword arguments `kwargs` and returns them as the block's
+    values (None where there are none). A former folder said k = 10 for a bank it did not have: without a bank its
+    k is the one default, so that a bank set later reads as every other does."""
+    found = {FORMER_KEYS[key]: kwargs.pop(key) for key in list(kwargs) if key in FORMER_KEYS}
+    if not found:
+        return None
+    if not found.get("bank_size"):
+        found.pop("k", None)
+    return found
+
+
 HEAD_NORMS = ("batchnorm", "none")
 DIVERSITY_REDUCTIONS = ("mean", "sum")
 OBJECTIVE_FIELDS: dict[str, tuple[str, ...]] = {
@@ -359,8 +446,8 @@ def _check_attention_heads(encoder_config) -> None:
 
 
 _BOOKKEEPING_KEYS = {
-    "model_type", "transformers_version", "auto_map", "architectures", "torch_dtype", "dtype", "name_or_path",
-    "num_labels", "output_attentions", "output_hidden_states", "use_cache", "attn_implementation",
+    "model_type", "transformers_version", "auto_map", "custom_pipelines", "architectures", "torch_dtype", "dtype",
+    "name_or_path", "num_labels", "output_attentions", "output_hidden_states", "use_cache", "attn_implementation",
     "experts_implementation", "rope_scaling", "rope_theta", "per_layer_config", "tie_word_embeddings",
 }
 
@@ -420,7 +507,17 @@ class InSubConfig(PretrainedConfig):
     normalize_heads: bool = True
     batch_ensemble_size: int = 1
     freeze_encoder: bool = False
-    uncertainty_direction: int | None = None
+    uncertainty: dict | None = None
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        # a field of the encoder set on the top-level config goes to the encoder's config (read it there:
+        # config.encoder_config.<field>), so that what save_pretrained writes, from_pretrained reads
+        encoder = self.__dict__.get("encoder_config")
+        if (isinstance(encoder, PretrainedConfig) and not key.startswith("_") and key not in _OWN_KEYS
+                and key in encoder.to_dict()):
+            setattr(encoder, key, value)
+            return
+        super().__setattr__(key, value)
 
     def __post_init__(self, **kwargs: Any) -> None:
         if self.encoder_config is not None and self.timm_model_name is not None:
@@ -456,6 +553,13 @@ class InSubConfig(PretrainedConfig):
                 "InSubConfig.head_hidden_sizes must be a list of hidden widths (e.g. [2048]; [] for one Linear layer), "
                 f"got {self.head_hidden_sizes!r}."
             )
+        given = sorted(set(kwargs) & set(FORMER_KEYS))
+        former = from_former_keys(kwargs)
+        if former is not None:
+            if self.uncertainty is not None:
+                raise ValueError(f"InSubConfig got the flat keys {given} of a former config beside `uncertainty`: "
+                                 "give them in the `uncertainty` block only.")
+            self.uncertainty = former
         encoder = self.encoder_config
         _check_unknown_keys(
             kwargs, set(encoder if isinstance(encoder, dict) else (encoder.to_dict() if encoder else {})), self.objective
@@ -521,10 +625,22 @@ class InSubConfig(PretrainedConfig):
         """`objective_config` as its objective's typed, checked config (e.g. `SimCLRConfig`)."""
         return OBJECTIVE_CONFIGS[self.objective].from_dict(self.objective_config, self.objective)
 
+    @property
+    def uncertainty_options(self) -> UncertaintyConfig:
+        """`uncertainty` as a typed `UncertaintyConfig`."""
+        given = self.uncertainty
+        return given if isinstance(given, UncertaintyConfig) else UncertaintyConfig.from_dict(given)
+
+    def set_uncertainty(self, **changes: Any) -> UncertaintyConfig:
+        """Replaces some of the `uncertainty` block's values (`UncertaintyConfig` fields), checked as a whole;
+        returns the block."""
+        block = dataclasses.replace(self.uncertainty_options, **changes).check(self.modality)
+        self.uncertainty = block.to_dict()
+        return block
+
     def _check_values(self) -> None:
         check_choice("InSubConfig.normalize_heads", self.normalize_heads, (True, False))
         check_choice("InSubConfig.freeze_encoder", self.freeze_encoder, (True, False))
-        check_choice("InSubConfig.uncertainty_direction", self.uncertainty_direction, (1, -1, None))
         _check_attention_heads(self.encoder_config)
         check_choice("InSubConfig.objective", self.objective, tuple(OBJECTIVE_CONFIGS))
         check_label_settings(self.num_labels, self.problem_type)
@@ -553,6 +669,10 @@ class InSubConfig(PretrainedConfig):
                 f"got {given!r}."
             )
         self.objective_config = (given if isinstance(given, ObjectiveConfig) else self.objective_options).to_dict()
+        if self.uncertainty is not None and not isinstance(self.uncertainty, (dict, UncertaintyConfig)):
+            raise ValueError("InSubConfig.uncertainty must be a dict of UncertaintyConfig fields (reading, direction, "
+                             f"k, bank_size, bank_weights, length_buckets), got {self.uncertainty!r}.")
+        self.set_uncertainty()
         check_choice("InSubConfig.head_norm", self.head_norm, HEAD_NORMS)
         check_choice("InSubConfig.pooling", self.pooling, POOLINGS)
         check_range("InSubConfig.num_heads", self.num_heads, low=1, integer=True)
@@ -566,6 +686,10 @@ class InSubConfig(PretrainedConfig):
         check_range("InSubConfig.diversity_eps", self.diversity_eps, low=0.0, low_inclusive=False)
         check_choice("InSubConfig.diversity_reduction", self.diversity_reduction, DIVERSITY_REDUCTIONS)
         check_range("InSubConfig.batch_ensemble_size", self.batch_ensemble_size, low=1, integer=True)
+
+
+_OWN_KEYS = set(InSubConfig.__dataclass_fields__) | set(PretrainedConfig.__dataclass_fields__) | _BOOKKEEPING_KEYS | {
+    "id2label", "label2id", "problem_type"}
 
 
 def encoder_model_class(model_type: str, config_class: type | None = None) -> type:

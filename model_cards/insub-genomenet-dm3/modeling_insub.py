@@ -1,9 +1,11 @@
-"""modeling_insub: what this folder's loaders run of the insub-hf modules encoders.base, encoders.build, encoders.modeling_genomic, encoders.registry, heads, losses.diversity, losses.precision, model_files, modeling_classification, modeling_insub, modeling_outputs (documented there), bundled by `insub_hf.remote_code`."""
+"""modeling_insub: what this folder's loaders run of the insub-hf modules checksums, encoders.base, encoders.build, encoders.modeling_genomic, encoders.registry, losses.diversity, losses.precision, model.heads, model.modeling_classification, model.modeling_insub, model.modeling_outputs, model_files, uncertainty.knn, uncertainty.length, uncertainty.reading (documented there), bundled by `insub_hf.hub.remote_code`."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
+import hashlib
 import importlib
 import inspect
 import math
@@ -11,6 +13,7 @@ import os
 import torch
 import torch.nn.functional as F
 import warnings
+from contextvars import ContextVar
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from torch import nn
 from transformers import AutoConfig, AutoModel, PreTrainedModel, PretrainedConfig
@@ -20,12 +23,14 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 from transformers.utils import ModelOutput
 from typing import ClassVar
 from .configuration_insub import (
-    DEFAULT_ENCODER, DEFAULT_OBJECTIVES, DIVERSITY_REDUCTIONS, DNA, DNA_ENCODER, GenomicEncoderConfig,
-    GenomicEncoderModel, HEAD_NORMS, IMAGE, InSubConfig, MAX_DIVERSITY_ALPHA, MAX_DIVERSITY_WEIGHT, MAX_LABELS,
-    OBJECTIVE_CONFIGS, OBJECTIVE_FIELDS, OWN_ENCODERS, ObjectiveConfig, POOLINGS, PRETRAINING, PROBLEM_TYPES,
-    Recipe, SelfGenomeNetConfig, TEXT, _BOOKKEEPING_KEYS, _RULES, _check_attention_heads, _check_unknown_keys,
-    check_choice, check_fields, check_finite, check_label_settings, check_range, check_rank, checked, encoder_field,
-    encoder_input, encoder_model_class, field_rule, register_own_encoders,
+    DEFAULT_ENCODER, DEFAULT_K, DEFAULT_OBJECTIVES, DIVERSITY_REDUCTIONS, DNA, DNA_ENCODER, FORMER_KEYS,
+    GenomicEncoderConfig, GenomicEncoderModel, HEAD_NORMS, IMAGE, INPUT_CHECKS_DEFERRED, InSubConfig,
+    LENGTH_SETTINGS, MAX_DIVERSITY_ALPHA, MAX_DIVERSITY_WEIGHT, MAX_LABELS, MODEL_READINGS, OBJECTIVE_CONFIGS,
+    OBJECTIVE_FIELDS, OWN_ENCODERS, ObjectiveConfig, POOLINGS, PRETRAINING, PROBLEM_TYPES, Recipe,
+    SelfGenomeNetConfig, TEXT, UncertaintyConfig, _BOOKKEEPING_KEYS, _OWN_KEYS, _RULES, _check_attention_heads,
+    _check_unknown_keys, check_choice, check_fields, check_finite, check_label_settings, check_length_buckets,
+    check_range, check_rank, checked, encoder_field, encoder_input, encoder_model_class, field_rule,
+    from_former_keys, register_own_encoders,
 )
 
 
@@ -138,6 +143,15 @@ def refuse_outputs(encoder: nn.Module, output_hidden_states: bool, output_attent
         )
 
 
+def set_dropout(module: nn.Module, enabled: bool) -> None:
+    """Puts every submodule except normalisation layers in train mode (dropout on) or all in eval mode."""
+    module.eval()
+    if enabled:
+        for sub in module.modules():
+            if not isinstance(sub, nn.modules.batchnorm._BatchNorm):
+                sub.training = True  # per module: .train() would recurse into the BatchNorm children
+
+
 class GenomicEncoder(Encoder):
     """Adapter: dna_one_hot `(B, L, 4)` -> window features `(B, T, H)` -> their mean, the representation `(B, H)`."""
 
@@ -178,6 +192,18 @@ def in_float32(loss: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def standardise_by_length(spread: torch.Tensor, lengths: torch.Tensor, length_edges, length_mean,
+                        length_std) -> torch.Tensor:
+    """`(N,)`: `spread (N,)` minus its bucket's mean, over its bucket's standard deviation (buckets of `lengths (N,)`,
+    the token counts, as `fit_length_buckets` fitted them)."""
+    lengths = lengths.to(spread.device).float()
+    index = torch.bucketize(lengths, torch.as_tensor(length_edges, dtype=torch.float32, device=spread.device),
+                            right=True)
+    mean = torch.as_tensor(length_mean, dtype=spread.dtype, device=spread.device)[index]
+    std = torch.as_tensor(length_std, dtype=spread.dtype, device=spread.device)[index]
+    return (spread - mean) / std
+
+
 @dataclass
 class InSubModelOutput(ModelOutput):
     """Outputs of `InSubModel` for a batch of B inputs."""
@@ -191,6 +217,7 @@ class InSubModelOutput(ModelOutput):
     last_hidden_state: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
+    head_spread: torch.Tensor | None = None
 
 
 def build_encoder(config) -> Encoder:
@@ -337,6 +364,102 @@ def head_spread(z: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
     return torch.sqrt(z.var(dim=1, unbiased=True) + eps)
 
 
+def tensor_checksum(tensor: torch.Tensor) -> str:
+    """SHA-256 (hex) of a tensor's bytes as stored (row-major, its own dtype)."""
+    data = tensor.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
+    return hashlib.sha256(data.tobytes()).hexdigest()
+
+
+def weights_fingerprint(module: torch.nn.Module, leave_out: str | None = None) -> str:
+    """SHA-256 (hex) over a module's state dict (names, dtypes, shapes and bytes): which trained weights these are.
+    `leave_out`: a name prefix whose entries do not count (a bank made from the weights, not part of them)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        if leave_out is not None and name.startswith(leave_out):
+            continue
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}:{tensor_checksum(tensor)};".encode())
+    return digest.hexdigest()
+
+
+def knn_distance(embeddings: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Tensor:
+    """`(N,)` cosine distance of each row of `embeddings (N, d)` to its k-th nearest row of `bank (n, d)` (both
+    L2-normalised; a query that is itself in the bank has distance 0 to its first neighbour)."""
+    if not 1 <= k <= bank.shape[0]:  # topk of fewer rows would give another neighbour, silently
+        raise ValueError(f"knn_distance: k={k} must be between 1 and the bank's {bank.shape[0]} rows.")
+    similarity = embeddings.float() @ bank.float().T  # (N, n)
+    return 1 - similarity.topk(k, dim=1).values[:, -1]
+
+
+BANK = "knn_bank"
+
+
+class KnnBank(nn.Module):
+    """`(N, d)` unit-length representations as a buffer; called on representations `(B, d)` it gives `(B,)`, the
+    cosine distance of each to its k-th nearest bank row."""
+
+    def __init__(self, size: int, dim: int):
+        super().__init__()
+        self.register_buffer("bank", torch.zeros(size, dim))
+        self.versions: tuple[int, ...] | None = None  # of the weights it was checked against last
+
+    def forward(self, representation: torch.Tensor, k: int) -> torch.Tensor:
+        return knn_distance(F.normalize(representation.float(), dim=-1), self.bank.float(), k)
+
+    def check_current(self, model: nn.Module) -> None:
+        """Raises unless `model`'s encoder and heads are the weights the bank was embedded with."""
+        versions = weight_versions(model)
+        if versions == self.versions:
+            return
+        if encoder_and_heads_fingerprint(model) != model.config.uncertainty["bank_weights"]:
+            raise ValueError(
+                "InSubModel: its k-NN bank (config.uncertainty['bank_size'] rows) was embedded with other weights than the "
+                "model has now (trained or changed since), so its `uncertainty` would be distances to another "
+                "model's representations. Clear it (insub_hf.uncertainty.knn.clear_bank(model): `uncertainty` is the heads' "
+                "spread again), then, for a k-NN reading of these weights, model.set_bank(...) on the "
+                "`representation` of your in-distribution inputs."
+            )
+        self.versions = versions
+
+
+def weight_versions(model: nn.Module) -> tuple[int, ...]:
+    """The in-place change counters of `model`'s (an `InSubModel`) parameters and buffers, its bank left out."""
+    return tuple(t._version for name, t in [*model.named_parameters(), *model.named_buffers()]
+                 if not name.startswith(BANK + "."))
+
+
+def encoder_and_heads_fingerprint(model: nn.Module) -> str:
+    """`weights_fingerprint` of the encoder and heads of `model` (an `InSubModel`, or the one inside
+    `InSubForPreTraining`), its bank left out: which trained weights a bank, a detector, a results row or a card's
+    numbers belong to."""
+    model = getattr(model, "insub", model)
+    return weights_fingerprint(model, leave_out=BANK + ".")
+
+
+def set_bank(model: nn.Module, representations: torch.Tensor, k: int, read: bool = True) -> None:
+    """Gives `model` (an `InSubModel`) the bank `representations (N, d)` (its own `representation` of
+    in-distribution inputs), recorded in its config with k and the weights it was embedded with; `read`: its
+    `uncertainty` becomes the k-NN reading (else it keeps its reading, and the bank is what `InSubOODDetector`'s
+    `knn` score searches)."""
+    representations = torch.as_tensor(representations).detach()
+    dim = model.encoder.output_dim
+    if representations.dim() != 2 or representations.shape[1] != dim:
+        raise ValueError(f"set_bank: representations must be (N, {dim}), the model's `representation` of N inputs; "
+                         f"got {tuple(representations.shape)}.")
+    if not 1 <= k <= representations.shape[0]:
+        raise ValueError(f"set_bank: k={k} must be between 1 and the bank's {representations.shape[0]} rows; give "
+                         "more inputs or a smaller k.")
+    if not torch.isfinite(representations).all():
+        raise ValueError("set_bank: representations hold NaN or inf values; a bank takes finite rows only.")
+    device = next(model.parameters()).device
+    bank = KnnBank(*representations.shape).to(device)
+    bank.bank.copy_(F.normalize(representations.float(), dim=-1))
+    setattr(model, BANK, bank)
+    reading = "knn" if read else model.config.uncertainty["reading"]
+    model.config.set_uncertainty(reading=reading, k=int(k), bank_size=int(representations.shape[0]),
+                                 bank_weights=encoder_and_heads_fingerprint(model))
+    bank.versions = weight_versions(model)
+
+
 def package_module(name: str, required: bool = True) -> ModuleType | None:
     """The insub-hf module `name` (e.g. `"hub"`, `"encoders.presets"`), which the model code uses but does not need
     to run (the Hub tools, file checks, the encoders' short names)."""
@@ -351,16 +474,54 @@ def package_module(name: str, required: bool = True) -> ModuleType | None:
         ) from error
 
 
+class UncertaintyReading:
+    """The reading part of `InSubModel` (a mixin: it reads `self.config` and `self.encoder`, and keeps the k-NN bank
+    as the module `knn.BANK`)."""
+
+    def attach_bank(self) -> None:
+        """An empty bank of the config's size, for the saved weights to fill (none where the config has none)."""
+        size = self.config.uncertainty_options.bank_size
+        if size:
+            setattr(self, BANK, KnnBank(size, self.encoder.output_dim))
+
+    def check_reading_current(self) -> None:
+        """Refuses a k-NN bank embedded with other weights (`KnnBank.check_current`); call before a train-mode
+        forward moves BatchNorm's statistics. Compiled forwards skip it: it reads counters on the host."""
+        if hasattr(self, BANK) and not torch.compiler.is_compiling():
+            getattr(self, BANK).check_current(self)
+
+    def read_uncertainty(self, representation: torch.Tensor, spread: torch.Tensor, input_ids: torch.Tensor | None,
+                         attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """`(B,)`: `uncertainty` as `config.uncertainty['reading']` says, from the representations `(B, d)` and the
+        oriented spread `(B,)` (with the token counts of `attention_mask`, or of `input_ids` without one)."""
+        block = self.config.uncertainty  # the dict: a forward builds no settings object
+        if block["reading"] == "knn":
+            return getattr(self, BANK)(representation, block["k"])
+        if block["reading"] == "spread_by_length":
+            lengths = (attention_mask.sum(dim=1) if attention_mask is not None
+                       else torch.full((input_ids.shape[0],), input_ids.shape[1], device=input_ids.device))
+            settings = dict(block["length_buckets"])
+            direction = settings.pop("direction")
+            return direction * standardise_by_length(spread, lengths, **settings)
+        return spread
+
+    def set_bank(self, representations: torch.Tensor, k: int | None = None, read: bool = True):
+        """Makes `uncertainty` the cosine distance to the k-th nearest (`k`, default the config's) of `representations
+        (N, d)`, this model's `representation` of your in-distribution inputs; `save_pretrained` keeps the bank
+        (`knn.set_bank`; `read=False` keeps the reading, for `InSubOODDetector` to measure the bank)."""
+        set_bank(self, representations, self.config.uncertainty["k"] if k is None else k, read)
+        return self
+
+    def set_length_buckets(self, settings: dict):
+        """Makes a text model's `uncertainty` its oriented spread standardised within token-count buckets:
+        `settings` as `length.fit_length_buckets` fitted them on validation sentences, with the standardised
+        spread's `direction` (other keys are ignored). Kept in the config."""
+        chosen = {key: settings[key] for key in LENGTH_SETTINGS if key in settings}
+        self.config.set_uncertainty(reading="spread_by_length", length_buckets=chosen)
+        return self
+
+
 INPUT_MODALITIES = {"pixel_values": "image", "input_ids": "text", "dna_one_hot": "dna"}
-
-
-def set_dropout(module: nn.Module, enabled: bool) -> None:
-    """Puts every submodule except normalisation layers in train mode (dropout on) or all in eval mode."""
-    module.eval()
-    if enabled:
-        for sub in module.modules():
-            if not isinstance(sub, nn.modules.batchnorm._BatchNorm):
-                sub.training = True  # per module: .train() would recurse into the BatchNorm children
 
 
 class InSubPreTrainedModel(PreTrainedModel):
@@ -395,9 +556,9 @@ class InSubPreTrainedModel(PreTrainedModel):
 
     @property
     def supports_gradient_checkpointing(self) -> bool:
-        """Whether the encoder's layers checkpoint their activations (transformers' ViT and BERT layers, the CIFAR
-        ResNet's blocks; not the genomic encoder or timm models), so that `gradient_checkpointing_enable` and
-        transformers' own checks see what this model's encoder does."""
+        """Whether the encoder's layers checkpoint their activations (transformers' ViT and BERT layers; not the
+        BatchNorm CNNs, as in transformers, nor the genomic encoder or timm models), so that
+        `gradient_checkpointing_enable` and transformers' own checks see what this model's encoder does."""
         return any(hasattr(module, "gradient_checkpointing") for module in self.modules() if module is not self)
 
     def get_input_embeddings(self) -> nn.Module | None:
@@ -445,11 +606,11 @@ class InSubPreTrainedModel(PreTrainedModel):
     def push_to_hub(self, repo_id: str, card=None, **upload):
         """Uploads the model to the Hub repo `repo_id` (created if needed) as one commit: safetensors weights,
         config, remote code (loads with `trust_remote_code=True` without insub-hf) and a model card generated with
-        `card` (an `insub_hf.model_card.HubCard`: metrics, training data, tokenizer, extra files)."""
+        `card` (an `insub_hf.hub.model_card.HubCard`: metrics, training data, tokenizer, extra files)."""
         return package_module("hub").push_model_to_hub(self, repo_id, card, **upload)
 
 
-class InSubModel(InSubPreTrainedModel):
+class InSubModel(InSubPreTrainedModel, UncertaintyReading):
     """Encoder f and M independent heads g_1..g_M; no training objective."""
 
     def __init__(self, config: InSubConfig, with_heads: bool = True):
@@ -463,7 +624,18 @@ class InSubModel(InSubPreTrainedModel):
             self.encoder.output_dim, list(config.head_hidden_sizes), config.head_output_size, config.num_heads,
             config.head_norm,
         ) if with_heads else None
+        self.attach_bank()
         self.post_init()
+
+    def positional_main_input(self, pixel_values: torch.Tensor | None,
+                              inputs: dict[str, torch.Tensor | None]) -> tuple[torch.Tensor | None, dict]:
+        """The first positional argument of a forward (`pixel_values` in the signature) is the model's main input
+        for its modality, as in `BertModel(input_ids)` and `ViTModel(pixel_values)`: for a text or DNA model it is
+        moved to `input_ids` / `dna_one_hot` when that is not given. Returns (pixel_values, inputs)."""
+        main = self.encoder.main_input_name
+        if pixel_values is not None and main != "pixel_values" and inputs.get(main) is None:
+            return None, {**inputs, main: pixel_values}
+        return pixel_values, inputs
 
     def encoder_inputs(self, **inputs: torch.Tensor | None) -> dict[str, torch.Tensor]:
         """The subset of `inputs` the encoder reads; raises if its main input is missing or empty."""
@@ -477,18 +649,27 @@ class InSubModel(InSubPreTrainedModel):
             raise ValueError(f"`{main}` holds an empty batch (0 samples).")
         return {k: v for k, v in given.items() if k in self.encoder.input_names}
 
-    def requested_outputs(self, output_hidden_states: bool | None, output_attentions: bool | None) -> tuple[bool, bool]:
-        """Whether every layer's states and attention weights are asked for (None: the config's setting)."""
-        return (bool(self.config.output_hidden_states if output_hidden_states is None else output_hidden_states),
+    def requested_outputs(self, output_hidden_states: bool | list[int] | None,
+                          output_attentions: bool | None) -> tuple[bool | list[int], bool]:
+        """Whether every layer's states and attention weights are asked for (None: the config's setting); a list of
+        layer indices (transformers' layer selection) is kept as it is."""
+        hidden = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
+        return (list(hidden) if isinstance(hidden, (list, tuple)) else bool(hidden),
                 bool(self.config.output_attentions if output_attentions is None else output_attentions))
 
-    def encode(self, output_hidden_states: bool | None = None, output_attentions: bool | None = None,
+    def encode(self, output_hidden_states: bool | list[int] | None = None, output_attentions: bool | None = None,
                **inputs: torch.Tensor | None) -> EncoderOutput:
         """The encoder's output on `inputs` (`EncoderOutput`), with every layer's states and attention weights when
-        asked (`requested_outputs`)."""
+        asked (`requested_outputs`); with a list of layers, the others' states are None, as in transformers."""
         hidden, attentions = self.requested_outputs(output_hidden_states, output_attentions)
-        return self.encoder.encode(output_hidden_states=hidden, output_attentions=attentions,
-                                   **self.encoder_inputs(**inputs))
+        encoded = self.encoder.encode(output_hidden_states=bool(hidden) if isinstance(hidden, list) else hidden,
+                                      output_attentions=attentions, **self.encoder_inputs(**inputs))
+        if isinstance(hidden, list) and encoded.hidden_states is not None:
+            count = len(encoded.hidden_states)
+            chosen = {index % count for index in hidden}
+            encoded.hidden_states = tuple(state if i in chosen else None
+                                          for i, state in enumerate(encoded.hidden_states))
+        return encoded
 
     def get_representation(self, **inputs: torch.Tensor | None) -> torch.Tensor:
         """Encoder output `(B, d)` without the heads (for probes and k-NN)."""
@@ -553,6 +734,9 @@ class InSubModel(InSubPreTrainedModel):
     ) -> InSubModelOutput | tuple:
         """`output_hidden_states` and `output_attentions` (default: the config's) pass through to a transformers
         encoder that has them, and are refused by name elsewhere."""
+        self.check_reading_current()
+        pixel_values, main = self.positional_main_input(pixel_values, dict(input_ids=input_ids, dna_one_hot=dna_one_hot))
+        input_ids, dna_one_hot = main["input_ids"], main["dna_one_hot"]
         encoded = self.encode(
             output_hidden_states, output_attentions, pixel_values=pixel_values, input_ids=input_ids,
             attention_mask=attention_mask, token_type_ids=token_type_ids, dna_one_hot=dna_one_hot,
@@ -560,30 +744,38 @@ class InSubModel(InSubPreTrainedModel):
         representation = encoded.pooled
         z = self.embed_heads(representation)  # (B, M, q)
         sigma = head_spread(z, self.config.diversity_eps)  # (B, q)
+        spread = (self.config.uncertainty["direction"] or 1) * sigma.mean(dim=-1)
         out = InSubModelOutput(
             representation=representation,
             head_embeddings=z,
             mean_embedding=z.mean(dim=1),
             sigma=sigma,
-            uncertainty=(self.config.uncertainty_direction or 1) * sigma.mean(dim=-1),
+            uncertainty=self.read_uncertainty(representation, spread, input_ids, attention_mask),
             pooler_output=representation,
             last_hidden_state=encoded.last_hidden_state,
             hidden_states=encoded.hidden_states,
             attentions=encoded.attentions,
+            head_spread=spread,
         )
         return out if return_dict is not False else out.to_tuple()
 
 
 def problem_type(config: InSubConfig, labels: torch.Tensor | None) -> str:
     """The config's `problem_type`, else as transformers decides it: regression for one label, else integer labels
-    are classes and float labels one target per label (without labels: single-label)."""
+    are classes and float labels one target per label (without labels: single-label). Decided from labels, it is
+    recorded in `config` (as transformers' own classifiers do), so the saved model is read at inference, and by the
+    pipelines, as it was trained."""
     if config.problem_type is not None:
         return config.problem_type
     if config.num_labels == 1:
-        return "regression"
-    if labels is not None and labels.is_floating_point():
-        return "multi_label_classification"
-    return "single_label_classification"
+        decided = "regression"
+    elif labels is not None and labels.is_floating_point():
+        decided = "multi_label_classification"
+    else:
+        decided = "single_label_classification"
+    if labels is not None:
+        config.problem_type = decided
+    return decided
 
 
 def check_labels(labels: torch.Tensor, batch_size: int, num_labels: int, problem: str) -> torch.Tensor:
@@ -656,6 +848,7 @@ class InSubForSequenceClassification(InSubPreTrainedModel):
         return_dict: bool | None = None,
         **inputs: torch.Tensor | None,
     ) -> SequenceClassifierOutput | tuple:
+        pixel_values, inputs = self.insub.positional_main_input(pixel_values, inputs)
         encoded = self.insub.encode(output_hidden_states, output_attentions, pixel_values=pixel_values, **inputs)
         logits = self.classifier(encoded.pooled)
         loss = None

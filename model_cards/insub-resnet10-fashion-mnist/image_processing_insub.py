@@ -1,4 +1,4 @@
-"""image_processing_insub: what this folder's loaders run of the insub-hf modules image_processing_insub (documented there), bundled by `insub_hf.remote_code`."""
+"""image_processing_insub: what this folder's loaders run of the insub-hf modules processing.image_processing_insub (documented there), bundled by `insub_hf.hub.remote_code`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from PIL import Image
 from torchvision.transforms.v2 import functional as TF
 from transformers.image_processing_backends import TorchvisionBackend
 from transformers.image_processing_utils import BatchFeature
+from transformers.image_transforms import convert_to_rgb
 from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, PILImageResampling
 from transformers.processing_utils import ImagesKwargs
 from .image_processing_pil_insub import (

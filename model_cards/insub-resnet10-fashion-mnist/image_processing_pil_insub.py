@@ -1,4 +1,4 @@
-"""image_processing_pil_insub: what this folder's loaders run of the insub-hf modules image_processing_pil_insub, image_range (documented there), bundled by `insub_hf.remote_code`."""
+"""image_processing_pil_insub: what this folder's loaders run of the insub-hf modules processing.image_processing_pil_insub, processing.image_range (documented there), bundled by `insub_hf.hub.remote_code`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import torch
 from PIL import Image
 from transformers.image_processing_backends import PilBackend
 from transformers.image_processing_utils import BatchFeature
+from transformers.image_transforms import convert_to_rgb
 from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, PILImageResampling
 from transformers.processing_utils import ImagesKwargs
 
@@ -128,9 +129,12 @@ class InSubImageProcessorFields:
 
     def _channels(self, image, kwargs: dict):
         """`image` as an array or tensor the backend reads, a PIL image already in the model's mode (grey or RGB);
-        pops `num_channels` from `kwargs` and returns it."""
+        pops `num_channels` from `kwargs` and returns it. `do_convert_rgb=True` converts a PIL image to RGB first
+        (transformers' `convert_to_rgb`: transparency composited onto white)."""
         num_channels = kwargs.pop("num_channels", None) or self.num_channels
-        kwargs["do_convert_rgb"] = False  # the conversion is to_channels', to the model's channel count
+        if kwargs.get("do_convert_rgb") and isinstance(image, Image.Image) and image.mode not in SIXTEEN_BIT_MODES:
+            image = convert_to_rgb(image)
+        kwargs["do_convert_rgb"] = False  # the rest of the conversion is to_channels', to the model's channel count
         return read_image(image, num_channels), num_channels
 
     def _validate_preprocess_kwargs(self, **kwargs) -> None:
@@ -158,7 +162,7 @@ class InSubImageProcessorPil(InSubImageProcessorFields, PilBackend):
                 image = self.resize(image, size, resample=resample)
             if do_center_crop:
                 check_crop_fits(image.shape[-2:], crop_size)
-                image = self.center_crop(image, crop_size)
+                image = centre_crop(image, crop_size)
             if do_rescale and not np.issubdtype(image.dtype, np.floating):
                 image = self.rescale(image, rescale_factor)
             image = image.astype(np.float32)
@@ -192,6 +196,8 @@ def read_image(image, num_channels: int):
         if image.mode in SIXTEEN_BIT_MODES:
             return np.asarray(image, dtype=np.uint16).astype(np.float32) / 65535
         if image.mode not in ("I", "F"):  # 8-bit modes: PIL's own conversion is exact there
+            if num_channels != 4 and (image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info):
+                image = convert_to_rgb(image)  # transparency onto white, as transformers' convert_to_rgb
             return np.array(image.convert({1: "L", 3: "RGB", 4: "RGBA"}[num_channels]))
         image = np.asarray(image)  # 32-bit integer or float pixels: read by their dtype below
     if isinstance(image, torch.Tensor):
@@ -222,10 +228,22 @@ def _unit_range(image: torch.Tensor, kind: str) -> bool:
 def _refuse(kind: str, dtype: str, image: torch.Tensor) -> None:
     """Raises for an image of a dtype the processor does not read, naming the dtype and its values' range."""
     values = f"values in [{float(image.min()):.6g}, {float(image.max()):.6g}]" if image.numel() else "no values"
-    cast = " (0..255 pixels: cast to uint8)" if "int" in dtype else ""
+    high = float(image.max()) if image.numel() else 0.0
+    # the cast that keeps the values: uint8 where they fit, uint16 for 16-bit ones (a 32-bit TIFF of 16-bit data)
+    cast = "" if "int" not in dtype else (" (0..255 pixels: cast to uint8)" if high <= 255 else
+                                          " (0..65535 pixels: cast to uint16)" if high <= 65535 else "")
     article = "an" if kind == "array" else "a"
     raise ValueError(f"InSubImageProcessor: {article} {kind} image of dtype {dtype} ({values}) is not read{cast}; "
                      f"allowed: {ALLOWED_INPUTS}.")
+
+
+def centre_crop(image: np.ndarray, crop_size) -> np.ndarray:
+    """The centre `crop_size` of a `(C, H, W)` array, its offsets rounded as torchvision's `center_crop` rounds them
+    (the torchvision backend and the evaluation transform), so both backends crop the same pixels."""
+    height, width = image.shape[-2:]
+    top = int(round((height - crop_size.height) / 2.0))
+    left = int(round((width - crop_size.width) / 2.0))
+    return image[..., top:top + crop_size.height, left:left + crop_size.width]
 
 
 def check_crop_fits(shape, crop_size) -> None:

@@ -7,7 +7,6 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from insub_hf import InSubModel, InSubOODDetector
-from insub_hf.evaluation.features import extract_features
 from insub_hf.evaluation.ood_detector import FeatureBank, calibrate_spread, kth_neighbour_distance
 
 from ..conftest import tiny_config

@@ -119,7 +119,7 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     from insub_hf.evaluation.results import HeadSpreadCalibration
 
     usable = HeadSpreadCalibration(**calibration).usable_direction  # kept only where it holds across resamples
-    assert fresh.config.uncertainty_direction == usable
+    assert fresh.config.uncertainty["direction"] == usable
     folder = tmp_path / "hub_folder"
     assert main(["hub", "--model_dir", str(out / "insub_m3" / "model"), "--results", str(out / "results.json"),
                  "--row", "insub_m3", "--repo_id", "someone/insub-demo", "--folder", str(folder)]) == 0

@@ -73,7 +73,7 @@ def test_the_image_release_publishes_the_compared_insub_model_with_its_detector(
     block = json.loads((out / "hub" / "config.json").read_text())["uncertainty"]
     # the card's bank, k and direction are the config's: every training image (under the bank's cap), k 50
     assert (block["bank_size"], block["k"]) == (80, 50)
-    assert f"The weights hold a k-NN bank: the representations of 80 training inputs, searched at the\n50-th" in card
+    assert "The weights hold a k-NN bank: the representations of 80 training inputs, searched at the\n50-th" in card
     if block["direction"] is None:  # the direction where it holds across resamples of the validation noise, else none
         assert "is **not a usable uncertainty for this model**" in card and "holds chance (50 %)" in card
         assert block["reading"] == "knn"
