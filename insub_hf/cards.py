@@ -289,25 +289,29 @@ def text_uncertainty_section(measured: dict) -> str:
     lines += ["", f"Transfer on the test tweets: {100 * test['transfer_accuracy']:.2f} %; the rank correlation of its "
               f"pairwise cosines with the base model's: {test['cosine_spearman_with_base']:.3f}."]
     if measured.get("second_domain"):
-        lines += ["", *own_bank_section(measured["second_domain"])]
+        lines += ["", *own_bank_section(measured["second_domain"], measured.get("bank_sources"))]
     return "\n".join(lines)
 
 
-def own_bank_section(numbers: dict) -> list[str]:
-    """The text card's lines on the k-NN distance in another domain, with the shipped bank and the domain's own."""
+def own_bank_section(numbers: dict, sources: dict[str, int] | None = None) -> list[str]:
+    """The text card's lines on the k-NN distance in another domain, with the shipped bank (of `sources`: sentences
+    per source; None: the pretraining tweets) and the domain's own."""
     sets = list(numbers["own"])
+    sources = sources or {"tweets": None}
+    holds = ", ".join(name if count is None else f"{count} {name}" for name, count in sources.items())
     return [
         "### Your data, your bank",
         "",
-        "The k-NN distance measures how far a sentence is from its bank: the shipped one holds tweets, not what you call "
-        f"in-distribution. Held out: {numbers['held_out']} English sentences of another domain (the Python standard "
-        "library's docstrings) against the other kinds of text (AUROC, 50 % is chance), with the shipped bank and "
+        f"The k-NN distance measures how far a sentence is from its bank: the shipped one holds {holds} sentences, "
+        f"not what you call in-distribution. Held out: {numbers['held_out']} English sentences of a domain the bank "
+        "was not built from (the Python standard library's docstrings) against the other kinds of text (AUROC, 50 % "
+        "is chance), with the shipped bank and "
         f"with a bank of {numbers['own_bank']} other sentences of that domain, set in one line: "
         "`model[0].set_bank(model.encode(your_sentences, convert_to_tensor=True))`.",
         "",
         "| Bank | " + " | ".join(sets) + " |",
         "|" + "---|" * (len(sets) + 1),
-        "| shipped (tweets) | " + " | ".join(f"{100 * numbers['shipped'][s]:.1f} %" for s in sets) + " |",
+        f"| shipped ({holds}) | " + " | ".join(f"{100 * numbers['shipped'][s]:.1f} %" for s in sets) + " |",
         f"| your own ({numbers['own_bank']} sentences of the domain) | "
         + " | ".join(f"{100 * numbers['own'][s]:.1f} %" for s in sets) + " |",
     ]

@@ -25,8 +25,6 @@ from transformers import TrainingArguments
 
 from ..cards import (
     HubCard,
-    TEXT_TEST,
-    TEXT_VALIDATION,
     RunRecord,
     dna_versus_baseline,
     provenance,
@@ -37,7 +35,6 @@ from ..cards import (
     versus_baseline,
 )
 from ..checkpointing import atomic_folder
-from ..encoders.pretrained import base_tokenizer, encoder_path
 from ..evaluation.ood_detector import (
     CALIBRATION_IMAGES,
     CALIBRATION_SEED,
@@ -46,11 +43,11 @@ from ..evaluation.ood_detector import (
 )
 from ..hub import final_push_target, save_for_hub, upload_hub_folder
 from ..uncertainty.knn import encoder_and_heads_fingerprint
-from ..uncertainty.settings import DEFAULT_K, MODEL_READINGS
+from ..uncertainty.settings import DEFAULT_K
 from ..training_args import TRAINER_FIELDS
 from ..validation import CheckedArguments, checked
-from ..evaluation.text_ood_sets import shuffled_words
-from . import compare, genomics, text, text_candidates
+from . import compare, genomics, text, text_reading
+from .text_reading import TextReleaseArguments
 from .publish import MetricsArguments, PublishArguments, fits_the_repository, publish_metrics, publish_releases
 
 # Training inputs the shipped detector keeps as its bank (the Hub folder stays small; k-NN distances barely move)
@@ -222,113 +219,47 @@ def run_job(job, args, training_args, name: str):
     return start, push, out, results, measured_model(out, [results["fingerprints"][name]])
 
 
-@dataclass
-class TextReleaseArguments:
-    """How the released text model reads its `uncertainty` (`insub-hf text-candidates` chose it on validation data)."""
-
-    _argument_group_name = 'text release'
-
-    uncertainty: str = checked(
-        text_candidates.RELEASE_READING,
-        "What the model's `uncertainty` is, through sentence-transformers and AutoModel alike: knn (the cosine "
-        "distance to the k-th nearest pretraining sentence, its bank in the weights), spread (the heads' spread) or "
-        "spread_by_length (the spread standardised per sentence-length bucket on validation tweets).",
-        choices=MODEL_READINGS,
-    )
-    k: int = checked(DEFAULT_K, "The k-NN reading's neighbour.", low=1, integer=True)
-
-
-def text_detector(model, encoder, corpus: list[str], bank: int, seed: int) -> InSubOODDetector:
-    """The text release's bank and direction: its bank the pretraining sentences `corpus[:bank]`, the head spread's
-    direction fixed on `TEXT_VALIDATION` transfer tweets against their shuffled words; sentences tokenised as the
-    sentence encoder `encoder` tokenises them (one truncation for every path)."""
-    from ..data import load_tweet_sentiment
-
-    def tokens(sentences: list[str]) -> dict[str, torch.Tensor]:
-        return {k: v for k, v in encoder.tokenize(list(sentences)).items() if k in ("input_ids", "attention_mask")}
-
-    validation = load_tweet_sentiment("transfer")["text"][:TEXT_VALIDATION]
-    return fit_detector(model, tokens(corpus[:bank]), tokens(shuffled_words(validation, seed)))
-
-
-def text_ood(detector: InSubOODDetector, encoder, seed: int) -> dict[str, float]:
-    """The AUROCs (higher = more likely OOD) of the released model's own scores on the `TEXT_TEST` tweets after the
-    validation ones against their shuffled words."""
-    from ..data import load_tweet_sentiment
-    from ..evaluation.metrics.ood import ood_auroc
-
-    def tokens(sentences: list[str]) -> dict[str, torch.Tensor]:
-        return {k: v for k, v in encoder.tokenize(list(sentences)).items() if k in ("input_ids", "attention_mask")}
-
-    test = load_tweet_sentiment("transfer")["text"][TEXT_VALIDATION:TEXT_VALIDATION + TEXT_TEST]
-    seen, unseen = detector.score(tokens(test)), detector.score(tokens(shuffled_words(test, seed + 1)))
-    return {name: ood_auroc(seen[name], unseen[name], higher_is_in=False) for name in seen}
-
-
-def measure_text_uncertainty(model, tokenizer, args, reading: TextReleaseArguments, corpus: list[str], bank: int,
-                             seed: int) -> tuple[dict, dict]:
-    """The released model measured as `insub-hf text-candidates` measures a candidate (transfer, cosine correlation
-    with the base, every uncertainty reading on validation then test; the k-NN reading on a second domain with the
-    shipped bank and with that domain's own, `second_domain`), and the settings of the chosen `reading` (its
-    direction and length buckets fixed on validation data, its bank `corpus[:bank]`)."""
-    from transformers import AutoConfig
-
-    from ..sentence_embeddings import InSubSentenceEncoder
-
-    from ..evaluation.text_bench import (
-        TextBenchArguments, make_bench, measure_base, measure_model, second_domain, uncertainty_settings,
-    )
-
-    path = encoder_path(args.encoder)
-    check = TextBenchArguments(k=reading.k, bank_size=bank)
-    bench = make_bench(check, list(corpus[:bank]))
-    measure_base(bench, text_candidates.base_encoder(path, AutoConfig.from_pretrained(path), base_tokenizer(path)), check)
-    encoder = InSubSentenceEncoder(model, tokenizer)
-    measured = measure_model(encoder, True, bench, check, seed)
-    settings = uncertainty_settings(reading.uncertainty, measured, reading.k)
-    elsewhere = second_domain(encoder, measured, reading.k)
-    return {**measured.numbers, "reading": reading.uncertainty, "ood_sets": list(bench.sets),
-            "second_domain": elsewhere}, settings
-
-
 def release_text(command: str, release, reading: TextReleaseArguments, args, training_args) -> Path:
     """The text release: `insub-hf text` (the MiniLM base, the single-head baseline and InSub on the text recipe,
-    transfer to the tweets), the InSub model's detector and its OOD check on shuffled words (`text_ood`), then its
-    uncertainty readings measured and the chosen one shipped in the sentence-transformers folder
-    (`measure_text_uncertainty`)."""
+    transfer to the tweets), then the InSub model's direction, its uncertainty readings measured with its bank and the
+    chosen one shipped in the sentence-transformers folder, and the shipped scores' check on shuffled words
+    (`jobs.text_reading`)."""
     from transformers import AutoTokenizer
 
     from ..data import load_sentence_corpus
+    from ..sentence_embeddings import InSubSentenceEncoder
 
-    if reading.k > release.detector_bank:  # the k-NN reading searches the detector's bank
+    if reading.k > release.detector_bank:  # the k-NN reading searches the bank
         raise ValueError(
             f"TextReleaseArguments.k={reading.k} is more than ReleaseArguments.detector_bank={release.detector_bank}, "
             "the sentences its k-NN reading searches; give k <= detector_bank."
         )
-    from ..sentence_embeddings import InSubSentenceEncoder
-
+    if reading.bank == "broad":  # before any training: its sources are Debian packages
+        bank, sources = text_reading.broad_bank(release.detector_bank, training_args.seed)
     name = f"scd_insub_m{args.num_heads}"
     start, push, out, results, model = run_job(text.run_text, args, training_args, name)
     tokenizer = AutoTokenizer.from_pretrained(out / name / "model")
     corpus = load_sentence_corpus(args.corpus, args.text_column, max_sentences=args.max_sentences)[args.text_column]
+    if reading.bank == "pretraining":
+        bank = list(corpus[:release.detector_bank])
+        sources = {"pretraining": len(bank)}
     encoder = InSubSentenceEncoder(model.insub, tokenizer)
-    print(f"[release] the bank ({release.detector_bank} sentences) and the head spread's direction", flush=True)
-    detector = text_detector(model, encoder, corpus, release.detector_bank, training_args.seed)
-    print("[release] the uncertainty readings: base model, then InSub on validation, test and a second domain",
-          flush=True)
-    measured, settings = measure_text_uncertainty(model.insub, tokenizer, args, reading, corpus,
-                                                  release.detector_bank, training_args.seed)
-    (out / "text_uncertainty.json").write_text(json.dumps(measured, indent=2) + "\n")
-    if settings["reading"] == "knn":  # the bank the readings were measured with, at their k: the detector's now
-        model.insub.set_bank(settings["bank"], settings["k"])
-    elif settings["reading"] == "spread_by_length":
+    print("[release] the head spread's direction on the pretraining sentences", flush=True)
+    detector = fit_detector(model, text_reading.tokens(encoder, corpus[:release.detector_bank]),
+                            text_reading.tokens(encoder, text_reading.validation_shuffled(training_args.seed)))
+    print(f"[release] the uncertainty readings with a bank of {len(bank)} sentences ({sources}): base model, then "
+          "InSub on validation, test and a second domain", flush=True)
+    measured, settings = text_reading.measure(model.insub, tokenizer, args, reading, bank, training_args.seed)
+    (out / "text_uncertainty.json").write_text(json.dumps({**measured, "bank_sources": sources}, indent=2) + "\n")
+    model.insub.set_bank(settings["bank"], reading.k, read=settings["reading"] == "knn")  # the one bank
+    if settings["reading"] == "spread_by_length":
         model.insub.set_length_buckets(settings)
     print("[release] the shipped reading's check on shuffled words", flush=True)
-    aurocs = text_ood(detector, encoder, training_args.seed)
+    aurocs = text_reading.shuffled_check(detector, encoder, training_args.seed)
     (out / "text_ood.json").write_text(json.dumps(aurocs, indent=2) + "\n")
     card = text.text_model_card(out / "results.json", name, tokenizer, model)
     notes = "\n\n".join([text_versus_baseline(results["results"], name, aurocs, model.config.freeze_encoder),
-                          text_uncertainty_section(measured)])
+                          text_uncertainty_section({**measured, "bank_sources": sources})])
     card = replace(card, detector=detector, notes=notes,
                    provenance=provenance(command, training_args.seed, time.time() - start),
                    extra_files={**card.extra_files, "evaluation/text_ood.json": out / "text_ood.json",

@@ -108,7 +108,7 @@ def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(t
     AutoTokenizer.from_pretrained(packaged_minilm_path()).save_pretrained(base)
     out, cards = tmp_path / "text", tmp_path / "cards"
     flags = ["--max_sentences", "48", "--transfer_sentences", "30", "--folds", "2", "--per_device_train_batch_size",
-             "16", "--head_size", "16", "--num_heads", "2", "--detector_bank", "48", "--k", "10"]
+             "16", "--head_size", "16", "--num_heads", "2", "--detector_bank", "48", "--k", "10", "--bank", "pretraining"]
     with LocalHub() as hub:
         monkeypatch.setattr("insub_hf.hub.HfApi", lambda token=None: HfApi(endpoint=hub.endpoint, token=token))
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
