@@ -5,7 +5,8 @@ import pytest
 
 from insub_hf.data import broad_text
 from insub_hf.data.broad_text import (
-    broad_english, dictionary_sentences, licence_sentences, quotation_sentences, shares, split_sentences,
+    broad_english, dictionary_sentences, documentation_sentences, licence_sentences, quotation_sentences, shares,
+    split_sentences,
 )
 
 from .conftest import cli_error
@@ -38,6 +39,11 @@ def test_each_source_gives_the_sentences_of_its_files(tmp_path):
     (licences / "MIT").write_text("Permission is hereby granted, free of charge. THE SOFTWARE IS PROVIDED AS IS.")
     assert licence_sentences(licences) == ["Permission is hereby granted, free of charge.",
                                            "THE SOFTWARE IS PROVIDED AS IS."]
+    status = tmp_path / "status"
+    status.write_text("Package: a\nDescription: short synopsis\n This package provides a small library.\n .\n It "
+                      "also ships the manual pages for it.\nHomepage: x\n\nPackage: b\nVersion: 1\n")
+    assert documentation_sentences(status) == ["This package provides a small library.",
+                                               "It also ships the manual pages for it."]
     assert split_sentences("One.  Two?\nThree!") == ["One.", "Two?", "Three!"]
 
 
@@ -63,8 +69,8 @@ def fake_sources(monkeypatch, missing: str | None = None):
 def test_the_bank_is_a_seeded_draw_of_distinct_sentences_in_equal_parts(monkeypatch):
     fake_sources(monkeypatch)
     drawn = broad_english(41, seed=3)
-    assert {name: len(part) for name, part in drawn.items()} == {"messages": 11, "dictionary": 10, "quotations": 10,
-                                                                 "licences": 10}
+    assert {name: len(part) for name, part in drawn.items()} == {"messages": 9, "dictionary": 8, "quotations": 8,
+                                                                 "documentation": 8, "licences": 8}
     assert all(len(set(part)) == len(part) and all(s.startswith(name) for s in part) for name, part in drawn.items())
     assert broad_english(41, seed=3) == drawn and broad_english(41, seed=4) != drawn
 

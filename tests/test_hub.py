@@ -598,5 +598,5 @@ def test_every_snippet_of_every_generated_card_runs_in_a_fresh_process(tmp_path)
     assert (tmp_path / "text" / "modules.json").is_file()  # one folder for SentenceTransformer and AutoModel
     card = (tmp_path / "image" / "README.md").read_text()
     assert "Requirements: `pip install torch transformers safetensors pillow`." in card
-    assert "representations of 12 training inputs, searched at the\n3-th neighbour" in card
+    assert "representations of 12 inputs, searched at the\n3-th neighbour" in card
     assert "- learning_rate: 0.003" in card

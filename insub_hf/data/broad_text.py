@@ -1,7 +1,8 @@
 """Broad natural English for a text model's k-NN bank, from what this package and Debian's packages carry offline:
 messages (the bundled pretraining tweets), a dictionary's definitions and examples (WordNet, `wordnet-base`),
-quotations, jokes and literature (`fortunes`) and licence text (`/usr/share/common-licenses`), drawn in equal parts.
-The standard library's docstrings stay out: they are the domain a release measures its bank on."""
+quotations, jokes and literature (`fortunes`), software documentation (the descriptions of the installed Debian
+packages) and licence text (`/usr/share/common-licenses`), drawn in equal parts. The standard library's docstrings
+stay out: they are the domain a release measures its bank on."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from .text_corpus import load_tweet_sentiment
 WORDNET_DIR = Path("/usr/share/wordnet")
 FORTUNES_DIR = Path("/usr/share/games/fortunes")
 LICENSES_DIR = Path("/usr/share/common-licenses")
+DPKG_STATUS = Path("/var/lib/dpkg/status")
 # A sentence of the bank: 20 to 200 characters, at least 4 words, mostly letters
 SHORTEST, LONGEST, FEWEST_WORDS = 20, 200, 4
 
@@ -69,11 +71,30 @@ def licence_sentences(folder: Path = LICENSES_DIR) -> list[str]:
     return out
 
 
+def documentation_sentences(status: Path = DPKG_STATUS) -> list[str]:
+    """The sentences of the long descriptions of the Debian packages `status` (dpkg's database) lists."""
+    out = []
+    for entry in status.read_text(errors="ignore").split("\n\n"):
+        lines = entry.splitlines()
+        start = next((i for i, line in enumerate(lines) if line.startswith("Description:")), None)
+        if start is None:
+            continue
+        body = []
+        for line in lines[start + 1:]:
+            if not line.startswith(" "):
+                break
+            body.append("" if line.strip() == "." else line.strip())  # " ." separates paragraphs
+        for paragraph in "\n".join(body).split("\n\n"):
+            out.extend(s for s in split_sentences(paragraph) if is_sentence(s))
+    return out
+
+
 # Each register of the bank, the sentences it gives, and the Debian package that carries it (None: the package's own)
 BROAD_SOURCES = {
     "messages": (message_sentences, None),
     "dictionary": (dictionary_sentences, "wordnet-base"),
     "quotations": (quotation_sentences, "fortunes"),
+    "documentation": (documentation_sentences, "dpkg"),
     "licences": (licence_sentences, "base-files"),
 }
 

@@ -73,7 +73,7 @@ def test_the_image_release_publishes_the_compared_insub_model_with_its_detector(
     block = json.loads((out / "hub" / "config.json").read_text())["uncertainty"]
     # the card's bank, k and direction are the config's: every training image (under the bank's cap), k 50
     assert (block["bank_size"], block["k"]) == (80, 50)
-    assert "The weights hold a k-NN bank: the representations of 80 training inputs, searched at the\n50-th" in card
+    assert "The weights hold a k-NN bank: the representations of 80 inputs, searched at the\n50-th" in card
     if block["direction"] is None:  # the direction where it holds across resamples of the validation noise, else none
         assert "is **not a usable uncertainty for this model**" in card and "holds chance (50 %)" in card
         assert block["reading"] == "knn"
@@ -155,7 +155,7 @@ def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(t
     assert f"| {knn['length_spearman']:.2f} |" in card
     intro = " ".join(card.split("## Training data")[0].split())
     assert ("`uncertainty` output (one value per input) is its **k-NN distance**: the cosine distance of its "
-            "representation to the 10-th nearest of the 48 training inputs stored with its weights") in intro
+            "representation to the 10-th nearest of the 48 inputs of its bank, stored with its weights") in intro
     assert "noise" not in intro and "instead" not in intro
     # one `uncertainty` on every path: AutoModel (the bank in its weights) gives what sentence-transformers gives
     from sentence_transformers import SentenceTransformer
