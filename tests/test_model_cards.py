@@ -190,3 +190,40 @@ def test_one_command_publishes_every_built_release_to_the_repo_its_card_names(tm
         assert "names no repo of the form ORG/NAME" in line and "--hub_model_id ORG/NAME" in line and not hub.repos
     line = cli_error(["release", "publish", "--model_cards", str(tmp_path / "empty")], capsys)
     assert "holds no built release" in line
+
+
+def test_the_released_image_model_gives_one_uncertainty_on_every_path():
+    """Its own class, `AutoModel`, `InSubOODDetector`, `insub-hf score`'s encoder (AutoModel with
+    `--trust_remote_code`) and the feature-extraction pipeline of the folder (its features searched in the model's
+    bank) read one bank, one k, one direction. Without insub-hf, the card's snippets give the same `knn`
+    (`test_every_snippet_of_a_released_card_runs_as_written`)."""
+    import numpy as np
+    from PIL import Image
+    from transformers import AutoImageProcessor, AutoModel, pipeline
+
+    from insub_hf.data import load_fashion_mnist
+    from insub_hf.jobs.score import Encoder, ScoreArguments
+
+    folder = CARDS / "insub-resnet10-fashion-mnist"
+    rng = np.random.default_rng(0)
+    images = list(load_fashion_mnist("bundled")["test"]["image"][:12]) + [
+        Image.fromarray(rng.integers(0, 256, (28, 28), dtype=np.uint8)) for _ in range(4)]  # and noise
+    inputs = dict(AutoImageProcessor.from_pretrained(folder, trust_remote_code=True)(images, return_tensors="pt"))
+    model = InSubModel.from_pretrained(folder).eval()
+    auto = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
+    with torch.no_grad():
+        own, theirs = model(**inputs), auto(**inputs)
+    block = model.config.uncertainty
+    assert (block["reading"], block["k"], block["bank_size"], block["direction"]) == ("spread", 50, 1500, 1)
+    torch.testing.assert_close(theirs.uncertainty, own.uncertainty, rtol=0, atol=0)
+    scores = InSubOODDetector(model).score(inputs)
+    torch.testing.assert_close(scores["uncertainty"], own.uncertainty, rtol=0, atol=0)
+    torch.testing.assert_close(scores["head_spread"], own.uncertainty, rtol=0, atol=0)  # the reading is the spread
+    _, through_score = Encoder(ScoreArguments(model=str(folder), dataset="unused", trust_remote_code=True))(images)
+    torch.testing.assert_close(through_score, own.uncertainty, rtol=1e-6, atol=1e-7)
+    extractor = pipeline("image-feature-extraction", model=str(folder), trust_remote_code=True)
+    features = torch.tensor(np.array([extractor(image)[0] for image in images]), dtype=torch.float32)
+    torch.testing.assert_close(features, own.representation, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        knn = auto.knn_bank(features, auto.config.uncertainty["k"])
+    torch.testing.assert_close(knn, scores["knn"], rtol=1e-5, atol=1e-6)
