@@ -56,8 +56,16 @@ class InSubSentenceTransformer(InputModule):
         inputs = {k: features[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in features}
         out = self.model(**inputs)
         features.update(sentence_embedding=out.representation, head_embeddings=out.head_embeddings,
-                        mean_embedding=out.mean_embedding, uncertainty=out.uncertainty, head_spread=out.head_spread)
+                        mean_embedding=out.mean_embedding, head_spread=out.head_spread)
+        if out.uncertainty is not None:  # None until fitted (`fit_uncertainty`): never a number nobody oriented
+            features["uncertainty"] = out.uncertainty
         return features
+
+    def fit_uncertainty(self, sentences: list[str], batch_size: int = 256):
+        """Fits the model's calibrated `uncertainty` in [0, 1] on your in-distribution `sentences` (hundreds or
+        more: a bank, and held-out ones to rank against; `InSubModel.fit_uncertainty`); `model.save(folder)` keeps
+        it, and `AutoModel` serves the same number."""
+        return self.model.fit_uncertainty(self.preprocess(sentences), batch_size=batch_size)
 
     def get_sentence_embedding_dimension(self) -> int:
         return self.model.encoder.output_dim

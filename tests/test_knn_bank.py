@@ -126,7 +126,7 @@ def test_set_bank_and_the_config_refuse_what_would_read_wrong():
         model.set_bank(torch.full((4, d), float("nan")), k=1)
     with pytest.raises(ValueError, match=r"uncertainty\['reading'\]='knn' needs a bank"):
         tiny_model(uncertainty={"reading": "knn"})
-    with pytest.raises(ValueError, match=r"uncertainty\['reading'\] must be one of \['spread', 'spread_by_length', 'knn'\], got 'mah"):
+    with pytest.raises(ValueError, match=r"uncertainty\['reading'\] must be one of \['spread', 'spread_by_length', 'knn', 'calibrated'\], got 'mah"):
         tiny_model(uncertainty={"reading": "mahalanobis"})
 
 

@@ -158,8 +158,13 @@ def test_uncertainty_is_the_spread_in_the_models_stored_direction(direction, sig
     model = InSubModel(tiny_config(num_heads=3, uncertainty={"direction": direction})).eval()
     with torch.no_grad():
         out = model(pixel_values=torch.randn(4, 3, 32, 32))
-    torch.testing.assert_close(out.uncertainty, sign * head_spread(out.head_embeddings, 1e-4).mean(dim=-1))
-    assert out.uncertainty.shape == (4,)
+    spread = sign * head_spread(out.head_embeddings, 1e-4).mean(dim=-1)
+    torch.testing.assert_close(out.head_spread, spread)
+    if direction is None:  # nobody oriented it: the model serves no uncertainty, never the raw spread
+        assert out.uncertainty is None
+    else:
+        torch.testing.assert_close(out.uncertainty, spread)
+        assert out.uncertainty.shape == (4,)
 
 
 def test_an_uncertainty_direction_other_than_plus_or_minus_one_is_refused():

@@ -28,7 +28,9 @@ from .results import CorruptionMetrics, HeadSpreadCalibration, MethodResults, Me
 # The crop test's centre crops (share of each side kept; 1.0: the whole image)
 CROP_FRACTIONS = (1.0, 0.75, 0.5, 0.25)
 # The scores the crop test and R-AUROC read (each higher = less certain), where the method has them
-UNCERTAINTY_SCORES = ("msp", "entropy", "mutual_information", "knn", "head_spread")
+UNCERTAINTY_SCORES = ("msp", "entropy", "mutual_information", "knn", "head_spread", "uncertainty")
+# The threshold whose flag rate on the test inputs the harness reports for a calibrated `uncertainty`
+FLAG_THRESHOLD = 0.95
 
 
 @dataclass
@@ -85,9 +87,24 @@ def ood_scores(
     if member_probs.shape[1] > 1:
         scores["mutual_information"] = metrics.mutual_information(member_probs)
     for key, value in (label_free or {}).items():
-        if key == "knn" or head_sigma is not None:
+        if key in ("knn", "uncertainty") or head_sigma is not None:
             scores[key] = value.double()
     return scores
+
+
+@torch.no_grad()
+def models_reading(model, features: FeatureSet) -> torch.Tensor | None:
+    """`(N,)` the model's own `uncertainty` of inputs whose features it gave (`FeatureSet`: their mean
+    representation and spread), as its forward reads it; None where its reading is not fitted or reads token
+    lengths."""
+    inner = getattr(model, "insub", model)
+    block = inner.config.uncertainty
+    if inner.heads is None or block["reading"] == "spread_by_length":
+        return None
+    device = next(inner.parameters()).device
+    spread = (block["direction"] or 1) * features.head_sigma.to(device)
+    read = inner.read_uncertainty(features.representations.mean(dim=1).to(device), spread, None, None)
+    return None if read is None else read.double().cpu()
 
 
 def ood_auroc(in_scores: torch.Tensor, out_scores: torch.Tensor) -> float:
@@ -219,6 +236,9 @@ class MethodEvaluator:
                 free.append(detectors[i].score_features(
                     f.representations.mean(dim=1), f.head_embeddings, f.head_sigma
                 ))
+                own = models_reading(self.models[i], f)
+                if own is not None:
+                    free[-1]["uncertainty"] = own
         sigma = torch.stack(sigmas).mean(dim=0) if self.has_heads else None
         scores = {k: torch.stack([f[k] for f in free]).mean(dim=0) for k in free[0]} if free else None
         return torch.cat(probs, dim=1), sigma, scores
@@ -251,6 +271,9 @@ class MethodEvaluator:
             fingerprints=[encoder_and_heads_fingerprint(m) for m in self.models],
             modality=self.models[0].config.modality,
         )
+        if test_free is not None and "uncertainty" in test_free and len(self.models) == 1 and (
+                getattr(self.models[0], "insub", self.models[0]).config.uncertainty["reading"] == "calibrated"):
+            results.flag_rate = float((test_free["uncertainty"] > FLAG_THRESHOLD).double().mean())
         bins = metrics.reliability_bins(test_probs.mean(dim=1), data.test_labels)
         arrays = {"reliability": bins, "scores": {"in": ood_scores(test_probs, test_sigma, test_free)}}
         with self._timed("ood"):

@@ -92,7 +92,8 @@ class InSubOODDetector:
     bank with one k in one direction.
 
     Scores (`score`), each `(N,)`, higher = more likely OOD:
-        `uncertainty`: the model's `uncertainty` output, as `config.uncertainty['reading']` says.
+        `uncertainty`: the model's `uncertainty` output, as `config.uncertainty['reading']` says (absent where the
+            model's reading is not fitted: `InSubModel.fit_uncertainty`).
         `head_spread`: the heads' mean spread read in `config.uncertainty['direction']` (as it is where None).
         `knn`: the cosine distance of the representation to its k-th nearest bank row (`config.uncertainty['k']`),
             where the model has a bank.
@@ -147,7 +148,8 @@ class InSubOODDetector:
         try:
             for batch, _ in input_batches(inputs, batch_size, model.encoder.input_names):
                 out = model(**{name: value.to(device) for name, value in batch.items()})
-                parts["uncertainty"].append(out.uncertainty.float().cpu())
+                if out.uncertainty is not None:  # None: the model's reading is not fitted
+                    parts["uncertainty"].append(out.uncertainty.float().cpu())
                 parts["head_spread"].append(out.head_spread.float().cpu())
                 if bank is not None:
                     parts["knn"].append(bank(out.representation, self.k).cpu())

@@ -19,6 +19,8 @@ OOD_SCORES = {
     "knn_heads": "the k-th neighbour distance in each head's space, averaged over heads (label-free; M > 1)",
     "knn_heads_spread": "the spread of the per-head k-th neighbour distances (label-free; M > 1)",
     "head_spread": "the heads' spread, read in the direction fixed per model on validation noise (label-free; M > 1)",
+    "uncertainty": "the model's own `uncertainty` as its config reads it: the calibrated rank of the k-NN distance "
+                   "and the oriented spread where fitted (label-free)",
 }
 
 
@@ -145,6 +147,8 @@ class MethodResults:
         training, cost: the pretraining record and cost (set by the protocol, None from the harness alone).
         fingerprints: `weights_fingerprint` of each evaluated model's encoder and heads, and modality what they read
             ("image"): which model these numbers are of (`insub-hf hub` refuses them for another).
+        flag_rate: the share of test inputs whose calibrated `uncertainty` is above 0.95 (about 0.05 by
+            construction); None where the models serve no calibrated reading.
     """
 
     members: int
@@ -163,10 +167,12 @@ class MethodResults:
     cost: Cost | None = None
     fingerprints: list[str] = field(default_factory=list)
     modality: str | None = None
+    flag_rate: float | None = None
 
     def __post_init__(self) -> None:
         check_range("MethodResults.members", self.members, low=1, integer=True)
         self.knn_accuracy = checked_number("MethodResults.knn_accuracy", self.knn_accuracy, optional=True)
+        self.flag_rate = checked_number("MethodResults.flag_rate", self.flag_rate, optional=True)
         self.ood = {name: {score: checked_number(f"MethodResults.ood[{name!r}][{score!r}] (an AUROC)", value)
                            for score, value in scores.items()} for name, scores in self.ood.items()}
         self.ood_fpr95 = {name: {score: checked_number(f"MethodResults.ood_fpr95[{name!r}][{score!r}]", value)

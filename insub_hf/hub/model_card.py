@@ -10,6 +10,8 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from ..uncertainty.readings import READINGS
+
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "modelcard_template.md"
 
@@ -244,15 +246,13 @@ def _usage(config, main_input: str, auto_class: str, repo_id: str, processor: bo
                    "uncertainty = out.mutual_information     # (B,): how much the heads disagree, higher = less certain")
     elif auto_class == "AutoModelForSequenceClassification":
         outputs = "probabilities = out.logits.softmax(-1)"
-    elif config.uncertainty["reading"] == "knn":
-        outputs = ("features = out.representation  # (B, d): what probes and k-NN read\n"
-                   "uncertainty = out.uncertainty   # (B,): k-NN distance to the model's bank, higher = more likely OOD")
-    elif config.uncertainty["reading"] == "spread_by_length":
-        outputs = ("features = out.representation  # (B, d): what probes and k-NN read\n"
-                   "uncertainty = out.uncertainty   # (B,): the spread within its length bucket, higher = more likely OOD")
     else:
+        block = config.uncertainty
+        reading = READINGS[block["reading"]]
+        said = (reading.comment if reading.fitted(block) else
+                "None: not fitted; model.fit_uncertainty(your_inputs) with insub-hf fits it")
         outputs = ("features = out.representation  # (B, d): what probes and k-NN read\n"
-                   "uncertainty = out.uncertainty   # (B,): the heads' spread, oriented: higher = more likely OOD")
+                   f"uncertainty = out.uncertainty   # (B,): {said}")
     return {"usage_inputs": inputs, "usage_call": call, "usage_outputs": outputs, "detector_batch": batch}
 
 
@@ -293,6 +293,9 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
         direction=block["direction"], calibration=CALIBRATION_SETS[main_input],
         bank={"k": block["k"], "size": block["bank_size"]} if block["reading"] == "knn" else None,
         by_length=block["reading"] == "spread_by_length", hyperparameters=card.hyperparameters,
+        calibrated=None if block["reading"] != "calibrated" else {
+            "components": block["components"], "direction": block["direction"], "k": block["k"],
+            "bank": block["bank_size"], "calibration": sum(block["calibration_size"])},
         detector=_detector_facts(block, card.detector), provenance=card.provenance,
         requirements=" ".join(REQUIREMENTS[main_input] + (("sentence-transformers",) if sentences else ())),
         sentences=sentences,

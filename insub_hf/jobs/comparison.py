@@ -153,8 +153,12 @@ class RunCache:
         the head spread and the share of spreads below alpha over training, and how much the ssl loss still fell in
         the last fifth of the steps."""
         variant = Variant(f"cache/{self.key(config, seed)}", config, seed)
+        evaluation = self.data.evaluation
+        # the saved model's uncertainty: fitted on the pretraining images (a bank, and up to 2,000 of them to rank
+        # against), which keeps every run's training data and cache key as they were
         result = self.experiment.pretrain(
-            variant, self.data.train, cached=True, batch_views=self.data.views, processor=self.data.processor
+            variant, self.data.train, cached=True, batch_views=self.data.views, processor=self.data.processor,
+            uncertainty_inputs=(evaluation.inputs(evaluation.train_images), None),
         )
         return result.model, training_record(result.log_history, result.cost)
 

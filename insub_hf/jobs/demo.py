@@ -25,7 +25,7 @@ from ..evaluation.probes import ProbeArguments
 from ..objectives import OBJECTIVES
 from .arguments import IMAGE_OBJECTIVES, ImageRecipeArguments, JobOutputArguments, training_arguments
 from .callbacks import KNNReportCallback
-from .experiment import Experiment, Variant, baseline_and_insub, record_direction
+from .experiment import CALIBRATION_FRACTION, Experiment, Variant, baseline_and_insub, calibration_split, record_direction
 from ..recipes import IMAGE
 from ..training.trainer import InSubTrainingArguments
 from ..validation import checked
@@ -51,6 +51,10 @@ class DemoArguments(ImageRecipeArguments, JobOutputArguments):
     knn_k: int = checked(20, "Neighbours of the per-epoch k-NN accuracy.", low=1, integer=True)
     num_local_crops: int = checked(4, "DINO: local crops per image (12x12 for 28x28).", low=0, integer=True)
     dino_out_dim: int = checked(256, "DINO: output size K of each head's last layer.", low=1, integer=True)
+    calibration_fraction: float = checked(
+        CALIBRATION_FRACTION, "Share of the training images held out of pretraining: the held-out inputs the saved "
+        "models' calibrated uncertainty is ranked against.", low=0, high=1, low_inclusive=False, high_inclusive=False,
+    )
 
     def __post_init__(self) -> None:
         modality = OBJECTIVES[self.objective].modality if self.objective in OBJECTIVES else "image"
@@ -75,14 +79,15 @@ def demo_config(args: DemoArguments, num_heads: int, diversity_weight: float) ->
     )
 
 
-def demo_training_set(evaluation: ImageEvaluationData, args: DemoArguments):
-    """(rows, per-batch view maker): plain images, their views made per batch (DINO: global and local crops)."""
+def demo_training_set(images, args: DemoArguments):
+    """(rows, per-batch view maker): the plain images `(N, 1, 28, 28)`, their views made per batch (DINO: global
+    and local crops)."""
     if "local_pixel_values" in OBJECTIVES[args.objective].extra_inputs:
         views = BatchMultiCropViews(FASHION_MNIST.image_size, *FASHION_MNIST.normalization(),
                                     num_channels=FASHION_MNIST.num_channels, num_local_crops=args.num_local_crops)
     else:
         views = args.make_batch_views(FASHION_MNIST)
-    return image_tensor_dataset(evaluation.train_images), views
+    return image_tensor_dataset(images), views
 
 
 def demo_evaluation_data(data, args: DemoArguments) -> tuple[ImageEvaluationData, str | None]:
@@ -118,8 +123,12 @@ def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None =
     source = resolve_fashion_mnist_source(args.data_source)
     data = load_fashion_mnist(source, args.train_per_class, args.test_per_class, seed=seed)
     evaluation, note = demo_evaluation_data(data, args)
-    train, views = demo_training_set(evaluation, args)
-    print(f"Fashion-MNIST ({source}): {len(data['train'])} pretraining images, {len(data['test'])} test images; "
+    kept, held = calibration_split(len(evaluation.train_images), args.calibration_fraction, seed)
+    train, views = demo_training_set(evaluation.train_images[kept], args)
+    # the saved models' uncertainty: a bank of the pretraining images, ranked against the held-out ones
+    uncertainty_inputs = tuple(evaluation.inputs(evaluation.train_images[rows]) for rows in (kept, held))
+    print(f"Fashion-MNIST ({source}): {len(kept)} pretraining images, {len(held)} held out to calibrate the "
+          f"uncertainty, {len(data['test'])} test images; "
           f"encoder {args.encoder} (width {args.width:g})" + (f"\n{note}" if note else ""), flush=True)
     prefix = "" if args.objective == "simclr" else f"{args.objective}_"  # runs of each objective in their own folders
     knn_rows = ImageWithLabel(FASHION_MNIST.eval_transform(), FASHION_MNIST.image_column, FASHION_MNIST.label_column)
@@ -134,7 +143,8 @@ def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None =
         # RankMe and the heads' spread on 256 fixed test images, in the run's train_log.jsonl (warns on a collapse)
         monitor = CollapseMonitorCallback(evaluation.inputs(evaluation.test_images[:256]), every=50)
         variant = Variant(name, config, seed, [report, monitor])
-        result = experiment.pretrain(variant, train, batch_views=views, processor=FASHION_MNIST.image_processor())
+        result = experiment.pretrain(variant, train, batch_views=views, processor=FASHION_MNIST.image_processor(),
+                                     uncertainty_inputs=uncertainty_inputs)
         measured, arrays[name] = MethodEvaluator([result.model], evaluation, ProbeArguments(), harness).run()
         for calibration in measured.head_spread_calibration:  # the saved model's `uncertainty` reads it this way
             record_direction(experiment.output_dir / name / "model", calibration.usable_direction)
@@ -144,7 +154,8 @@ def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None =
                      "head_spread_calibration": [asdict(c) for c in measured.head_spread_calibration],
                      "ood_fpr95": measured.ood_fpr95, "selective": measured.selective,
                      "retrieval": measured.retrieval, "crop": measured.crop,
-                     "fingerprints": measured.fingerprints, "modality": measured.modality})
+                     "fingerprints": measured.fingerprints, "modality": measured.modality,
+                     "flag_rate": measured.flag_rate, "fitted_uncertainty": result.model.config.uncertainty})
     out = experiment.output_dir
     reliability_diagrams(arrays, out / f"{prefix}reliability.png")
     ood_histograms(arrays, out / f"{prefix}uncertainty.png")
@@ -153,7 +164,8 @@ def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None =
     certainty_strip(evaluation.test_images, confidence, out / f"{prefix}certainty_strip.png",
                     title=f"{insub}: test images ranked by the linear probe's max probability: most (top) and least "
                           "(bottom) certain")
-    described = {"source": fashion_mnist_description(source), "train": len(train), "test": len(evaluation.test_images)}
+    described = {"source": fashion_mnist_description(source), "train": len(train), "calibration": len(held),
+                 "test": len(evaluation.test_images)}
     experiment.finish({"data": described, "runs": runs}, demo_table(runs, out, prefix), f"{prefix}results.json")
     return {"runs": runs}
 

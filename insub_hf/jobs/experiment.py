@@ -26,6 +26,20 @@ from .arguments import UNTRAINED_FIELDS, hyperparameters, recorded_training
 from .pretraining import PretrainingResult, pretrain
 
 
+# The share of a job's training inputs held out of pretraining as the calibration inputs of its models' uncertainty
+CALIBRATION_FRACTION = 0.2
+
+
+def calibration_split(rows: int, fraction: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(kept, held)`: indices of `rows` training inputs, `fraction` of them (at least 2) held out of pretraining as
+    the calibration inputs of the models' `uncertainty` (`InSubModel.fit_uncertainty`), drawn with `seed`."""
+    order = torch.randperm(rows, generator=torch.Generator().manual_seed(seed))
+    held = max(2, round(rows * fraction))
+    if held >= rows:
+        raise ValueError(f"calibration_fraction={fraction} of {rows} training inputs leaves none to pretrain on.")
+    return order[held:].sort().values, order[:held].sort().values
+
+
 @dataclass
 class Variant:
     """One model to pretrain.
@@ -96,10 +110,12 @@ class Experiment:
     def pretrain(
         self, variant: Variant, train_dataset, cached: bool = False, batch_views: torch.nn.Module | None = None,
         processor=None, init_encoder_from: str | Path | None = None,
+        uncertainty_inputs: tuple[dict, dict | None] | None = None,
     ) -> PretrainingResult:
         """Pretrains `variant` on two-view rows (or on plain images with `batch_views`, see `pretrain`), saving
         `processor` (the data's image processor or tokenizer) with its checkpoints and model; with `cached`, a
-        finished run of the same name is loaded instead (its model and `record.json`: cost and log)."""
+        finished run of the same name is loaded instead (its model and `record.json`: cost and log).
+        `uncertainty_inputs`: what the saved model's calibrated `uncertainty` is fitted on (`pretrain`)."""
         run_dir = self.output_dir / variant.name
         record_path = run_dir / "record.json"
         if cached and record_path.exists() and (run_dir / "model" / "config.json").exists():
@@ -110,7 +126,7 @@ class Experiment:
         result = pretrain(
             variant.config, train_dataset, self.run_arguments(variant), callbacks=variant.callbacks,
             resume=self.resume or cached, init_encoder_from=init_encoder_from, batch_views=batch_views,
-            processor=processor,
+            processor=processor, uncertainty_inputs=uncertainty_inputs,
         )
         if cached:
             write_json(record_path, {"cost": result.cost, "log_history": result.log_history})
@@ -258,6 +274,8 @@ def record_direction(model_dir: str | Path, direction: int | None) -> None:
     path = Path(model_dir) / "config.json"
     config = json.loads(path.read_text())
     block = config.get("uncertainty") or from_former_keys(config) or {}
+    if block.get("reading") == "calibrated":  # fitted with the model (`fit_uncertainty`), which fixed its direction
+        return
     if config.get("uncertainty") is not None and block.get("direction") == direction:
         return
     config["uncertainty"] = {**block, "direction": direction}

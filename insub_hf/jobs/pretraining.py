@@ -42,6 +42,7 @@ def pretrain(
     init_encoder_from: str | Path | None = None,
     batch_views: nn.Module | None = None,
     processor=None,
+    uncertainty_inputs: tuple[dict, dict | None] | None = None,
 ) -> PretrainingResult:
     """Pretrains a fresh `InSubForPreTraining(config)` with `InSubTrainer` on two-view batches and saves it atomically.
 
@@ -57,6 +58,9 @@ def pretrain(
         batch_views: makes both views of each batch on the model's device (`BatchTwoViews`; see `InSubTrainer`).
         processor: the image processor (or tokenizer) saved with every checkpoint and the model (the Trainer's
             `processing_class`), so that they load with `AutoImageProcessor` and `pipeline()`.
+        uncertainty_inputs: `(inputs, calibration_inputs)`, in-distribution encoder inputs as tensors (the second
+            held out from training, or None): the saved model's calibrated `uncertainty` is fitted on them
+            (`InSubModel.fit_uncertainty`); None: the model serves none (`uncertainty=None`).
     """
     if training_args.torch_compile:  # a job trains model after model: earlier models' graphs would only fill the
         torch.compiler.reset()  # recompile cache of the one forward (8 entries, then eager) and slow its guards
@@ -74,6 +78,8 @@ def pretrain(
     trainer.add_callback(LogFileProgressCallback(run_dir / "train_log.jsonl"))
     checkpoint = last_complete_checkpoint(run_dir) if resume else None
     output = trainer.train(resume_from_checkpoint=checkpoint)
+    if uncertainty_inputs is not None:
+        model.insub.fit_uncertainty(*uncertainty_inputs)
     save_pretrained_atomic(model, run_dir / "model", processor=processor)
     batch = {k: v.to(model.device) for k, v in next(iter(trainer.get_train_dataloader())).items()}
     if batch_views is not None:

@@ -189,7 +189,8 @@ class Encoder:
             out = self.model(**inputs)
             if self.insub:
                 reps.append(out.representation)
-                uncertainty.append(out.uncertainty)
+                if out.uncertainty is not None:  # None: the model's reading is not fitted
+                    uncertainty.append(out.uncertainty)
             elif self.kind == "text":  # the mean over real tokens, as sentence-transformers pools
                 reps.append(masked_mean(out.last_hidden_state, inputs["attention_mask"]))
             else:

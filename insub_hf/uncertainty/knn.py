@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..checksums import weights_fingerprint
+from .conformal import CalibrationScores
 
 def knn_distance(embeddings: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Tensor:
     """`(N,)` cosine distance of each row of `embeddings (N, d)` to its k-th nearest row of `bank (n, d)` (both
@@ -36,9 +37,12 @@ class KnnBank(nn.Module):
     first read; where they moved (an optimiser step, a train-mode forward's BatchNorm statistics, an edit), the
     weights' fingerprint decides, and a bank of other weights is refused, never served."""
 
-    def __init__(self, size: int, dim: int):
+    def __init__(self, size: int, dim: int, calibration: tuple[int, int, int] | None = None):
+        """`calibration`: (components, n_a, n_b) of the calibrated reading's scores (`conformal.CalibrationScores`,
+        the module `calibration`), which belong to the same weights as the bank; None: none."""
         super().__init__()
         self.register_buffer("bank", torch.zeros(size, dim))
+        self.calibration = None if calibration is None else CalibrationScores(*calibration)
         self.versions: tuple[int, ...] | None = None  # of the weights it was checked against last
 
     def forward(self, representation: torch.Tensor, k: int) -> torch.Tensor:
@@ -94,17 +98,22 @@ def set_bank(model: nn.Module, representations: torch.Tensor, k: int, read: bool
     bank.bank.copy_(F.normalize(representations.float(), dim=-1))
     setattr(model, BANK, bank)
     reading = "knn" if read else model.config.uncertainty["reading"]
+    if reading == "calibrated":  # its calibration scores were of the bank this one replaces
+        reading = "spread"
     model.config.set_uncertainty(reading=reading, k=int(k), bank_size=int(representations.shape[0]),
-                                 bank_weights=encoder_and_heads_fingerprint(model))
+                                 bank_weights=encoder_and_heads_fingerprint(model), components=None,
+                                 calibration_size=None)
     bank.versions = weight_versions(model)
 
 
 def clear_bank(model: nn.Module) -> None:
-    """Takes the bank out of `model`; a k-NN `uncertainty` is the oriented spread again."""
+    """Takes the bank (and the calibration scores it holds) out of `model`; a k-NN or calibrated `uncertainty` is
+    the oriented spread again (None where its direction is not fixed)."""
     if hasattr(model, BANK):
         delattr(model, BANK)
     reading = model.config.uncertainty["reading"]
-    model.config.set_uncertainty(reading="spread" if reading == "knn" else reading, bank_size=0, bank_weights=None)
+    model.config.set_uncertainty(reading="spread" if reading in ("knn", "calibrated") else reading, bank_size=0,
+                                 bank_weights=None, components=None, calibration_size=None)
 
 
 def stale_bank(model: nn.Module) -> bool:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import torch
 
+from .fitting import FIT_SEED, FittedUncertainty, fit_uncertainty
 from .knn import BANK, KnnBank, set_bank
-from .length import LENGTH_SETTINGS, standardise_by_length
+from .length import LENGTH_SETTINGS
+from .readings import READINGS
 
 
 class UncertaintyReading:
@@ -14,10 +16,12 @@ class UncertaintyReading:
     as the module `knn.BANK`)."""
 
     def attach_bank(self) -> None:
-        """An empty bank of the config's size, for the saved weights to fill (none where the config has none)."""
-        size = self.config.uncertainty_options.bank_size
-        if size:
-            setattr(self, BANK, KnnBank(size, self.encoder.output_dim))
+        """An empty bank of the config's size (with the calibrated reading's scores where the config has them), for
+        the saved weights to fill (none where the config has none)."""
+        block = self.config.uncertainty_options
+        if block.bank_size:
+            calibration = None if block.calibration_size is None else (len(block.components), *block.calibration_size)
+            setattr(self, BANK, KnnBank(block.bank_size, self.encoder.output_dim, calibration))
 
     def check_reading_current(self) -> None:
         """Refuses a k-NN bank embedded with other weights (`KnnBank.check_current`); call before a train-mode
@@ -26,19 +30,24 @@ class UncertaintyReading:
             getattr(self, BANK).check_current(self)
 
     def read_uncertainty(self, representation: torch.Tensor, spread: torch.Tensor, input_ids: torch.Tensor | None,
-                         attention_mask: torch.Tensor | None) -> torch.Tensor:
-        """`(B,)`: `uncertainty` as `config.uncertainty['reading']` says, from the representations `(B, d)` and the
-        oriented spread `(B,)` (with the token counts of `attention_mask`, or of `input_ids` without one)."""
-        block = self.config.uncertainty  # the dict: a forward builds no settings object
-        if block["reading"] == "knn":
-            return getattr(self, BANK)(representation, block["k"])
-        if block["reading"] == "spread_by_length":
-            lengths = (attention_mask.sum(dim=1) if attention_mask is not None
-                       else torch.full((input_ids.shape[0],), input_ids.shape[1], device=input_ids.device))
-            settings = dict(block["length_buckets"])
-            direction = settings.pop("direction")
-            return direction * standardise_by_length(spread, lengths, **settings)
-        return spread
+                         attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """`(B,)`: `uncertainty` as `config.uncertainty['reading']` says (`readings.READINGS`), from the
+        representations `(B, d)` and the oriented spread `(B,)` (with the token counts of `attention_mask`, or of
+        `input_ids` without one); None where the reading is not fitted."""
+
+        def lengths() -> torch.Tensor:
+            return (attention_mask.sum(dim=1) if attention_mask is not None
+                    else torch.full((input_ids.shape[0],), input_ids.shape[1], device=input_ids.device))
+
+        return READINGS[self.config.uncertainty["reading"]].read(self, representation, spread, lengths)
+
+    def fit_uncertainty(self, inputs, calibration_inputs=None, k: int | None = None, batch_size: int = 256,
+                        seed: int = FIT_SEED) -> FittedUncertainty:
+        """Fits the calibrated `uncertainty` in [0, 1] on your in-distribution inputs (`fitting.fit_uncertainty`:
+        `inputs`, the encoder's inputs as tensors with N rows, e.g. a processor's output; `calibration_inputs`,
+        held-out rows the model was not trained on, else taken from `inputs`). `save_pretrained` keeps it."""
+        return fit_uncertainty(self, dict(inputs), None if calibration_inputs is None else dict(calibration_inputs),
+                               k, batch_size, seed)
 
     def set_bank(self, representations: torch.Tensor, k: int | None = None, read: bool = True):
         """Makes `uncertainty` the cosine distance to the k-th nearest (`k`, default the config's) of `representations

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..validation import check_choice, check_range
-from .length import check_length_buckets
+from .readings import READINGS
 
 # What a model's `uncertainty` can be
-MODEL_READINGS = ("spread", "spread_by_length", "knn")
+MODEL_READINGS = tuple(READINGS)
 # The neighbour of every k-NN reading and measurement of the package unless told otherwise: Sun et al. (ICML 2022)
 # use k = 50 on CIFAR-10's 50,000 training images
 DEFAULT_K = 50
@@ -24,11 +24,14 @@ class UncertaintyConfig:
     (on validation data) and saved with the model.
 
     Args:
-        reading: "spread" (the heads' spread read in `direction`), "spread_by_length" (a text model's: that spread
+        reading: a name in `readings.READINGS`: "calibrated" (what `InSubModel.fit_uncertainty` fits: the k-NN
+            distance and the oriented spread, each ranked among held-out calibration inputs, combined, in [0, 1]),
+            "spread" (the heads' spread read in `direction`), "spread_by_length" (a text model's: that spread
             standardised within token-count buckets, `length_buckets`) or "knn" (the cosine distance of the
-            representation to the k-th nearest row of the model's bank, set by `InSubModel.set_bank`).
+            representation to the k-th nearest row of the model's bank, set by `InSubModel.set_bank`). A reading
+            that is not fitted (the spread without a direction) serves `uncertainty=None`.
         direction: how the heads' spread is read so that higher means more likely out of distribution for this
-            model: +1 (high spread) or -1 (low spread); None until fixed (read as it is; cards say so).
+            model: +1 (high spread) or -1 (low spread); None until fixed on validation data.
         k: the k-NN reading's neighbour, also what `InSubOODDetector` reads the model's bank with.
         bank_size: rows of the model's k-NN bank (0: no bank). A bank may sit beside a "spread" reading: then it is
             what `InSubOODDetector`'s `knn` score searches.
@@ -36,6 +39,9 @@ class UncertaintyConfig:
             other weights (trained further since) is dropped when saved and refused when loaded.
         length_buckets: the "spread_by_length" reading's settings, fitted on validation sentences
             (`length.fit_length_buckets`): `length_edges`, `length_mean`, `length_std` and `direction`.
+        components: the calibrated reading's combined readings, "knn" first, then "spread" where its direction held
+            on validation data (`conformal.COMPONENTS`).
+        calibration_size: the calibrated reading's `[n_a, n_b]`: rows of its two held-out calibration splits.
     """
 
     reading: str = "spread"
@@ -44,6 +50,8 @@ class UncertaintyConfig:
     bank_size: int = 0
     bank_weights: str | None = None
     length_buckets: dict | None = None
+    components: list[str] | None = None
+    calibration_size: list[int] | None = None
 
     @classmethod
     def from_dict(cls, values: dict[str, Any] | None) -> UncertaintyConfig:
@@ -64,13 +72,9 @@ class UncertaintyConfig:
         check_choice("InSubConfig.uncertainty['direction']", self.direction, (1, -1, None))
         check_range("InSubConfig.uncertainty['bank_size']", self.bank_size, low=0, integer=True)
         check_range("InSubConfig.uncertainty['k']", self.k, low=1, integer=True)
-        if self.reading == "knn" and not self.bank_size:
-            raise ValueError("InSubConfig.uncertainty['reading']='knn' needs a bank (bank_size >= k): set it with "
-                             "model.set_bank(representations), which records both.")
+        READINGS[self.reading].check(self, modality)
         if self.bank_size:
             check_range("InSubConfig.uncertainty['k']", self.k, low=1, high=self.bank_size, integer=True)
-        if self.reading == "spread_by_length":
-            check_length_buckets(self.length_buckets, modality)
         return self
 
 

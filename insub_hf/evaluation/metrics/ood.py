@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ...uncertainty.separation import bootstrap_auroc_interval
 from .inputs import check_member_probabilities, check_probabilities
 
 LOG_FLOOR = 1e-12
@@ -69,20 +70,9 @@ def auroc_interval(in_scores, out_scores, higher_is_in: bool = True, resamples: 
     """Percentile bootstrap interval `(low, high)` of `ood_auroc` at `level`: each resample draws both sets again
     with replacement (`resamples` times, a fixed `seed`: the same interval every call). An interval that does not
     hold 0.5 says which way the score separates the two sets beyond resampling noise."""
-    in_scores, out_scores = (np.asarray(torch.as_tensor(x).float().cpu()) for x in (in_scores, out_scores))
-    if not higher_is_in:
-        in_scores, out_scores = -in_scores, -out_scores
-    rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(resamples):  # the draws of rng.choice(scores, size), as indices
-        drawn_in = in_scores[rng.integers(0, in_scores.size, in_scores.size)]
-        drawn_out = np.sort(out_scores[rng.integers(0, out_scores.size, out_scores.size)])
-        # P(in > out) + P(in = out) / 2 over all pairs (roc_auc_score's value), counted by binary search
-        below = np.searchsorted(drawn_out, drawn_in, side="left")
-        tied = np.searchsorted(drawn_out, drawn_in, side="right") - below
-        values.append((below.sum() + 0.5 * tied.sum()) / (drawn_in.size * drawn_out.size))
-    tail = (1 - level) / 2
-    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
+    sign = 1 if higher_is_in else -1
+    return bootstrap_auroc_interval(sign * torch.as_tensor(out_scores).float(), sign * torch.as_tensor(in_scores).float(),
+                                    resamples, level, seed)
 
 
 def fpr_at_tpr(in_scores, out_scores, higher_is_in: bool = True, tpr: float = 0.95) -> float:

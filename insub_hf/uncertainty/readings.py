@@ -1,0 +1,115 @@
+"""The readings a model's `uncertainty` can be, as one registry (`READINGS`, as `OBJECTIVES` is for objectives):
+each is one class with what it needs from the config (`check`), how a forward reads it (`read`) and what a card
+calls it (`title`, `comment`). A new reading is one class here.
+
+Every reading is oriented (higher = more likely out of distribution) or serves nothing: a reading that is not
+fitted returns None, never a raw number nobody oriented."""
+
+from __future__ import annotations
+
+import torch
+
+from ..validation import check_choice, check_range
+from .conformal import COMPONENTS
+from .knn import BANK
+from .length import check_length_buckets, standardise_by_length
+
+class Reading:
+    """One way to read `uncertainty` (a class per reading; `READINGS` holds one instance of each)."""
+
+    name: str = ""
+    title: str = ""  # what a card calls it
+    comment: str = ""  # the card snippet's comment on `out.uncertainty`
+
+    def check(self, block, modality: str) -> None:
+        """Raises, naming the field and what it allows, unless `block` (an `UncertaintyConfig`) can serve it."""
+
+    def fitted(self, block) -> bool:
+        """Whether `block` holds what the reading needs to serve a number (else the model serves None)."""
+        return True
+
+    def read(self, model, representation: torch.Tensor, spread: torch.Tensor, lengths) -> torch.Tensor | None:
+        """`(B,)` from the representations `(B, d)` and the oriented spread `(B,)` of one forward of `model`;
+        `lengths()` gives the token counts `(B,)` of a text batch."""
+        raise NotImplementedError
+
+
+class SpreadReading(Reading):
+    name = "spread"
+    title = "heads' spread"
+    comment = "the heads' spread, read in the direction fixed on validation data: higher = more likely OOD"
+
+    def fitted(self, block) -> bool:
+        return block["direction"] is not None
+
+    def read(self, model, representation, spread, lengths):
+        return spread if self.fitted(model.config.uncertainty) else None
+
+
+class LengthSpreadReading(Reading):
+    name = "spread_by_length"
+    title = "spread per length bucket"
+    comment = "the heads' spread within its length bucket: higher = more likely OOD"
+
+    def check(self, block, modality):
+        check_length_buckets(block.length_buckets, modality)
+
+    def read(self, model, representation, spread, lengths):
+        settings = dict(model.config.uncertainty["length_buckets"])
+        direction = settings.pop("direction")
+        return direction * standardise_by_length(spread, lengths(), **settings)
+
+
+class KnnReading(Reading):
+    name = "knn"
+    title = "k-NN distance"
+    comment = "cosine distance to the k-th nearest row of the model's bank: higher = more likely OOD"
+
+    def check(self, block, modality):
+        if not block.bank_size:
+            raise ValueError("InSubConfig.uncertainty['reading']='knn' needs a bank (bank_size >= k): set it with "
+                             "model.set_bank(representations), which records both.")
+
+    def read(self, model, representation, spread, lengths):
+        return getattr(model, BANK)(representation, model.config.uncertainty["k"])
+
+
+class CalibratedReading(Reading):
+    name = "calibrated"
+    title = "calibrated rank of the k-NN distance and the heads' spread"
+    comment = ("in [0, 1]: the share of held-out in-distribution inputs that look more typical; "
+               "> 0.95 flags about 5 % of in-distribution inputs")
+
+    def check(self, block, modality):
+        name = "InSubConfig.uncertainty"
+        if not block.bank_size:
+            raise ValueError(f"{name}['reading']='calibrated' needs a k-NN bank and calibration scores: fit them with "
+                             "model.fit_uncertainty(inputs), which records both.")
+        components = block.components
+        if not isinstance(components, (list, tuple)) or not components or components[0] != "knn":
+            raise ValueError(f"{name}['components'] must list the combined readings, 'knn' first, from "
+                             f"{list(COMPONENTS)}; got {components!r}.")
+        for component in components:
+            check_choice(f"{name}['components']", component, COMPONENTS)
+        if len(set(components)) != len(components):
+            raise ValueError(f"{name}['components'] lists a reading twice: {components!r}.")
+        if "spread" in components and block.direction is None:
+            raise ValueError(f"{name}['components'] holds 'spread', which needs the spread's direction "
+                             "(uncertainty['direction'] +1 or -1).")
+        sizes = block.calibration_size
+        if not isinstance(sizes, (list, tuple)) or len(sizes) != 2:
+            raise ValueError(f"{name}['calibration_size'] must be [n_a, n_b], the rows of the two calibration "
+                             f"splits; got {sizes!r}.")
+        for i, size in enumerate(sizes):
+            check_range(f"{name}['calibration_size'][{i}]", size, low=1, integer=True)
+
+    def read(self, model, representation, spread, lengths):
+        block = model.config.uncertainty
+        scores = [getattr(model, BANK)(representation, block["k"])]
+        if "spread" in block["components"]:
+            scores.append(spread)
+        return getattr(model, BANK).calibration(torch.stack(scores))
+
+
+READINGS: dict[str, Reading] = {r.name: r for r in (SpreadReading(), LengthSpreadReading(), KnnReading(),
+                                                    CalibratedReading())}
