@@ -113,7 +113,8 @@ def test_a_model_nobody_fitted_serves_none_and_one_line_fits_it():
     assert "uncertainty" not in InSubOODDetector(model).score({"pixel_values": pixels})
     fitted = model.fit_uncertainty({"pixel_values": torch.rand(40, 3, 32, 32)}, k=3)
     block = model.config.uncertainty
-    assert block["reading"] == "calibrated" and block["calibration_size"] == [6, 14] and block["bank_size"] == 20
+    # half the rows are the bank, half are ranked against; every bank row standardises the readings
+    assert block["reading"] == "calibrated" and block["calibration_size"] == [20, 20] and block["bank_size"] == 20
     assert block["components"] == fitted.components and block["direction"] == fitted.direction
     with torch.no_grad():
         served = model(pixel_values=pixels).uncertainty

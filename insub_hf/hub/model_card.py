@@ -295,7 +295,7 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
         by_length=block["reading"] == "spread_by_length", hyperparameters=card.hyperparameters,
         calibrated=None if block["reading"] != "calibrated" else {
             "components": block["components"], "direction": block["direction"], "k": block["k"],
-            "bank": block["bank_size"], "calibration": sum(block["calibration_size"])},
+            "bank": block["bank_size"], "calibration": block["calibration_size"][1]},
         detector=_detector_facts(block, card.detector), provenance=card.provenance,
         requirements=" ".join(REQUIREMENTS[main_input] + (("sentence-transformers",) if sentences else ())),
         sentences=sentences,

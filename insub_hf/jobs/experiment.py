@@ -40,6 +40,11 @@ def calibration_split(rows: int, fraction: float, seed: int) -> tuple[torch.Tens
     return order[held:].sort().values, order[:held].sort().values
 
 
+# In-distribution rows a job fits its models' uncertainty on, at most (`InSubModel.fit_uncertainty`: a bank and
+# calibration inputs; fitting 5,000 adds a few seconds)
+UNCERTAINTY_ROWS = 5000
+
+
 @dataclass
 class Variant:
     """One model to pretrain.

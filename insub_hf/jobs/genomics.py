@@ -19,7 +19,7 @@ from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from ..model.modeling_classification import InSubForSequenceClassification
 from ..model.modeling_insub import InSubModel
 from .arguments import GenomicsArguments, genomics_config, training_arguments
-from .experiment import Experiment, Variant, baseline_and_insub
+from .experiment import UNCERTAINTY_ROWS, Experiment, Variant, baseline_and_insub
 from ..recipes import DNA
 from ..training.trainer import InSubTrainer, InSubTrainingArguments
 
@@ -79,8 +79,11 @@ def run_genomics(args: GenomicsArguments, training_args: InSubTrainingArguments 
     views = corpus.with_transform(DNAViews(args.crop_length, two_views=False))
     out, results, fingerprints = experiment.output_dir, {}, {}
     build = lambda m, weight: genomics_config(args, m, weight)  # noqa: E731
+    # the saved models' uncertainty: fitted on crops of the pretraining sequences (a bank, and some to rank against)
+    crops = views[:UNCERTAINTY_ROWS]["dna_one_hot"]
+    fit_on = {"dna_one_hot": torch.stack(crops)}
     for name, config in baseline_and_insub(build, args.num_heads, args.diversity_weight):
-        run = experiment.pretrain(Variant(name, config, seed), views)
+        run = experiment.pretrain(Variant(name, config, seed), views, uncertainty_inputs=(fit_on, None))
         encoder = run.model.insub
         fingerprints[name] = encoder_and_heads_fingerprint(encoder)  # which model each row is (before fine-tuning copies it)
         features = extract_features(encoder, {"dna_one_hot": train[0]}).representations  # (N, 1, d)

@@ -22,7 +22,7 @@ from ..evaluation.senteval import evaluate_task, load_senteval_task
 from ..cards import HubCard, run_card
 from ..model.modeling_insub import InSubModel
 from .arguments import TextArguments, text_config, training_arguments
-from .experiment import Experiment, Variant, baseline_and_insub
+from .experiment import UNCERTAINTY_ROWS, Experiment, Variant, baseline_and_insub
 from ..recipes import TEXT
 from ..sentence_embeddings import InSubSentenceEncoder
 from ..training.trainer import InSubTrainingArguments
@@ -60,9 +60,12 @@ def run_text(args: TextArguments, training_args: InSubTrainingArguments | None =
     load_encoder_weights(untouched, path)
     models = {"pretrained (no SCD)": untouched}
     build = lambda m, weight: text_config(args, encoder_config, m, weight)  # noqa: E731
+    # the saved models' uncertainty: fitted on pretraining sentences (a bank, and some of them to rank against)
+    fit_on = dict(tokenizer(list(corpus[args.text_column][:UNCERTAINTY_ROWS]), max_length=args.max_length,
+                            truncation=True, padding=True, return_tensors="pt"))
     for name, config in baseline_and_insub(build, args.num_heads, args.diversity_weight, prefix="scd_"):
         variant = Variant(name, config, seed)
-        result = experiment.pretrain(variant, train, init_encoder_from=path)
+        result = experiment.pretrain(variant, train, init_encoder_from=path, uncertainty_inputs=(fit_on, None))
         tokenizer.save_pretrained(experiment.output_dir / name / "model")  # loads with InSubSentenceEncoder
         models[name] = result.model.insub
     results, transfer = {}, {}

@@ -1,13 +1,14 @@
-"""The calibrated reading's arithmetic: the k-NN distance and the oriented spread, each standardised on calibration
-split A, combined by the larger of the two, and that combination turned into its conformal rank among the held-out
-in-distribution inputs of calibration split B, so that the guarantee holds for the combination.
+"""The calibrated reading's arithmetic: the k-NN distance and the oriented spread, each standardised on rows of the
+model's bank (A), combined by the larger of the two, and that combination turned into its conformal rank among the
+held-out in-distribution calibration inputs (B), none of which the standardisation saw, so that the guarantee holds
+for the combination.
 
 Read a calibrated `uncertainty` u as: the share of the held-out in-distribution calibration inputs that look more
 typical than this input. For an input drawn like the calibration inputs, u is uniform on {0, 1/n, ..., 1} (n: split
 B's rows), so `u > 0.95` flags about 5 % of in-distribution inputs, by construction (Vovk et al., "Algorithmic
 Learning in a Random World", 2005; Bates et al., "Testing for outliers with conformal p-values", Annals of
-Statistics 2023). The readings are standardised (median, interquartile range) rather than ranked on split A: ranks
-on a finite split tie at its top, exactly where the 5 % is decided; standardised scores do not tie.
+Statistics 2023). The readings are standardised (median, interquartile range) rather than ranked on A: ranks on
+finitely many rows tie at their top, exactly where the 5 % is decided; standardised scores do not tie.
 """
 
 from __future__ import annotations
@@ -45,11 +46,11 @@ def combined(scores: torch.Tensor, centre_scale: torch.Tensor) -> torch.Tensor:
 
 class CalibrationScores(nn.Module):
     """The calibrated reading's reference, saved with the weights: per component (`COMPONENTS` that the model's
-    config lists) its centre and scale on split A `(C, 2)`, and the sorted combined scores `(n_b,)` of split B.
-    Called on the component scores `(C, B)` it gives `(B,)` in [0, 1]."""
+    config lists) its centre and scale on A `(C, 2)`, and the sorted combined scores `(n_b,)` of the calibration
+    inputs B. Called on the component scores `(C, B)` it gives `(B,)` in [0, 1]."""
 
     def __init__(self, components: int, size_a: int, size_b: int):
-        """`size_a`: split A's rows (recorded in the config; the centres and scales are what is kept of them)."""
+        """`size_a`: A's rows (recorded in the config; the centres and scales are what is kept of them)."""
         super().__init__()
         self.register_buffer("centre_scale", torch.ones(components, 2))
         self.register_buffer("combined_scores", torch.zeros(size_b))
@@ -59,8 +60,8 @@ class CalibrationScores(nn.Module):
 
     @classmethod
     def fitted(cls, split_a: torch.Tensor, split_b: torch.Tensor) -> CalibrationScores:
-        """From the component scores `(C, n_a)` of calibration split A and `(C, n_b)` of split B (held-out
-        in-distribution inputs, neither in the k-NN bank)."""
+        """From the component scores `(C, n_a)` of A (bank rows, each searched without itself) and `(C, n_b)` of
+        the calibration inputs B (held out, not in the bank)."""
         module = cls(split_a.shape[0], split_a.shape[1], split_b.shape[1])
         module.centre_scale.copy_(centre_and_scale(split_a))
         module.combined_scores.copy_(combined(split_b, module.centre_scale).sort().values)

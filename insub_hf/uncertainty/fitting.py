@@ -12,11 +12,13 @@ import torch
 
 from ..losses.diversity import head_spread
 from .conformal import CalibrationScores
-from .knn import BANK, clear_bank, set_bank
+from .knn import BANK, clear_bank, knn_distance, set_bank
 from .separation import bootstrap_auroc_interval, pairwise_auroc
 
 # Calibration rows used at most, both splits together (their scores add 4 bytes a row per component to the weights)
 CALIBRATION_ROWS = 2000
+# Bank rows whose readings give each reading's centre and scale, at most
+STANDARDISE_ROWS = 2000
 # The fitting's own seed: which rows go to the bank and to each calibration split, and how the outliers are shuffled
 FIT_SEED = 0
 
@@ -26,7 +28,8 @@ class FittedUncertainty:
     """What `fit_uncertainty` fitted: `components` combined ("knn", then "spread" where its direction held), the
     spread's `direction` (None: left out) with the AUROC of "high spread = outlier" on the calibration inputs
     against the made outliers and its 90 % bootstrap interval, the k-NN distance's AUROC there, the bank's rows, k
-    and the two calibration splits' rows."""
+    and `calibration_size`: the bank rows each reading was standardised on and the calibration rows ranked
+    against."""
 
     components: list[str]
     direction: int | None
@@ -94,9 +97,8 @@ def fit_uncertainty(model, inputs: dict[str, torch.Tensor], calibration_inputs: 
     Args:
         inputs: the encoder's inputs of N in-distribution rows (`{"pixel_values": (N, C, H, W)}`, a processor's
             output, ...): the k-NN bank.
-        calibration_inputs: held-out in-distribution rows the model was not trained on, split in two for the
-            calibration scores (at most `CALIBRATION_ROWS`; a third ranks each reading, two thirds rank their
-            combination); None: taken from `inputs` (at most half of them), the
+        calibration_inputs: held-out in-distribution rows the model was not trained on, which the combined reading
+            is ranked against (at most `CALIBRATION_ROWS`); None: taken from `inputs` (at most half of them), the
             rest being the bank. Rows the model was trained on read as more typical than new ones, so held-out rows
             keep the 5 % at 0.95 closest to its promise.
         k: the k-NN distance's neighbour (default: the config's, at most the bank's rows).
@@ -112,33 +114,36 @@ def fit_uncertainty(model, inputs: dict[str, torch.Tensor], calibration_inputs: 
     else:
         held = calibration_inputs[main].shape[0]
         calibration_inputs = rows(calibration_inputs, torch.randperm(held, generator=generator)[:CALIBRATION_ROWS])
-    # the final rank's guarantee rests on split B alone: it gets two thirds
-    size_a = calibration_inputs[main].shape[0] // 3
-    size_b = calibration_inputs[main].shape[0] - size_a
-    if size_a < 1 or inputs[main].shape[0] < 1:
-        raise ValueError(f"fit_uncertainty: {n} inputs and {calibration_inputs[main].shape[0]} calibration rows are "
-                         "too few; give at least 3 calibration rows and 1 bank row (hundreds for a useful reading).")
+    size = calibration_inputs[main].shape[0]
+    if size < 2 or inputs[main].shape[0] < 2:
+        raise ValueError(f"fit_uncertainty: {inputs[main].shape[0]} bank rows and {size} calibration rows are too few; "
+                         "give at least 2 of each (hundreds for a useful reading).")
     was_training = model.training
     model.eval()
     clear_bank(model)
     try:
-        bank, _ = representations_and_spread(model, inputs, batch_size)
+        bank, bank_spread = representations_and_spread(model, inputs, batch_size)
         calibration, spread = representations_and_spread(model, calibration_inputs, batch_size)
         outliers = shuffled_within(calibration_inputs, main, generator)
         outlier_representation, outlier_spread = representations_and_spread(model, outliers, batch_size)
     finally:
         model.train(was_training)
-    k = min(model.config.uncertainty["k"] if k is None else k, bank.shape[0])
+    k = min(model.config.uncertainty["k"] if k is None else k, bank.shape[0] - 1)
     set_bank(model, bank, k, read=False)
     knn_bank = getattr(model, BANK)
     knn = knn_bank(calibration, k)
     low, high = bootstrap_auroc_interval(spread, outlier_spread)
     direction = 1 if low > 0.5 else (-1 if high < 0.5 else None)
     components = ["knn"] + (["spread"] if direction is not None else [])
-    scores = torch.stack([knn] + ([direction * spread] if direction is not None else []))  # (C, n_a + n_b)
-    knn_bank.calibration = CalibrationScores.fitted(scores[:, :size_a], scores[:, size_a:]).to(knn_bank.bank.device)
+    # each reading's centre and scale from bank rows (their k-th neighbour other than themselves), so that every
+    # calibration row ranks the combination: the guarantee needs only the calibration rows unseen by the fit
+    own = torch.randperm(bank.shape[0], generator=generator)[:STANDARDISE_ROWS]
+    own_knn = knn_distance(torch.nn.functional.normalize(bank[own], dim=-1), knn_bank.bank.cpu(), k + 1)
+    standardise = torch.stack([own_knn] + ([direction * bank_spread[own]] if direction is not None else []))
+    scores = torch.stack([knn] + ([direction * spread] if direction is not None else []))  # (C, n_calibration)
+    knn_bank.calibration = CalibrationScores.fitted(standardise, scores).to(knn_bank.bank.device)
     model.config.set_uncertainty(reading="calibrated", direction=direction, components=components,
-                                 calibration_size=[size_a, size_b])
+                                 calibration_size=[len(own), size])
     return FittedUncertainty(
         components, direction, pairwise_auroc(spread, outlier_spread), [low, high],
-        pairwise_auroc(knn, knn_bank(outlier_representation, k)), bank.shape[0], k, [size_a, size_b])
+        pairwise_auroc(knn, knn_bank(outlier_representation, k)), bank.shape[0], k, [len(own), size])

@@ -98,8 +98,8 @@ class CalibratedReading(Reading):
                              "(uncertainty['direction'] +1 or -1).")
         sizes = block.calibration_size
         if not isinstance(sizes, (list, tuple)) or len(sizes) != 2:
-            raise ValueError(f"{name}['calibration_size'] must be [n_a, n_b], the rows of the two calibration "
-                             f"splits; got {sizes!r}.")
+            raise ValueError(f"{name}['calibration_size'] must be [n_a, n_b], the bank rows each reading was "
+                             f"standardised on and the calibration rows ranked against; got {sizes!r}.")
         for i, size in enumerate(sizes):
             check_range(f"{name}['calibration_size'][{i}]", size, low=1, integer=True)
 

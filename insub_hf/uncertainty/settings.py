@@ -41,7 +41,8 @@ class UncertaintyConfig:
             (`length.fit_length_buckets`): `length_edges`, `length_mean`, `length_std` and `direction`.
         components: the calibrated reading's combined readings, "knn" first, then "spread" where its direction held
             on validation data (`conformal.COMPONENTS`).
-        calibration_size: the calibrated reading's `[n_a, n_b]`: rows of its two held-out calibration splits.
+        calibration_size: the calibrated reading's `[n_a, n_b]`: the bank rows each reading was standardised on, and
+            the held-out calibration inputs the combination is ranked against.
     """
 
     reading: str = "spread"
