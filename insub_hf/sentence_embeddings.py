@@ -28,14 +28,14 @@ class SentenceEmbeddings:
     Attributes:
         embeddings: `(N, d)` encoder representations (what transfer classifiers read).
         uncertainty: `(N,)` the model's uncertainty (`InSubModelOutput.uncertainty`, as `config.uncertainty['reading']`
-            says; higher = more likely out of distribution).
+            says; higher = more likely out of distribution); None where the model's reading is not fitted.
         head_embeddings: `(N, M, q)`.
         head_spread: `(N,)` the heads' spread averaged over dimensions, read in `config.uncertainty['direction']`
             (0 when M = 1), whatever the reading.
     """
 
     embeddings: torch.Tensor
-    uncertainty: torch.Tensor
+    uncertainty: torch.Tensor | None
     head_embeddings: torch.Tensor
     head_spread: torch.Tensor
 
@@ -124,6 +124,6 @@ class InSubSentenceEncoder:
         for start in tqdm(starts, desc="encode", disable=not shown, leave=False):
             batch = self.tokenize(list(sentences[start : start + batch_size]))
             out = self.model(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device))
-            parts.append((out.representation.cpu(), out.uncertainty.cpu(), out.head_embeddings.cpu(),
-                          out.head_spread.cpu()))
-        return SentenceEmbeddings(*(torch.cat(p) for p in zip(*parts)))
+            parts.append((out.representation.cpu(), None if out.uncertainty is None else out.uncertainty.cpu(),
+                          out.head_embeddings.cpu(), out.head_spread.cpu()))
+        return SentenceEmbeddings(*(None if p[0] is None else torch.cat(p) for p in zip(*parts)))

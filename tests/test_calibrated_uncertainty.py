@@ -178,8 +178,10 @@ print("same number")
 """
 
 
-def test_one_number_through_the_class_a_reload_automodel_without_insub_hf_the_detector_and_score(tmp_path):
-    """Exact on every path in one process and in a fresh one (the same float32 arithmetic on the same weights)."""
+def test_one_number_through_the_class_a_reload_automodel_without_insub_hf_the_detector_score_and_pipeline(tmp_path):
+    """Exact on every path in one process and in a fresh one (the same float32 arithmetic on the same weights); the
+    folder's feature-extraction pipeline reads one image a forward, where BatchNorm-free layers give the same floats
+    (tolerance 0)."""
     from PIL import Image
 
     from insub_hf.jobs.score import Encoder, ScoreArguments
@@ -205,6 +207,12 @@ def test_one_number_through_the_class_a_reload_automodel_without_insub_hf_the_de
     assert run.returncode == 0 and "same number" in run.stdout, run.stderr[-3000:]
     _, through_score = Encoder(ScoreArguments(model=str(tmp_path / "model"), dataset="unused"))(images)
     torch.testing.assert_close(through_score, expected, rtol=0, atol=0)
+    from transformers import pipeline
+
+    extractor = pipeline("image-feature-extraction", model=str(tmp_path / "model"), trust_remote_code=True)
+    rows = [extractor(image, return_uncertainty=True) for image in images]
+    torch.testing.assert_close(torch.tensor([row["uncertainty"] for row in rows]), expected, rtol=0, atol=0)
+    assert extractor(images[0]) == rows[0]["features"]  # without the flag: features, as transformers gives them
 
 
 def test_sentence_transformers_fits_in_one_line_and_serves_what_automodel_serves(tmp_path):

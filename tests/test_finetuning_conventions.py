@@ -305,8 +305,9 @@ def test_every_sample_s_outputs_are_the_same_alone_and_in_a_batch(family):
     inputs = family_inputs(family, batch=3)
     together = model(**inputs)
     alone = model(**{k: v[1:2] for k, v in inputs.items()})
-    for field in ("representation", "head_embeddings", "uncertainty"):
+    for field in ("representation", "head_embeddings", "head_spread"):
         torch.testing.assert_close(getattr(alone, field)[0], getattr(together, field)[1], rtol=1e-4, atol=1e-5)
+    assert alone.uncertainty is None and together.uncertainty is None  # not fitted: no number under that name
 
 
 def test_the_text_pretraining_model_embeds_one_sentence_in_eval_mode():

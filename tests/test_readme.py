@@ -29,13 +29,13 @@ assert classifier.config.num_labels == 10 and classifier.training
 print("README quickstart OK")
 """
 CHECKS = """
-assert features.shape[0] == 8 and uncertainty.shape == (8,) and (uncertainty > 0).all()
+assert features.shape[0] == 8 and uncertainty.shape == (8,) and ((uncertainty >= 0) & (uncertainty <= 1)).all()
 assert len(embeddings) == 8 and torch.allclose(torch.tensor(embeddings[0][0]), features[0], atol=1e-4)
 assert scores["knn"].shape == (8,) and (scores["knn"] >= 0).all()
 assert len(top3) == 3 and {t["label"] for t in top3} <= set(names)
 assert disagreement.shape == (8,) and (disagreement >= 0).all()
 assert sentence_embeddings.shape == (2, 32)
-assert len(sentence_uncertainty) == 2 and all(float(u) > 0 for u in sentence_uncertainty)
+assert len(sentence_uncertainty) == 2 and all(0 <= float(u) <= 1 for u in sentence_uncertainty)
 print("README snippets OK")
 """
 
@@ -75,7 +75,7 @@ def test_the_readme_is_short_and_starts_with_the_quickstart():
 def test_the_usage_page_has_each_use_the_issue_names():
     code = "\n".join(snippets(USAGE, "Using a checkpoint"))
     for needed in ('pipeline("image-feature-extraction"', 'pipeline("image-classification"', "Trainer(",
-                   "InSubOODDetector.fit", "SentenceTransformer(", 'output_value="uncertainty"', "mutual_information"):
+                   "fit_uncertainty(", "InSubOODDetector(model).score", "SentenceTransformer(", 'output_value="uncertainty"', "mutual_information"):
         assert needed in code, needed
     assert BUDGET[0][0] in code and BUDGET[1][0] in "\n".join(snippets(README, "Quickstart"))
 
@@ -88,12 +88,28 @@ def run_as_written(code: str, cwd: Path, checks: str, ok: str) -> None:
 
 
 def save_demo_checkpoint(folder: Path) -> None:
-    """A tiny image checkpoint where the demo writes its InSub model (5 heads, 1 grey channel, 28x28)."""
+    """A tiny image checkpoint where the demo writes its InSub model (5 heads, 1 grey channel, 28x28), its
+    uncertainty fitted as the demo fits it."""
+    from insub_hf.data import load_fashion_mnist
+
     torch.manual_seed(0)
     config = InSubConfig(encoder_config=named_encoder("resnet18_cifar", 28, 1, 0.0625), num_heads=5,
                          head_hidden_sizes=[16], head_output_size=8)
-    save_pretrained_atomic(InSubForPreTraining(config), folder / "runs/demo/insub_m5/model",
-                           processor=IMAGE_DATASET_PRESETS["fashion_mnist"].image_processor())
+    model, processor = InSubForPreTraining(config), IMAGE_DATASET_PRESETS["fashion_mnist"].image_processor()
+    images = list(load_fashion_mnist("bundled", train_per_class=30)["train"]["image"])
+    model.insub.fit_uncertainty(processor(images, return_tensors="pt"))
+    save_pretrained_atomic(model, folder / "runs/demo/insub_m5/model", processor=processor)
+
+
+def save_text_checkpoint(folder: Path) -> None:
+    """A tiny text model where `insub-hf text` writes its InSub model, fitted on sentences as the job fits it."""
+    tokenizer = AutoTokenizer.from_pretrained(packaged_minilm_path())
+    text_model = InSubModel(tiny_bert_config(num_heads=3))
+    words = "the a cat dog sat ran on under mat tree today quickly".split()
+    rng = torch.Generator().manual_seed(0)
+    sentences = [" ".join(words[i] for i in torch.randint(0, len(words), (6,), generator=rng)) for _ in range(80)]
+    text_model.fit_uncertainty(tokenizer(sentences, padding=True, return_tensors="pt"))
+    save_pretrained_atomic(text_model, folder / "runs/text/scd_insub_m3/model", processor=tokenizer)
 
 
 @pytest.mark.slow
@@ -110,11 +126,9 @@ def test_the_quickstart_runs_as_written_on_the_released_model(tmp_path):
 @pytest.mark.slow
 def test_using_a_checkpoint_runs_as_written(tmp_path):
     save_demo_checkpoint(tmp_path)
-    text_model = InSubModel(tiny_bert_config(num_heads=3))
-    save_pretrained_atomic(text_model, tmp_path / "runs/text/scd_insub_m3/model",
-                           processor=AutoTokenizer.from_pretrained(packaged_minilm_path()))
+    save_text_checkpoint(tmp_path)
     run_as_written("\n".join(snippets(USAGE, "Using a checkpoint")), tmp_path, CHECKS, "README snippets OK")
-    assert '"bank_size": 1000' in (tmp_path / "runs/demo/insub_m5/model/config.json").read_text()
+    assert '"bank_size": 3000' in (tmp_path / "runs/demo/insub_m5/model/config.json").read_text()
     assert (tmp_path / "runs/finetune/model/preprocessor_config.json").is_file()
 
 

@@ -27,7 +27,8 @@ SENTENCES = ["The car drove itself.", "I would never ride in one!", "A much long
 def encoder():
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(packaged_minilm_path())
-    return InSubSentenceEncoder(InSubModel(tiny_bert_config(num_heads=3)), tokenizer)
+    # its spread read in a fixed direction (a fitted reading: a model nobody oriented serves no uncertainty)
+    return InSubSentenceEncoder(InSubModel(tiny_bert_config(num_heads=3, uncertainty={"direction": 1})), tokenizer)
 
 
 def test_max_length_follows_the_base_model(encoder):
@@ -206,7 +207,7 @@ def test_an_unknown_reading_is_refused_naming_the_readings(encoder):
 
     config = encoder.model.config.to_dict()
     with pytest.raises(ValueError, match=r"uncertainty\['reading'\] must be one of \['spread', 'spread_by_length', "
-                                         r"'knn'\], got 'entropy'"):
+                                         r"'knn', 'calibrated'\], got 'entropy'"):
         InSubConfig(**{**config, "uncertainty": {"reading": "entropy"}})
     with pytest.raises(ValueError, match=r"uncertainty\['length_buckets'\] must be a dict with keys.*for the reading 'spread_by_length'"):
         InSubConfig(**{**config, "uncertainty": {"reading": "spread_by_length"}})  # without its settings
@@ -229,7 +230,8 @@ def test_saving_retrained_weights_over_a_knn_folder_serves_the_new_weights_own_u
     bank = torch.nn.functional.normalize(encoder.encode(BANK).embeddings, dim=1)
     folder = encoder.save_sentence_transformer(tmp_path / "model", uncertainty={"reading": "knn", "k": 3, "bank": bank})
     torch.manual_seed(1)
-    retrained = InSubSentenceEncoder(InSubModel(tiny_bert_config(num_heads=3)), encoder.tokenizer)
+    retrained = InSubSentenceEncoder(InSubModel(tiny_bert_config(num_heads=3, uncertainty={"direction": 1})),
+                                     encoder.tokenizer)
     if save == "encoder":  # atomic: through a sibling folder
         retrained.save_pretrained(folder)
     else:  # transformers' own save into the folder

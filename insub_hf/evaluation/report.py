@@ -170,7 +170,7 @@ def _table(header: list[str], lines: list[list[str]]) -> str:
 
 
 # (key, label) of the uncertainty scores the retrieval, crop and FPR95 tables show
-TABLE_SCORES = (("msp", "MSP"), ("knn", "k-NN"), ("head_spread", "head spread"))
+TABLE_SCORES = (("msp", "MSP"), ("knn", "k-NN"), ("head_spread", "head spread"), ("uncertainty", "calibrated"))
 
 
 def uncertainty_table(groups: dict[str, list[ComparisonRow]]) -> str:
@@ -252,7 +252,8 @@ def markdown_report(results: dict, rows: list[ComparisonRow]) -> str:
                   spread_table(spread)]
     scores = [("msp", "MSP"), ("entropy", "entropy"), ("mutual_information", "MI"),
               ("knn", "k-NN (label-free)"), ("knn_heads", "k-NN heads (label-free)"),
-              ("head_spread", "head spread (label-free, direction fixed on validation noise)")]
+              ("head_spread", "head spread (label-free, direction fixed on validation noise)"),
+              ("uncertainty", "calibrated (label-free: the model's own, k-NN and spread combined)")]
     parts += ["", "OOD AUROC (%) by score (probe: MSP, entropy, MI; label-free, no probe: k-th neighbour distance to the "
               "training representations and in each head's space, and the head spread read in the direction fixed per model on validation noise):", "", _table(
         ["Method", *[f"{s}: {label}" for s in ood_sets for _, label in scores]],
@@ -260,6 +261,13 @@ def markdown_report(results: dict, rows: list[ComparisonRow]) -> str:
          for name, rows in groups.items()],
     )]
     parts += ["", uncertainty_table(groups), "", fpr95_table(groups, ood_sets)]
+    flagged = {name: rows for name, rows in groups.items() if any(r.results.flag_rate is not None for r in rows)}
+    if flagged:  # the calibrated reading's promise, checked on the test images
+        parts += ["", "Test images whose calibrated `uncertainty` is above 0.95 (%; about 5 by construction), per "
+                  "seed:", "", _table(["Method", "mean", "per seed"], [
+                      [name, _cell(rows, ("flag_rate",), 100, 1),
+                       ", ".join("–" if r.results.flag_rate is None else f"{100 * r.results.flag_rate:.1f}"
+                                 for r in rows)] for name, rows in flagged.items()])]
     fractions = list(first.semi_supervised) if first else []
     if fractions:
         parts += ["", "Semi-supervised linear probes (labels used: Acc / ECE / NLL):", "", _table(

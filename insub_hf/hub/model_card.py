@@ -293,6 +293,7 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
         direction=block["direction"], calibration=CALIBRATION_SETS[main_input],
         bank={"k": block["k"], "size": block["bank_size"]} if block["reading"] == "knn" else None,
         by_length=block["reading"] == "spread_by_length", hyperparameters=card.hyperparameters,
+        served=READINGS[block["reading"]].comment if READINGS[block["reading"]].fitted(block) else None,
         calibrated=None if block["reading"] != "calibrated" else {
             "components": block["components"], "direction": block["direction"], "k": block["k"],
             "bank": block["bank_size"], "calibration": block["calibration_size"][1]},

@@ -177,11 +177,11 @@ def demo_table(runs: list[dict], out, prefix: str) -> str:
     sets = list(runs[0]["ood"])
     lines = [
         "", f"{'model':<16} {'probe acc':>9} {'ECE':>6} {'NLL':>6} "
-        + " ".join(f"{s + ' MSP / k-NN / spread':>29}" for s in sets)
+        + " ".join(f"{s + ' MSP / k-NN / spread / calibrated':>42}" for s in sets)
     ]
 
-    def spread(run, name):
-        value = run["ood"][name].get("head_spread")
+    def spread(run, name, key="head_spread"):
+        value = run["ood"][name].get(key)
         return "    –" if value is None else f"{100 * value:5.1f}"
 
     for run in runs:
@@ -189,12 +189,19 @@ def demo_table(runs: list[dict], out, prefix: str) -> str:
         lines.append(
             f"{run['name']:<16} {100 * t['accuracy']:8.2f}% {100 * t['ece']:5.2f}% {t['nll']:6.3f} "
             + " ".join(
-                f"{100 * run['ood'][s]['msp']:13.1f} / {100 * run['ood'][s]['knn']:5.1f} / {spread(run, s)}"
+                f"{100 * run['ood'][s]['msp']:13.1f} / {100 * run['ood'][s]['knn']:5.1f} / {spread(run, s)} / "
+                f"{spread(run, s, 'uncertainty'):>10}"
                 for s in sets
             )
         )
     lines.append("AUROC (%): OOD sets against the test images; MSP needs the probe, k-NN and the head spread "
-                 "(label-free) do not; the spread needs M > 1.")
+                 "(label-free) do not; the spread needs M > 1; calibrated: the model's own `uncertainty` (k-NN and "
+                 "spread, ranked among held-out training images).")
+    for run in runs:
+        if run.get("flag_rate") is not None:
+            used = " and ".join(run["fitted_uncertainty"]["components"])
+            lines.append(f"{run['name']}: {100 * run['flag_rate']:.1f}% of the test images have `uncertainty` > 0.95 "
+                         f"(about 5 % by construction; it reads {used})")
     lines += ["", f"{'model':<16} {'T':>5} {'ECE -> (T)':>15} {'NLL -> (T)':>15} {'AURC':>6} "
               f"{'R-AUROC k-NN / spread':>22} {'crop rho k-NN / spread':>23} "
               + " ".join(f"{s + ' FPR95 k-NN / spread':>24}" for s in sets)]

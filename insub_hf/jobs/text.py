@@ -82,9 +82,10 @@ def run_text(args: TextArguments, training_args: InSubTrainingArguments | None =
         else:
             print(f"[text] transfer of {name}: its encoder's numbers, measured above (the same weights)", flush=True)
         results[name] = copy.deepcopy(transfer[key])
-        if "TWEETS" in task_data:  # the per-sentence uncertainty as a representation's (R-AUROC), beside 1-NN distance
+        # the per-sentence uncertainty as a representation's (R-AUROC), beside 1-NN distance, where the model has one
+        encoded = encoder.encode(list(task_data["TWEETS"]["text"])) if "TWEETS" in task_data else None
+        if encoded is not None and encoded.uncertainty is not None:
             tweets = task_data["TWEETS"]
-            encoded = encoder.encode(list(tweets["text"]))
             results[name]["TWEETS"].update(mean_uncertainty=float(encoded.uncertainty.mean()),
                                            **split_half_r_auroc(encoded.embeddings, encoded.uncertainty,
                                                                 tweets["label"]))

@@ -14,7 +14,10 @@ from ..data import load_tweet_sentiment
 from ..data.broad_text import BROAD_SOURCES, broad_english
 from ..encoders.pretrained import base_tokenizer, encoder_path
 from ..evaluation.text_ood_sets import shuffled_words
-from ..uncertainty.settings import DEFAULT_K, MODEL_READINGS
+from ..uncertainty.settings import DEFAULT_K
+
+# The readings the text release can ship (the calibrated one is fitted on a user's own sentences: its card says how)
+RELEASE_READINGS = ("spread", "spread_by_length", "knn")
 from ..validation import checked
 from . import text_candidates
 
@@ -33,7 +36,7 @@ class TextReleaseArguments:
         "What the model's `uncertainty` is, through sentence-transformers and AutoModel alike: knn (the cosine "
         "distance to the k-th nearest bank sentence, the bank in the weights), spread (the heads' spread) or "
         "spread_by_length (the spread standardised per sentence-length bucket on validation tweets).",
-        choices=MODEL_READINGS,
+        choices=RELEASE_READINGS,
     )
     k: int = checked(DEFAULT_K, "The k-NN reading's neighbour.", low=1, integer=True)
     bank: str = checked("broad", "What the bank holds (--detector_bank sentences): broad (natural English of "

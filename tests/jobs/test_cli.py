@@ -114,24 +114,22 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
         expected = fresh.get_representation(**processor(image, return_tensors="pt"))[0]
     torch.testing.assert_close(features, expected, rtol=1e-4, atol=1e-5)
 
-    # the direction the harness fixed on validation noise travels in the model's config, and its Hub folder loaded
-    # without insub-hf gives an `uncertainty` that tells test images from uniform noise as the card says (higher = OOD)
-    from insub_hf.evaluation.results import HeadSpreadCalibration
-
-    usable = HeadSpreadCalibration(**calibration).usable_direction  # kept only where it holds across resamples
-    assert fresh.config.uncertainty["direction"] == usable
+    # the saved model's uncertainty was fitted by the demo (its bank, the spread's direction where it held against
+    # shuffled images, the calibration scores of the held-out training images); its Hub folder loaded without
+    # insub-hf tells test images from uniform noise (higher = OOD), and its card says what the number is
+    block = fresh.config.uncertainty
+    assert block["reading"] == "calibrated" and block["calibration_size"][1] == 16 and block["bank_size"] == 64
+    assert insub["fitted_uncertainty"] == block and 0 <= insub["flag_rate"] <= 1
+    assert "uncertainty" in insub["ood"]["uniform"] and "calibrated" in printed
     folder = tmp_path / "hub_folder"
     assert main(["hub", "--model_dir", str(out / "insub_m3" / "model"), "--results", str(out / "results.json"),
                  "--row", "insub_m3", "--repo_id", "someone/insub-demo", "--folder", str(folder)]) == 0
     card = (folder / "README.md").read_text()
-    assert "uncertainty = out.uncertainty" in card
+    assert "uncertainty = out.uncertainty   # (B,): in [0, 1]: the share of held-out in-distribution inputs" in card
+    assert "**calibrated, in [0, 1]**" in card and "the 16 calibration inputs" in card
     # what the run trained on and measured, from its own results.json
     assert "datasets:\n- zalando-datasets/fashion_mnist" in card and "training images of fashion_mnist: the bundled" in card
     assert "| Fashion-MNIST | test (40 images) | Accuracy |" in card and "- lr_scheduler_type: constant" in card
-    if usable is None:  # a tiny run's spread tells nothing reliably: the card claims no direction
-        assert "here **" not in card
-        return
-    assert f"here **{'high' if usable == 1 else 'low'} spread**" in card
     images = load_fashion_mnist("bundled", test_per_class=10)["test"]["image"]
     for i, test_image in enumerate(images):
         test_image.save(tmp_path / f"test_{i}.png")

@@ -149,7 +149,7 @@ def test_padding_to_the_longest_sentence_gives_the_fixed_length_embeddings(token
 
 
 def test_save_load_round_trip_of_model_and_tokenizer(tmp_path, tokenizer):
-    config = tiny_bert_config(num_heads=3)
+    config = tiny_bert_config(num_heads=3, uncertainty={"direction": 1})  # the spread, oriented: a fitted reading
     encoder = InSubSentenceEncoder(InSubModel(config), tokenizer, max_length=16)
     sentences = ["The car drove itself.", "I would never ride in one!"]
     first = encoder.encode(sentences)
