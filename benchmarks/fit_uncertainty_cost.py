@@ -14,7 +14,8 @@ import time
 import torch
 
 from insub_hf.data import IMAGE_DATASET_PRESETS, load_fashion_mnist
-from insub_hf.jobs.demo import DemoArguments, run_demo
+from insub_hf.jobs.arguments import training_arguments
+from insub_hf.jobs.demo import TRAINING_DEFAULTS, DemoArguments, run_demo
 from insub_hf.model.modeling_insub import InSubModel
 from insub_hf.processing.image_range import normalize_images
 
@@ -27,7 +28,8 @@ def main() -> None:
     options = parser.parse_args()
 
     start = time.perf_counter()
-    run_demo(DemoArguments(output_dir=options.output_dir, overwrite_output_dir=True))
+    run_demo(DemoArguments(overwrite_output_dir=True),
+             training_arguments(TRAINING_DEFAULTS, output_dir=options.output_dir))
     demo = time.perf_counter() - start
 
     preset = IMAGE_DATASET_PRESETS["fashion_mnist"]

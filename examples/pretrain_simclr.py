@@ -48,7 +48,7 @@ def main() -> None:
     ).parse_args_into_dataclasses()
     push = final_push_target(training_args)  # checks the token now, pushes once at the end
     train, preset = data_args.load()
-    views = None
+    raw, views = train, None
     if torch.cuda.is_available() if model_args.batch_views is None else model_args.batch_views:
         decode = unit_image_transform(preset.image_size, preset.num_channels, preset.image_column)
         train = train.with_transform(ImageWithLabel(decode, preset.image_column, label_column=None))
@@ -70,6 +70,9 @@ def main() -> None:
         processing_class=preset.image_processor(),
     )
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    # the saved model's calibrated `uncertainty` (docs/usage.md): a bank of training images, half of them ranked against
+    images = raw.select(range(min(len(raw), 5000)))[preset.image_column]
+    trainer.model.insub.fit_uncertainty(preset.image_processor()(list(images), return_tensors="pt"))
     save_final_model(
         trainer, push, f"{data_args.dataset} ({data_args.split} split, {len(train)} images), SimCLR augmentations."
     )

@@ -107,3 +107,5 @@ def test_pretraining_example_runs_on_a_local_cifar10_copy(tmp_path, batch_views)
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert (out / "model" / "model.safetensors").exists()
+    block = __import__("json").loads((out / "model" / "config.json").read_text())["uncertainty"]
+    assert block["reading"] == "calibrated" and block["bank_size"] == 4 and block["calibration_size"][1] == 4
