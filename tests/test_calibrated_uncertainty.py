@@ -169,11 +169,12 @@ import sys
 sys.modules["insub_hf"] = None  # as if insub-hf were not installed
 import torch
 from transformers import AutoModel
-model = AutoModel.from_pretrained("model", trust_remote_code=True).eval()
-assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
-with torch.no_grad():
-    got = model(**torch.load("inputs.pt")).uncertainty
-torch.testing.assert_close(got, torch.load("expected.pt"), rtol=0, atol=0)
+for name in ("model", "someone/calibrated"):  # by folder, and by repo id from the Hub cache (offline)
+    model = AutoModel.from_pretrained(name, trust_remote_code=True).eval()
+    assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+    with torch.no_grad():
+        got = model(**torch.load("inputs.pt")).uncertainty
+    torch.testing.assert_close(got, torch.load("expected.pt"), rtol=0, atol=0)
 print("same number")
 """
 
@@ -202,8 +203,13 @@ def test_one_number_through_the_class_a_reload_automodel_without_insub_hf_the_de
     torch.testing.assert_close(InSubOODDetector(loaded).score(new)["uncertainty"], expected, rtol=0, atol=0)
     torch.save(new, tmp_path / "inputs.pt")
     torch.save(expected, tmp_path / "expected.pt")
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--someone--calibrated"
+    model.save_pretrained(repo / "snapshots" / commit, remote_code=True)  # the cache's layout, as a download leaves it
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
     run = subprocess.run([sys.executable, "-c", REMOTE_READ], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=300, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+                         timeout=300, env=dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(tmp_path / "hub")))
     assert run.returncode == 0 and "same number" in run.stdout, run.stderr[-3000:]
     _, through_score = Encoder(ScoreArguments(model=str(tmp_path / "model"), dataset="unused"))(images)
     torch.testing.assert_close(through_score, expected, rtol=0, atol=0)

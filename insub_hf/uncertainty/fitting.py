@@ -101,7 +101,7 @@ def fit_uncertainty(model, inputs: dict[str, torch.Tensor], calibration_inputs: 
             is ranked against (at most `CALIBRATION_ROWS`); None: taken from `inputs` (at most half of them), the
             rest being the bank. Rows the model was trained on read as more typical than new ones, so held-out rows
             keep the 5 % at 0.95 closest to its promise.
-        k: the k-NN distance's neighbour (default: the config's, at most the bank's rows).
+        k: the k-NN distance's neighbour (default: the config's; at most the bank's rows less one).
         seed: which rows go where, and the outliers' shuffles.
     """
     generator = torch.Generator().manual_seed(seed)
@@ -131,7 +131,8 @@ def fit_uncertainty(model, inputs: dict[str, torch.Tensor], calibration_inputs: 
     k = min(model.config.uncertainty["k"] if k is None else k, bank.shape[0] - 1)
     set_bank(model, bank, k, read=False)
     knn_bank = getattr(model, BANK)
-    knn = knn_bank(calibration, k)
+    device = knn_bank.bank.device  # the features came back to the CPU; the bank is where the model is
+    knn = knn_bank(calibration.to(device), k).cpu()
     low, high = bootstrap_auroc_interval(spread, outlier_spread)
     direction = 1 if low > 0.5 else (-1 if high < 0.5 else None)
     components = ["knn"] + (["spread"] if direction is not None else [])
@@ -141,9 +142,10 @@ def fit_uncertainty(model, inputs: dict[str, torch.Tensor], calibration_inputs: 
     own_knn = knn_distance(torch.nn.functional.normalize(bank[own], dim=-1), knn_bank.bank.cpu(), k + 1)
     standardise = torch.stack([own_knn] + ([direction * bank_spread[own]] if direction is not None else []))
     scores = torch.stack([knn] + ([direction * spread] if direction is not None else []))  # (C, n_calibration)
-    knn_bank.calibration = CalibrationScores.fitted(standardise, scores).to(knn_bank.bank.device)
+    knn_bank.calibration = CalibrationScores.fitted(standardise, scores).to(device)
     model.config.set_uncertainty(reading="calibrated", direction=direction, components=components,
                                  calibration_size=[len(own), size])
     return FittedUncertainty(
         components, direction, pairwise_auroc(spread, outlier_spread), [low, high],
-        pairwise_auroc(knn, knn_bank(outlier_representation, k)), bank.shape[0], k, [len(own), size])
+        pairwise_auroc(knn, knn_bank(outlier_representation.to(device), k).cpu()), bank.shape[0], k,
+        [len(own), size])
