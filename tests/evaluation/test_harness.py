@@ -149,8 +149,16 @@ def test_compare_command_writes_table_json_plots_and_reuses_cached_runs_and_eval
     assert "| Method | Members | Acc | k-NN Acc | ECE | TACE | NLL | Brier |" in table and "| InSub (M=2) | 1 |" in table
     # calibration raw and after temperature scaling, selective prediction, retrieval, the crop test, FPR95
     assert ("| Method | T | ECE | ECE (T) | NLL | NLL (T) | AURC | AUGRC | R-AUROC MSP | R-AUROC k-NN | "
-            "R-AUROC head spread | crop rho MSP | crop rho k-NN | crop rho head spread |") in table
-    assert "FPR at 95 % TPR" in table and "| Method | uniform: MSP | uniform: k-NN | uniform: head spread |" in table
+            "R-AUROC head spread | R-AUROC calibrated | crop rho MSP | crop rho k-NN | crop rho head spread | "
+            "crop rho calibrated |") in table
+    assert "FPR at 95 % TPR" in table
+    assert "| Method | uniform: MSP | uniform: k-NN | uniform: head spread | uniform: calibrated |" in table
+    # each single model's calibrated uncertainty, and how many test images it flags at 0.95; an ensemble's mean of
+    # ranks is no calibrated reading, so it reports none
+    assert "Test images whose calibrated `uncertainty` is above 0.95" in table
+    by_name = {row["name"]: row for row in results["rows"]}
+    assert 0 <= by_name["InSub (M=2)"]["flag_rate"] <= 1 and by_name["SSL-Ensemble (M=2)"]["flag_rate"] is None
+    assert "uncertainty" in by_name["InSub (M=2)"]["ood"]["mnist"]
     for row in results["rows"]:
         test = row["test"]
         assert test["temperature"] > 0 and 0 <= test["ece_scaled"] <= 1 and test["nll_scaled"] > 0
