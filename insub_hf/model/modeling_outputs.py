@@ -18,9 +18,11 @@ class InSubModelOutput(ModelOutput):
         mean_embedding: `(B, q)` their mean over heads.
         sigma: `(B, q)` per-dimension spread across heads, `sqrt(var + eps)`; zeros when M = 1.
         uncertainty: `(B,)` the model's one uncertainty, higher = more likely out of distribution, as
-            `config.uncertainty['reading']` says: the heads' spread (`head_spread`), a text model's spread standardised
-            within its token-count bucket (`set_length_buckets`), or with a bank (`set_bank`) the cosine
-            distance of the representation to its k-th nearest bank row.
+            `config.uncertainty['reading']` says: calibrated in [0, 1] (`fit_uncertainty`: the share of held-out
+            in-distribution inputs that look more typical), the heads' spread in its fixed direction
+            (`head_spread`), a text model's spread standardised within its token-count bucket
+            (`set_length_buckets`), or with a bank (`set_bank`) the cosine distance of the representation to its
+            k-th nearest bank row. None where the reading is not fitted (never a number nobody oriented).
         pooler_output: `(B, d)` the representation again, under the name transformers' feature extraction reads
             (`pipeline("image-feature-extraction", pool=True)`).
         last_hidden_state: the encoder states the representation was pooled from, where it has them: `(B, T, d)`
