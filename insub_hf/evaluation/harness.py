@@ -98,11 +98,10 @@ def models_reading(model, features: FeatureSet) -> torch.Tensor | None:
     representation and spread), as its forward reads it; None where its reading is not fitted or reads token
     lengths."""
     inner = getattr(model, "insub", model)
-    block = inner.config.uncertainty
-    if inner.heads is None or block["reading"] == "spread_by_length":
+    if inner.heads is None or inner.config.uncertainty["reading"] == "spread_by_length":
         return None
     device = next(inner.parameters()).device
-    spread = (block["direction"] or 1) * features.head_sigma.to(device)
+    spread = inner.oriented_spread(features.head_sigma.to(device))
     read = inner.read_uncertainty(features.representations.mean(dim=1).to(device), spread, None, None)
     return None if read is None else read.double().cpu()
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from ..uncertainty.readings import READINGS
+from ..uncertainty.readings import served_reading
 
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "modelcard_template.md"
@@ -247,9 +247,8 @@ def _usage(config, main_input: str, auto_class: str, repo_id: str, processor: bo
     elif auto_class == "AutoModelForSequenceClassification":
         outputs = "probabilities = out.logits.softmax(-1)"
     else:
-        block = config.uncertainty
-        reading = READINGS[block["reading"]]
-        said = (reading.comment if reading.fitted(block) else
+        reading = served_reading(config.uncertainty)
+        said = (reading.comment if reading is not None else
                 "None: not fitted; model.fit_uncertainty(your_inputs) with insub-hf fits it")
         outputs = ("features = out.representation  # (B, d): what probes and k-NN read\n"
                    f"uncertainty = out.uncertainty   # (B,): {said}")
@@ -293,7 +292,7 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
         direction=block["direction"], calibration=CALIBRATION_SETS[main_input],
         bank={"k": block["k"], "size": block["bank_size"]} if block["reading"] == "knn" else None,
         by_length=block["reading"] == "spread_by_length", hyperparameters=card.hyperparameters,
-        served=READINGS[block["reading"]].comment if READINGS[block["reading"]].fitted(block) else None,
+        served=getattr(served_reading(block), "comment", None),
         calibrated=None if block["reading"] != "calibrated" else {
             "components": block["components"], "direction": block["direction"], "k": block["k"],
             "bank": block["bank_size"], "calibration": block["calibration_size"][1]},

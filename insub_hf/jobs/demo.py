@@ -180,7 +180,7 @@ def demo_table(runs: list[dict], out, prefix: str) -> str:
         + " ".join(f"{s + ' MSP / k-NN / spread / calibrated':>42}" for s in sets)
     ]
 
-    def spread(run, name, key="head_spread"):
+    def cell(run, name, key="head_spread"):
         value = run["ood"][name].get(key)
         return "    –" if value is None else f"{100 * value:5.1f}"
 
@@ -189,8 +189,8 @@ def demo_table(runs: list[dict], out, prefix: str) -> str:
         lines.append(
             f"{run['name']:<16} {100 * t['accuracy']:8.2f}% {100 * t['ece']:5.2f}% {t['nll']:6.3f} "
             + " ".join(
-                f"{100 * run['ood'][s]['msp']:13.1f} / {100 * run['ood'][s]['knn']:5.1f} / {spread(run, s)} / "
-                f"{spread(run, s, 'uncertainty'):>10}"
+                f"{100 * run['ood'][s]['msp']:13.1f} / {100 * run['ood'][s]['knn']:5.1f} / {cell(run, s)} / "
+                f"{cell(run, s, 'uncertainty'):>10}"
                 for s in sets
             )
         )

@@ -26,6 +26,7 @@ from .experiment import UNCERTAINTY_ROWS, Experiment, Variant, baseline_and_insu
 from ..recipes import TEXT
 from ..sentence_embeddings import InSubSentenceEncoder
 from ..training.trainer import InSubTrainingArguments
+from ..uncertainty.readings import served_reading
 
 # The text recipe's training (`recipes.TEXT`: 1 epoch, batch 64, the heads at 1e-3 over the frozen encoder)
 TRAINING_DEFAULTS = TEXT.training_arguments(output_dir="runs/text")
@@ -83,9 +84,9 @@ def run_text(args: TextArguments, training_args: InSubTrainingArguments | None =
             print(f"[text] transfer of {name}: its encoder's numbers, measured above (the same weights)", flush=True)
         results[name] = copy.deepcopy(transfer[key])
         # the per-sentence uncertainty as a representation's (R-AUROC), beside 1-NN distance, where the model has one
-        encoded = encoder.encode(list(task_data["TWEETS"]["text"])) if "TWEETS" in task_data else None
-        if encoded is not None and encoded.uncertainty is not None:
+        if "TWEETS" in task_data and served_reading(model.config.uncertainty) is not None:
             tweets = task_data["TWEETS"]
+            encoded = encoder.encode(list(tweets["text"]))
             results[name]["TWEETS"].update(mean_uncertainty=float(encoded.uncertainty.mean()),
                                            **split_half_r_auroc(encoded.embeddings, encoded.uncertainty,
                                                                 tweets["label"]))

@@ -15,11 +15,11 @@ from ..data.broad_text import BROAD_SOURCES, broad_english
 from ..encoders.pretrained import base_tokenizer, encoder_path
 from ..evaluation.text_ood_sets import shuffled_words
 from ..uncertainty.settings import DEFAULT_K
+from ..validation import checked
+from . import text_candidates
 
 # The readings the text release can ship (the calibrated one is fitted on a user's own sentences: its card says how)
 RELEASE_READINGS = ("spread", "spread_by_length", "knn")
-from ..validation import checked
-from . import text_candidates
 
 BANKS = ("broad", "pretraining")
 

@@ -258,7 +258,7 @@ class InSubModel(InSubPreTrainedModel, UncertaintyReading):
         representation = encoded.pooled
         z = self.embed_heads(representation)  # (B, M, q)
         sigma = head_spread(z, self.config.diversity_eps)  # (B, q)
-        spread = (self.config.uncertainty["direction"] or 1) * sigma.mean(dim=-1)
+        spread = self.oriented_spread(sigma.mean(dim=-1))
         out = InSubModelOutput(
             representation=representation,
             head_embeddings=z,

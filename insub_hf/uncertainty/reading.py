@@ -29,6 +29,10 @@ class UncertaintyReading:
         if hasattr(self, BANK) and not torch.compiler.is_compiling():
             getattr(self, BANK).check_current(self)
 
+    def oriented_spread(self, spread: torch.Tensor) -> torch.Tensor:
+        """`(B,)`: the heads' mean spread `(B,)` read in `config.uncertainty['direction']` (as it is where None)."""
+        return (self.config.uncertainty["direction"] or 1) * spread
+
     def read_uncertainty(self, representation: torch.Tensor, spread: torch.Tensor, input_ids: torch.Tensor | None,
                          attention_mask: torch.Tensor | None) -> torch.Tensor | None:
         """`(B,)`: `uncertainty` as `config.uncertainty['reading']` says (`readings.READINGS`), from the

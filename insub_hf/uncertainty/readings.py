@@ -113,3 +113,10 @@ class CalibratedReading(Reading):
 
 READINGS: dict[str, Reading] = {r.name: r for r in (SpreadReading(), LengthSpreadReading(), KnnReading(),
                                                     CalibratedReading())}
+
+
+def served_reading(block) -> Reading | None:
+    """The reading a config's `uncertainty` block (the dict) serves, or None where it is not fitted (the model's
+    `uncertainty` is then None)."""
+    reading = READINGS[block["reading"]]
+    return reading if reading.fitted(block) else None
