@@ -13,16 +13,17 @@ from pathlib import Path
 
 from .data import IMAGE_DATASET_PRESETS
 from .evaluation.cost import device_description
-from .evaluation.metrics import fpr_at_tpr, ood_auroc
+from .evaluation.flagging import FLAG_THRESHOLD, separation_by_reading
+from .evaluation.ood_detector import InSubOODDetector
 from .uncertainty.knn import encoder_and_heads_fingerprint
 from .evaluation.results import ComparisonRow, MethodResults
 from .hub.model_card import HubCard, genomics_eval_results, harness_eval_results, senteval_eval_results
 from .training_args import HYPERPARAMETERS
 
-__all__ = ["HubCard", "RunRecord", "card_from_results", "dna_versus_baseline", "run_card", "provenance", "text_uncertainty_section",
-           "text_versus_baseline", "versus_baseline", "versus_others"]
+__all__ = ["HubCard", "RunRecord", "card_from_results", "dna_versus_baseline", "run_card", "provenance", "shipped_readings", "text_uncertainty_section",
+           "text_versus_baseline", "threshold_section", "versus_baseline", "versus_others"]
 
-# The text release's OOD check: validation tweets fix the head spread's direction, other tweets are the test
+# The text release's fitted example: the first transfer tweets calibrate, the next ones are its test
 TEXT_VALIDATION, TEXT_TEST = 500, 1000
 
 # what a demo run records of the harness's `MethodResults`
@@ -269,20 +270,36 @@ READING_NAMES = {"knn": "k-NN distance", "spread": "heads' spread", "spread_by_l
                  "length": "sentence length (reference)"}
 
 
-def text_uncertainty_section(measured: dict) -> str:
-    """The text card's section on its uncertainty: each reading's test AUROCs against the OOD sets, for the transfer
-    classifier's errors, and its Spearman correlation with length, the shipped one named."""
+def text_uncertainty_section(measured: dict, fitted: dict) -> str:
+    """The text card's section on its uncertainty: it ships unfitted; what fitting gives on the pretraining tweets and
+    on another domain (`fitted`: `jobs.text_reading.fitted_examples`, each a `threshold_section`); then each single
+    reading's test AUROCs with the measured bank (`measured`: `jobs.text_reading.measure`) against the OOD sets, for
+    the transfer classifier's errors, and its Spearman correlation with length, the one chosen on validation named."""
     test, chosen = measured["test"], measured["reading"]
     sets = measured["ood_sets"]
-    lines = ["## Which uncertainty this model ships", "",
-             f"`encode(sentences, output_value=\"uncertainty\")` returns the **{READING_NAMES[chosen]}**, chosen on "
-             "validation data by `insub-hf text-candidates` (docs/text_candidates.md); the heads' spread stays "
-             "available as `output_value=\"head_spread\"`. Every reading on held-out test data (AUROC, higher "
-             "uncertainty = the other kind of text, or = a wrong transfer prediction; 50 % is chance):", "",
+    tweets, docstrings = fitted["tweets"], fitted["docstrings"]
+    lines = ["## Its uncertainty: fitted on your sentences", "",
+             "A general-purpose text model cannot know what its user calls in-distribution, so this one ships "
+             "**unfitted**: `output_value=\"uncertainty\"` is left out (None through transformers) until "
+             "`model[0].fit_uncertainty(your_sentences)` fits the calibrated reading on a few thousand sentences of "
+             "your domain (kept by `model.save(folder)`). The heads' spread stays available as "
+             "`output_value=\"head_spread\"`. What that one line gave on two kinds of data, each measured on "
+             "held-out sentences of its own kind:", "",
+             threshold_section(tweets, "transfer tweets after the calibration ones",
+                               f"{tweets['calibration']} transfer tweets, a bank of {tweets['bank']} pretraining "
+                               "sentences", tweets["components"], "### Fitted on the pretraining sentences"), "",
+             threshold_section(docstrings, "held-out docstring sentences",
+                               f"{docstrings['calibration']} docstring sentences, a bank of {docstrings['bank']} "
+                               "others", docstrings["components"],
+                               "### Fitted on another domain: the standard library's docstrings"), "",
+             "### Each single reading with a fixed bank", "",
+             f"Each single reading, measured as `insub-hf text-candidates` measures a candidate, on held-out test data "
+             f"(AUROC, higher uncertainty = the other kind of text, or = a wrong transfer prediction; 50 % is chance); "
+             f"`text-candidates` chose the **{READING_NAMES[chosen]}** on validation data:", "",
              "| Reading | mean OOD AUROC | " + " | ".join(sets) + " | error AUROC | Spearman with length |",
              "|" + "---|" * (len(sets) + 4)]
     for r, numbers in test["readings"].items():
-        label = f"**{READING_NAMES[r]}** (shipped)" if r == chosen else READING_NAMES[r]
+        label = f"**{READING_NAMES[r]}** (chosen)" if r == chosen else READING_NAMES[r]
         lines.append(f"| {label} | {100 * numbers['mean_ood_auroc']:.1f} % | "
                      + " | ".join(f"{100 * numbers['ood_auroc'][s]:.1f} %" for s in sets)
                      + f" | {100 * numbers['error_auroc']:.1f} % | {numbers['length_spearman']:.2f} |")
@@ -293,34 +310,63 @@ def text_uncertainty_section(measured: dict) -> str:
     return "\n".join(lines)
 
 
+# What a threshold section calls each reading (`evaluation.flagging.SHOWN_READINGS`)
+SHOWN_NAMES = {"uncertainty": "calibrated (`uncertainty`)", "knn": "k-NN distance", "head_spread": "heads' spread"}
+
+
+def threshold_section(numbers: dict, inside: str, fitted: str, components: list[str],
+                      title: str = "## Flagging unusual inputs") -> str:
+    """A card's section on thresholding the calibrated `uncertainty`: the line that flags, the measured share of
+    `inside` (in-distribution inputs the reading never saw, described) above the threshold, and each OOD set's AUROC
+    and FPR95 for the calibrated reading beside each single reading it combines (`numbers`:
+    `evaluation.flagging.separation_by_reading`; `fitted`: what the reading was fitted on, in words; `components`:
+    the readings it combines, `config.uncertainty['components']`)."""
+    readings = [r for r in SHOWN_NAMES if any(r in cells for cells in numbers["sets"].values())]
+    lines = [title, "",
+             f"`flagged = out.uncertainty > {FLAG_THRESHOLD}` flags an input less typical than "
+             f"{100 * FLAG_THRESHOLD:.0f} % of the held-out in-distribution inputs the reading was calibrated on "
+             f"({fitted}): about {100 * (1 - FLAG_THRESHOLD):.0f} % of in-distribution inputs, by construction. "
+             f"Measured on {numbers['inside']} {inside}: **{100 * numbers['flag_rate']:.1f} %** flagged.", "",
+             "Each OOD set against those inputs (AUROC: 50 % is chance, higher is better; FPR95: the share of the set "
+             "taken as in-distribution where 95 % of in-distribution inputs are, lower is better), the calibrated "
+             "reading beside the single readings it combines" + ("" if "spread" in components else
+                                                                 " (here the k-NN distance alone: the heads' spread, "
+                                                                 "shown as it is, held no direction)") + ":", "",
+             "| OOD set | " + " | ".join(f"{SHOWN_NAMES[r]} AUROC | FPR95" for r in readings) + " |",
+             "|" + "---|" * (2 * len(readings) + 1)]
+    for name, cells in numbers["sets"].items():
+        lines.append(f"| {name} | " + " | ".join(
+            f"{100 * cells[r]['auroc']:.1f} % | {100 * cells[r]['fpr95']:.1f} %" if r in cells else "– | –"
+            for r in readings) + " |")
+    return "\n".join(lines)
+
+
 def own_bank_section(numbers: dict, sources: dict[str, int] | None = None) -> list[str]:
-    """The text card's lines on the k-NN distance in another domain, with the shipped bank (of `sources`: sentences
-    per source; None: the pretraining tweets) and the domain's own."""
+    """The text card's lines on the k-NN distance in another domain, with the measured fixed bank (of `sources`:
+    sentences per source; None: the pretraining tweets) and the domain's own."""
     sets = list(numbers["own"])
     sources = sources or {"tweets": None}
     holds = ", ".join(name if count is None else f"{count} {name}" for name, count in sources.items())
     return [
-        "### Your data, your bank",
+        "#### Your data, your bank",
         "",
-        f"The k-NN distance measures how far a sentence is from its bank: the shipped one holds {holds} sentences, "
+        f"The k-NN distance measures how far a sentence is from its bank: the fixed one holds {holds} sentences, "
         f"not what you call in-distribution. Held out: {numbers['held_out']} English sentences of a domain the bank "
         "was not built from (the Python standard library's docstrings) against the other kinds of text (AUROC, 50 % "
-        "is chance), with the shipped bank and "
-        f"with a bank of {numbers['own_bank']} other sentences of that domain, set in one line: "
-        "`model[0].set_bank(model.encode(your_sentences, convert_to_tensor=True))`.",
+        "is chance), with the fixed bank and "
+        f"with a bank of {numbers['own_bank']} other sentences of that domain (what `fit_uncertainty` keeps):",
         "",
         "| Bank | " + " | ".join(sets) + " |",
         "|" + "---|" * (len(sets) + 1),
-        f"| shipped ({holds}) | " + " | ".join(f"{100 * numbers['shipped'][s]:.1f} %" for s in sets) + " |",
+        f"| fixed ({holds}) | " + " | ".join(f"{100 * numbers['shipped'][s]:.1f} %" for s in sets) + " |",
         f"| your own ({numbers['own_bank']} sentences of the domain) | "
         + " | ".join(f"{100 * numbers['own'][s]:.1f} %" for s in sets) + " |",
     ]
 
 
-def text_versus_baseline(per_model: dict, name: str, aurocs: dict, frozen: bool = False) -> str:
+def text_versus_baseline(per_model: dict, name: str, frozen: bool = False) -> str:
     """The text card's section: transfer of the base model, the SCD baseline and InSub, in plain words where InSub
-    is not better (with a `frozen` encoder all three embed as the base does), and the detector's AUROCs on tweets
-    against shuffled words."""
+    is not better (with a `frozen` encoder all three embed as the base does)."""
     models = [m for m in ("pretrained (no SCD)", "scd_baseline", name) if m in per_model]
     rows = [(task, key, [per_model[m][task][key] for m in models], higher)
             for task, numbers in per_model[name].items()
@@ -333,10 +379,7 @@ def text_versus_baseline(per_model: dict, name: str, aurocs: dict, frozen: bool 
         f"transfer code (logistic regression on frozen embeddings; one seed).{same}",
         ("Task", "Metric", *models), rows, "the best of the others", "InSub is better than both in every transfer "
         "metric here.",
-    ) + "\n".join(["", "", f"Out-of-distribution text: with the head spread's direction fixed on {TEXT_VALIDATION} "
-                    f"validation tweets against their shuffled words, the model's own scores (`InSubOODDetector`) tell "
-                    f"{TEXT_TEST} other tweets from their shuffled words with AUROC "
-                    + ", ".join(f"{k} {100 * v:.1f} %" for k, v in aurocs.items()) + " (50 % is chance)."])
+    )
 
 
 def versus_others(title: str, intro: str, header: tuple[str, ...], rows: list, others: str, all_better: str) -> str:
@@ -368,24 +411,41 @@ def dna_versus_baseline(per_model: dict, name: str) -> str:
     )
 
 
-def shipped_knn(card: HubCard, detector, data, full: dict) -> HubCard:
-    """`card` with its k-NN rows as the model's own bank gives them (`detector`, its `InSubOODDetector`) on the
-    evaluation's test and OOD images (that bank, not the evaluation's whole training set: what the folder's weights
-    give), and a note with the whole-set values (`full`: OOD set -> AUROC)."""
-    size = detector.bank_size
-    label = f"k-NN to the shipped {size}-image bank, label-free"
-    test = detector.score(data.inputs(data.test_images))["knn"]
-    rows = {}
-    for name, images in data.ood_images.items():
-        ood = detector.score(data.inputs(images))["knn"]
-        rows[f"OOD AUROC vs {name} (k-NN, label-free)"] = (f"OOD AUROC vs {name} ({label})",
-                                                           ood_auroc(test, ood, higher_is_in=False))
-        rows[f"OOD FPR95 vs {name} (k-NN, label-free; lower is better)"] = (
-            f"OOD FPR95 vs {name} ({label}; lower is better)", fpr_at_tpr(test, ood, higher_is_in=False))
-    results = [replace(r, metric_name=rows[r.metric_name][0], metric_value=round(rows[r.metric_name][1], 4))
-               if r.metric_name in rows else r for r in card.eval_results]
-    note = (f"The evaluation's k-NN rows read the model's own bank ({size} training images in its weights, k = "
+def shipped_readings(card: HubCard, model, data, dataset: str, full: dict) -> tuple[HubCard, dict]:
+    """`card` with its label-free OOD rows as the shipped `model` (an `InSubModel` with its fitted `uncertainty`)
+    gives them on the evaluation's test and OOD images (`data`, of `dataset`; its own bank, not the evaluation's whole training set: what
+    the folder's weights give): for each OOD set the MSP rows it had, then the calibrated `uncertainty`, the k-NN
+    distance and the heads' spread, each AUROC and FPR95; a note with the whole-set k-NN values (`full`: OOD set ->
+    AUROC) and the threshold section (`threshold_section`). Returns the card and the measured numbers
+    (`evaluation.flagging.separation_by_reading`)."""
+    detector = InSubOODDetector(model)
+    numbers = separation_by_reading(detector.score(data.inputs(data.test_images)),
+                                    {name: detector.score(data.inputs(images)) for name, images in data.ood_images.items()})
+    block = detector.model.config.uncertainty
+    labels = {"uncertainty": "calibrated uncertainty, label-free, the model's own",
+              "knn": f"k-NN to the shipped {detector.bank_size}-image bank, label-free",
+              "head_spread": "head spread, label-free" + ("" if block["direction"] else ", as it is: no direction held")}
+    sets = numbers["sets"]
+    others = [r for r in card.eval_results if r.metric_config not in sets]
+    results = list(others)
+    for name, cells in sets.items():
+        msp = [r for r in card.eval_results if r.metric_config == name and "(MSP" in (r.metric_name or "")]
+        template = msp[0] if msp else replace(others[0], metric_config=name)
+        results += msp
+        for reading, label in labels.items():
+            if reading in cells:
+                results += [
+                    replace(template, metric_type="auroc", metric_name=f"OOD AUROC vs {name} ({label})",
+                            metric_value=round(cells[reading]["auroc"], 4), metric_config=name),
+                    replace(template, metric_type="fpr95", metric_name=f"OOD FPR95 vs {name} ({label}; lower is better)",
+                            metric_value=round(cells[reading]["fpr95"], 4), metric_config=name),
+                ]
+    note = (f"The k-NN rows read the model's own bank ({detector.bank_size} training images in its weights, k = "
             f"{detector.k}); with all {len(data.train_images)} training images as the bank (the "
             "comparison with the baseline) its k-NN AUROCs are " + ", ".join(
                 f"{name} {100 * value:.1f} %" for name, value in full.items()) + ".")
-    return replace(card, eval_results=results, notes="\n\n".join(n for n in (card.notes, note) if n))
+    section = threshold_section(numbers, f"{dataset} test images",
+                                f"{block['calibration_size'][1]} held-out training images, a bank of "
+                                f"{block['bank_size']}", block["components"])
+    notes = "\n\n".join(n for n in (card.notes, note, section) if n)
+    return replace(card, eval_results=results, notes=notes), numbers

@@ -131,21 +131,21 @@ def test_set_bank_and_the_config_refuse_what_would_read_wrong():
 
 
 @torch.no_grad()
-def test_a_release_whose_spread_holds_no_direction_serves_its_bank_s_knn_as_its_uncertainty():
-    from insub_hf import InSubOODDetector
-    from insub_hf.jobs.release import knn_where_the_spread_fails
+def test_a_release_banks_the_first_rows_and_calibrates_on_rows_outside_its_bank():
+    from insub_hf.jobs.release import fit_shipped
 
-    model = tiny_model()
-    train, queries = {"pixel_values": torch.rand(16, 1, 28, 28)}, {"pixel_values": torch.rand(5, 1, 28, 28)}
-    detector = InSubOODDetector.fit(model, train, k=4)
-    knn_where_the_spread_fails(model)  # its direction (-1) holds: the spread stays its uncertainty
-    assert model.config.uncertainty["reading"] == "spread"
-    model.config.set_uncertainty(direction=None)
-    knn_where_the_spread_fails(model)
-    assert (model.config.uncertainty["reading"], model.config.uncertainty["k"], model.config.uncertainty["bank_size"]) == ("knn", 4, 16)
-    scores = detector.score(queries)
-    torch.testing.assert_close(model(**queries).uncertainty, scores["knn"], rtol=0, atol=0)
-    torch.testing.assert_close(scores["uncertainty"], scores["knn"], rtol=0, atol=0)
+    model = tiny_model().eval()
+    inputs = {"pixel_values": torch.rand(40, 1, 28, 28, generator=torch.Generator().manual_seed(0))}
+    fitted = fit_shipped(model, inputs, bank=20)
+    assert (fitted.bank_size, fitted.calibration_size[1], fitted.k) == (20, 20, 19)
+    block = model.config.uncertainty
+    assert (block["reading"], block["bank_size"], block["calibration_size"][1]) == ("calibrated", 20, 20)
+    # the bank is the first 20 rows, unit length as a bank keeps them
+    first = torch.nn.functional.normalize(model(pixel_values=inputs["pixel_values"][:20]).representation, dim=-1)
+    torch.testing.assert_close(model.knn_bank.bank, first, rtol=1e-5, atol=1e-6)
+    # fewer than 16 rows beyond the bank: half the rows calibrate, the rest are the bank
+    fitted = fit_shipped(model, {"pixel_values": inputs["pixel_values"][:30]}, bank=20)
+    assert (fitted.bank_size, fitted.calibration_size[1]) == (15, 15)
 
 
 @pytest.mark.parametrize("objective", ["dino", "byol"])

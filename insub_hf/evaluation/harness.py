@@ -18,6 +18,7 @@ from ..validation import CheckedArguments, checked
 from . import metrics
 from .corruptions import CORRUPTIONS, SEVERITIES, centre_crop, corrupt
 from .features import FeatureSet, extract_features
+from .flagging import flag_rate
 from .image_data import ImageEvaluationData
 from .knn import knn_accuracy
 from ..uncertainty.settings import DEFAULT_K
@@ -29,8 +30,6 @@ from .results import CorruptionMetrics, HeadSpreadCalibration, MethodResults, Me
 CROP_FRACTIONS = (1.0, 0.75, 0.5, 0.25)
 # The scores the crop test and R-AUROC read (each higher = less certain), where the method has them
 UNCERTAINTY_SCORES = ("msp", "entropy", "mutual_information", "knn", "head_spread", "uncertainty")
-# The threshold whose flag rate on the test inputs the harness reports for a calibrated `uncertainty`
-FLAG_THRESHOLD = 0.95
 
 
 @dataclass
@@ -272,7 +271,7 @@ class MethodEvaluator:
         )
         if test_free is not None and "uncertainty" in test_free and len(self.models) == 1 and (
                 getattr(self.models[0], "insub", self.models[0]).config.uncertainty["reading"] == "calibrated"):
-            results.flag_rate = float((test_free["uncertainty"] > FLAG_THRESHOLD).double().mean())
+            results.flag_rate = flag_rate(test_free["uncertainty"])
         bins = metrics.reliability_bins(test_probs.mean(dim=1), data.test_labels)
         arrays = {"reliability": bins, "scores": {"in": ood_scores(test_probs, test_sigma, test_free)}}
         with self._timed("ood"):

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import torch
 from transformers import TrainingArguments
 
@@ -29,21 +28,17 @@ from ..cards import (
     dna_versus_baseline,
     provenance,
     run_card,
-    shipped_knn,
+    shipped_readings,
     text_uncertainty_section,
     text_versus_baseline,
+    threshold_section,
     versus_baseline,
 )
 from ..checkpointing import atomic_folder
-from ..evaluation.ood_detector import (
-    CALIBRATION_IMAGES,
-    CALIBRATION_SEED,
-    InSubOODDetector,
-    calibration_noise,
-)
+from ..evaluation.ood_detector import CALIBRATION_SEED, InSubOODDetector
 from ..hub import final_push_target, save_for_hub, upload_hub_folder
 from ..uncertainty.knn import encoder_and_heads_fingerprint
-from ..uncertainty.settings import DEFAULT_K
+from ..uncertainty.fitting import CALIBRATION_ROWS
 from ..training_args import TRAINER_FIELDS
 from ..validation import CheckedArguments, checked
 from . import compare, genomics, text, text_reading
@@ -53,6 +48,8 @@ from .publish import MetricsArguments, PublishArguments, fits_the_repository, pu
 # Training inputs the shipped detector keeps as its bank (the Hub folder stays small; k-NN distances barely move)
 DETECTOR_BANK = 10_000
 MIN_DETECTOR_BANK = 16
+# The DNA release's in-distribution test: the last share of the pretraining sequences, at most this many windows
+DNA_HELD_OUT, HELD_OUT_ROWS = 0.2, 2000
 
 
 @dataclass
@@ -124,19 +121,22 @@ def publish(release: ReleaseArguments, model, card: HubCard, training_args, push
     return folder
 
 
-def fit_detector(model, bank: dict[str, torch.Tensor], calibration: dict[str, torch.Tensor]) -> InSubOODDetector:
-    """The released model's bank, in its weights: `bank` (training inputs, `(N, ...)` each), k at most `N`, the head
-    spread's direction fixed on `calibration` (validation OOD inputs) into its config."""
-    size = len(next(iter(bank.values())))
-    return InSubOODDetector.fit(model, bank, k=min(DEFAULT_K, size), calibration_inputs=calibration)
-
-
-def knn_where_the_spread_fails(model) -> None:
-    """Where the heads' spread holds no direction (`config.uncertainty['direction']` None), the model's
-    `uncertainty` becomes the k-NN reading of its bank."""
+def fit_shipped(model, inputs: dict[str, torch.Tensor], bank: int):
+    """The released model's calibrated `uncertainty` (`InSubModel.fit_uncertainty`, as every job fits it): its k-NN
+    bank the first `bank` rows of `inputs` (in-distribution encoder inputs, `(N, ...)` each), ranked against up to
+    `CALIBRATION_ROWS` rows after them, none of them in the bank; where `inputs` has no rows beyond `bank`, half of
+    them calibrate and the rest are the bank. Returns the `FittedUncertainty`."""
     inner = getattr(model, "insub", model)
-    if inner.config.uncertainty["direction"] is None:
-        inner.config.set_uncertainty(reading="knn")
+    rows = len(next(iter(inputs.values())))
+    if rows - bank >= MIN_DETECTOR_BANK:
+        fitted = inner.fit_uncertainty({name: value[:bank] for name, value in inputs.items()},
+                                       {name: value[bank:bank + CALIBRATION_ROWS] for name, value in inputs.items()})
+    else:
+        fitted = inner.fit_uncertainty(inputs)
+    print(f"[release] the calibrated uncertainty: a bank of {fitted.bank_size} rows (k = {fitted.k}), "
+          f"{fitted.calibration_size[1]} held-out rows to rank against, the readings {fitted.components} (the "
+          f"spread's AUROC against shuffled inputs {100 * fitted.spread_auroc:.1f} %)", flush=True)
+    return fitted
 
 
 def measured_model(out: Path, fingerprints: list[str]):
@@ -169,7 +169,7 @@ def reused_run(folder: Path, out: Path, args):
 
 def release_image(command: str, release, args, training_args, probe_args, harness_args) -> Path:
     """The image release: `insub-hf compare` with the baseline and InSub (the image recipe), then the InSub model's
-    detector (its bank: training images; the head spread's direction fixed on noise as the harness fixes it)."""
+    calibrated `uncertainty` fitted on training images (`fit_shipped`) and measured on the test and OOD images."""
     from ..evaluation.results import ComparisonRow
     from .comparison import load_protocol_data
 
@@ -191,19 +191,10 @@ def release_image(command: str, release, args, training_args, probe_args, harnes
     row = rows["insub"]
     model = measured_model(Path(release.reuse) if release.reuse else out, row.results.fingerprints)
     data = load_protocol_data(args).evaluation  # images in [0, 1] and the normalisation the model was trained with
-    images = data.train_images[: release.detector_bank]
-    fixed = model.config.uncertainty["direction"]  # by the harness, on all training images against the same noise
-    detector = fit_detector(model, data.inputs(images), data.inputs(calibration_noise(images)))
-    if fixed is not None and detector.calibration.direction != fixed:
-        raise RuntimeError(
-            f"the release detector reads the head spread in direction {detector.calibration.direction}, the harness "
-            f"fixed {fixed} for this model: their banks disagree; raise "
-            "--detector_bank to the training set's size."
-        )
-    knn_where_the_spread_fails(model)
-    card = replace(compare.comparison_card(out, row.name, args.dataset, model), detector=detector,
+    fit_shipped(model, data.inputs(data.train_images), release.detector_bank)
+    card = replace(compare.comparison_card(out, row.name, args.dataset, model),
                    notes=versus_baseline(rows["baseline"].results, row.results))
-    card = shipped_knn(card, detector, data, {name: s["knn"] for name, s in row.results.ood.items()})
+    card, _ = shipped_readings(card, model, data, args.dataset, {name: s["knn"] for name, s in row.results.ood.items()})
     card = replace(card, provenance=provenance(command, row.seed, time.time() - start,
                                                sum(r.results.cost.pretraining_seconds for r in rows.values())))
     return publish(release, model, card, training_args, push)
@@ -221,9 +212,9 @@ def run_job(job, args, training_args, name: str):
 
 def release_text(command: str, release, reading: TextReleaseArguments, args, training_args) -> Path:
     """The text release: `insub-hf text` (the MiniLM base, the single-head baseline and InSub on the text recipe,
-    transfer to the tweets), then the InSub model's direction, its uncertainty readings measured with its bank and the
-    chosen one shipped in the sentence-transformers folder, and the shipped scores' check on shuffled words
-    (`jobs.text_reading`)."""
+    transfer to the tweets), then the InSub model's single uncertainty readings measured with a bank, and what
+    fitting its calibrated `uncertainty` on a user's sentences gives (`jobs.text_reading`). The sentence-transformers
+    folder ships unfitted: a general-purpose text model serves no `uncertainty` until fitted on its user's data."""
     from transformers import AutoTokenizer
 
     from ..data import load_sentence_corpus
@@ -244,45 +235,61 @@ def release_text(command: str, release, reading: TextReleaseArguments, args, tra
         bank = list(corpus[:release.detector_bank])
         sources = {"pretraining": len(bank)}
     encoder = InSubSentenceEncoder(model.insub, tokenizer)
-    print("[release] the head spread's direction on the pretraining sentences", flush=True)
-    detector = fit_detector(model, text_reading.tokens(encoder, corpus[:release.detector_bank]),
-                            text_reading.tokens(encoder, text_reading.validation_shuffled(training_args.seed)))
-    print(f"[release] the uncertainty readings with a bank of {len(bank)} sentences ({sources}): base model, then "
-          "InSub on validation, test and a second domain", flush=True)
-    measured, settings = text_reading.measure(model.insub, tokenizer, args, reading, bank, training_args.seed)
-    (out / "text_uncertainty.json").write_text(json.dumps({**measured, "bank_sources": sources}, indent=2) + "\n")
-    model.insub.set_bank(settings["bank"], reading.k, read=settings["reading"] == "knn")  # the one bank
-    if settings["reading"] == "spread_by_length":
-        model.insub.set_length_buckets(settings)
-    print("[release] the shipped reading's check on shuffled words", flush=True)
-    aurocs = text_reading.shuffled_check(detector, encoder, training_args.seed)
-    (out / "text_ood.json").write_text(json.dumps(aurocs, indent=2) + "\n")
+    print(f"[release] the single uncertainty readings with a bank of {len(bank)} sentences ({sources}): base model, "
+          "then InSub on validation, test and a second domain", flush=True)
+    measured = {**text_reading.measure(model.insub, tokenizer, args, reading, bank, training_args.seed),
+                "bank_sources": sources}
+    (out / "text_uncertainty.json").write_text(json.dumps(measured, indent=2) + "\n")
+    print("[release] the calibrated uncertainty fitted on the pretraining tweets, then on docstrings; the model "
+          "ships unfitted", flush=True)
+    fitted = text_reading.fitted_examples(model.insub, encoder, list(corpus), release.detector_bank, reading.k,
+                                          training_args.seed)
+    (out / "text_fitted.json").write_text(json.dumps(fitted, indent=2) + "\n")
     card = text.text_model_card(out / "results.json", name, tokenizer, model)
-    notes = "\n\n".join([text_versus_baseline(results["results"], name, aurocs, model.config.freeze_encoder),
-                          text_uncertainty_section({**measured, "bank_sources": sources})])
-    card = replace(card, detector=detector, notes=notes,
-                   provenance=provenance(command, training_args.seed, time.time() - start),
-                   extra_files={**card.extra_files, "evaluation/text_ood.json": out / "text_ood.json",
+    notes = "\n\n".join([text_versus_baseline(results["results"], name, model.config.freeze_encoder),
+                          text_uncertainty_section(measured, fitted)])
+    card = replace(card, notes=notes, provenance=provenance(command, training_args.seed, time.time() - start),
+                   extra_files={**card.extra_files, "evaluation/text_fitted.json": out / "text_fitted.json",
                                 "evaluation/text_uncertainty.json": out / "text_uncertainty.json"})
     return publish(release, model.insub, card, training_args, push)
 
 
+def dna_windows(sequences: list[str], length: int) -> torch.Tensor:
+    """Every whole window of `length` nt of each sequence, one-hot, in order: `(W, length, 4)`."""
+    from ..data import one_hot_dna
+
+    return torch.stack([one_hot_dna(s[i:i + length]) for s in sequences for i in range(0, len(s) - length + 1, length)])
+
+
 def release_dna(command: str, release, args, training_args) -> Path:
     """The DNA release: `insub-hf genomics` (Self-GenomeNet baseline and InSub, probe and fine-tuning on the splice
-    junctions), then the InSub model's detector: its bank the first window of pretraining sequences, the head
-    spread's direction fixed on uniformly random sequences."""
-    from ..data import bundled_upstream_path, load_fasta_dataset, one_hot_dna
+    junctions), then the InSub model's calibrated `uncertainty` fitted on windows of the pretraining sequences
+    (`fit_shipped`), and measured on windows of the last `DNA_HELD_OUT` of the sequences (never fitted on) against
+    uniformly random sequences and those windows with their bases shuffled."""
+    from ..data import bundled_upstream_path, load_fasta_dataset
+    from ..evaluation.flagging import separation_by_reading
+    from ..uncertainty.fitting import shuffled_within
 
     name = f"insub_m{args.num_heads}"
     start, push, out, results, model = run_job(genomics.run_genomics, args, training_args, name)
-    sequences = load_fasta_dataset(args.pretrain_fasta or bundled_upstream_path())["sequence"][: release.detector_bank]
-    bank = torch.stack([one_hot_dna(s[: args.crop_length]) for s in sequences if len(s) >= args.crop_length])
-    rng = np.random.default_rng(CALIBRATION_SEED)
-    random = torch.eye(4)[torch.as_tensor(rng.integers(0, 4, (min(CALIBRATION_IMAGES, len(bank)), args.crop_length)))]
-    detector = fit_detector(model, {"dna_one_hot": bank}, {"dna_one_hot": random})
-    knn_where_the_spread_fails(model)
-    card = run_card(out / "results.json", name, model, detector=detector,
-                    notes=dna_versus_baseline(results["results"], name),
+    sequences = load_fasta_dataset(args.pretrain_fasta or bundled_upstream_path())["sequence"]
+    split = len(sequences) - max(1, round(DNA_HELD_OUT * len(sequences)))
+    fit_shipped(model, {"dna_one_hot": dna_windows(sequences[:split], args.crop_length)}, release.detector_bank)
+    held_out = {"dna_one_hot": dna_windows(sequences[split:], args.crop_length)[:HELD_OUT_ROWS]}
+    generator = torch.Generator().manual_seed(CALIBRATION_SEED)
+    rows = len(held_out["dna_one_hot"])
+    random = torch.eye(4)[torch.randint(0, 4, (rows, args.crop_length), generator=generator)]
+    detector = InSubOODDetector(model)
+    numbers = separation_by_reading(detector.score(held_out), {
+        "uniform random": detector.score({"dna_one_hot": random}),
+        "shuffled bases": detector.score(shuffled_within(held_out, "dna_one_hot", generator)),
+    })
+    block = model.insub.config.uncertainty
+    section = threshold_section(
+        numbers, f"windows of the last {100 * DNA_HELD_OUT:.0f} % of the pretraining sequences (never fitted on)",
+        f"{block['calibration_size'][1]} held-out windows, a bank of {block['bank_size']}", block["components"])
+    card = run_card(out / "results.json", name, model,
+                    notes="\n\n".join([dna_versus_baseline(results["results"], name), section]),
                     provenance=provenance(command, training_args.seed, time.time() - start))
     return publish(release, model.insub, card, training_args, push)
 

@@ -1,7 +1,8 @@
-"""How the text release chooses and checks its model's uncertainty: the bank its k-NN reading searches (broad natural
-English or the pretraining sentences), the readings measured as `insub-hf text-candidates` measures a candidate, and
-the shipped scores' check on tweets against their shuffled words. Sentences are tokenised as the sentence encoder
-tokenises them: one truncation on every path."""
+"""How the text release measures its model's uncertainty: the single readings as `insub-hf text-candidates` measures
+a candidate (with a bank of broad natural English or of the pretraining sentences), and what fitting the calibrated
+reading on a user's sentences gives (`fitted_examples`); the model itself ships unfitted, since a general-purpose
+text model cannot know its user's domain. Sentences are tokenised as the sentence encoder tokenises them: one
+truncation on every path."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from ..cards import TEXT_TEST, TEXT_VALIDATION
 from ..data import load_tweet_sentiment
 from ..data.broad_text import BROAD_SOURCES, broad_english
 from ..encoders.pretrained import base_tokenizer, encoder_path
-from ..evaluation.text_ood_sets import shuffled_words
+from ..evaluation.text_ood_sets import english_prose, text_ood_sets
+from ..uncertainty.knn import clear_bank
 from ..uncertainty.settings import DEFAULT_K
 from ..validation import checked
 from . import text_candidates
 
-# The readings the text release can ship (the calibrated one is fitted on a user's own sentences: its card says how)
+# The single readings the text release measures with its bank and marks as `text-candidates` chose (the model
+# itself ships unfitted: its calibrated `uncertainty` is fitted on a user's own sentences, as its card says)
 RELEASE_READINGS = ("spread", "spread_by_length", "knn")
 
 BANKS = ("broad", "pretraining")
@@ -26,19 +29,20 @@ BANKS = ("broad", "pretraining")
 
 @dataclass
 class TextReleaseArguments:
-    """How the released text model reads its `uncertainty` (`insub-hf text-candidates` chose it on validation data)
-    and what its bank holds."""
+    """The single readings the text release measures (`measure`): the one `insub-hf text-candidates` chose on
+    validation data, marked on the card, the k-NN reading's neighbour and what its bank holds."""
 
     _argument_group_name = 'text release'
 
     uncertainty: str = checked(
         text_candidates.RELEASE_READING,
-        "What the model's `uncertainty` is, through sentence-transformers and AutoModel alike: knn (the cosine "
-        "distance to the k-th nearest bank sentence, the bank in the weights), spread (the heads' spread) or "
-        "spread_by_length (the spread standardised per sentence-length bucket on validation tweets).",
+        "The single reading the card marks as chosen on validation data: knn (the cosine distance to the k-th "
+        "nearest bank sentence), spread (the heads' spread) or spread_by_length (the spread standardised per "
+        "sentence-length bucket on validation tweets). The model ships unfitted either way (`uncertainty` None "
+        "until `fit_uncertainty` on a user's sentences).",
         choices=RELEASE_READINGS,
     )
-    k: int = checked(DEFAULT_K, "The k-NN reading's neighbour.", low=1, integer=True)
+    k: int = checked(DEFAULT_K, "The k-NN reading's neighbour (also of the fitted examples).", low=1, integer=True)
     bank: str = checked("broad", "What the bank holds (--detector_bank sentences): broad (natural English of "
                         f"{len(BROAD_SOURCES)} registers in equal parts: {', '.join(BROAD_SOURCES)}; needs Debian's "
                         "wordnet-base and fortunes) or pretraining (the pretraining sentences).", choices=BANKS)
@@ -56,32 +60,58 @@ def tokens(encoder, sentences: list[str]) -> dict[str, torch.Tensor]:
     return {name: batch[name] for name in ("input_ids", "attention_mask")}
 
 
-def validation_shuffled(seed: int) -> list[str]:
-    """The `TEXT_VALIDATION` transfer tweets with their words shuffled: what the head spread's direction is fixed
-    against."""
-    return shuffled_words(load_tweet_sentiment("transfer")["text"][:TEXT_VALIDATION], seed)
+def fitted_examples(model, encoder, corpus: list[str], rows: int, k: int, seed: int) -> dict:
+    """What fitting the calibrated `uncertainty` gives a user (`InSubModel.fit_uncertainty`, the card's one line),
+    on two kinds of user data, after which `model` is left unfitted (`unfit`): the pretraining sentences
+    (`corpus[:rows]` the bank, the first `TEXT_VALIDATION` transfer tweets the calibration, the next `TEXT_TEST`
+    the in-distribution test) and another domain (the standard library's docstrings: a bank, calibration and
+    held-out sentences of their own). Each against the `text_ood_sets` (its own shuffled words in place of the
+    tweets'), as `evaluation.flagging.separation_by_reading` measures them; `rows` caps every part, `k` is the
+    k-NN reading's neighbour."""
+    from ..evaluation.flagging import separation_by_reading
+    from ..evaluation.ood_detector import InSubOODDetector
+    from ..evaluation.text_bench import OWN_BANK, OWN_HELD_OUT
+
+    def measured(bank: list[str], calibration: list[str], inside: list[str], skip: str | None) -> dict:
+        model.fit_uncertainty(tokens(encoder, bank), tokens(encoder, calibration), k=k, seed=seed)
+        detector = InSubOODDetector(model)
+        outside = {name: detector.score(tokens(encoder, sentences))
+                   for name, sentences in text_ood_sets(inside, len(inside), seed).items() if name != skip}
+        block = model.config.uncertainty
+        return {**separation_by_reading(detector.score(tokens(encoder, inside)), outside),
+                "bank": block["bank_size"], "calibration": block["calibration_size"][1],
+                "components": block["components"]}
+
+    tweets = list(load_tweet_sentiment("transfer")["text"])
+    validation, test = min(TEXT_VALIDATION, rows), min(TEXT_TEST, rows)
+    prose = english_prose(min(OWN_BANK, rows) + validation + min(OWN_HELD_OUT, rows), seed=2)
+    bank = min(OWN_BANK, rows)
+    try:
+        return {
+            "tweets": measured(list(corpus[:rows]), tweets[:validation], tweets[validation:validation + test], None),
+            "docstrings": measured(prose[:bank], prose[bank:bank + validation], prose[bank + validation:],
+                                   "english_prose"),
+        }
+    finally:
+        unfit(model)
 
 
-def shuffled_check(detector, encoder, seed: int) -> dict[str, float]:
-    """The AUROCs (higher = more likely OOD) of the released model's own scores (`detector`, its `InSubOODDetector`)
-    on the `TEXT_TEST` tweets after the validation ones against their shuffled words."""
-    from ..evaluation.metrics.ood import ood_auroc
-
-    test = load_tweet_sentiment("transfer")["text"][TEXT_VALIDATION:TEXT_VALIDATION + TEXT_TEST]
-    seen = detector.score(tokens(encoder, test))
-    unseen = detector.score(tokens(encoder, shuffled_words(test, seed + 1)))
-    return {name: ood_auroc(seen[name], unseen[name], higher_is_in=False) for name in seen}
+def unfit(model) -> None:
+    """`model` (an `InSubModel`) with no fitted `uncertainty`: no bank, no calibration, no direction; it serves
+    `uncertainty=None` until `fit_uncertainty`."""
+    clear_bank(model)
+    model.config.set_uncertainty(reading="spread", direction=None, length_buckets=None)
 
 
-def measure(model, tokenizer, args, reading: TextReleaseArguments, bank: list[str], seed: int) -> tuple[dict, dict]:
-    """The released model measured as `insub-hf text-candidates` measures a candidate (transfer, cosine correlation
-    with the base, every uncertainty reading on validation then test, with `bank` as the k-NN reading's bank; that
-    reading on a second domain with this bank and with the domain's own, `second_domain`), and the settings of the
-    chosen `reading` (its direction and length buckets fixed on validation data) with the embedded `bank`."""
+def measure(model, tokenizer, args, reading: TextReleaseArguments, bank: list[str], seed: int) -> dict:
+    """The released model measured as `insub-hf text-candidates` measures a candidate: transfer, cosine correlation
+    with the base, every single uncertainty reading on validation then test, with `bank` as the k-NN reading's bank;
+    that reading on a second domain with this bank and with the domain's own (`second_domain`); `reading` names the
+    one `text-candidates` chose."""
     from transformers import AutoConfig
 
     from ..evaluation.text_bench import (
-        TextBenchArguments, make_bench, measure_base, measure_model, second_domain, uncertainty_settings,
+        TextBenchArguments, make_bench, measure_base, measure_model, second_domain,
     )
     from ..sentence_embeddings import InSubSentenceEncoder
 
@@ -91,7 +121,6 @@ def measure(model, tokenizer, args, reading: TextReleaseArguments, bank: list[st
     measure_base(bench, text_candidates.base_encoder(path, AutoConfig.from_pretrained(path), base_tokenizer(path)), check)
     encoder = InSubSentenceEncoder(model, tokenizer)
     measured = measure_model(encoder, True, bench, check, seed)
-    settings = {**uncertainty_settings(reading.uncertainty, measured, reading.k), "bank": measured.bank}
     elsewhere = second_domain(encoder, measured, reading.k)
     return {**measured.numbers, "reading": reading.uncertainty, "ood_sets": list(bench.sets),
-            "second_domain": elsewhere}, settings
+            "second_domain": elsewhere}

@@ -15,7 +15,7 @@ from insub_hf.hub import check_hub_folder, machine_paths
 from insub_hf.jobs.compare import ComparisonArguments
 from insub_hf.jobs.comparison import load_protocol_data
 from insub_hf.jobs.publish import fits_the_repository
-from insub_hf.jobs.release import reproducing
+from insub_hf.jobs.release import dna_windows, reproducing
 from insub_hf_cli import main
 
 from ..conftest import cli_error
@@ -57,9 +57,11 @@ def test_the_image_release_publishes_the_compared_insub_model_with_its_detector(
     card = check_release(out, cards, "insub-resnet10-fashion-mnist", "insub-hf release image " + " ".join(flags))
     results = json.loads((out / "results.json").read_text())
     trained = sum(row["cost"]["pretraining_seconds"] for row in results["rows"]) / 60
-    # the card's k-NN rows are the shipped detector's (its bank), which the folder's files give
+    # the card's label-free rows are the shipped model's (its bank of half the 80 training images, the other half
+    # calibrating), which the folder's files give
     metrics = card_metrics(out / "hub" / "README.md")
-    assert "OOD AUROC vs mnist (k-NN to the shipped 80-image bank, label-free)" in metrics
+    assert "OOD AUROC vs mnist (k-NN to the shipped 40-image bank, label-free)" in metrics
+    assert "OOD AUROC vs mnist (calibrated uncertainty, label-free, the model's own)" in metrics
     assert not any(name.endswith("(k-NN, label-free)") for name in metrics)
     assert f"the pretraining of the baseline and InSub took {trained:.1f} min of training steps" in card
     assert results["args"]["methods"] == ["baseline", "insub"]  # the release recipe's: InSub beside its baseline
@@ -71,27 +73,31 @@ def test_the_image_release_publishes_the_compared_insub_model_with_its_detector(
     assert metrics["Accuracy"] == round(insub["test"]["accuracy"], 4)  # the InSub row's numbers, not the baseline's
     assert f"| accuracy | {100 * baseline['test']['accuracy']:.2f} % | {100 * insub['test']['accuracy']:.2f} % |" in card
     block = json.loads((out / "hub" / "config.json").read_text())["uncertainty"]
-    # the card's bank, k and direction are the config's: every training image (under the bank's cap), k 50
-    assert (block["bank_size"], block["k"]) == (80, 50)
-    assert "The weights hold a k-NN bank: the representations of 80 inputs, searched at the\n50-th" in card
-    if block["direction"] is None:  # the direction where it holds across resamples of the validation noise, else none
-        assert "is **not a usable uncertainty for this model**" in card and "holds chance (50 %)" in card
-        assert block["reading"] == "knn"
-    else:
-        assert block["reading"] == "spread"
+    # the calibrated reading, fitted by the release: half the training images its bank, k under the bank's rows
+    assert block["reading"] == "calibrated" and (block["bank_size"], block["k"]) == (40, 39)
+    assert block["calibration_size"][1] == 40 and block["components"][0] == "knn"
+    assert "The weights hold a k-NN bank: the representations of 40 inputs, searched at the\n39-th" in card
+    assert "is **calibrated, in [0, 1]**" in card and "`model.fit_uncertainty(your_inputs)` makes the bank" in card
     model = InSubModel.from_pretrained(out / "hub").eval()
     data = load_protocol_data(ComparisonArguments(**{k: v for k, v in results["args"].items()
                                                       if k in ComparisonArguments.__dataclass_fields__})).evaluation
-    test = InSubOODDetector(model).score(data.inputs(data.test_images))["knn"]
-    mnist = InSubOODDetector(model).score(data.inputs(data.ood_images["mnist"]))["knn"]
-    label = "OOD AUROC vs mnist (k-NN to the shipped 80-image bank, label-free)"
-    assert metrics[label] == pytest.approx(ood_auroc(test, mnist, higher_is_in=False), abs=1e-4)  # the folder gives it
+    test = InSubOODDetector(model).score(data.inputs(data.test_images))
+    mnist = InSubOODDetector(model).score(data.inputs(data.ood_images["mnist"]))
+    for reading, label in (("knn", "k-NN to the shipped 40-image bank, label-free"),
+                           ("uncertainty", "calibrated uncertainty, label-free, the model's own")):
+        auroc = ood_auroc(test[reading], mnist[reading], higher_is_in=False)  # the folder gives it
+        assert metrics[f"OOD AUROC vs mnist ({label})"] == pytest.approx(auroc, abs=1e-4)
+    # the threshold section: the line, and the share of the 40 test images the folder's model flags
+    rate = (test["uncertainty"] > 0.95).double().mean().item()
+    assert "`flagged = out.uncertainty > 0.95`" in card
+    assert f"Measured on 40 fashion_mnist test images: **{100 * rate:.1f} %** flagged." in card
     assert "datasets:\n- zalando-datasets/fashion_mnist" in card
 
 
-def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(tmp_path, monkeypatch, capsys):
+def test_the_text_release_is_an_unfitted_sentence_transformers_folder_with_what_fitting_gives(tmp_path, monkeypatch, capsys):
     """Pushed to a Hub on 127.0.0.1 as a maintainer would: the card names the pushed repo and each of its snippets
-    runs as written in a fresh process without insub-hf, giving what the folder's model gives."""
+    runs as written in a fresh process without insub-hf, giving what the folder's model gives. The folder serves no
+    `uncertainty` until fitted on a user's sentences, its card leading with that line and what it gave."""
     from huggingface_hub import HfApi
     from transformers import AutoTokenizer, BertConfig, BertModel
 
@@ -119,10 +125,6 @@ def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(t
     card = check_release(out, cards, "insub-minilm-scd", "insub-hf release text --encoder tiny_bert " + " ".join(flags))
     assert ModelCard.load(out / "hub" / "README.md").data.library_name == "sentence-transformers"
     assert (out / "hub" / "modules.json").is_file()
-    ood = json.loads((out / "text_ood.json").read_text())
-    assert set(ood) == {"uncertainty", "head_spread", "knn"} and all(0 <= v <= 1 for v in ood.values())
-    assert ood["uncertainty"] == ood["knn"]  # the shipped reading is the k-NN distance to the shipped bank
-    assert f"knn {100 * ood['knn']:.1f} %" in card  # the OOD check's numbers on the card
     config = json.loads((out / "hub" / "config.json").read_text())
     # the per-sentence uncertainty scored as a representation's (R-AUROC on the tweets), beside the 1-NN distance
     results = json.loads((out / "results.json").read_text())["results"]
@@ -136,55 +138,61 @@ def test_the_text_release_is_a_sentence_transformers_folder_with_its_ood_check(t
     tweets = results["scd_insub_m2"]["TWEETS"]
     assert {"r_auroc_uncertainty", "r_auroc_nn_distance"} <= set(tweets)
     assert all(v is None or 0 <= v <= 1 for v in (tweets["r_auroc_uncertainty"], tweets["r_auroc_nn_distance"]))
-    # the uncertainty it ships: the reading chosen on validation data, measured beside the others on test data
+    # the single readings with the fixed bank, the one chosen on validation data marked, measured on test data
     measured = json.loads((out / "text_uncertainty.json").read_text())
     assert measured["reading"] == "knn" and set(measured["test"]["readings"]) == {"spread", "spread_by_length", "knn",
                                                                                    "length"}
-    modules = json.loads((out / "hub" / "modules.json").read_text())
-    # the chosen k-NN reading's bank is the model's own: no module after the embeddings' normalisation
-    assert [m["type"].rsplit(".", 1)[1] for m in modules] == ["InSubSentenceTransformer", "Normalize"]
     knn = measured["test"]["readings"]["knn"]
-    # a second domain of English, with the shipped bank and with its own (the one line a user runs)
-    elsewhere = measured["second_domain"]
-    assert set(elsewhere["own"]) == set(elsewhere["shipped"]) and "shuffled" in elsewhere["own"]
-    assert "### Your data, your bank" in card and "model[0].set_bank(model.encode(your_sentences" in card
+    assert "### Each single reading with a fixed bank" in card and f"| {100 * knn['mean_ood_auroc']:.1f} % |" in card
+    assert f"| {knn['length_spearman']:.2f} |" in card and "**k-NN distance** (chosen)" in card
+    elsewhere = measured["second_domain"]  # a second domain of English, with the fixed bank and with its own
+    assert set(elsewhere["own"]) == set(elsewhere["shipped"])
     row = "| your own (2000 sentences of the domain) | " + " | ".join(
         f"{100 * v:.1f} %" for v in elsewhere["own"].values()) + " |"
-    assert row in card
-    assert "## Which uncertainty this model ships" in card and f"| {100 * knn['mean_ood_auroc']:.1f} % |" in card
-    assert f"| {knn['length_spearman']:.2f} |" in card
+    assert "#### Your data, your bank" in card and row in card
+    # what fitting gave, on the pretraining tweets and on docstrings (48 rows at most each: --detector_bank)
+    fitted = json.loads((out / "text_fitted.json").read_text())
+    assert set(fitted) == {"tweets", "docstrings"}
+    assert (fitted["tweets"]["bank"], fitted["tweets"]["calibration"], fitted["tweets"]["inside"]) == (48, 48, 48)
+    assert "shuffled" in fitted["tweets"]["sets"] and "english_prose" not in fitted["docstrings"]["sets"]
+    for title, numbers in (("### Fitted on the pretraining sentences", fitted["tweets"]),
+                           ("### Fitted on another domain: the standard library's docstrings", fitted["docstrings"])):
+        section = card.split(title)[1].split("###")[0]
+        assert f"**{100 * numbers['flag_rate']:.1f} %** flagged" in section
+        shuffled = numbers["sets"]["shuffled"]["uncertainty"]
+        assert f"| shuffled | {100 * shuffled['auroc']:.1f} % | {100 * shuffled['fpr95']:.1f} % |" in section
+    # shipped unfitted: no bank, no direction; the card leads with the one line that fits it
+    assert config["uncertainty"]["reading"] == "spread" and config["uncertainty"]["direction"] is None
+    assert config["uncertainty"]["bank_size"] == 0
     intro = " ".join(card.split("## Training data")[0].split())
-    assert ("`uncertainty` output (one value per input) is its **k-NN distance**: the cosine distance of its "
-            "representation to the 10-th nearest of the 48 inputs of its bank, stored with its weights") in intro
-    assert "noise" not in intro and "instead" not in intro
-    # one `uncertainty` on every path: AutoModel (the bank in its weights) gives what sentence-transformers gives
+    assert "The model's `uncertainty` output is **None**: no reading was fitted for this model" in intro
+    assert "model[0].fit_uncertainty(" in card.split("With transformers alone")[0]
+    modules = json.loads((out / "hub" / "modules.json").read_text())
+    assert [m["type"].rsplit(".", 1)[1] for m in modules] == ["InSubSentenceTransformer", "Normalize"]
     from sentence_transformers import SentenceTransformer
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel
 
-    sentences = ["A tweet about the weather today.", "zzkq vvv 0193 ACGT", "I love this!"]
-    st = SentenceTransformer(str(out / "hub"), trust_remote_code=True)
-    through_st = torch.stack(st.encode(sentences, output_value="uncertainty"))  # as the card says
     tokenizer = AutoTokenizer.from_pretrained(out / "hub")
+    sentences = ["A tweet about the weather today.", "zzkq vvv 0193 ACGT", "I love this!"]
     with torch.no_grad():
-        through_auto = AutoModel.from_pretrained(out / "hub").eval()(**tokenizer(sentences, padding=True,
-                                                                                   return_tensors="pt")).uncertainty
-    torch.testing.assert_close(through_auto, through_st, rtol=1e-5, atol=1e-6)
-    assert config["uncertainty"]["reading"] == "knn" and config["uncertainty"]["bank_size"] == 48 and config["uncertainty"]["k"] == 10
-    # what the pushed card's snippets gave: sentence-transformers' and AutoModel's uncertainty, the detector's knn
+        auto = AutoModel.from_pretrained(out / "hub").eval()
+        assert auto(**tokenizer(sentences, padding=True, return_tensors="pt")).uncertainty is None
+    # the card's snippets: sentence-transformers fits on its 60 sentences and serves what the same fit here serves;
+    # AutoModel's `uncertainty` is None (not a tensor)
+    st = SentenceTransformer(str(out / "hub"), trust_remote_code=True)
+    st[0].fit_uncertainty([f"Your in-distribution sentence number {i}." for i in range(60)])
     card_sentences = ["A sentence to embed.", "Another one."]
     torch.testing.assert_close(outputs["0:uncertainty"], torch.stack(st.encode(card_sentences,
                                                                                output_value="uncertainty")),
                                rtol=1e-5, atol=1e-6)
+    assert "1:features" in outputs and "1:uncertainty" not in outputs
+    # one number on every path once fitted: AutoModel of the saved fitted folder gives what sentence-transformers gives
+    st.save(str(tmp_path / "fitted"))
     with torch.no_grad():
-        auto = AutoModel.from_pretrained(out / "hub").eval()(input_ids=outputs["1:input_ids"],
-                                                             attention_mask=outputs["1:attention_mask"])
-    torch.testing.assert_close(outputs["1:uncertainty"], auto.uncertainty, rtol=1e-5, atol=1e-6)
-    scores = InSubOODDetector(AutoModel.from_pretrained(out / "hub").eval()).score(
-        {"input_ids": outputs["2:input_ids"], "attention_mask": outputs["2:attention_mask"]})
-    # one bank, one k, one truncation: the card's knn is the shipped `uncertainty`
-    torch.testing.assert_close(outputs["2:knn"], scores["knn"], rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(scores["uncertainty"], scores["knn"], rtol=0, atol=0)
-
+        through_auto = AutoModel.from_pretrained(tmp_path / "fitted").eval()(
+            **tokenizer(sentences, padding=True, return_tensors="pt")).uncertainty
+    torch.testing.assert_close(through_auto, torch.stack(st.encode(sentences, output_value="uncertainty")),
+                               rtol=1e-5, atol=1e-6)
 
 
 def test_the_dna_release_transfers_to_labelled_sequences(tmp_path):
@@ -204,6 +212,18 @@ def test_the_dna_release_transfers_to_labelled_sequences(tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert card_metrics(out / "hub" / "README.md")["Accuracy (linear_probe)"] == round(
         results["results"]["insub_m5"]["linear_probe"]["accuracy"], 4)
+    # the calibrated reading fitted on windows of the first 38 sequences (half the bank, half calibrating), measured
+    # on the 30 windows of the last 10, which the folder's model flags as the card says
+    block = json.loads((out / "hub" / "config.json").read_text())["uncertainty"]
+    assert block["reading"] == "calibrated" and (block["bank_size"], block["calibration_size"][1]) == (57, 57)
+    card = (out / "hub" / "README.md").read_text()
+    sequences = [line for line in fasta.read_text().splitlines() if not line.startswith(">")]
+    held_out = dna_windows(sequences[38:], 60)
+    uncertainty = InSubOODDetector(InSubModel.from_pretrained(out / "hub").eval()).score(
+        {"dna_one_hot": held_out})["uncertainty"]
+    rate = (uncertainty > 0.95).double().mean().item()
+    assert f"Measured on 30 windows of the last 20 % of the pretraining sequences (never fitted on): **{100 * rate:.1f} %**" in card
+    assert "| uniform random | " in card and "| shuffled bases | " in card
 
 
 def test_the_command_a_card_names_leaves_out_where_it_went_and_who_pushed():
