@@ -18,6 +18,17 @@ from sentence_transformers.base.modules import InputModule
 from transformers import AutoModel, AutoTokenizer
 
 
+class UnfittedFeatures(dict):
+    """The features of a model whose `uncertainty` is not fitted: asking for it (`encode(...,
+    output_value="uncertainty")`) says how to fit it, where a plain dict would only name the missing key."""
+
+    def __missing__(self, key):
+        if key == "uncertainty":
+            raise KeyError("output_value='uncertainty': this model's uncertainty is not fitted yet; fit it on a few "
+                           "thousand of your in-distribution sentences first: model[0].fit_uncertainty(your_sentences)")
+        raise KeyError(key)
+
+
 class InSubSentenceTransformer(InputModule):
     """Tokeniser and InSub text model as one sentence-transformers input module.
 
@@ -57,8 +68,9 @@ class InSubSentenceTransformer(InputModule):
         out = self.model(**inputs)
         features.update(sentence_embedding=out.representation, head_embeddings=out.head_embeddings,
                         mean_embedding=out.mean_embedding, head_spread=out.head_spread)
-        if out.uncertainty is not None:  # None until fitted (`fit_uncertainty`): never a number nobody oriented
-            features["uncertainty"] = out.uncertainty
+        if out.uncertainty is None:  # None until fitted (`fit_uncertainty`): never a number nobody oriented
+            return UnfittedFeatures(features)
+        features["uncertainty"] = out.uncertainty
         return features
 
     def fit_uncertainty(self, sentences: list[str], batch_size: int = 256):

@@ -32,8 +32,9 @@ def card_metrics(card: str) -> dict[str, float]:
 
 
 def dna_probe_numbers(folder: Path) -> dict[str, float]:
-    """The DNA card's linear-probe numbers recomputed from the folder's weights: the genomics job's split of the
-    bundled splice junctions (seed 0), its probe and its summary."""
+    """The DNA card's linear-probe numbers recomputed from the folder's weights (the genomics job's split of the
+    bundled splice junctions, seed 0, its probe and its summary) and the share of held-out windows its calibrated
+    `uncertainty` flags."""
     from insub_hf.data import load_splice_junctions
     from insub_hf.evaluation.features import extract_features
     from insub_hf.evaluation.probes import ProbeArguments, fit_probes, member_probabilities
@@ -49,15 +50,23 @@ def dna_probe_numbers(folder: Path) -> dict[str, float]:
     probes = fit_probes(features, train[1], classes, 1, ProbeArguments(probe_seed=0))
     probs = member_probabilities(probes, extract_features(model, {"dna_one_hot": test[0]}).representations)
     summary = summarize(probs, test[1])
+    # the threshold section's share: windows of the last fifth of the bundled pretraining sequences, flagged at 0.95
+    from insub_hf.data import bundled_upstream_path, load_fasta_dataset
+    from insub_hf.jobs.release import DNA_HELD_OUT, HELD_OUT_ROWS, dna_windows
+
+    sequences = load_fasta_dataset(bundled_upstream_path())["sequence"]
+    held_out = dna_windows(sequences[len(sequences) - round(DNA_HELD_OUT * len(sequences)):],
+                           GenomicsArguments.crop_length)[:HELD_OUT_ROWS]
+    uncertainty = InSubOODDetector(model).score({"dna_one_hot": held_out})["uncertainty"]
     return {"Accuracy (linear_probe)": summary.accuracy, "ECE (linear_probe)": summary.ece,
-            "NLL (linear_probe)": summary.nll}
+            "NLL (linear_probe)": summary.nll, "flag rate": (uncertainty > 0.95).double().mean().item()}
 
 
 def image_ood_numbers(folder: Path) -> dict[str, float]:
     """The image card's label-free OOD AUROCs recomputed from the folder's model alone (its bank is in its weights):
     the bundled 1,000 Fashion-MNIST test images (the card: all 10,000) against the comparison's own OOD sets (the
     same seeded noise, MNIST and 8x8 digits), by the k-NN distance to its bank and by its `uncertainty` where the card
-    names it so."""
+    names it so, and the share of test images its calibrated `uncertainty` flags above 0.95."""
     from insub_hf.evaluation.metrics import ood_auroc
     from insub_hf.jobs.compare import ComparisonArguments
     from insub_hf.jobs.comparison import load_protocol_data
@@ -79,9 +88,10 @@ def image_ood_numbers(folder: Path) -> dict[str, float]:
         knn, uncertainty = scores(images)
         numbers[f"OOD AUROC vs {name} (k-NN to the shipped {size}-image bank, label-free)"] = ood_auroc(
             test_knn, knn, higher_is_in=False)
-        if model.config.uncertainty["reading"] == "spread" and model.config.uncertainty["direction"] is not None:
-            name_ = f"OOD AUROC vs {name} (head spread, label-free, the model's uncertainty)"
+        if model.config.uncertainty["reading"] == "calibrated":
+            name_ = f"OOD AUROC vs {name} (calibrated uncertainty, label-free, the model's own)"
             numbers[name_] = ood_auroc(test_uncertainty, uncertainty, higher_is_in=False)
+    numbers["flag rate"] = (test_uncertainty > 0.95).double().mean().item()
     return numbers
 
 
@@ -95,6 +105,9 @@ def mismatched_headlines(folder: Path, card: str) -> list[str]:
     """'name: card X, files give Y' for each headline number of `card` its folder's files do not give."""
     measured = HEADLINES[folder.name](folder)
     stated = card_metrics(card)
+    flagged = re.search(r"\*\*([0-9.]+) %\*\* flagged", card)
+    if flagged:  # the threshold section's measured share
+        stated["flag rate"] = float(flagged.group(1)) / 100
     return [f"{name}: card {stated[name]}, files give {value:.4f}" for name, value in measured.items()
             if abs(stated[name] - value) > TOLERANCE[folder.name]]
 
@@ -214,11 +227,11 @@ def test_the_released_image_model_gives_one_uncertainty_on_every_path():
     with torch.no_grad():
         own, theirs = model(**inputs), auto(**inputs)
     block = model.config.uncertainty
-    assert (block["reading"], block["k"], block["bank_size"], block["direction"]) == ("spread", 50, 1500, 1)
+    assert (block["reading"], block["k"], block["bank_size"], block["direction"]) == ("calibrated", 50, 1500, 1)
+    assert ((own.uncertainty >= 0) & (own.uncertainty <= 1)).all() and (own.uncertainty[12:] > 0.95).all()  # noise
     torch.testing.assert_close(theirs.uncertainty, own.uncertainty, rtol=0, atol=0)
     scores = InSubOODDetector(model).score(inputs)
     torch.testing.assert_close(scores["uncertainty"], own.uncertainty, rtol=0, atol=0)
-    torch.testing.assert_close(scores["head_spread"], own.uncertainty, rtol=0, atol=0)  # the reading is the spread
     _, through_score = Encoder(ScoreArguments(model=str(folder), dataset="unused", trust_remote_code=True))(images)
     torch.testing.assert_close(through_score, own.uncertainty, rtol=1e-6, atol=1e-7)
     extractor = pipeline("image-feature-extraction", model=str(folder), trust_remote_code=True)

@@ -48,7 +48,8 @@ from .publish import MetricsArguments, PublishArguments, fits_the_repository, pu
 # Training inputs the shipped detector keeps as its bank (the Hub folder stays small; k-NN distances barely move)
 DETECTOR_BANK = 10_000
 MIN_DETECTOR_BANK = 16
-# The DNA release's in-distribution test: the last share of the pretraining sequences, at most this many windows
+# The DNA release's calibration and in-distribution test: each the share of the pretraining sequences before the last
+# and the last, at most this many windows
 DNA_HELD_OUT, HELD_OUT_ROWS = 0.2, 2000
 
 
@@ -264,8 +265,9 @@ def dna_windows(sequences: list[str], length: int) -> torch.Tensor:
 def release_dna(command: str, release, args, training_args) -> Path:
     """The DNA release: `insub-hf genomics` (Self-GenomeNet baseline and InSub, probe and fine-tuning on the splice
     junctions), then the InSub model's calibrated `uncertainty` fitted on windows of the pretraining sequences
-    (`fit_shipped`), and measured on windows of the last `DNA_HELD_OUT` of the sequences (never fitted on) against
-    uniformly random sequences and those windows with their bases shuffled."""
+    (`fit_shipped`: the bank from the first sequences, the calibration from the next `DNA_HELD_OUT` of them), and
+    measured on windows of the last `DNA_HELD_OUT` (never fitted on) against uniformly random sequences and those
+    windows with their bases shuffled."""
     from ..data import bundled_upstream_path, load_fasta_dataset
     from ..evaluation.flagging import separation_by_reading
     from ..uncertainty.fitting import shuffled_within
@@ -273,9 +275,12 @@ def release_dna(command: str, release, args, training_args) -> Path:
     name = f"insub_m{args.num_heads}"
     start, push, out, results, model = run_job(genomics.run_genomics, args, training_args, name)
     sequences = load_fasta_dataset(args.pretrain_fasta or bundled_upstream_path())["sequence"]
-    split = len(sequences) - max(1, round(DNA_HELD_OUT * len(sequences)))
-    fit_shipped(model, {"dna_one_hot": dna_windows(sequences[:split], args.crop_length)}, release.detector_bank)
-    held_out = {"dna_one_hot": dna_windows(sequences[split:], args.crop_length)[:HELD_OUT_ROWS]}
+    # by sequence, so that no window's neighbours sit across parts: the bank, the calibration, the test
+    part = max(1, round(DNA_HELD_OUT * len(sequences)))
+    bank, calibration = (dna_windows(s, args.crop_length) for s in (sequences[:-2 * part], sequences[-2 * part:-part]))
+    bank = bank[:release.detector_bank]
+    fit_shipped(model, {"dna_one_hot": torch.cat([bank, calibration[:CALIBRATION_ROWS]])}, len(bank))
+    held_out = {"dna_one_hot": dna_windows(sequences[-part:], args.crop_length)[:HELD_OUT_ROWS]}
     generator = torch.Generator().manual_seed(CALIBRATION_SEED)
     rows = len(held_out["dna_one_hot"])
     random = torch.eye(4)[torch.randint(0, 4, (rows, args.crop_length), generator=generator)]

@@ -180,6 +180,8 @@ def test_the_text_release_is_an_unfitted_sentence_transformers_folder_with_what_
     # the card's snippets: sentence-transformers fits on its 60 sentences and serves what the same fit here serves;
     # AutoModel's `uncertainty` is None (not a tensor)
     st = SentenceTransformer(str(out / "hub"), trust_remote_code=True)
+    with pytest.raises(KeyError, match=r"not fitted yet.*model\[0\]\.fit_uncertainty\(your_sentences\)"):
+        st.encode(sentences, output_value="uncertainty")  # said, not a bare KeyError
     st[0].fit_uncertainty([f"Your in-distribution sentence number {i}." for i in range(60)])
     card_sentences = ["A sentence to embed.", "Another one."]
     torch.testing.assert_close(outputs["0:uncertainty"], torch.stack(st.encode(card_sentences,
@@ -212,10 +214,10 @@ def test_the_dna_release_transfers_to_labelled_sequences(tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert card_metrics(out / "hub" / "README.md")["Accuracy (linear_probe)"] == round(
         results["results"]["insub_m5"]["linear_probe"]["accuracy"], 4)
-    # the calibrated reading fitted on windows of the first 38 sequences (half the bank, half calibrating), measured
-    # on the 30 windows of the last 10, which the folder's model flags as the card says
+    # the calibrated reading: its bank the windows of the first 28 sequences, its calibration those of the next 10,
+    # measured on the 30 windows of the last 10, which the folder's model flags as the card says
     block = json.loads((out / "hub" / "config.json").read_text())["uncertainty"]
-    assert block["reading"] == "calibrated" and (block["bank_size"], block["calibration_size"][1]) == (57, 57)
+    assert block["reading"] == "calibrated" and (block["bank_size"], block["calibration_size"][1]) == (84, 30)
     card = (out / "hub" / "README.md").read_text()
     sequences = [line for line in fasta.read_text().splitlines() if not line.startswith(">")]
     held_out = dna_windows(sequences[38:], 60)

@@ -1,0 +1,58 @@
+"""Every relative link of README.md and docs/*.md, and every repository path they cite in backticks, resolves to a
+file of the repository (tracked by git where the checkout is a git one): a reader who follows one finds it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# A markdown link or image target, without its title
+LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+# A path in backticks: a file name with an extension, under a folder
+CITED = re.compile(r"`((?:\.\./)*[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)+)`")
+
+
+def repository_files() -> set[str]:
+    """The repository's files (relative, with their folders), as git tracks them; every file on disk elsewhere."""
+    try:
+        listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        listed = "\n".join(str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file())
+    files = set(listed.split())
+    return files | {str(Path(f).parents[i]) for f in files for i in range(len(Path(f).parts) - 1)}
+
+
+def cited_paths(doc: Path, text: str) -> list[tuple[str, str]]:
+    """(as written, relative to the repository) of each link target (relative to `doc`) and each backticked path
+    that names a top-level folder of the repository or leaves it (relative to the root, as the docs cite them)."""
+    out = []
+    for target in LINK.findall(text):
+        target = target.split("#")[0]
+        if target and not re.match(r"[a-z][a-z0-9+.-]*:", target):  # not a URL
+            out.append((target, os.path.relpath((doc.parent / target).resolve(), ROOT)))
+    tops = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")} - {"runs"}
+    for path in CITED.findall(text):
+        if path.startswith("../") or path.split("/")[0] in tops:
+            out.append((path, os.path.relpath((ROOT / path).resolve(), ROOT)))
+    return out
+
+
+def test_every_link_and_cited_path_of_the_docs_resolves_in_the_repository():
+    files = repository_files()
+    missing = [f"{doc.relative_to(ROOT)}: {written}" for doc in DOCS
+               for written, resolved in cited_paths(doc, doc.read_text(encoding="utf-8")) if resolved not in files]
+    assert missing == []
+
+
+def test_the_check_finds_a_broken_link_and_a_path_outside_the_repository():
+    doc = ROOT / "docs" / "evidence.md"
+    text = ("![x](docs/images/mechanism_simclr.png) [y](images/mechanism_simclr.png) `../shared/GPU.md` "
+            "`docs/runs/gone.json` `insub_hf/cards.py` `results.json` [z](https://example.org/a.md)")
+    files = repository_files()
+    found = {written: resolved in files for written, resolved in cited_paths(doc, text)}
+    assert found == {"docs/images/mechanism_simclr.png": False, "images/mechanism_simclr.png": True,
+                     "../shared/GPU.md": False, "docs/runs/gone.json": False, "insub_hf/cards.py": True}
