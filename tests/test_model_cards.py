@@ -50,13 +50,12 @@ def dna_probe_numbers(folder: Path) -> dict[str, float]:
     probes = fit_probes(features, train[1], classes, 1, ProbeArguments(probe_seed=0))
     probs = member_probabilities(probes, extract_features(model, {"dna_one_hot": test[0]}).representations)
     summary = summarize(probs, test[1])
-    # the threshold section's share: windows of the last fifth of the bundled pretraining sequences, flagged at 0.95
+    # the threshold section's share: windows of the release's test sequences, flagged at 0.95
     from insub_hf.data import bundled_upstream_path, load_fasta_dataset
-    from insub_hf.jobs.release import DNA_HELD_OUT, HELD_OUT_ROWS, dna_windows
+    from insub_hf.jobs.release import HELD_OUT_ROWS, dna_parts, dna_windows
 
-    sequences = load_fasta_dataset(bundled_upstream_path())["sequence"]
-    held_out = dna_windows(sequences[len(sequences) - round(DNA_HELD_OUT * len(sequences)):],
-                           GenomicsArguments.crop_length)[:HELD_OUT_ROWS]
+    _, _, test = dna_parts(load_fasta_dataset(bundled_upstream_path())["sequence"], seed=0)
+    held_out = dna_windows(test, GenomicsArguments.crop_length)[:HELD_OUT_ROWS]
     uncertainty = InSubOODDetector(model).score({"dna_one_hot": held_out})["uncertainty"]
     return {"Accuracy (linear_probe)": summary.accuracy, "ECE (linear_probe)": summary.ece,
             "NLL (linear_probe)": summary.nll, "flag rate": (uncertainty > 0.95).double().mean().item()}

@@ -262,12 +262,22 @@ def dna_windows(sequences: list[str], length: int) -> torch.Tensor:
     return torch.stack([one_hot_dna(s[i:i + length]) for s in sequences for i in range(0, len(s) - length + 1, length)])
 
 
+def dna_parts(sequences: list[str], seed: int) -> tuple[list[str], list[str], list[str]]:
+    """The DNA release's sequences in a seeded order, then split by sequence (no window's neighbours sit across
+    parts; a file's own order, by chromosome for instance, does not decide the parts): the bank's, the calibration's
+    and the test's, each of the last two `DNA_HELD_OUT` of them."""
+    order = torch.randperm(len(sequences), generator=torch.Generator().manual_seed(seed)).tolist()
+    shuffled = [sequences[i] for i in order]
+    part = max(1, round(DNA_HELD_OUT * len(sequences)))
+    return shuffled[:-2 * part], shuffled[-2 * part:-part], shuffled[-part:]
+
+
 def release_dna(command: str, release, args, training_args) -> Path:
     """The DNA release: `insub-hf genomics` (Self-GenomeNet baseline and InSub, probe and fine-tuning on the splice
     junctions), then the InSub model's calibrated `uncertainty` fitted on windows of the pretraining sequences
-    (`fit_shipped`: the bank from the first sequences, the calibration from the next `DNA_HELD_OUT` of them), and
-    measured on windows of the last `DNA_HELD_OUT` (never fitted on) against uniformly random sequences and those
-    windows with their bases shuffled."""
+    (`fit_shipped`; the sequences split by `dna_parts`: the bank's, the calibration's), and measured on windows of
+    the test's sequences (never fitted on) against uniformly random sequences and those windows with their bases
+    shuffled."""
     from ..data import bundled_upstream_path, load_fasta_dataset
     from ..evaluation.flagging import separation_by_reading
     from ..uncertainty.fitting import shuffled_within
@@ -275,12 +285,10 @@ def release_dna(command: str, release, args, training_args) -> Path:
     name = f"insub_m{args.num_heads}"
     start, push, out, results, model = run_job(genomics.run_genomics, args, training_args, name)
     sequences = load_fasta_dataset(args.pretrain_fasta or bundled_upstream_path())["sequence"]
-    # by sequence, so that no window's neighbours sit across parts: the bank, the calibration, the test
-    part = max(1, round(DNA_HELD_OUT * len(sequences)))
-    bank, calibration = (dna_windows(s, args.crop_length) for s in (sequences[:-2 * part], sequences[-2 * part:-part]))
+    bank, calibration, test = (dna_windows(part, args.crop_length) for part in dna_parts(sequences, training_args.seed))
     bank = bank[:release.detector_bank]
     fit_shipped(model, {"dna_one_hot": torch.cat([bank, calibration[:CALIBRATION_ROWS]])}, len(bank))
-    held_out = {"dna_one_hot": dna_windows(sequences[-part:], args.crop_length)[:HELD_OUT_ROWS]}
+    held_out = {"dna_one_hot": test[:HELD_OUT_ROWS]}
     generator = torch.Generator().manual_seed(CALIBRATION_SEED)
     rows = len(held_out["dna_one_hot"])
     random = torch.eye(4)[torch.randint(0, 4, (rows, args.crop_length), generator=generator)]
@@ -291,7 +299,7 @@ def release_dna(command: str, release, args, training_args) -> Path:
     })
     block = model.insub.config.uncertainty
     section = threshold_section(
-        numbers, f"windows of the last {100 * DNA_HELD_OUT:.0f} % of the pretraining sequences (never fitted on)",
+        numbers, f"windows of {100 * DNA_HELD_OUT:.0f} % of the pretraining sequences, drawn at random (never fitted on)",
         f"{block['calibration_size'][1]} held-out windows, a bank of {block['bank_size']}", block["components"])
     card = run_card(out / "results.json", name, model,
                     notes="\n\n".join([dna_versus_baseline(results["results"], name), section]),

@@ -15,7 +15,7 @@ from insub_hf.hub import check_hub_folder, machine_paths
 from insub_hf.jobs.compare import ComparisonArguments
 from insub_hf.jobs.comparison import load_protocol_data
 from insub_hf.jobs.publish import fits_the_repository
-from insub_hf.jobs.release import dna_windows, reproducing
+from insub_hf.jobs.release import dna_parts, dna_windows, reproducing
 from insub_hf_cli import main
 
 from ..conftest import cli_error
@@ -214,17 +214,20 @@ def test_the_dna_release_transfers_to_labelled_sequences(tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert card_metrics(out / "hub" / "README.md")["Accuracy (linear_probe)"] == round(
         results["results"]["insub_m5"]["linear_probe"]["accuracy"], 4)
-    # the calibrated reading: its bank the windows of the first 28 sequences, its calibration those of the next 10,
-    # measured on the 30 windows of the last 10, which the folder's model flags as the card says
+    # the calibrated reading: its bank the windows of 28 sequences, its calibration those of 10 others, measured on
+    # the 30 windows of 10 more, which the folder's model flags as the card says
     block = json.loads((out / "hub" / "config.json").read_text())["uncertainty"]
     assert block["reading"] == "calibrated" and (block["bank_size"], block["calibration_size"][1]) == (84, 30)
     card = (out / "hub" / "README.md").read_text()
     sequences = [line for line in fasta.read_text().splitlines() if not line.startswith(">")]
-    held_out = dna_windows(sequences[38:], 60)
+    bank, calibration, test = dna_parts(sequences, seed=0)
+    assert (len(bank), len(calibration), len(test)) == (28, 10, 10) and not set(test) & set(bank + calibration)
+    held_out = dna_windows(test, 60)
     uncertainty = InSubOODDetector(InSubModel.from_pretrained(out / "hub").eval()).score(
         {"dna_one_hot": held_out})["uncertainty"]
     rate = (uncertainty > 0.95).double().mean().item()
-    assert f"Measured on 30 windows of the last 20 % of the pretraining sequences (never fitted on): **{100 * rate:.1f} %**" in card
+    assert (f"Measured on 30 windows of 20 % of the pretraining sequences, drawn at random (never fitted on): "
+            f"**{100 * rate:.1f} %**") in card
     assert "| uniform random | " in card and "| shuffled bases | " in card
 
 
