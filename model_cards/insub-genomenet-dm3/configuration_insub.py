@@ -1,4 +1,4 @@
-"""configuration_insub: what this folder's loaders run of the insub-hf modules encoders.base, encoders.build, encoders.configuration_genomic, encoders.modeling_genomic, encoders.presets, encoders.registry, model.configuration_insub, objectives, objectives.base, objectives.genomenet, recipes, uncertainty.length, uncertainty.settings, validation (documented there), bundled by `insub_hf.hub.remote_code`."""
+"""configuration_insub: what this folder's loaders run of the insub-hf modules encoders.base, encoders.build, encoders.configuration_genomic, encoders.modeling_genomic, encoders.presets, encoders.registry, model.configuration_insub, objectives, objectives.base, objectives.genomenet, recipes, uncertainty.conformal, uncertainty.knn, uncertainty.length, uncertainty.readings, uncertainty.settings, validation (documented there), bundled by `insub_hf.hub.remote_code`."""
 
 from __future__ import annotations
 
@@ -304,7 +304,25 @@ DNA = Recipe("genomenet", num_heads=5, diversity_alpha=0.08, diversity_weight=1.
 DNA_ENCODER = {"model_type": "insub_genomic"}
 
 
+COMPONENTS = ("knn", "spread")
+
+
+BANK = "knn_bank"
+
+
 LENGTH_SETTINGS = ("length_edges", "length_mean", "length_std", "direction")
+
+
+def standardise_by_length(spread: torch.Tensor, lengths: torch.Tensor, length_edges, length_mean,
+                        length_std) -> torch.Tensor:
+    """`(N,)`: `spread (N,)` minus its bucket's mean, over its bucket's standard deviation (buckets of `lengths (N,)`,
+    the token counts, as `fit_length_buckets` fitted them)."""
+    lengths = lengths.to(spread.device).float()
+    index = torch.bucketize(lengths, torch.as_tensor(length_edges, dtype=torch.float32, device=spread.device),
+                            right=True)
+    mean = torch.as_tensor(length_mean, dtype=spread.dtype, device=spread.device)[index]
+    std = torch.as_tensor(length_std, dtype=spread.dtype, device=spread.device)[index]
+    return (spread - mean) / std
 
 
 def check_length_buckets(settings: dict | None, modality: str) -> None:
@@ -324,7 +342,108 @@ def check_length_buckets(settings: dict | None, modality: str) -> None:
                          f"{len(edges)} edges) and positive deviations; got {len(means)} means and stds {stds}.")
 
 
-MODEL_READINGS = ("spread", "spread_by_length", "knn")
+class Reading:
+    """One way to read `uncertainty` (a class per reading; `READINGS` holds one instance of each)."""
+
+    name: str = ""
+    title: str = ""  # what a card calls it
+    comment: str = ""  # the card snippet's comment on `out.uncertainty`
+
+    def check(self, block, modality: str) -> None:
+        """Raises, naming the field and what it allows, unless `block` (an `UncertaintyConfig`) can serve it."""
+
+    def fitted(self, block) -> bool:
+        """Whether `block` holds what the reading needs to serve a number (else the model serves None)."""
+        return True
+
+    def read(self, model, representation: torch.Tensor, spread: torch.Tensor, lengths) -> torch.Tensor | None:
+        """`(B,)` from the representations `(B, d)` and the oriented spread `(B,)` of one forward of `model`;
+        `lengths()` gives the token counts `(B,)` of a text batch."""
+        raise NotImplementedError
+
+
+class SpreadReading(Reading):
+    name = "spread"
+    title = "heads' spread"
+    comment = "the heads' spread, read in the direction fixed on validation data: higher = more likely OOD"
+
+    def fitted(self, block) -> bool:
+        return block["direction"] is not None
+
+    def read(self, model, representation, spread, lengths):
+        return spread if self.fitted(model.config.uncertainty) else None
+
+
+class LengthSpreadReading(Reading):
+    name = "spread_by_length"
+    title = "spread per length bucket"
+    comment = "the heads' spread within its length bucket: higher = more likely OOD"
+
+    def check(self, block, modality):
+        check_length_buckets(block.length_buckets, modality)
+
+    def read(self, model, representation, spread, lengths):
+        settings = dict(model.config.uncertainty["length_buckets"])
+        direction = settings.pop("direction")
+        return direction * standardise_by_length(spread, lengths(), **settings)
+
+
+class KnnReading(Reading):
+    name = "knn"
+    title = "k-NN distance"
+    comment = "cosine distance to the k-th nearest row of the model's bank: higher = more likely OOD"
+
+    def check(self, block, modality):
+        if not block.bank_size:
+            raise ValueError("InSubConfig.uncertainty['reading']='knn' needs a bank (bank_size >= k): set it with "
+                             "model.set_bank(representations), which records both.")
+
+    def read(self, model, representation, spread, lengths):
+        return getattr(model, BANK)(representation, model.config.uncertainty["k"])
+
+
+class CalibratedReading(Reading):
+    name = "calibrated"
+    title = "calibrated rank of the k-NN distance and the heads' spread"
+    comment = ("in [0, 1]: the share of held-out in-distribution inputs that look more typical; "
+               "> 0.95 flags about 5 % of in-distribution inputs")
+
+    def check(self, block, modality):
+        name = "InSubConfig.uncertainty"
+        if not block.bank_size:
+            raise ValueError(f"{name}['reading']='calibrated' needs a k-NN bank and calibration scores: fit them with "
+                             "model.fit_uncertainty(inputs), which records both.")
+        components = block.components
+        if not isinstance(components, (list, tuple)) or not components or components[0] != "knn":
+            raise ValueError(f"{name}['components'] must list the combined readings, 'knn' first, from "
+                             f"{list(COMPONENTS)}; got {components!r}.")
+        for component in components:
+            check_choice(f"{name}['components']", component, COMPONENTS)
+        if len(set(components)) != len(components):
+            raise ValueError(f"{name}['components'] lists a reading twice: {components!r}.")
+        if "spread" in components and block.direction is None:
+            raise ValueError(f"{name}['components'] holds 'spread', which needs the spread's direction "
+                             "(uncertainty['direction'] +1 or -1).")
+        sizes = block.calibration_size
+        if not isinstance(sizes, (list, tuple)) or len(sizes) != 2:
+            raise ValueError(f"{name}['calibration_size'] must be [n_a, n_b], the bank rows each reading was "
+                             f"standardised on and the calibration rows ranked against; got {sizes!r}.")
+        for i, size in enumerate(sizes):
+            check_range(f"{name}['calibration_size'][{i}]", size, low=1, integer=True)
+
+    def read(self, model, representation, spread, lengths):
+        block = model.config.uncertainty
+        scores = [getattr(model, BANK)(representation, block["k"])]
+        if "spread" in block["components"]:
+            scores.append(spread)
+        return getattr(model, BANK).calibration(torch.stack(scores))
+
+
+READINGS: dict[str, Reading] = {r.name: r for r in (SpreadReading(), LengthSpreadReading(), KnnReading(),
+                                                    CalibratedReading())}
+
+
+MODEL_READINGS = tuple(READINGS)
 DEFAULT_K = 50
 
 
@@ -339,6 +458,8 @@ class UncertaintyConfig:
     bank_size: int = 0
     bank_weights: str | None = None
     length_buckets: dict | None = None
+    components: list[str] | None = None
+    calibration_size: list[int] | None = None
 
     @classmethod
     def from_dict(cls, values: dict[str, Any] | None) -> UncertaintyConfig:
@@ -359,13 +480,9 @@ class UncertaintyConfig:
         check_choice("InSubConfig.uncertainty['direction']", self.direction, (1, -1, None))
         check_range("InSubConfig.uncertainty['bank_size']", self.bank_size, low=0, integer=True)
         check_range("InSubConfig.uncertainty['k']", self.k, low=1, integer=True)
-        if self.reading == "knn" and not self.bank_size:
-            raise ValueError("InSubConfig.uncertainty['reading']='knn' needs a bank (bank_size >= k): set it with "
-                             "model.set_bank(representations), which records both.")
+        READINGS[self.reading].check(self, modality)
         if self.bank_size:
             check_range("InSubConfig.uncertainty['k']", self.k, low=1, high=self.bank_size, integer=True)
-        if self.reading == "spread_by_length":
-            check_length_buckets(self.length_buckets, modality)
         return self
 
 

@@ -1,4 +1,4 @@
-"""modeling_insub: what this folder's loaders run of the insub-hf modules checksums, encoders.base, encoders.build, encoders.modeling_genomic, encoders.registry, losses.diversity, losses.precision, model.heads, model.modeling_classification, model.modeling_insub, model.modeling_outputs, model_files, uncertainty.knn, uncertainty.length, uncertainty.reading (documented there), bundled by `insub_hf.hub.remote_code`."""
+"""modeling_insub: what this folder's loaders run of the insub-hf modules checksums, encoders.base, encoders.build, encoders.modeling_genomic, encoders.registry, losses.diversity, losses.precision, model.heads, model.modeling_classification, model.modeling_insub, model.modeling_outputs, model_files, uncertainty.conformal, uncertainty.fitting, uncertainty.knn, uncertainty.reading, uncertainty.separation (documented there), bundled by `insub_hf.hub.remote_code`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import hashlib
 import importlib
 import inspect
 import math
+import numpy as np
 import os
 import torch
 import torch.nn.functional as F
@@ -23,14 +24,15 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 from transformers.utils import ModelOutput
 from typing import ClassVar
 from .configuration_insub import (
-    DEFAULT_ENCODER, DEFAULT_K, DEFAULT_OBJECTIVES, DIVERSITY_REDUCTIONS, DNA, DNA_ENCODER, FORMER_KEYS,
-    GenomicEncoderConfig, GenomicEncoderModel, HEAD_NORMS, IMAGE, INPUT_CHECKS_DEFERRED, InSubConfig,
-    LENGTH_SETTINGS, MAX_DIVERSITY_ALPHA, MAX_DIVERSITY_WEIGHT, MAX_LABELS, MODEL_READINGS, OBJECTIVE_CONFIGS,
-    OBJECTIVE_FIELDS, OWN_ENCODERS, ObjectiveConfig, POOLINGS, PRETRAINING, PROBLEM_TYPES, Recipe,
-    SelfGenomeNetConfig, TEXT, UncertaintyConfig, _BOOKKEEPING_KEYS, _OWN_KEYS, _RULES, _check_attention_heads,
-    _check_unknown_keys, check_choice, check_fields, check_finite, check_label_settings, check_length_buckets,
-    check_range, check_rank, checked, encoder_field, encoder_input, encoder_model_class, field_rule,
-    from_former_keys, register_own_encoders,
+    BANK, COMPONENTS, CalibratedReading, DEFAULT_ENCODER, DEFAULT_K, DEFAULT_OBJECTIVES, DIVERSITY_REDUCTIONS, DNA,
+    DNA_ENCODER, FORMER_KEYS, GenomicEncoderConfig, GenomicEncoderModel, HEAD_NORMS, IMAGE, INPUT_CHECKS_DEFERRED,
+    InSubConfig, KnnReading, LENGTH_SETTINGS, LengthSpreadReading, MAX_DIVERSITY_ALPHA, MAX_DIVERSITY_WEIGHT,
+    MAX_LABELS, MODEL_READINGS, OBJECTIVE_CONFIGS, OBJECTIVE_FIELDS, OWN_ENCODERS, ObjectiveConfig, POOLINGS,
+    PRETRAINING, PROBLEM_TYPES, READINGS, Reading, Recipe, SelfGenomeNetConfig, SpreadReading, TEXT,
+    UncertaintyConfig, _BOOKKEEPING_KEYS, _OWN_KEYS, _RULES, _check_attention_heads, _check_unknown_keys,
+    check_choice, check_fields, check_finite, check_label_settings, check_length_buckets, check_range, check_rank,
+    checked, encoder_field, encoder_input, encoder_model_class, field_rule, from_former_keys, register_own_encoders,
+    standardise_by_length,
 )
 
 
@@ -192,16 +194,161 @@ def in_float32(loss: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def standardise_by_length(spread: torch.Tensor, lengths: torch.Tensor, length_edges, length_mean,
-                        length_std) -> torch.Tensor:
-    """`(N,)`: `spread (N,)` minus its bucket's mean, over its bucket's standard deviation (buckets of `lengths (N,)`,
-    the token counts, as `fit_length_buckets` fitted them)."""
-    lengths = lengths.to(spread.device).float()
-    index = torch.bucketize(lengths, torch.as_tensor(length_edges, dtype=torch.float32, device=spread.device),
-                            right=True)
-    mean = torch.as_tensor(length_mean, dtype=spread.dtype, device=spread.device)[index]
-    std = torch.as_tensor(length_std, dtype=spread.dtype, device=spread.device)[index]
-    return (spread - mean) / std
+def conformal_rank(scores: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """`(N,)` in [0, 1]: for each of `scores (N,)`, the share of `reference (n,)` (sorted ascending, n >= 1) that is
+    strictly lower, i.e. of the calibration inputs that look more typical (higher score = less typical)."""
+    counted = torch.searchsorted(reference, scores.to(reference.dtype).contiguous(), side="left")
+    return counted.float() / reference.shape[0]
+
+
+def centre_and_scale(scores: torch.Tensor) -> torch.Tensor:
+    """`(C, 2)`: per component of `scores (C, n)`, its median and interquartile range (the standard deviation where
+    that is 0, else 1): what `standardised` reads with."""
+    scores = scores.double()
+    quartiles = torch.quantile(scores, torch.tensor([0.25, 0.5, 0.75], dtype=scores.dtype), dim=1)  # (3, C)
+    scale = quartiles[2] - quartiles[0]
+    spread = scores.std(dim=1) if scores.shape[1] > 1 else torch.zeros_like(scale)
+    scale = torch.where(scale > 0, scale, torch.where(spread > 0, spread, torch.ones_like(scale)))
+    return torch.stack([quartiles[1], scale], dim=1).float()
+
+
+def combined(scores: torch.Tensor, centre_scale: torch.Tensor) -> torch.Tensor:
+    """`(N,)`: the largest of each input's component scores `(C, N)`, each standardised by its `(C, 2)` centre and
+    scale (an input unusual by any reading is unusual)."""
+    return ((scores.float() - centre_scale[:, :1]) / centre_scale[:, 1:]).amax(dim=0)
+
+
+class CalibrationScores(nn.Module):
+    """The calibrated reading's reference, saved with the weights: per component (`COMPONENTS` that the model's
+    config lists) its centre and scale on A `(C, 2)`, and the sorted combined scores `(n_b,)` of the calibration
+    inputs B. Called on the component scores `(C, B)` it gives `(B,)` in [0, 1]."""
+
+    def __init__(self, components: int, size_a: int, size_b: int):
+        """`size_a`: A's rows (recorded in the config; the centres and scales are what is kept of them)."""
+        super().__init__()
+        self.register_buffer("centre_scale", torch.ones(components, 2))
+        self.register_buffer("combined_scores", torch.zeros(size_b))
+
+    def forward(self, scores: torch.Tensor) -> torch.Tensor:
+        return conformal_rank(combined(scores, self.centre_scale), self.combined_scores)
+
+    @classmethod
+    def fitted(cls, split_a: torch.Tensor, split_b: torch.Tensor) -> CalibrationScores:
+        """From the component scores `(C, n_a)` of A (bank rows, each searched without itself) and `(C, n_b)` of
+        the calibration inputs B (held out, not in the bank)."""
+        module = cls(split_a.shape[0], split_a.shape[1], split_b.shape[1])
+        module.centre_scale.copy_(centre_and_scale(split_a))
+        module.combined_scores.copy_(combined(split_b, module.centre_scale).sort().values)
+        return module
+
+
+def tensor_checksum(tensor: torch.Tensor) -> str:
+    """SHA-256 (hex) of a tensor's bytes as stored (row-major, its own dtype)."""
+    data = tensor.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
+    return hashlib.sha256(data.tobytes()).hexdigest()
+
+
+def weights_fingerprint(module: torch.nn.Module, leave_out: str | None = None) -> str:
+    """SHA-256 (hex) over a module's state dict (names, dtypes, shapes and bytes): which trained weights these are.
+    `leave_out`: a name prefix whose entries do not count (a bank made from the weights, not part of them)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        if leave_out is not None and name.startswith(leave_out):
+            continue
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}:{tensor_checksum(tensor)};".encode())
+    return digest.hexdigest()
+
+
+def knn_distance(embeddings: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Tensor:
+    """`(N,)` cosine distance of each row of `embeddings (N, d)` to its k-th nearest row of `bank (n, d)` (both
+    L2-normalised; a query that is itself in the bank has distance 0 to its first neighbour)."""
+    if not 1 <= k <= bank.shape[0]:  # topk of fewer rows would give another neighbour, silently
+        raise ValueError(f"knn_distance: k={k} must be between 1 and the bank's {bank.shape[0]} rows.")
+    similarity = embeddings.float() @ bank.float().T  # (N, n)
+    return 1 - similarity.topk(k, dim=1).values[:, -1]
+
+
+class KnnBank(nn.Module):
+    """`(N, d)` unit-length representations as a buffer; called on representations `(B, d)` it gives `(B,)`, the
+    cosine distance of each to its k-th nearest bank row."""
+
+    def __init__(self, size: int, dim: int, calibration: tuple[int, int, int] | None = None):
+        """`calibration`: (components, n_a, n_b) of the calibrated reading's scores (`conformal.CalibrationScores`,
+        the module `calibration`), which belong to the same weights as the bank; None: none."""
+        super().__init__()
+        self.register_buffer("bank", torch.zeros(size, dim))
+        self.calibration = None if calibration is None else CalibrationScores(*calibration)
+        self.versions: tuple[int, ...] | None = None  # of the weights it was checked against last
+
+    def forward(self, representation: torch.Tensor, k: int) -> torch.Tensor:
+        return knn_distance(F.normalize(representation.float(), dim=-1), self.bank.float(), k)
+
+    def check_current(self, model: nn.Module) -> None:
+        """Raises unless `model`'s encoder and heads are the weights the bank was embedded with."""
+        versions = weight_versions(model)
+        if versions == self.versions:
+            return
+        if encoder_and_heads_fingerprint(model) != model.config.uncertainty["bank_weights"]:
+            raise ValueError(
+                "InSubModel: its k-NN bank (config.uncertainty['bank_size'] rows) was embedded with other weights than the "
+                "model has now (trained or changed since), so its `uncertainty` would be distances to another "
+                "model's representations. Clear it (insub_hf.uncertainty.knn.clear_bank(model): `uncertainty` is the heads' "
+                "spread again), then, for a k-NN reading of these weights, model.set_bank(...) on the "
+                "`representation` of your in-distribution inputs."
+            )
+        self.versions = versions
+
+
+def weight_versions(model: nn.Module) -> tuple[int, ...]:
+    """The in-place change counters of `model`'s (an `InSubModel`) parameters and buffers, its bank left out."""
+    return tuple(t._version for name, t in [*model.named_parameters(), *model.named_buffers()]
+                 if not name.startswith(BANK + "."))
+
+
+def encoder_and_heads_fingerprint(model: nn.Module) -> str:
+    """`weights_fingerprint` of the encoder and heads of `model` (an `InSubModel`, or the one inside
+    `InSubForPreTraining`), its bank left out: which trained weights a bank, a detector, a results row or a card's
+    numbers belong to."""
+    model = getattr(model, "insub", model)
+    return weights_fingerprint(model, leave_out=BANK + ".")
+
+
+def set_bank(model: nn.Module, representations: torch.Tensor, k: int, read: bool = True) -> None:
+    """Gives `model` (an `InSubModel`) the bank `representations (N, d)` (its own `representation` of
+    in-distribution inputs), recorded in its config with k and the weights it was embedded with; `read`: its
+    `uncertainty` becomes the k-NN reading (else it keeps its reading, and the bank is what `InSubOODDetector`'s
+    `knn` score searches)."""
+    representations = torch.as_tensor(representations).detach()
+    dim = model.encoder.output_dim
+    if representations.dim() != 2 or representations.shape[1] != dim:
+        raise ValueError(f"set_bank: representations must be (N, {dim}), the model's `representation` of N inputs; "
+                         f"got {tuple(representations.shape)}.")
+    if not 1 <= k <= representations.shape[0]:
+        raise ValueError(f"set_bank: k={k} must be between 1 and the bank's {representations.shape[0]} rows; give "
+                         "more inputs or a smaller k.")
+    if not torch.isfinite(representations).all():
+        raise ValueError("set_bank: representations hold NaN or inf values; a bank takes finite rows only.")
+    device = next(model.parameters()).device
+    bank = KnnBank(*representations.shape).to(device)
+    bank.bank.copy_(F.normalize(representations.float(), dim=-1))
+    setattr(model, BANK, bank)
+    reading = "knn" if read else model.config.uncertainty["reading"]
+    if reading == "calibrated":  # its calibration scores were of the bank this one replaces
+        reading = "spread"
+    model.config.set_uncertainty(reading=reading, k=int(k), bank_size=int(representations.shape[0]),
+                                 bank_weights=encoder_and_heads_fingerprint(model), components=None,
+                                 calibration_size=None)
+    bank.versions = weight_versions(model)
+
+
+def clear_bank(model: nn.Module) -> None:
+    """Takes the bank (and the calibration scores it holds) out of `model`; a k-NN or calibrated `uncertainty` is
+    the oriented spread again (None where its direction is not fixed)."""
+    if hasattr(model, BANK):
+        delattr(model, BANK)
+    reading = model.config.uncertainty["reading"]
+    model.config.set_uncertainty(reading="spread" if reading in ("knn", "calibrated") else reading, bank_size=0,
+                                 bank_weights=None, components=None, calibration_size=None)
 
 
 @dataclass
@@ -364,102 +511,6 @@ def head_spread(z: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
     return torch.sqrt(z.var(dim=1, unbiased=True) + eps)
 
 
-def tensor_checksum(tensor: torch.Tensor) -> str:
-    """SHA-256 (hex) of a tensor's bytes as stored (row-major, its own dtype)."""
-    data = tensor.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
-    return hashlib.sha256(data.tobytes()).hexdigest()
-
-
-def weights_fingerprint(module: torch.nn.Module, leave_out: str | None = None) -> str:
-    """SHA-256 (hex) over a module's state dict (names, dtypes, shapes and bytes): which trained weights these are.
-    `leave_out`: a name prefix whose entries do not count (a bank made from the weights, not part of them)."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(module.state_dict().items()):
-        if leave_out is not None and name.startswith(leave_out):
-            continue
-        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}:{tensor_checksum(tensor)};".encode())
-    return digest.hexdigest()
-
-
-def knn_distance(embeddings: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Tensor:
-    """`(N,)` cosine distance of each row of `embeddings (N, d)` to its k-th nearest row of `bank (n, d)` (both
-    L2-normalised; a query that is itself in the bank has distance 0 to its first neighbour)."""
-    if not 1 <= k <= bank.shape[0]:  # topk of fewer rows would give another neighbour, silently
-        raise ValueError(f"knn_distance: k={k} must be between 1 and the bank's {bank.shape[0]} rows.")
-    similarity = embeddings.float() @ bank.float().T  # (N, n)
-    return 1 - similarity.topk(k, dim=1).values[:, -1]
-
-
-BANK = "knn_bank"
-
-
-class KnnBank(nn.Module):
-    """`(N, d)` unit-length representations as a buffer; called on representations `(B, d)` it gives `(B,)`, the
-    cosine distance of each to its k-th nearest bank row."""
-
-    def __init__(self, size: int, dim: int):
-        super().__init__()
-        self.register_buffer("bank", torch.zeros(size, dim))
-        self.versions: tuple[int, ...] | None = None  # of the weights it was checked against last
-
-    def forward(self, representation: torch.Tensor, k: int) -> torch.Tensor:
-        return knn_distance(F.normalize(representation.float(), dim=-1), self.bank.float(), k)
-
-    def check_current(self, model: nn.Module) -> None:
-        """Raises unless `model`'s encoder and heads are the weights the bank was embedded with."""
-        versions = weight_versions(model)
-        if versions == self.versions:
-            return
-        if encoder_and_heads_fingerprint(model) != model.config.uncertainty["bank_weights"]:
-            raise ValueError(
-                "InSubModel: its k-NN bank (config.uncertainty['bank_size'] rows) was embedded with other weights than the "
-                "model has now (trained or changed since), so its `uncertainty` would be distances to another "
-                "model's representations. Clear it (insub_hf.uncertainty.knn.clear_bank(model): `uncertainty` is the heads' "
-                "spread again), then, for a k-NN reading of these weights, model.set_bank(...) on the "
-                "`representation` of your in-distribution inputs."
-            )
-        self.versions = versions
-
-
-def weight_versions(model: nn.Module) -> tuple[int, ...]:
-    """The in-place change counters of `model`'s (an `InSubModel`) parameters and buffers, its bank left out."""
-    return tuple(t._version for name, t in [*model.named_parameters(), *model.named_buffers()]
-                 if not name.startswith(BANK + "."))
-
-
-def encoder_and_heads_fingerprint(model: nn.Module) -> str:
-    """`weights_fingerprint` of the encoder and heads of `model` (an `InSubModel`, or the one inside
-    `InSubForPreTraining`), its bank left out: which trained weights a bank, a detector, a results row or a card's
-    numbers belong to."""
-    model = getattr(model, "insub", model)
-    return weights_fingerprint(model, leave_out=BANK + ".")
-
-
-def set_bank(model: nn.Module, representations: torch.Tensor, k: int, read: bool = True) -> None:
-    """Gives `model` (an `InSubModel`) the bank `representations (N, d)` (its own `representation` of
-    in-distribution inputs), recorded in its config with k and the weights it was embedded with; `read`: its
-    `uncertainty` becomes the k-NN reading (else it keeps its reading, and the bank is what `InSubOODDetector`'s
-    `knn` score searches)."""
-    representations = torch.as_tensor(representations).detach()
-    dim = model.encoder.output_dim
-    if representations.dim() != 2 or representations.shape[1] != dim:
-        raise ValueError(f"set_bank: representations must be (N, {dim}), the model's `representation` of N inputs; "
-                         f"got {tuple(representations.shape)}.")
-    if not 1 <= k <= representations.shape[0]:
-        raise ValueError(f"set_bank: k={k} must be between 1 and the bank's {representations.shape[0]} rows; give "
-                         "more inputs or a smaller k.")
-    if not torch.isfinite(representations).all():
-        raise ValueError("set_bank: representations hold NaN or inf values; a bank takes finite rows only.")
-    device = next(model.parameters()).device
-    bank = KnnBank(*representations.shape).to(device)
-    bank.bank.copy_(F.normalize(representations.float(), dim=-1))
-    setattr(model, BANK, bank)
-    reading = "knn" if read else model.config.uncertainty["reading"]
-    model.config.set_uncertainty(reading=reading, k=int(k), bank_size=int(representations.shape[0]),
-                                 bank_weights=encoder_and_heads_fingerprint(model))
-    bank.versions = weight_versions(model)
-
-
 def package_module(name: str, required: bool = True) -> ModuleType | None:
     """The insub-hf module `name` (e.g. `"hub"`, `"encoders.presets"`), which the model code uses but does not need
     to run (the Hub tools, file checks, the encoders' short names)."""
@@ -474,15 +525,164 @@ def package_module(name: str, required: bool = True) -> ModuleType | None:
         ) from error
 
 
+def pairwise_auroc(low_scores: np.ndarray, high_scores: np.ndarray) -> float:
+    """P(high > low) + P(high = low) / 2 over all pairs of `low_scores (N,)` and `high_scores (K,)` (scikit-learn's
+    `roc_auc_score` with `high_scores` as the positives), counted by binary search."""
+    low = np.sort(np.asarray(low_scores, dtype=np.float64))
+    high = np.asarray(high_scores, dtype=np.float64)
+    below = np.searchsorted(low, high, side="left")
+    tied = np.searchsorted(low, high, side="right") - below
+    return float((below.sum() + 0.5 * tied.sum()) / (low.size * high.size))
+
+
+def bootstrap_auroc_interval(low_scores, high_scores, resamples: int = 200, level: float = 0.9,
+                             seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval `(lower, upper)` at `level` of `pairwise_auroc(low_scores, high_scores)`: each
+    resample draws both sets again with replacement (`resamples` times from a fixed `seed`: the same interval every
+    call). An interval that leaves out 0.5 says which way the score separates the sets beyond resampling noise."""
+    low, high = (np.asarray(torch.as_tensor(x).float().cpu()).ravel() for x in (low_scores, high_scores))
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(resamples):  # the high set is drawn first, then the low one
+        drawn_high = high[rng.integers(0, high.size, high.size)]
+        values.append(pairwise_auroc(low[rng.integers(0, low.size, low.size)], drawn_high))
+    tail = (1 - level) / 2
+    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
+
+
+CALIBRATION_ROWS = 2000
+STANDARDISE_ROWS = 2000
+FIT_SEED = 0
+
+
+@dataclass
+class FittedUncertainty:
+    """What `fit_uncertainty` fitted: `components` combined ("knn", then "spread" where its direction held), the
+    spread's `direction` (None: left out) with the AUROC of "high spread = outlier" on the calibration inputs
+    against the made outliers and its 90 % bootstrap interval, the k-NN distance's AUROC there, the bank's rows, k
+    and `calibration_size`: the bank rows each reading was standardised on and the calibration rows ranked
+    against."""
+
+    components: list[str]
+    direction: int | None
+    spread_auroc: float
+    spread_interval: list[float]
+    knn_auroc: float
+    bank_size: int
+    k: int
+    calibration_size: list[int]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def shuffled_within(inputs: dict[str, torch.Tensor], main: str, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """Outliers made for the purpose from in-distribution `inputs` (the encoder's, batched): each input's pixels
+    (`pixel_values (B, C, H, W)`, one order for all channels), bases (`dna_one_hot (B, L, 4)`) or tokens
+    (`input_ids (B, T)`, between the first and the last token its `attention_mask` keeps) shuffled among its own
+    positions: the same values, none of the structure."""
+    x = inputs[main]
+    if main == "pixel_values":
+        flat = x.flatten(2)  # (B, C, HW)
+        order = torch.rand(flat.shape[0], flat.shape[2], generator=generator).argsort(dim=1).to(x.device)
+        return {**inputs, main: flat.gather(2, order[:, None].expand_as(flat)).reshape(x.shape)}
+    if main == "dna_one_hot":
+        order = torch.rand(x.shape[0], x.shape[1], generator=generator).argsort(dim=1).to(x.device)
+        return {**inputs, main: x.gather(1, order[..., None].expand_as(x))}
+    mask = inputs.get("attention_mask")
+    mask = torch.ones_like(x) if mask is None else mask
+    positions = torch.arange(x.shape[1], device=x.device).expand_as(x)
+    length = mask.sum(dim=1, keepdim=True)
+    movable = (positions >= 1) & (positions < length - 1)  # the first and last kept tokens ([CLS], [SEP]) stay
+    far = torch.full(x.shape, float(x.shape[1]), device=x.device)
+    keys = torch.where(movable, torch.rand(x.shape, generator=generator).to(x.device), far + positions)
+    order = keys.argsort(dim=1, stable=True)  # movable positions in random order, then the others in place
+    targets = torch.where(movable, positions.float(), far + positions).argsort(dim=1, stable=True)
+    return {**inputs, main: x.clone().scatter_(1, targets, x.gather(1, order))}
+
+
+@torch.no_grad()
+def representations_and_spread(model, inputs: dict[str, torch.Tensor], batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(N, d)` representations and `(N,)` heads' spreads (averaged over dimensions, not oriented) of the model's
+    inputs `inputs` (tensors with N rows), in eval mode, batch by batch, on the CPU."""
+    device = next(model.parameters()).device
+    names = [name for name in model.encoder.input_names if inputs.get(name) is not None]
+    rows = inputs[model.encoder.main_input_name].shape[0]
+    representations, spreads = [], []
+    for start in range(0, rows, batch_size):
+        batch = {name: inputs[name][start:start + batch_size].to(device) for name in names}
+        representation = model.get_representation(**batch)
+        sigma = head_spread(model.embed_heads(representation), model.config.diversity_eps)  # (B, q)
+        spreads.append(sigma.mean(dim=-1).float().cpu())
+        representations.append(representation.float().cpu())
+    return torch.cat(representations), torch.cat(spreads)
+
+
+def rows(inputs: dict[str, torch.Tensor], index: torch.Tensor) -> dict[str, torch.Tensor]:
+    return {name: value[index] for name, value in inputs.items() if value is not None}
+
+
+def fit_uncertainty(model, inputs: dict[str, torch.Tensor], calibration_inputs: dict[str, torch.Tensor] | None = None,
+                    k: int | None = None, batch_size: int = 256, seed: int = FIT_SEED) -> FittedUncertainty:
+    """Fits `model`'s (an `InSubModel`) calibrated `uncertainty` on in-distribution inputs."""
+    generator = torch.Generator().manual_seed(seed)
+    main = model.encoder.main_input_name
+    n = inputs[main].shape[0]
+    order = torch.randperm(n, generator=generator)
+    if calibration_inputs is None:
+        taken = min(CALIBRATION_ROWS, n // 2)
+        calibration_inputs, inputs = rows(inputs, order[:taken]), rows(inputs, order[taken:])
+    else:
+        held = calibration_inputs[main].shape[0]
+        calibration_inputs = rows(calibration_inputs, torch.randperm(held, generator=generator)[:CALIBRATION_ROWS])
+    size = calibration_inputs[main].shape[0]
+    if size < 2 or inputs[main].shape[0] < 2:
+        raise ValueError(f"fit_uncertainty: {inputs[main].shape[0]} bank rows and {size} calibration rows are too few; "
+                         "give at least 2 of each (hundreds for a useful reading).")
+    was_training = model.training
+    model.eval()
+    clear_bank(model)
+    try:
+        bank, bank_spread = representations_and_spread(model, inputs, batch_size)
+        calibration, spread = representations_and_spread(model, calibration_inputs, batch_size)
+        outliers = shuffled_within(calibration_inputs, main, generator)
+        outlier_representation, outlier_spread = representations_and_spread(model, outliers, batch_size)
+    finally:
+        model.train(was_training)
+    k = min(model.config.uncertainty["k"] if k is None else k, bank.shape[0] - 1)
+    set_bank(model, bank, k, read=False)
+    knn_bank = getattr(model, BANK)
+    device = knn_bank.bank.device  # the features came back to the CPU; the bank is where the model is
+    knn = knn_bank(calibration.to(device), k).cpu()
+    low, high = bootstrap_auroc_interval(spread, outlier_spread)
+    direction = 1 if low > 0.5 else (-1 if high < 0.5 else None)
+    components = ["knn"] + (["spread"] if direction is not None else [])
+    # each reading's centre and scale from bank rows (their k-th neighbour other than themselves), so that every
+    # calibration row ranks the combination: the guarantee needs only the calibration rows unseen by the fit
+    own = torch.randperm(bank.shape[0], generator=generator)[:STANDARDISE_ROWS]
+    own_knn = knn_distance(torch.nn.functional.normalize(bank[own], dim=-1), knn_bank.bank.cpu(), k + 1)
+    standardise = torch.stack([own_knn] + ([direction * bank_spread[own]] if direction is not None else []))
+    scores = torch.stack([knn] + ([direction * spread] if direction is not None else []))  # (C, n_calibration)
+    knn_bank.calibration = CalibrationScores.fitted(standardise, scores).to(device)
+    model.config.set_uncertainty(reading="calibrated", direction=direction, components=components,
+                                 calibration_size=[len(own), size])
+    return FittedUncertainty(
+        components, direction, pairwise_auroc(spread, outlier_spread), [low, high],
+        pairwise_auroc(knn, knn_bank(outlier_representation.to(device), k).cpu()), bank.shape[0], k,
+        [len(own), size])
+
+
 class UncertaintyReading:
     """The reading part of `InSubModel` (a mixin: it reads `self.config` and `self.encoder`, and keeps the k-NN bank
     as the module `knn.BANK`)."""
 
     def attach_bank(self) -> None:
-        """An empty bank of the config's size, for the saved weights to fill (none where the config has none)."""
-        size = self.config.uncertainty_options.bank_size
-        if size:
-            setattr(self, BANK, KnnBank(size, self.encoder.output_dim))
+        """An empty bank of the config's size (with the calibrated reading's scores where the config has them), for
+        the saved weights to fill (none where the config has none)."""
+        block = self.config.uncertainty_options
+        if block.bank_size:
+            calibration = None if block.calibration_size is None else (len(block.components), *block.calibration_size)
+            setattr(self, BANK, KnnBank(block.bank_size, self.encoder.output_dim, calibration))
 
     def check_reading_current(self) -> None:
         """Refuses a k-NN bank embedded with other weights (`KnnBank.check_current`); call before a train-mode
@@ -490,20 +690,29 @@ class UncertaintyReading:
         if hasattr(self, BANK) and not torch.compiler.is_compiling():
             getattr(self, BANK).check_current(self)
 
+    def oriented_spread(self, spread: torch.Tensor) -> torch.Tensor:
+        """`(B,)`: the heads' mean spread `(B,)` read in `config.uncertainty['direction']` (as it is where None)."""
+        return (self.config.uncertainty["direction"] or 1) * spread
+
     def read_uncertainty(self, representation: torch.Tensor, spread: torch.Tensor, input_ids: torch.Tensor | None,
-                         attention_mask: torch.Tensor | None) -> torch.Tensor:
-        """`(B,)`: `uncertainty` as `config.uncertainty['reading']` says, from the representations `(B, d)` and the
-        oriented spread `(B,)` (with the token counts of `attention_mask`, or of `input_ids` without one)."""
-        block = self.config.uncertainty  # the dict: a forward builds no settings object
-        if block["reading"] == "knn":
-            return getattr(self, BANK)(representation, block["k"])
-        if block["reading"] == "spread_by_length":
-            lengths = (attention_mask.sum(dim=1) if attention_mask is not None
-                       else torch.full((input_ids.shape[0],), input_ids.shape[1], device=input_ids.device))
-            settings = dict(block["length_buckets"])
-            direction = settings.pop("direction")
-            return direction * standardise_by_length(spread, lengths, **settings)
-        return spread
+                         attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """`(B,)`: `uncertainty` as `config.uncertainty['reading']` says (`readings.READINGS`), from the
+        representations `(B, d)` and the oriented spread `(B,)` (with the token counts of `attention_mask`, or of
+        `input_ids` without one); None where the reading is not fitted."""
+
+        def lengths() -> torch.Tensor:
+            return (attention_mask.sum(dim=1) if attention_mask is not None
+                    else torch.full((input_ids.shape[0],), input_ids.shape[1], device=input_ids.device))
+
+        return READINGS[self.config.uncertainty["reading"]].read(self, representation, spread, lengths)
+
+    def fit_uncertainty(self, inputs, calibration_inputs=None, k: int | None = None, batch_size: int = 256,
+                        seed: int = FIT_SEED) -> FittedUncertainty:
+        """Fits the calibrated `uncertainty` in [0, 1] on your in-distribution inputs (`fitting.fit_uncertainty`:
+        `inputs`, the encoder's inputs as tensors with N rows, e.g. a processor's output; `calibration_inputs`,
+        held-out rows the model was not trained on, else taken from `inputs`). `save_pretrained` keeps it."""
+        return fit_uncertainty(self, dict(inputs), None if calibration_inputs is None else dict(calibration_inputs),
+                               k, batch_size, seed)
 
     def set_bank(self, representations: torch.Tensor, k: int | None = None, read: bool = True):
         """Makes `uncertainty` the cosine distance to the k-th nearest (`k`, default the config's) of `representations
@@ -744,7 +953,7 @@ class InSubModel(InSubPreTrainedModel, UncertaintyReading):
         representation = encoded.pooled
         z = self.embed_heads(representation)  # (B, M, q)
         sigma = head_spread(z, self.config.diversity_eps)  # (B, q)
-        spread = (self.config.uncertainty["direction"] or 1) * sigma.mean(dim=-1)
+        spread = self.oriented_spread(sigma.mean(dim=-1))
         out = InSubModelOutput(
             representation=representation,
             head_embeddings=z,

@@ -59,13 +59,28 @@ def _as_given(image, timeout):
 
 
 class InSubImageFeatureExtractionPipeline(ImageFeatureExtractionPipeline):
-    """transformers' image feature extraction, reading images by their bit depth for InSub processors."""
+    """transformers' image feature extraction, reading images by their bit depth for InSub processors;
+    `return_uncertainty=True` gives `{"features": ..., "uncertainty": float or None}` per image, the model's own
+    `uncertainty` (None where the model serves none)."""
+
+    def _sanitize_parameters(self, return_uncertainty=None, **kwargs):
+        preprocess, forward, postprocess = super()._sanitize_parameters(**kwargs)
+        if return_uncertainty is not None:
+            postprocess["return_uncertainty"] = return_uncertainty
+        return preprocess, forward, postprocess
 
     def preprocess(self, image, timeout=None, **image_processor_kwargs):
         if not _insub_processor(self):
             return super().preprocess(image, timeout=timeout, **image_processor_kwargs)
         image = _as_given(image, timeout)
         return self.image_processor(image, return_tensors="pt", **image_processor_kwargs).to(self.dtype)
+
+    def postprocess(self, model_outputs, return_uncertainty=False, **kwargs):
+        features = super().postprocess(model_outputs, **kwargs)
+        if not return_uncertainty:
+            return features
+        uncertainty = model_outputs.get("uncertainty")  # (1,): one image a forward
+        return {"features": features, "uncertainty": None if uncertainty is None else float(uncertainty[0])}
 
 
 class InSubImageClassificationPipeline(ImageClassificationPipeline):
