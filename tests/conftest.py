@@ -1,3 +1,6 @@
+import faulthandler
+import os
+
 import pytest
 import torch
 
@@ -62,3 +65,39 @@ def _help_cache(tmp_path_factory):
         os.environ.pop("INSUB_HF_CACHE")
     else:
         os.environ["INSUB_HF_CACHE"] = before
+
+
+# A test still running at this multiple of the per-test timeout is hung where the timeout's signal cannot reach it
+# (native code): the run ends there with every thread's stack, rather than at CI's limit with none
+HANG_FACTOR = 3
+
+
+def free_cores() -> int:
+    """The cores not already busy with other work (the last minute's load average), at least 1."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average on this platform
+        return os.cpu_count() or 1
+    return max(1, min(torch.get_num_threads(), round((os.cpu_count() or 1) - load)))
+
+
+def pytest_configure(config):
+    """Threads for the cores really free: on a busy machine torch's OpenMP threads wait on each other at every
+    parallel region while other work holds their cores, which slows a test far more than sharing the core would.
+    Subprocesses (card snippets, the numeric tests' second pass) inherit the same budget; tokenizers stay serial."""
+    threads = free_cores()
+    if threads < torch.get_num_threads() and not os.environ.get("INSUB_OTHER_KERNELS_PASS"):  # that pass sets its own
+        torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(autouse=True)
+def _hang_backstop(request):
+    timeout = request.config.getini("timeout")
+    seconds = HANG_FACTOR * float(timeout or 0)
+    if seconds:
+        faulthandler.dump_traceback_later(seconds, exit=True)
+    yield
+    if seconds:
+        faulthandler.cancel_dump_traceback_later()
