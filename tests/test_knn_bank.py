@@ -213,3 +213,36 @@ def test_a_bank_that_no_longer_matches_its_weights_is_refused_at_every_read(tmp_
     with torch.no_grad():
         out = pretraining.insub.eval()(pixel_values=queries)
     torch.testing.assert_close(out.uncertainty, out.head_spread)
+
+
+@torch.no_grad()
+def test_a_bank_is_refused_after_an_edit_that_no_change_counter_sees():
+    """`p.data` edits the values without moving `p._version`: the values' checksum sees it."""
+    model = tiny_model()
+    images = torch.rand(8, 1, 28, 28)
+    model.set_bank(model(pixel_values=images).representation, k=1)
+    torch.testing.assert_close(model(pixel_values=images).uncertainty, torch.zeros(8), rtol=0, atol=1e-5)  # own rows
+    weight = next(model.encoder.parameters())
+    version = weight._version
+    weight.data.mul_(1.5)
+    assert weight._version == version  # no counter moved
+    with pytest.raises(ValueError, match="embedded with other weights than the model has now"):
+        model(pixel_values=images)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_compiled_forward_refuses_a_bank_that_an_optimiser_step_left_behind(backend):
+    model = tiny_model()
+    images = torch.rand(8, 1, 28, 28)
+    with torch.no_grad():
+        model.set_bank(model(pixel_values=images).representation, k=1)
+    compiled = torch.compile(model, backend=backend)
+    with torch.no_grad():
+        served = compiled(pixel_values=images).uncertainty  # the bank matches: served
+    torch.testing.assert_close(served, torch.zeros(8), rtol=0, atol=1e-5)
+    for parameter in model.parameters():
+        parameter.grad = torch.ones_like(parameter)
+    step = torch.compile(torch.optim.SGD(model.parameters(), lr=0.1).step, backend=backend)
+    step()
+    with torch.no_grad(), pytest.raises(ValueError, match="embedded with other weights than the model has now"):
+        compiled(pixel_values=images)

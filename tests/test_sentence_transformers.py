@@ -275,3 +275,26 @@ def test_one_line_makes_the_uncertainty_relative_to_your_own_sentences_and_save_
         model[0].set_bank(model.encode(OWN, convert_to_tensor=True), k=7)
     with pytest.raises(ValueError, match=r"set_bank: representations must be \(N, \d+\)"):
         model[0].set_bank(torch.zeros(6, 5))
+
+
+def test_a_long_sentence_reads_the_same_on_every_path_and_past_the_positions_is_refused_in_one_line(tmp_path, encoder):
+    """The folder's tokenizer truncates where the model reads (its position embeddings, 64 here; sentence-transformers'
+    max_seq_length), so the card's `tokenizer(..., truncation=True)` and sentence-transformers give one number; token
+    ids past the positions are refused naming the way out, not in torch's words."""
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModel
+
+    folder = encoder.save_sentence_transformer(tmp_path / "st")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert tokenizer.model_max_length == 64
+    long = ["word " * 200]  # 202 tokens before truncation
+    st = SentenceTransformer(str(folder), trust_remote_code=True)
+    model = AutoModel.from_pretrained(folder).eval()
+    with torch.no_grad():
+        auto = model(**tokenizer(long, padding=True, truncation=True, return_tensors="pt"))
+    torch.testing.assert_close(auto.uncertainty, torch.stack(st.encode(long, output_value="uncertainty")),
+                               rtol=1e-5, atol=1e-6)
+    too_long = tokenizer(long, return_tensors="pt")  # untruncated: 202 token ids
+    with pytest.raises(ValueError, match=r"input_ids has 202 tokens per row; this encoder reads at most 64 "
+                                         r"\(max_position_embeddings\): tokenize with truncation=True"):
+        model(**too_long)

@@ -84,6 +84,13 @@ class TransformersTextEncoder(Encoder):
              output_attentions: bool = False):
         """The transformers model's output on checked token ids (all-ones mask when none is given)."""
         check_rank("input_ids", input_ids, 2, "(batch, tokens)")
+        positions = getattr(self.model.config, "max_position_embeddings", None)
+        if positions is not None and input_ids.shape[1] > positions:  # a shape: no device read
+            raise ValueError(
+                f"input_ids has {input_ids.shape[1]} tokens per row; this encoder reads at most {positions} "
+                "(max_position_embeddings): tokenize with truncation=True (the model's tokenizer truncates at its "
+                "model_max_length)."
+            )
         vocab = self.vocab_size
         # a data-dependent check, skipped inside torch.compile (see `check_finite`)
         if not torch.compiler.is_compiling() and input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= vocab):

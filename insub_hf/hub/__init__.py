@@ -180,9 +180,15 @@ def save_for_hub(
             insub.set_length_buckets(uncertainty)
     model.save_pretrained(folder, remote_code=True, max_shard_size=max_shard_size)
     if card.tokenizer is not None:
-        card.tokenizer.save_pretrained(folder)
-        if is_sentence_model(model, card.tokenizer):
-            write_sentence_transformer_files(folder, model, card.tokenizer)
+        tokenizer = card.tokenizer
+        if getattr(model, "main_input_name", None) == "input_ids":  # the folder's tokenizer truncates where the
+            length = getattr(model, "insub", model).config.text_max_length(tokenizer)  # model reads, on every path
+            if tokenizer.model_max_length != length:
+                tokenizer = copy.deepcopy(tokenizer)
+                tokenizer.model_max_length = length
+        tokenizer.save_pretrained(folder)
+        if is_sentence_model(model, tokenizer):
+            write_sentence_transformer_files(folder, model, tokenizer)
     for name, source in (card.extra_files or {}).items():
         target = folder / name
         target.parent.mkdir(parents=True, exist_ok=True)

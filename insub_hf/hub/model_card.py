@@ -219,7 +219,8 @@ def _usage(config, main_input: str, auto_class: str, repo_id: str, processor: bo
     if main_input == "input_ids":
         inputs = ("from transformers import AutoTokenizer\n\n"
                   f"tokenizer = AutoTokenizer.from_pretrained(\"{repo_id}\", trust_remote_code=True)\n"
-                  "inputs = tokenizer([\"A sentence to embed.\"], padding=True, return_tensors=\"pt\")")
+                  "inputs = tokenizer([\"A sentence to embed.\"], padding=True, truncation=True, return_tensors=\"pt\")"
+                  "  # truncation: at the model's length, as sentence-transformers")
         call = "(**inputs)"
         batch = "dict(inputs)"
     elif main_input == "dna_one_hot":

@@ -32,10 +32,11 @@ class KnnBank(nn.Module):
     cosine distance of each to its k-th nearest bank row.
 
     It knows the weights it was embedded with (`config.uncertainty['bank_weights']`): `check_current(model)`
-    compares the in-place change counters
-    (`Tensor._version`, free to read) of the model's encoder and heads with those recorded when the bank was set or
-    first read; where they moved (an optimiser step, a train-mode forward's BatchNorm statistics, an edit), the
-    weights' fingerprint decides, and a bank of other weights is refused, never served."""
+    compares the in-place change counters (`Tensor._version`) and a checksum of the values (`weight_sums`: each
+    floating tensor's sum and norm, a few reductions) of the model's encoder and heads with those recorded when the
+    bank was set or last checked; where either moved (an optimiser step, compiled or not, a train-mode forward's
+    BatchNorm statistics, an edit through `.data`, which no counter sees), the weights' fingerprint decides, and a
+    bank of other weights is refused, never served."""
 
     def __init__(self, size: int, dim: int, calibration: tuple[int, int, int] | None = None):
         """`calibration`: (components, n_a, n_b) of the calibrated reading's scores (`conformal.CalibrationScores`,
@@ -44,14 +45,15 @@ class KnnBank(nn.Module):
         self.register_buffer("bank", torch.zeros(size, dim))
         self.calibration = None if calibration is None else CalibrationScores(*calibration)
         self.versions: tuple[int, ...] | None = None  # of the weights it was checked against last
+        self.sums: torch.Tensor | None = None  # and their values' checksum (`weight_sums`)
 
     def forward(self, representation: torch.Tensor, k: int) -> torch.Tensor:
         return knn_distance(F.normalize(representation.float(), dim=-1), self.bank.float(), k)
 
     def check_current(self, model: nn.Module) -> None:
         """Raises unless `model`'s encoder and heads are the weights the bank was embedded with."""
-        versions = weight_versions(model)
-        if versions == self.versions:
+        versions, sums = weight_versions(model), weight_sums(model)
+        if versions == self.versions and self.sums is not None and torch.equal(sums, self.sums):
             return
         if encoder_and_heads_fingerprint(model) != model.config.uncertainty["bank_weights"]:
             raise ValueError(
@@ -61,7 +63,17 @@ class KnnBank(nn.Module):
                 "spread again), then, for a k-NN reading of these weights, model.set_bank(...) on the "
                 "`representation` of your in-distribution inputs."
             )
-        self.versions = versions
+        self.versions, self.sums = versions, sums
+
+
+def weight_sums(model: nn.Module) -> torch.Tensor:
+    """`(2, T)`: the sum and the norm of each of the T floating parameters and buffers of `model` (an `InSubModel`),
+    its bank left out: a change of values that no change counter records (an edit through `.data`, a compiled
+    optimiser step) changes them."""
+    tensors = [t.detach() for name, t in [*model.named_parameters(), *model.named_buffers()]
+               if t.is_floating_point() and not name.startswith(BANK + ".")]
+    return torch.stack([torch.stack([t.float().sum() for t in tensors]),
+                        torch.stack([t.float().norm() for t in tensors])])
 
 
 def weight_versions(model: nn.Module) -> tuple[int, ...]:
@@ -103,7 +115,7 @@ def set_bank(model: nn.Module, representations: torch.Tensor, k: int, read: bool
     model.config.set_uncertainty(reading=reading, k=int(k), bank_size=int(representations.shape[0]),
                                  bank_weights=encoder_and_heads_fingerprint(model), components=None,
                                  calibration_size=None)
-    bank.versions = weight_versions(model)
+    bank.versions, bank.sums = weight_versions(model), weight_sums(model)
 
 
 def clear_bank(model: nn.Module) -> None:

@@ -11,6 +11,12 @@ from .length import LENGTH_SETTINGS
 from .readings import READINGS
 
 
+@torch.compiler.disable
+def check_bank(model) -> None:
+    """`KnnBank.check_current` of `model`'s bank, run eagerly even inside a compiled forward."""
+    getattr(model, BANK).check_current(model)
+
+
 class UncertaintyReading:
     """The reading part of `InSubModel` (a mixin: it reads `self.config` and `self.encoder`, and keeps the k-NN bank
     as the module `knn.BANK`)."""
@@ -25,9 +31,10 @@ class UncertaintyReading:
 
     def check_reading_current(self) -> None:
         """Refuses a k-NN bank embedded with other weights (`KnnBank.check_current`); call before a train-mode
-        forward moves BatchNorm's statistics. Compiled forwards skip it: it reads counters on the host."""
-        if hasattr(self, BANK) and not torch.compiler.is_compiling():
-            getattr(self, BANK).check_current(self)
+        forward moves BatchNorm's statistics. A compiled forward runs it outside its graph (it reads counters and
+        checksums on the host): a model that holds a bank has that one break, one without none."""
+        if hasattr(self, BANK):
+            check_bank(self)
 
     def oriented_spread(self, spread: torch.Tensor) -> torch.Tensor:
         """`(B,)`: the heads' mean spread `(B,)` read in `config.uncertainty['direction']` (as it is where None)."""
