@@ -186,9 +186,24 @@ def test_a_16_bit_png_is_read_by_its_bit_depth(tmp_path, backend):
     got = processor(image, return_tensors="pt").pixel_values[0, 0]
     # by hand: pixel / 65535, normalised; not PIL's clipping at 255 (which would read nearly every pixel as white)
     expected = (torch.from_numpy(pixels.astype(np.float32)) / 65535 - 0.5) / 0.25
-    torch.testing.assert_close(got, expected, rtol=0, atol=1.5 / 255 / 0.25)  # PIL resizes 8-bit: a grey level
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)  # both backends at the image's precision
     rgb16 = np.repeat(pixels[..., None], 3, axis=-1)  # a uint16 array: the same image by its dtype
     torch.testing.assert_close(processor(rgb16, return_tensors="pt").pixel_values[0, 0], got, rtol=0, atol=1e-6)
+
+
+def test_both_backends_resize_a_16_bit_image_at_its_precision(tmp_path):
+    """Downsized 56 -> 28, the two backends agree on a 16-bit image far within one 8-bit grey level, and the PIL
+    backend's pixels are not on the 8-bit grid (it resized in floats)."""
+    torchvision_backend, pil_backend = _processors()
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 65536, (56, 56), dtype=np.uint16)
+    pixels = np.sort(pixels.ravel()).reshape(56, 56).astype(np.uint16)  # smooth, so that both filters agree
+    Image.fromarray(pixels).save(tmp_path / "grey16.png")
+    through = [p(Image.open(tmp_path / "grey16.png"), return_tensors="pt").pixel_values[0, 0]
+               for p in (torchvision_backend, pil_backend)]
+    torch.testing.assert_close(through[1], through[0], rtol=0, atol=0.1 / 255 / 0.25)
+    unit = through[1] * 0.25 + 0.5  # back to [0, 1]
+    assert (unit * 255 - (unit * 255).round()).abs().max() > 0.1  # not 8-bit levels
 
 
 def test_the_feature_extraction_pipeline_reads_a_16_bit_png_by_its_bit_depth(tmp_path):

@@ -127,6 +127,20 @@ class InSubImageProcessorPil(InSubImageProcessorFields, PilBackend):
         array = super().process_image(image, **kwargs)
         return to_channels(torch.from_numpy(np.ascontiguousarray(array)), num_channels).numpy()
 
+    def resize(self, image: np.ndarray, size, resample=None, reducing_gap=None, **kwargs) -> np.ndarray:
+        """transformers' PIL resize for uint8 images; a float image (16-bit or float input, `(C, H, W)` in [0, 1]) is
+        resized channel by channel as a 32-bit float PIL image (mode "F"), where transformers' would go through 8
+        bits, to the size transformers' gives."""
+        if not np.issubdtype(image.dtype, np.floating):
+            return super().resize(image, size, resample=resample, reducing_gap=reducing_gap, **kwargs)
+        shape = super().resize(np.zeros((1, *image.shape[-2:]), dtype=np.uint8), size, resample=resample).shape[-2:]
+        resample = resample if isinstance(resample, (PILImageResampling, int)) else PILImageResampling.BILINEAR
+        return np.stack([
+            np.asarray(Image.fromarray(channel.astype(np.float32)).resize(  # mode "F"
+                (shape[1], shape[0]), resample=resample, reducing_gap=reducing_gap))
+            for channel in image
+        ])
+
     def _preprocess(self, images: list[np.ndarray], do_resize, size, resample, do_center_crop, crop_size, do_rescale,
                     rescale_factor, do_normalize, image_mean, image_std, return_tensors=None, num_channels=None,
                     **kwargs) -> BatchFeature:
