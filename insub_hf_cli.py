@@ -17,7 +17,7 @@ COMMANDS = {
     "text-candidates": ("text_candidates", "Ways to pretrain InSub on MiniLM and to read its uncertainty, chosen on validation data."),
     "genomics": ("genomics", "Self-GenomeNet pretraining (baseline and InSub) on DNA, then calibrated sequence classification."),
     "release": ("release", "One recipe (image, text, dna) from training to a published model; `release publish`/`metrics` upload what is built."),
-    "score": ("score", "Any image encoder by repo id or path: probe, calibration, OOD by MSP, k-NN, the model's uncertainty."),
+    "score": ("score", "`insub-hf score MODEL --dataset DATA`: any image or text encoder by repo id or path: probe, calibration, OOD by MSP, k-NN, the model's uncertainty."),
     "hub": ("hub", "A saved model and its evaluation results -> a checked Hub repo folder with a generated card; --push."),
 }
 

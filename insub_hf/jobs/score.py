@@ -4,12 +4,14 @@ given by Hub repo id or local folder: an InSub model, or a stock transformers en
 for everything but the heads' spread.
 
 On the data a user names (a `datasets` id, a folder saved with `save_to_disk`, or a folder of images in class
-sub-folders), images or texts as its `--image_column` or `--text_column` says: a linear probe on the frozen features
+sub-folders, with or without `train/` and `test/` above them: data with one split only has a seeded `TEST_SHARE` of
+it drawn as the test split, said in the output), images or texts as its `--image_column` or `--text_column` says: a linear probe on the frozen features
 (its accuracy, ECE, TACE, NLL, Brier, and ECE and NLL after a temperature fitted on a held-out tenth of the training
 split), and OOD AUROC and FPR95 against another data set's test split, or else uniform noise images or the test
 sentences with their words shuffled, by the probe's max probability, the label-free k-NN distance to the training
-features (`kth_neighbour_distance`) and, for an InSub model, its `uncertainty`. Writes `results.json` and
-`model_index.yaml` (a card's model-index block) to `--output_dir`.
+features (`kth_neighbour_distance`, k from the data unless `--knn_k` says) and, for an InSub model, its
+`uncertainty`; each AUROC with its 90 % bootstrap interval, which says how little a small set measures. Writes
+`results.json` and `model_index.yaml` (a card's model-index block) to `--output_dir`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..checkpointing import write_json
 from ..encoders.text import masked_mean
 from ..evaluation.harness import summarize
 from ..evaluation.metrics import fit_temperature, fpr_at_tpr, ood_auroc
+from ..evaluation.metrics.ood import auroc_interval
 from ..evaluation.ood_detector import kth_neighbour_distance
 from ..uncertainty.settings import DEFAULT_K
 from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
@@ -40,10 +43,15 @@ class ScoreArguments(CheckedArguments):
 
     _argument_group_name = 'score'
 
-    model: str = field(default=None, metadata={"help": "Required. The model: a Hub repo id or a local folder (an InSub "
-                                                       "model, or any transformers image or text encoder)."})
+    model: str = field(default=None, metadata={"help": "Required, or the first argument (`insub-hf score MODEL "
+                                                       "--dataset DATA`). The model: a Hub repo id or a local folder "
+                                                       "(an InSub model, or any transformers image or text "
+                                                       "encoder)."})
     dataset: str = field(default=None, metadata={"help": "Required. The data: a datasets id, a folder saved with "
-                                                         "save_to_disk, or a folder of images in class sub-folders."})
+                                                         "save_to_disk, or a folder with one folder of images per "
+                                                         "class (DATA/cat/1.png ...; or DATA/train/cat/... and "
+                                                         "DATA/test/cat/...). Data with one split only: a seeded fifth "
+                                                         "of it is the test split (said in the output)."})
     ood_dataset: str | None = field(default=None, metadata={"help": "OOD data (the same forms; its test split); "
                                                                     "default: uniform noise images."})
     train_split: str = field(default="train", metadata={"help": "The split the probe and the k-NN bank read."})
@@ -54,7 +62,9 @@ class ScoreArguments(CheckedArguments):
     label_column: str = field(default="label", metadata={"help": "The column holding the class labels."})
     max_train: int = checked(5000, "Training images read at most (the first ones).", low=20, integer=True)
     max_test: int = checked(2000, "Test and OOD images read at most.", low=10, integer=True)
-    knn_k: int = checked(DEFAULT_K, "k of the k-NN distance (at most the training images kept).", low=1, integer=True)
+    knn_k: int | None = checked(None, f"k of the k-NN distance (at most the training rows); default {DEFAULT_K}, "
+                                "or the training rows less one where there are fewer (said in the output).", low=1,
+                                integer=True, optional=True)
     batch_size: int = checked(128, "Images or texts per forward pass.", low=1, integer=True)
     max_length: int = checked(128, "Tokens per text at most (longer texts are truncated).", low=1, integer=True)
     seed: int = checked(0, "Seed of the probe and the noise images.", low=0, integer=True)
@@ -68,13 +78,18 @@ class ScoreArguments(CheckedArguments):
             if not getattr(self, name):
                 raise ValueError(f"ScoreArguments.{name} is required: a Hub repo id or a local folder "
                                  f"(`insub-hf score MODEL --dataset DATA`).")
-        if self.knn_k > self.max_train:
+        if self.knn_k is not None and self.knn_k > self.max_train:
             raise ValueError(f"ScoreArguments.knn_k={self.knn_k} is more than max_train={self.max_train}.")
         if Path(self.output_dir).exists() and not Path(self.output_dir).is_dir():
             raise ValueError(f"ScoreArguments.output_dir={self.output_dir!r} is a file; results.json and "
                              "model_index.yaml go into a folder: name a folder (--output_dir).")
         check_model_source(self.model)
 
+
+# Data of one split only: this share of it is drawn as the test split
+TEST_SHARE = 0.2
+# Test or OOD inputs below which the printed AUROC says it measures little
+SMALL_SET = 50
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 
@@ -122,6 +137,25 @@ def load_data(name: str, args: ScoreArguments) -> DatasetDict:
             return load_from_disk(str(path))
         return load_dataset("imagefolder", data_dir=str(path))
     return load_dataset(name)
+
+
+def with_test_split(data: DatasetDict, args: ScoreArguments) -> DatasetDict:
+    """`data` as it is when it has the test split or other splits too; data of one split only (a folder of class
+    sub-folders, a `save_to_disk` of one split) with a seeded `TEST_SHARE` of it as `--test_split`, stratified by
+    label where every class has two rows, said in the output."""
+    if args.test_split in data or len(data) != 1:
+        return data
+    (only,) = data
+    rows = data[only]
+    labels = rows.features.get(args.label_column)
+    stratify = args.label_column if hasattr(labels, "num_classes") and min(
+        np.bincount(rows[args.label_column])) >= 2 else None
+    split = rows.train_test_split(test_size=TEST_SHARE, seed=args.seed, stratify_by_column=stratify)
+    print(f"[score] {args.dataset} has one split ({only!r}, {len(rows)} rows) and no {args.test_split!r}: "
+          f"{len(split['test'])} of its rows drawn at random (seed {args.seed}"
+          f"{', stratified by label' if stratify else ''}) are the test split, the other {len(split['train'])} "
+          f"the {args.train_split!r} split", flush=True)
+    return DatasetDict({args.train_split: split["train"], args.test_split: split["test"]})
 
 
 def modality(data: DatasetDict, split: str, args: ScoreArguments) -> str:
@@ -210,12 +244,16 @@ def noise_like(images: list, count: int, seed: int) -> list:
 
 def score(args: ScoreArguments) -> dict:
     """Scores `args.model` (see the module's docstring); returns what results.json holds."""
-    data = load_data(args.dataset, args)
+    data = with_test_split(load_data(args.dataset, args), args)
     kind = modality(data, args.train_split, args)
     train_items, train_labels = _split(data, args.train_split, args, args.max_train)
-    if args.knn_k > len(train_items):  # before any encoding
+    if args.knn_k is not None and args.knn_k > len(train_items):  # before any encoding
         raise ValueError(f"ScoreArguments.knn_k={args.knn_k} is more than the {len(train_items)} training rows of "
                          f"split {args.train_split!r}: give --knn_k {len(train_items)} or less.")
+    k = args.knn_k or max(1, min(DEFAULT_K, len(train_items) - 1))
+    if args.knn_k is None:
+        print(f"[score] k-NN distance to the {k}-th nearest of {len(train_items)} training rows (--knn_k sets it)",
+              flush=True)
     test_items, test_labels = _split(data, args.test_split, args, args.max_test)
     encoder = Encoder(args, kind)
     if args.ood_dataset:
@@ -236,7 +274,7 @@ def score(args: ScoreArguments) -> dict:
     test_probs, ood_probs = (member_probabilities(probes, x[:, None]) for x in (test, ood))
     scores = {  # higher = more likely OOD, test then OOD
         "msp": (-test_probs.mean(dim=1).max(dim=1).values, -ood_probs.mean(dim=1).max(dim=1).values),
-        "knn": tuple(kth_neighbour_distance(x, train, args.knn_k) for x in (test, ood)),
+        "knn": tuple(kth_neighbour_distance(x, train, k) for x in (test, ood)),
     }
     if test_uncertainty is not None:
         scores["uncertainty"] = (test_uncertainty, ood_uncertainty)
@@ -244,17 +282,23 @@ def score(args: ScoreArguments) -> dict:
         "job": "score", "model": args.model, "dataset": args.dataset, "ood_dataset": ood_name,
         "modality": kind, "images" if kind == "image" else "texts": {"train": len(train), "test": len(test),
                                                                      "ood": len(ood)},
-        "knn_k": args.knn_k,
+        "knn_k": k,
         "test": asdict(summarize(test_probs, test_labels, temperature)),
         "ood": {name: ood_auroc(t, o, higher_is_in=False) for name, (t, o) in scores.items()},
+        "ood_interval": {name: list(auroc_interval(t, o, higher_is_in=False)) for name, (t, o) in scores.items()},
         "ood_fpr95": {name: fpr_at_tpr(t, o, higher_is_in=False) for name, (t, o) in scores.items()},
     }
     out = Path(args.output_dir)
     write_json(out / "results.json", results)
     (out / "model_index.yaml").write_text(score_model_index(results), encoding="utf-8")
     print(f"[score] {args.model} on {args.dataset}: accuracy {100 * results['test']['accuracy']:.2f} %, "
-          f"OOD AUROC vs {ood_name} " + ", ".join(f"{k} {100 * v:.1f} %" for k, v in results["ood"].items())
+          f"OOD AUROC vs {ood_name} (90 % bootstrap interval) " + ", ".join(
+              f"{name} {100 * v:.1f} % ({100 * results['ood_interval'][name][0]:.1f}-"
+              f"{100 * results['ood_interval'][name][1]:.1f})" for name, v in results["ood"].items())
           + f"; {out}/results.json", flush=True)
+    if min(len(test), len(ood)) < SMALL_SET:
+        print(f"[score] {len(test)} test and {len(ood)} OOD inputs: an AUROC of fewer than {SMALL_SET} a side "
+              "measures little; read its interval, or score more data", flush=True)
     return results
 
 

@@ -219,3 +219,47 @@ def test_each_bad_model_or_flag_is_refused_in_one_line_before_any_work(tmp_path,
 
     assert main(["score", str(folders["someone/tiny-insub"]), *flags, "--knn_k", "5"]) == 0
     assert json.loads((out / "results.json").read_text())["model"] == str(folders["someone/tiny-insub"])
+
+
+def test_a_folder_of_class_sub_folders_is_split_k_chosen_and_a_small_set_said(tmp_path, capsys):
+    """As the help describes the data: class sub-folders and no test split (a seeded fifth is drawn, said), no
+    --knn_k (chosen from the rows, said), and 5 + 5 inputs: each AUROC with its interval, and a line saying how
+    little so few measure."""
+    from PIL import Image
+
+    from insub_hf_cli import main
+
+    folders = models(tmp_path)
+    rng = np.random.default_rng(0)
+    for name in ("circle", "square", "cross"):
+        (tmp_path / "shapes" / name).mkdir(parents=True)
+        for i in range(8):
+            Image.fromarray(rng.integers(0, 256, (28, 28), dtype=np.uint8), mode="L").save(
+                tmp_path / "shapes" / name / f"{i}.png")
+    out = tmp_path / "out"
+    assert main(["score", str(folders["someone/tiny-insub"]), "--dataset", str(tmp_path / "shapes"), "--output_dir",
+                 str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert ("has one split ('train', 24 rows) and no 'test': 5 of its rows drawn at random (seed 0, stratified by "
+            "label) are the test split, the other 19 the 'train' split") in printed
+    assert "[score] k-NN distance to the 18-th nearest of 19 training rows (--knn_k sets it)" in printed
+    results = json.loads((out / "results.json").read_text())
+    assert results["images"] == {"train": 19, "test": 5, "ood": 5} and results["knn_k"] == 18
+    for name, (low, high) in results["ood_interval"].items():
+        assert low <= results["ood"][name] <= high
+    assert "an AUROC of fewer than 50 a side measures little" in printed
+    low, high = results["ood_interval"]["knn"]
+    assert f"knn {100 * results['ood']['knn']:.1f} % ({100 * low:.1f}-{100 * high:.1f})" in printed
+
+
+def test_the_help_shows_the_forms_that_work(capsys):
+    from insub_hf_cli import main
+
+    with pytest.raises(SystemExit):
+        main(["score", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Required, or the first argument (`insub-hf score MODEL --dataset DATA`)" in text
+    assert "`insub-hf score MODEL --dataset DATA`: any image or text encoder" in text
+    assert ("a folder with one folder of images per class (DATA/cat/1.png ...; or DATA/train/cat/... and "
+            "DATA/test/cat/...)") in text
+    assert "Data with one split only: a seeded fifth of it is the test split" in text
