@@ -199,9 +199,11 @@ def demo_table(runs: list[dict], out, prefix: str) -> str:
                  "spread, ranked among held-out training images).")
     for run in runs:
         if run.get("flag_rate") is not None:
-            used = " and ".join(run["fitted_uncertainty"]["components"])
+            fitted = run["fitted_uncertainty"]
+            used = "the k-NN distance" + ("" if "spread" not in fitted["components"] else (
+                f" and the heads' spread, {'high' if fitted['direction'] == 1 else 'low'} spread = unusual"))
             lines.append(f"{run['name']}: {100 * run['flag_rate']:.1f}% of the test images have `uncertainty` > 0.95 "
-                         f"(about 5 % by construction; it reads {used})")
+                         f"(about 5 % by construction; higher = more likely OOD; it combines {used})")
     lines += ["", f"{'model':<16} {'T':>5} {'ECE -> (T)':>15} {'NLL -> (T)':>15} {'AURC':>6} "
               f"{'R-AUROC k-NN / spread':>22} {'crop rho k-NN / spread':>23} "
               + " ".join(f"{s + ' FPR95 k-NN / spread':>24}" for s in sets)]
@@ -225,8 +227,9 @@ def demo_table(runs: list[dict], out, prefix: str) -> str:
             high = calibration["direction"] == 1
             chosen = calibration["validation_auroc"] if high else 1 - calibration["validation_auroc"]  # that reading's
             lines.append(
-                f"{run['name']}: head spread read as {'HIGH' if high else 'LOW'} = OOD (fixed on training images vs "
-                f"validation noise, where that reading has AUROC {100 * chosen:.1f}%)"
+                f"{run['name']}: every score above reads higher = more likely OOD; its `spread` columns read "
+                f"{'high' if high else 'low'} spread = unusual (fixed on training images vs validation noise, where "
+                f"that reading has AUROC {100 * chosen:.1f}%)"
             )
     lines.append(
         f"wrote {out}/{prefix}results.json, {prefix}reliability.png, {prefix}uncertainty.png, "

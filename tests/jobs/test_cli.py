@@ -70,7 +70,9 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     assert '"ssl_loss"' in (out / "baseline" / "train_log.jsonl").read_text()
     assert '"rankme"' in (out / "insub_m3" / "train_log.jsonl").read_text()  # the collapse monitor, in the log
     assert "probe acc" in printed and "mnist MSP / k-NN / spread" in printed and "gaussian MSP / k-NN / spread" in printed
-    assert "insub_m3: head spread read as" in printed and "baseline: head spread" not in printed
+    # one vocabulary: every score reads higher = more likely OOD, the spread's own direction said in words
+    assert "insub_m3: every score above reads higher = more likely OOD; its `spread` columns read" in printed
+    assert "baseline: every score" not in printed and "= OOD (" not in printed
     for picture in ("reliability", "uncertainty", "certainty_strip"):
         assert (out / f"{picture}.png").read_bytes()[:4] == b"\x89PNG"
     results = json.loads((out / "results.json").read_text())
