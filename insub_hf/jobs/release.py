@@ -96,9 +96,22 @@ class ReleaseArguments(CheckedArguments):
             )
 
 
-def publish(release: ReleaseArguments, model, card: HubCard, training_args, push) -> Path:
+def card_only_notice(command: str, minutes: float, folder: str) -> str:
+    """The first lines of a card kept without its model (over the repository's size limits): how to build the
+    folder the card describes (`folder`, where the command writes it by default), and how long that took here."""
+    return (f"> **This folder holds the model's card only**: its files are over the repository's size limits. "
+            f"`{command}` builds the whole Hub folder (weights, tokenizer, remote code, sentence-transformers files) "
+            f"into `{folder}` (`--output_dir`/hub) in about {max(1, round(minutes))} min on a 2-core CPU machine "
+            "(quiet; several times that when the machine is busy); load that folder where the snippets below name "
+            "the repo, or add `--push_to_hub --hub_model_id ORG/NAME` to upload it.\n\n")
+
+
+def publish(release: ReleaseArguments, model, card: HubCard, training_args, push,
+            built: tuple[str, float, str] | None = None) -> Path:
     """Writes the Hub folder to `output_dir/hub` (only a complete, checked folder appears), copies its card to
-    `model_cards/NAME` (the whole folder when it `fits_the_repository`, else the card), and uploads the folder when `push` (a `final_push_target`) is set. The card's
+    `model_cards/NAME` (the whole folder when it `fits_the_repository`, else the card, led by how to build the
+    folder when `built` gives (command, minutes it took, the folder it writes): `card_only_notice`), and uploads
+    the folder when `push` (a `final_push_target`) is set. The card's
     snippets load the repo it goes to: the pushed one, else `--hub_model_id` (default: the release's name)."""
     output_dir = Path(training_args.output_dir)
     folder = output_dir / "hub"
@@ -110,10 +123,15 @@ def publish(release: ReleaseArguments, model, card: HubCard, training_args, push
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(folder, target)
         kept = "the whole Hub folder"
-    else:  # e.g. the text model, whose base model alone is 90 MB: the card only
+    else:  # e.g. the text model, whose base model alone is 90 MB: the card only, leading with how to build it
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
-        shutil.copyfile(folder / "README.md", target / "README.md")
+        text = (folder / "README.md").read_text(encoding="utf-8")
+        if built is not None:
+            _, front, body = text.split("---\n", 2)
+            title, rest = body.split("\n\n", 1) if body.lstrip().startswith("#") else ("", body)
+            text = f"---\n{front}---\n{title}\n\n{card_only_notice(*built)}{rest}"
+        (target / "README.md").write_text(text, encoding="utf-8")
         kept = "its card only (the folder is over the repository's size limits)"
     print(f"[release] {folder}: the Hub folder; {target} holds {kept}", flush=True)
     if push is not None:
@@ -252,7 +270,8 @@ def release_text(command: str, release, reading: TextReleaseArguments, args, tra
     card = replace(card, notes=notes, provenance=provenance(command, training_args.seed, time.time() - start),
                    extra_files={**card.extra_files, "evaluation/text_fitted.json": out / "text_fitted.json",
                                 "evaluation/text_uncertainty.json": out / "text_uncertainty.json"})
-    return publish(release, model.insub, card, training_args, push)
+    return publish(release, model.insub, card, training_args, push,
+                   built=(command, (time.time() - start) / 60, f"{RELEASES['text'].defaults['output_dir']}/hub"))
 
 
 def dna_windows(sequences: list[str], length: int) -> torch.Tensor:
