@@ -42,6 +42,7 @@ from ..uncertainty.fitting import CALIBRATION_ROWS
 from ..training_args import TRAINER_FIELDS
 from ..validation import CheckedArguments, checked
 from . import compare, genomics, text, text_reading
+from .heartbeat import heartbeat
 from .text_reading import TextReleaseArguments
 from .publish import MetricsArguments, PublishArguments, fits_the_repository, publish_metrics, publish_releases
 
@@ -391,7 +392,8 @@ def select(command: str, argv: list[str]):
         for group in groups:  # pushed, the repository takes the release's name, not the output folder's
             if isinstance(group, TrainingArguments) and not group.hub_model_id:
                 group.hub_model_id = release.name
-        return recipe.run(line, release, *groups)
+        with heartbeat(f"release {argv[0]}"):  # a line at least every 30 s, whatever stage runs
+            return recipe.run(line, release, *groups)
 
     return SimpleNamespace(
         ARGUMENT_GROUPS=(ReleaseArguments, *getattr(recipe, "groups", ()), *recipe.job.ARGUMENT_GROUPS),

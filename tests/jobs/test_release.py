@@ -3,6 +3,7 @@ card carries this run's numbers, how it was made and how InSub compares with its
 
 import json
 import re
+import time
 
 import pytest
 import torch
@@ -122,11 +123,14 @@ def test_the_text_release_is_an_unfitted_sentence_transformers_folder_with_what_
     out, cards = tmp_path / "text", tmp_path / "cards"
     flags = ["--max_sentences", "48", "--transfer_sentences", "30", "--folds", "2", "--per_device_train_batch_size",
              "16", "--head_size", "16", "--num_heads", "2", "--detector_bank", "48", "--k", "10", "--bank", "pretraining"]
+    monkeypatch.setattr("insub_hf.jobs.heartbeat.HEARTBEAT_SECONDS", 2.0)  # 30 s in a real build
+    started = time.time()
     with LocalHub() as hub:
         monkeypatch.setattr("insub_hf.hub.HfApi", lambda token=None: HfApi(endpoint=hub.endpoint, token=token))
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         assert main(["release", "text", "--encoder", str(base), "--output_dir", str(out), "--model_cards", str(cards),
                      *flags, "--push_to_hub", "--hub_token", "hf_test", "--hub_model_id", "org/insub-minilm-scd"]) == 0
+        seconds = time.time() - started
         assert list(hub.repos) == ["org/insub-minilm-scd"]
         outputs = run_card_snippets("org/insub-minilm-scd", hub.endpoint, tmp_path)
     card = check_release(out, cards, "insub-minilm-scd", "insub-hf release text --encoder tiny_bert " + " ".join(flags))
@@ -142,6 +146,10 @@ def test_the_text_release_is_an_unfitted_sentence_transformers_folder_with_what_
                                                                                                     "ece", "nll"}
     printed = capsys.readouterr().out
     assert printed.count("[text] transfer of ") == 3 and printed.count("measured above (the same weights)") == 2
+    # a line every 2 s whatever stage ran, the last one at most 2 s before the build ended
+    beats = [int(line.split(": ")[-1][:-2]) for line in printed.splitlines()
+             if line.startswith("[release text] still running: ")]
+    assert beats and beats == sorted(beats) and len(beats) >= int(seconds / 2) - 2, (beats, seconds)
     tweets = results["scd_insub_m2"]["TWEETS"]
     assert {"r_auroc_uncertainty", "r_auroc_nn_distance"} <= set(tweets)
     assert all(v is None or 0 <= v <= 1 for v in (tweets["r_auroc_uncertainty"], tweets["r_auroc_nn_distance"]))
