@@ -54,8 +54,9 @@ class SentenceTokenizer:
             if max(lengths) > self.max_length:
                 self.warned = True
                 warnings.warn(
-                    f"{sum(n > self.max_length for n in lengths)} of {len(texts)} sentences are longer than "
-                    f"max_length={self.max_length} tokens (longest {max(lengths)}); they are truncated (said once).",
+                    f"the first batch with a sentence longer than max_length={self.max_length} tokens holds "
+                    f"{sum(n > self.max_length for n in lengths)} of its {len(texts)} (the longest {max(lengths)}); "
+                    "sentences over max_length are truncated (said once, for the first such batch).",
                     stacklevel=2,
                 )
         return self.tokenizer(
