@@ -286,3 +286,57 @@ def test_fp16_on_a_machine_without_a_gpu_is_refused_not_ignored(tmp_path, monkey
     with pytest.raises(ValueError, match=r"InSubTrainingArguments.fp16=True needs a GPU .* Use bf16=True"):
         InSubTrainingArguments(output_dir=str(tmp_path), fp16=True, report_to=[])
     assert InSubTrainingArguments(output_dir=str(tmp_path), bf16=True, use_cpu=True, report_to=[]).bf16
+
+
+# --- accepted when they should be refused (C): each at the boundary, naming the field, the value and what is allowed
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(num_labels=5, id2label={0: "a", 1: "b", 2: "c"}),
+         "InSubConfig.id2label has 3 names but num_labels=5: give one name per class"),
+        (dict(uncertainty={"direction": True}),
+         r"InSubConfig.uncertainty\['direction'\] must be one of \[1, -1, None\], got True \(a bool"),
+        (dict(uncertainty={"k": 2.5}), r"InSubConfig.uncertainty\['k'\] must be an integer >= 1, got 2.5"),
+        (dict(objective="vicreg", objective_config={"invariance_weight": 0, "variance_weight": 0,
+                                                    "covariance_weight": 0}),
+         "VICReg's invariance_weight, variance_weight and covariance_weight are all 0, so its loss is 0"),
+    ],
+)
+def test_a_value_that_would_be_dropped_or_bent_is_refused_at_construction(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**kwargs)
+
+
+def test_names_and_count_that_agree_are_kept():
+    assert tiny_config(num_labels=3, id2label={0: "a", 1: "b", 2: "c"}).id2label == {0: "a", 1: "b", 2: "c"}
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda c: setattr(c, "num_heads", 0), "InSubConfig.num_heads must be an integer >= 1, got 0"),
+        (lambda c: setattr(c, "diversity_alpha", -0.1), "InSubConfig.diversity_alpha must be"),
+        (lambda c: setattr(c, "pooling", "max"), "InSubConfig.pooling must be one of"),
+        (lambda c: c.uncertainty.__setitem__("k", 2.5), r"InSubConfig.uncertainty\['k'\] must be an integer >= 1"),
+        (lambda c: c.uncertainty.__setitem__("reading", "knn"), r"uncertainty\['reading'\]='knn' needs a bank"),
+        (lambda c: c.uncertainty.update(direction=2), r"InSubConfig.uncertainty\['direction'\] must be one of"),
+    ],
+)
+def test_a_value_assigned_after_construction_is_checked_where_it_is_written(change, message):
+    config = tiny_config()
+    before = config.to_dict()
+    with pytest.raises(ValueError, match=message):
+        change(config)
+    assert config.to_dict() == before  # nothing half-set
+    config.num_heads, config.uncertainty["k"] = 4, 7  # good values are taken
+    assert (config.num_heads, config.uncertainty["k"]) == (4, 7)
+    assert InSubConfig.from_dict(config.to_dict()).uncertainty["k"] == 7  # and saved as a plain block
+
+
+def test_a_bank_of_all_zero_rows_is_refused_naming_them():
+    model = InSubModel(tiny_config()).eval()
+    rows = torch.randn(10, model.encoder.output_dim)
+    rows[[2, 5]] = 0
+    with pytest.raises(ValueError, match="set_bank: 2 of the 10 representations are all-zero rows"):
+        model.set_bank(rows, k=2)
+    assert model.config.uncertainty["bank_size"] == 0

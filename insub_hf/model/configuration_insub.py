@@ -17,7 +17,7 @@ from ..encoders.presets import DEFAULT_ENCODER, named_encoder  # noqa: F401
 from ..encoders.registry import OWN_ENCODERS  # registers the package's encoder configs, so nested configs resolve
 from ..objectives import OBJECTIVE_CONFIGS, ObjectiveConfig
 from ..recipes import DNA, DNA_ENCODER, IMAGE, TEXT
-from ..uncertainty.settings import FORMER_KEYS, UncertaintyConfig, from_former_keys
+from ..uncertainty.settings import FORMER_KEYS, UncertaintyBlock, UncertaintyConfig, from_former_keys
 from ..validation import check_choice, check_range
 
 HEAD_NORMS = ("batchnorm", "none")
@@ -197,6 +197,8 @@ class InSubConfig(PretrainedConfig):
     uncertainty: dict | None = None
 
     def __setattr__(self, key: str, value: Any) -> None:
+        if key in FIELD_CHECKS and key in self.__dict__:  # a change after construction, checked where it is written
+            FIELD_CHECKS[key](value)
         # a field of the encoder set on the top-level config goes to the encoder's config (read it there:
         # config.encoder_config.<field>), so that what save_pretrained writes, from_pretrained reads
         encoder = self.__dict__.get("encoder_config")
@@ -253,6 +255,11 @@ class InSubConfig(PretrainedConfig):
         )
         if "num_labels" in kwargs:  # before transformers builds an id2label entry per class
             check_label_settings(kwargs["num_labels"], kwargs.get("problem_type"))
+            names = self.id2label  # transformers would replace given names by LABEL_i ones, saying so in a log line
+            given = names is not None and any(str(v) != f"LABEL_{k}" for k, v in names.items())
+            if given and kwargs["num_labels"] is not None and len(names) != kwargs["num_labels"]:
+                raise ValueError(f"InSubConfig.id2label has {len(names)} names but num_labels={kwargs['num_labels']}: "
+                                 "give one name per class (or leave num_labels out: it follows id2label).")
         if self.objective is None:
             self.objective = DEFAULT_OBJECTIVES.get(encoder_input(self), "simclr")
         self.timm_kwargs = dict(self.timm_kwargs or {})
@@ -322,7 +329,7 @@ class InSubConfig(PretrainedConfig):
         """Replaces some of the `uncertainty` block's values (`UncertaintyConfig` fields), checked as a whole;
         returns the block."""
         block = dataclasses.replace(self.uncertainty_options, **changes).check(self.modality)
-        self.uncertainty = block.to_dict()
+        self.uncertainty = UncertaintyBlock(block.to_dict(), self.modality)
         return block
 
     def _check_values(self) -> None:
@@ -360,19 +367,26 @@ class InSubConfig(PretrainedConfig):
             raise ValueError("InSubConfig.uncertainty must be a dict of UncertaintyConfig fields (reading, direction, "
                              f"k, bank_size, bank_weights, length_buckets), got {self.uncertainty!r}.")
         self.set_uncertainty()
-        check_choice("InSubConfig.head_norm", self.head_norm, HEAD_NORMS)
-        check_choice("InSubConfig.pooling", self.pooling, POOLINGS)
-        check_range("InSubConfig.num_heads", self.num_heads, low=1, integer=True)
-        check_range("InSubConfig.head_output_size", self.head_output_size, low=1, integer=True)
+        for key, check in FIELD_CHECKS.items():
+            check(getattr(self, key))
         for i, size in enumerate(self.head_hidden_sizes):
             check_range(f"InSubConfig.head_hidden_sizes[{i}]", size, low=1, integer=True)
-        # alpha is a spread of unit vectors (at most 1 per dimension); lambda beyond MAX_DIVERSITY_WEIGHT overflows the
-        # loss in float32 long before it means anything (the authors' largest is 1.5)
-        check_range("InSubConfig.diversity_alpha", self.diversity_alpha, low=0.0, high=MAX_DIVERSITY_ALPHA)
-        check_range("InSubConfig.diversity_weight", self.diversity_weight, low=0.0, high=MAX_DIVERSITY_WEIGHT)
-        check_range("InSubConfig.diversity_eps", self.diversity_eps, low=0.0, low_inclusive=False)
-        check_choice("InSubConfig.diversity_reduction", self.diversity_reduction, DIVERSITY_REDUCTIONS)
-        check_range("InSubConfig.batch_ensemble_size", self.batch_ensemble_size, low=1, integer=True)
+
+
+# The fields checked alone, at construction and when assigned after it (`InSubConfig.__setattr__`). alpha is a
+# spread of unit vectors (at most 1 per dimension); lambda beyond MAX_DIVERSITY_WEIGHT overflows the loss in float32
+# long before it means anything (the authors' largest is 1.5)
+FIELD_CHECKS = {
+    "head_norm": lambda v: check_choice("InSubConfig.head_norm", v, HEAD_NORMS),
+    "pooling": lambda v: check_choice("InSubConfig.pooling", v, POOLINGS),
+    "num_heads": lambda v: check_range("InSubConfig.num_heads", v, low=1, integer=True),
+    "head_output_size": lambda v: check_range("InSubConfig.head_output_size", v, low=1, integer=True),
+    "diversity_alpha": lambda v: check_range("InSubConfig.diversity_alpha", v, low=0.0, high=MAX_DIVERSITY_ALPHA),
+    "diversity_weight": lambda v: check_range("InSubConfig.diversity_weight", v, low=0.0, high=MAX_DIVERSITY_WEIGHT),
+    "diversity_eps": lambda v: check_range("InSubConfig.diversity_eps", v, low=0.0, low_inclusive=False),
+    "diversity_reduction": lambda v: check_choice("InSubConfig.diversity_reduction", v, DIVERSITY_REDUCTIONS),
+    "batch_ensemble_size": lambda v: check_range("InSubConfig.batch_ensemble_size", v, low=1, integer=True),
+}
 
 
 # What the top-level config keeps itself, never the encoder's: its own fields, every config's and the bookkeeping

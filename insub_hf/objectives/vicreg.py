@@ -28,6 +28,13 @@ class VICRegConfig(ObjectiveConfig):
     variance_weight: float = checked(25.0, low=0.0)
     covariance_weight: float = checked(1.0, low=0.0)
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (self.invariance_weight or self.variance_weight or self.covariance_weight):  # a loss of 0: no training
+            raise ValueError("InSubConfig.objective_config: VICReg's invariance_weight, variance_weight and "
+                             "covariance_weight are all 0, so its loss is 0 and nothing trains; give at least one "
+                             "weight > 0 (the authors': 25, 25, 1).")
+
 
 class VICRegObjective(Objective):
     """VICReg with InSub heads.

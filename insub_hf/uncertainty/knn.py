@@ -105,6 +105,10 @@ def set_bank(model: nn.Module, representations: torch.Tensor, k: int, read: bool
                          "more inputs or a smaller k.")
     if not torch.isfinite(representations).all():
         raise ValueError("set_bank: representations hold NaN or inf values; a bank takes finite rows only.")
+    zero = int((representations.float().norm(dim=-1) == 0).sum())
+    if zero:  # a cosine distance needs a direction: a zero row would be at distance 1 from everything
+        raise ValueError(f"set_bank: {zero} of the {representations.shape[0]} representations are all-zero rows, "
+                         "which have no direction to compare by cosine; give the `representation` of real inputs.")
     device = next(model.parameters()).device
     bank = KnnBank(*representations.shape).to(device)
     bank.bank.copy_(F.normalize(representations.float(), dim=-1))

@@ -70,6 +70,9 @@ class UncertaintyConfig:
     def check(self, modality: str) -> UncertaintyConfig:
         """Raises, naming the field and what it allows, unless the settings make one reading for a `modality` model."""
         check_choice("InSubConfig.uncertainty['reading']", self.reading, MODEL_READINGS)
+        if isinstance(self.direction, bool):  # a bool is an int to Python: True would read as +1
+            raise ValueError(f"InSubConfig.uncertainty['direction'] must be one of [1, -1, None], got {self.direction!r}"
+                             " (a bool; +1 reads high spread as unusual, -1 low).")
         check_choice("InSubConfig.uncertainty['direction']", self.direction, (1, -1, None))
         check_range("InSubConfig.uncertainty['bank_size']", self.bank_size, low=0, integer=True)
         check_range("InSubConfig.uncertainty['k']", self.k, low=1, integer=True)
@@ -77,6 +80,28 @@ class UncertaintyConfig:
         if self.bank_size:
             check_range("InSubConfig.uncertainty['k']", self.k, low=1, high=self.bank_size, integer=True)
         return self
+
+
+class UncertaintyBlock(dict):
+    """`InSubConfig.uncertainty` as the config holds it: a dict (saved, compared and read as one) whose item
+    assignment and `update` are checked as `set_uncertainty` checks a change, so that `config.uncertainty['k'] = 100`
+    is refused where it is written, not deep inside a later forward."""
+
+    def __init__(self, values: dict[str, Any], modality: str):
+        super().__init__(values)
+        self.modality = modality
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        UncertaintyConfig.from_dict({**self, key: value}).check(self.modality)
+        super().__setitem__(key, value)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        changed = {**self, **dict(*args, **kwargs)}
+        UncertaintyConfig.from_dict(changed).check(self.modality)
+        super().update(changed)
+
+    def __reduce__(self):  # copies and pickles rebuild it whole, never item by item through the check
+        return type(self), (dict(self), self.modality)
 
 
 # A config.json written before the block (insub-hf up to commit aff1b3a) held these six keys flat: they are read into
