@@ -108,14 +108,17 @@ class InSubSentenceEncoder:
         return path
 
     @torch.no_grad()
-    def encode(self, sentences: list[str], batch_size: int = 64,
+    def encode(self, sentences, batch_size: int = 64,
                show_progress_bar: bool | None = None) -> SentenceEmbeddings:
-        """Embeds `sentences` (non-empty strings) in batches; returns `SentenceEmbeddings` on the CPU.
+        """Embeds `sentences` (non-empty strings: a list, a string, or any iterable of them) in batches; returns
+        `SentenceEmbeddings` on the CPU.
         `show_progress_bar`: a tqdm bar over the batches (default: from `PROGRESS_FROM` batches on)."""
         if isinstance(sentences, str):
             sentences = [sentences]
+        if not hasattr(sentences, "__len__"):  # a generator or other iterable of sentences: read once, in order
+            sentences = list(sentences)
         if len(sentences) == 0:
-            raise ValueError("encode: got no sentences.")
+            raise ValueError("encode: got no sentences; give a list of non-empty strings.")
         check_range("encode: batch_size", batch_size, low=1, integer=True)
         device = next(self.model.parameters()).device
         parts = []

@@ -18,15 +18,17 @@ from sentence_transformers.base.modules import InputModule
 from transformers import AutoModel, AutoTokenizer
 
 
-class UnfittedFeatures(dict):
-    """The features of a model whose `uncertainty` is not fitted: asking for it (`encode(...,
-    output_value="uncertainty")`) says how to fit it, where a plain dict would only name the missing key."""
+class SentenceFeatures(dict):
+    """The features this module returns: a dict whose missing keys are answered in words (`encode(...,
+    output_value=NAME)` reads one): the uncertainty of a model not fitted yet says how to fit it, another name lists
+    the outputs there are."""
 
     def __missing__(self, key):
         if key == "uncertainty":
             raise KeyError("output_value='uncertainty': this model's uncertainty is not fitted yet; fit it on a few "
                            "thousand of your in-distribution sentences first: model[0].fit_uncertainty(your_sentences)")
-        raise KeyError(key)
+        raise KeyError(f"output_value={key!r} is not an output of this model; it gives {sorted(self)} (and "
+                       "output_value=None for all of them)")
 
 
 class InSubSentenceTransformer(InputModule):
@@ -68,10 +70,9 @@ class InSubSentenceTransformer(InputModule):
         out = self.model(**inputs)
         features.update(sentence_embedding=out.representation, head_embeddings=out.head_embeddings,
                         mean_embedding=out.mean_embedding, head_spread=out.head_spread)
-        if out.uncertainty is None:  # None until fitted (`fit_uncertainty`): never a number nobody oriented
-            return UnfittedFeatures(features)
-        features["uncertainty"] = out.uncertainty
-        return features
+        if out.uncertainty is not None:  # None until fitted (`fit_uncertainty`): never a number nobody oriented
+            features["uncertainty"] = out.uncertainty
+        return SentenceFeatures(features)
 
     def fit_uncertainty(self, sentences: list[str], batch_size: int = 256):
         """Fits the model's calibrated `uncertainty` in [0, 1] on your in-distribution `sentences` (hundreds or

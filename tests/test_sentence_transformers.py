@@ -298,3 +298,16 @@ def test_a_long_sentence_reads_the_same_on_every_path_and_past_the_positions_is_
     with pytest.raises(ValueError, match=r"input_ids has 202 tokens per row; this encoder reads at most 64 "
                                          r"\(max_position_embeddings\): tokenize with truncation=True"):
         model(**too_long)
+
+
+def test_a_misspelt_output_value_and_a_generator_of_sentences_are_answered_in_words(tmp_path, encoder):
+    from sentence_transformers import SentenceTransformer
+
+    # a generator of sentences reads as the list it yields
+    torch.testing.assert_close(encoder.encode(s for s in SENTENCES).embeddings, encoder.encode(SENTENCES).embeddings)
+    with pytest.raises(ValueError, match="encode: got no sentences; give a list of non-empty strings"):
+        encoder.encode(s for s in [])
+    st = SentenceTransformer(str(encoder.save_sentence_transformer(tmp_path / "st")), trust_remote_code=True)
+    with pytest.raises(KeyError, match=r"output_value='uncertanty' is not an output of this model; it gives \[.*"
+                                       r"'head_spread'.*'sentence_embedding'.*'uncertainty'\]"):
+        st.encode(SENTENCES, output_value="uncertanty")
