@@ -52,12 +52,26 @@ class RunRecord:
 
     @classmethod
     def read(cls, path: str | Path) -> RunRecord:
-        """The record in the results.json at `path`; refuses a file that names no job."""
-        values = json.loads(Path(path).read_text())
+        """The record in the results.json at `path`; refuses, naming the file and the way out, one that is not JSON
+        (cut or edited), names no job, or lacks what its job writes (`RECORD_KEYS`)."""
+        try:
+            values = json.loads(Path(path).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise ValueError(
+                f"{path} is not a whole results.json ({error.msg} at line {error.lineno}, column {error.colno}: cut or "
+                "edited after its run wrote it); restore it from its copy (a released folder keeps one under "
+                "evaluation/) or run the job again."
+            ) from None
         if not isinstance(values, dict) or "job" not in values:
             raise ValueError(
                 f"HubCommandArguments.results={str(path)!r} names no job (it is not a results.json of an insub-hf run "
                 f"of this version); a card takes the results.json of one of {sorted(CARDS)}: run that job again."
+            )
+        missing = [key for key in RECORD_KEYS.get(values["job"], ()) if key not in values]
+        if missing:
+            raise ValueError(
+                f"{path} is the results.json of an insub-hf {values['job']} run without its {missing} (cut or edited "
+                "after its run wrote it); restore it from its copy or run the job again."
             )
         values = dict(values)
         return cls(values.pop("job"), values.pop("args", {}) or {}, values.pop("hyperparameters", {}) or {}, values)
@@ -156,6 +170,9 @@ def _image_card(record: RunRecord, chosen: dict, measured, name: str, shown: str
 
 # How a card renders each job's record
 CARDS = {"demo": _demo_card, "compare": _compare_card, "text": _text_card, "genomics": _genomics_card}
+# What each job's results.json holds besides its job, arguments and settings, which a card and a release read
+RECORD_KEYS = {"demo": ("runs",), "compare": ("rows",), "text": ("results", "fingerprints"),
+               "genomics": ("results", "fingerprints")}
 
 
 def _check_named_model(results: dict, row: str | None, modality: str, path, model) -> None:

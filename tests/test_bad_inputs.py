@@ -340,3 +340,35 @@ def test_a_bank_of_all_zero_rows_is_refused_naming_them():
     with pytest.raises(ValueError, match="set_bank: 2 of the 10 representations are all-zero rows"):
         model.set_bank(rows, k=2)
     assert model.config.uncertainty["bank_size"] == 0
+
+
+# --- files that something else cut, emptied or edited (B) ----------------------------------------------------------
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"job": "compare", "args": {"seeds": [0], "dataset": "fashion', r"is not a whole results.json \(Unterminated "
+         r"string starting at at line 1, column 54: cut or edited after its run wrote it\); restore it"),
+        ("{}", "names no job"),
+        ('{"job": "compare", "args": {}}', r"results.json of an insub-hf compare run without its \['rows'\]"),
+        ('{"job": "text", "results": {}}', r"without its \['fingerprints'\]"),
+    ],
+)
+def test_a_cut_or_emptied_results_json_is_refused_naming_the_file_and_the_way_out(tmp_path, text, message):
+    from insub_hf.cards import RunRecord
+
+    path = tmp_path / "results.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        RunRecord.read(path)
+
+
+def test_a_release_reused_from_a_folder_whose_record_was_cut_stops_in_one_line(tmp_path, capsys):
+    from .conftest import cli_error
+
+    folder = tmp_path / "released"
+    (folder / "evaluation").mkdir(parents=True)
+    (folder / "evaluation" / "results.json").write_text('{"job": "compare", "args": {"seeds": [0')
+    (folder / "evaluation" / "results.md").write_text("")
+    line = cli_error(["release", "image", "--reuse", str(folder), "--output_dir", str(tmp_path / "out"),
+                      "--model_cards", str(tmp_path / "cards")], capsys)
+    assert "results.json is not a whole results.json" in line and "run the job again" in line
