@@ -62,9 +62,17 @@ def _unflatten(flat: dict[str, torch.Tensor]) -> dict:
     return arrays
 
 
+def numbers_checksum(numbers: dict) -> str:
+    """sha256 of an entry's numbers (its `checksum` key left out), as canonical JSON: an edited value, NaN included,
+    changes it."""
+    body = {key: value for key, value in numbers.items() if key != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=True).encode()).hexdigest()
+
+
 class EvaluationCache:
-    """`folder/<key>/numbers.json` and `arrays.safetensors` per finished evaluation; the arrays carry a checksum of
-    each tensor (as model files do), so a damaged file is refused, not read as other numbers."""
+    """`folder/<key>/numbers.json` and `arrays.safetensors` per finished evaluation; the numbers carry their checksum
+    and the arrays one per tensor (as model files do), so a damaged file is refused, not read as other numbers, and an
+    entry without checksums is evaluated again."""
 
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
@@ -81,11 +89,21 @@ class EvaluationCache:
         entry = self.folder / key
         if not (entry / "numbers.json").exists() or not (entry / "arrays.safetensors").exists():
             return None
-        numbers = json.loads((entry / "numbers.json").read_text())
+        damaged = f"Remove the cache entry {entry} to evaluate it again."
+        try:
+            numbers = json.loads((entry / "numbers.json").read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise ValueError(f"{entry / 'numbers.json'} is not whole JSON (cut or edited after it was written). "
+                             f"{damaged}") from None
+        if not isinstance(numbers, dict) or "checksum" not in numbers:
+            return None  # written without a checksum (or emptied to one): nothing to verify it by, evaluated again
+        if numbers["checksum"] != numbers_checksum(numbers):
+            raise ValueError(f"{entry / 'numbers.json'} does not match its checksum (edited after it was written). "
+                             f"{damaged}")
         try:
             flat, checked = read_verified(entry / "arrays.safetensors")
         except ValueError as error:
-            raise ValueError(f"{error} Remove the cache entry {entry} to evaluate it again.") from None
+            raise ValueError(f"{error} {damaged}") from None
         if not checked:
             return None
         return MethodResults.from_dict(numbers["results"]), _unflatten(flat), numbers["evaluation_seconds"]
@@ -96,7 +114,8 @@ class EvaluationCache:
         entry.mkdir(parents=True, exist_ok=True)
         flat = _flatten(arrays)
         save_file(flat, str(entry / "arrays.safetensors"), metadata=checksum_metadata(flat))
-        write_json(entry / "numbers.json", {"results": results.to_dict(), "evaluation_seconds": seconds})
+        numbers = {"results": results.to_dict(), "evaluation_seconds": seconds}
+        write_json(entry / "numbers.json", {**numbers, "checksum": numbers_checksum(numbers)})
 
     def get(self, key: str, evaluate) -> tuple[MethodResults, dict, float]:
         """(results, arrays, evaluation seconds) of entry `key`: loaded when finished, else `evaluate()` (which

@@ -41,3 +41,32 @@ def test_arrays_without_checksums_are_evaluated_again(tmp_path):
     calls = []
     cache.get("k", lambda: calls.append(1) or (results, arrays))
     assert calls == [1] and cache.load("k") is not None
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda text: text[: len(text) // 2], r"numbers.json is not whole JSON \(cut or edited after it was written\)"),
+    (lambda text: text.replace('"accuracy": 0.8', '"accuracy": NaN'),
+     r"numbers.json does not match its checksum \(edited after it was written\)"),
+])
+def test_numbers_cut_or_edited_are_refused_naming_the_entry(tmp_path, damage, message):
+    cache = EvaluationCache(tmp_path)
+    cache.store("k", *entry(), 1.0)
+    path = tmp_path / "k" / "numbers.json"
+    edited = damage(path.read_text())
+    assert edited != path.read_text()
+    path.write_text(edited)
+    with pytest.raises(ValueError, match=message + f".*Remove the cache entry {tmp_path / 'k'} to evaluate it again"):
+        cache.get("k", lambda: pytest.fail("a damaged entry is refused, not evaluated over"))
+
+
+def test_numbers_emptied_or_without_a_checksum_are_evaluated_again(tmp_path):
+    import json
+
+    cache = EvaluationCache(tmp_path)
+    results, arrays = entry()
+    for written in ({}, {"results": results.to_dict(), "evaluation_seconds": 1.0}):  # emptied; an older entry
+        cache.store("k", results, arrays, 1.0)
+        (tmp_path / "k" / "numbers.json").write_text(json.dumps(written))
+        calls = []
+        cache.get("k", lambda: calls.append(1) or (results, arrays))
+        assert calls == [1] and cache.load("k")[0] == results
