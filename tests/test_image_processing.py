@@ -338,3 +338,18 @@ def test_both_backends_crop_the_same_pixels_and_composite_transparency_onto_whit
         grey_alpha = Image.new("LA", (28, 28), (40, 128))
         torch.testing.assert_close(processor(grey_alpha, do_convert_rgb=True, return_tensors="pt").pixel_values,
                                    processor(convert_to_rgb(grey_alpha), return_tensors="pt").pixel_values)
+
+
+@pytest.mark.parametrize("backend", [0, 1], ids=["torchvision", "pil"])
+def test_a_2d_grey_array_is_one_image_and_no_image_or_no_pixels_is_refused_in_one_line(backend):
+    processor = _processors()[backend]
+    pixels = np.random.default_rng(0).integers(0, 256, (28, 28), dtype=np.uint8)
+    as_pil = processor(Image.fromarray(pixels), return_tensors="pt").pixel_values
+    for two_d in (pixels, torch.from_numpy(pixels), [pixels, pixels]):  # (H, W): one grey image, as the PIL one
+        got = processor(two_d, return_tensors="pt").pixel_values
+        torch.testing.assert_close(got, as_pil.expand(got.shape[0], -1, -1, -1), rtol=0, atol=0)
+    for images, message in (([], "got no images; give an image"),
+                            (Image.new("L", (0, 0)), r"image 0 has no pixels \(shape \(0, 0\)\)"),
+                            ([pixels, np.zeros((0, 28), np.uint8)], r"image 1 has no pixels \(shape \(0, 28\)\)")):
+        with pytest.raises(ValueError, match=f"InSubImageProcessor: {message}"):
+            processor(images, return_tensors="pt")

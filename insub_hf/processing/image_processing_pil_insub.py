@@ -108,6 +108,10 @@ class InSubImageProcessorFields:
         kwargs["do_convert_rgb"] = False  # the rest of the conversion is to_channels', to the model's channel count
         return read_image(image, num_channels), num_channels
 
+    def preprocess(self, images, *args, **kwargs) -> BatchFeature:
+        """transformers' preprocessing of `checked_images(images)`."""
+        return super().preprocess(checked_images(images), *args, **kwargs)
+
     def _validate_preprocess_kwargs(self, **kwargs) -> None:
         """transformers' checks, then `check_processor_settings` on the settings of this call (a call's own
         `do_rescale=False` or `image_std` is refused as a built processor's is)."""
@@ -158,6 +162,26 @@ class InSubImageProcessorPil(InSubImageProcessorFields, PilBackend):
                 image = normalize_images(torch.from_numpy(image), image_mean, image_std).numpy()
             out.append(image)
         return stack_processed(out, return_tensors)
+
+
+def checked_images(images):
+    """`images` (one image or a list) as the backends read them, refused in one line where they cannot be: no images,
+    an image with no pixels. A 2-D array or tensor `(H, W)` is one grey image (`(1, H, W)`), which transformers'
+    own reading cannot tell from a list of rows."""
+    single = not isinstance(images, (list, tuple))
+    items = [images] if single else list(images)
+    if not items:
+        raise ValueError("InSubImageProcessor: got no images; give an image (PIL, array or tensor) or a list of them.")
+    out = []
+    for i, image in enumerate(items):
+        shape = image.size[::-1] if isinstance(image, Image.Image) else tuple(getattr(image, "shape", ()))
+        if 0 in shape:
+            raise ValueError(f"InSubImageProcessor: image {i} has no pixels (shape {shape}); give images of at least "
+                             "1x1 pixels.")
+        if isinstance(image, (np.ndarray, torch.Tensor)) and image.ndim == 2:
+            image = image[None]
+        out.append(image)
+    return out[0] if single else out
 
 
 def stack_processed(images: list, return_tensors) -> BatchFeature:
