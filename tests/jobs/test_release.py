@@ -246,6 +246,26 @@ def test_the_dna_release_transfers_to_labelled_sequences(tmp_path):
     assert "| uniform random | " in card and "| shuffled bases | " in card
 
 
+def test_a_release_built_twice_from_one_commit_gives_the_same_card_numbers(tmp_path):
+    """Two tiny DNA builds: every model-index number and the threshold section agree; only the wall time differs."""
+    rng = torch.Generator().manual_seed(0)
+    bases = lambda n: "".join("ACGT"[i] for i in torch.randint(0, 4, (n,), generator=rng))  # noqa: E731
+    fasta = tmp_path / "upstream.fa"
+    fasta.write_text("".join(f">seq{i}\n{bases(200)}\n" for i in range(48)))
+    labelled = tmp_path / "labelled.csv"
+    labelled.write_text("sequence,label\n" + "".join(f"{bases(60)},{'ab'[i % 2]}\n" for i in range(40)))
+    flags = ["--num_train_epochs", "1", "--conv_filters", "8", "--lstm_hidden_size", "8", "--finetune_epochs", "1",
+             "--per_device_train_batch_size", "16", "--crop_length", "60"]
+    cards = []
+    for build in ("first", "second"):
+        assert main(["release", "dna", "--pretrain_fasta", str(fasta), "--labelled", str(labelled), "--output_dir",
+                     str(tmp_path / build), "--model_cards", str(tmp_path / f"cards_{build}"), *flags]) == 0
+        cards.append(tmp_path / build / "hub" / "README.md")
+    assert card_metrics(cards[0]) == card_metrics(cards[1])
+    sections = [c.read_text().split("## Flagging unusual inputs")[1].split("## Usage")[0] for c in cards]
+    assert sections[0] == sections[1] and "flagged" in sections[0]
+
+
 def test_the_command_a_card_names_leaves_out_where_it_went_and_who_pushed():
     argv = ["--output_dir", "/home/me/runs", "--num_train_epochs", "6", "--hub_token=hf_x", "--push_to_hub",
             "--model_cards", "cards", "--seed", "1", "--labelled", "/home/me/splice.csv", "--replace_card", "true",
