@@ -372,3 +372,15 @@ def test_a_release_reused_from_a_folder_whose_record_was_cut_stops_in_one_line(t
     line = cli_error(["release", "image", "--reuse", str(folder), "--output_dir", str(tmp_path / "out"),
                       "--model_cards", str(tmp_path / "cards")], capsys)
     assert "results.json is not a whole results.json" in line and "run the job again" in line
+
+
+@pytest.mark.parametrize("argv", [["demo"], ["release", "dna"]])
+def test_a_push_with_offline_mode_set_stops_in_one_line_before_any_work(tmp_path, capsys, monkeypatch, argv):
+    from .conftest import cli_error
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    out = tmp_path / "out"
+    line = cli_error([*argv, "--push_to_hub", "--hub_token", "hf_x", "--output_dir", str(out)], capsys)
+    assert "--push_to_hub (repo " in line and "HF_HUB_OFFLINE=1 is set, so nothing can be uploaded. Unset it" in line
+    assert not out.exists()

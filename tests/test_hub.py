@@ -406,7 +406,7 @@ def test_offline_mode_says_what_to_do():
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     result = subprocess.run([sys.executable, "-c", OFFLINE_CHECK], env=env, capture_output=True, text=True,
                             timeout=300)
-    assert "RuntimeError push_to_hub('someone/x'): HF_HUB_OFFLINE=1 is set, so nothing can be uploaded" in result.stdout
+    assert "ConnectionError push_to_hub('someone/x'): HF_HUB_OFFLINE=1 is set, so nothing can be uploaded" in result.stdout
     assert "OSError from_pretrained('someone/not-cached'): HF_HUB_OFFLINE=1 is set" in result.stdout
     assert "hf download someone/not-cached" in result.stdout, result.stdout + result.stderr[-2000:]
 

@@ -199,9 +199,10 @@ def save_for_hub(
 
 
 def hub_token(token: str | bool | None, action: str) -> str:
-    """The token to upload with; raises before anything is built or sent when offline or without one."""
+    """The token to upload with; raises before anything is built or sent when offline (`ConnectionError`: the CLI
+    answers it in one line) or without one."""
     if is_offline_mode():
-        raise RuntimeError(
+        raise ConnectionError(
             f"{action}: HF_HUB_OFFLINE=1 is set, so nothing can be uploaded. Unset it to push, or write the repo's "
             "folder locally with insub_hf.hub.save_for_hub(...) and upload it later."
         )
