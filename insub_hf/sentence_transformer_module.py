@@ -58,6 +58,11 @@ class InSubSentenceTransformer(InputModule):
         self.tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(
             model_name_or_path, trust_remote_code=trust_remote_code  # its config.json names the remote code
         )
+        if max_seq_length is not None and (isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int)
+                                           or max_seq_length < 2):  # [CLS] and [SEP] take two tokens
+            raise ValueError(f"InSubSentenceTransformer: max_seq_length={max_seq_length!r} (insub_sentence_config.json "
+                             "of the folder) must be an integer >= 2, the tokens a sentence keeps with [CLS] and "
+                             "[SEP]; fix it there or save the folder again.")
         self.max_seq_length = max_seq_length or self.tokenizer.model_max_length
 
     def preprocess(self, inputs, prompt: str | None = None, **kwargs) -> dict[str, torch.Tensor]:

@@ -311,3 +311,14 @@ def test_a_misspelt_output_value_and_a_generator_of_sentences_are_answered_in_wo
     with pytest.raises(KeyError, match=r"output_value='uncertanty' is not an output of this model; it gives \[.*"
                                        r"'head_spread'.*'sentence_embedding'.*'uncertainty'\]"):
         st.encode(SENTENCES, output_value="uncertanty")
+
+
+@pytest.mark.parametrize("length", [0, 1, 2.5])
+def test_a_folder_whose_sentence_length_was_edited_to_nonsense_is_refused_naming_the_file(tmp_path, encoder, length):
+    from sentence_transformers import SentenceTransformer
+
+    folder = encoder.save_sentence_transformer(tmp_path / "st")
+    (folder / "insub_sentence_config.json").write_text(json.dumps({"max_seq_length": length}))
+    with pytest.raises(ValueError, match=rf"max_seq_length={length!r} \(insub_sentence_config.json of the folder\) "
+                                         r"must be an integer >= 2"):
+        SentenceTransformer(str(folder), trust_remote_code=True)
