@@ -52,7 +52,7 @@ def dna_probe_numbers(folder: Path) -> dict[str, float]:
     summary = summarize(probs, test[1])
     # the threshold section's share: windows of the release's test sequences, flagged at 0.95
     from insub_hf.data import bundled_upstream_path, load_fasta_dataset
-    from insub_hf.jobs.release import HELD_OUT_ROWS, dna_parts, dna_windows
+    from insub_hf.jobs.genomics import HELD_OUT_ROWS, dna_parts, dna_windows
 
     _, _, test = dna_parts(load_fasta_dataset(bundled_upstream_path())["sequence"], seed=0)
     held_out = dna_windows(test, GenomicsArguments.crop_length)[:HELD_OUT_ROWS]

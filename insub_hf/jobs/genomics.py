@@ -107,5 +107,25 @@ def run_genomics(args: GenomicsArguments, training_args: InSubTrainingArguments 
     return results
 
 
+# The DNA release's calibration and in-distribution test: each the share of the pretraining sequences before the last
+# and the last, at most this many windows
+DNA_HELD_OUT, HELD_OUT_ROWS = 0.2, 2000
+
+
+def dna_windows(sequences: list[str], length: int) -> torch.Tensor:
+    """Every whole window of `length` nt of each sequence, one-hot, in order: `(W, length, 4)`."""
+    return torch.stack([one_hot_dna(s[i:i + length]) for s in sequences for i in range(0, len(s) - length + 1, length)])
+
+
+def dna_parts(sequences: list[str], seed: int) -> tuple[list[str], list[str], list[str]]:
+    """The DNA release's sequences in a seeded order, then split by sequence (no window's neighbours sit across
+    parts; a file's own order, by chromosome for instance, does not decide the parts): the bank's, the calibration's
+    and the test's, each of the last two `DNA_HELD_OUT` of them."""
+    order = torch.randperm(len(sequences), generator=torch.Generator().manual_seed(seed)).tolist()
+    shuffled = [sequences[i] for i in order]
+    part = max(1, round(DNA_HELD_OUT * len(sequences)))
+    return shuffled[:-2 * part], shuffled[-2 * part:-part], shuffled[-part:]
+
+
 ARGUMENT_GROUPS = (GenomicsArguments, InSubTrainingArguments)
 run = run_genomics

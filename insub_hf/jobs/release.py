@@ -42,6 +42,7 @@ from ..uncertainty.fitting import CALIBRATION_ROWS
 from ..training_args import TRAINER_FIELDS
 from ..validation import CheckedArguments, checked
 from . import compare, genomics, text, text_reading
+from .genomics import DNA_HELD_OUT, HELD_OUT_ROWS, dna_parts, dna_windows
 from .heartbeat import heartbeat
 from .text_reading import TextReleaseArguments
 from .publish import MetricsArguments, PublishArguments, fits_the_repository, publish_metrics, publish_releases
@@ -49,9 +50,6 @@ from .publish import MetricsArguments, PublishArguments, fits_the_repository, pu
 # Training inputs the shipped detector keeps as its bank (the Hub folder stays small; k-NN distances barely move)
 DETECTOR_BANK = 10_000
 MIN_DETECTOR_BANK = 16
-# The DNA release's calibration and in-distribution test: each the share of the pretraining sequences before the last
-# and the last, at most this many windows
-DNA_HELD_OUT, HELD_OUT_ROWS = 0.2, 2000
 
 
 @dataclass
@@ -273,23 +271,6 @@ def release_text(command: str, release, reading: TextReleaseArguments, args, tra
                                 "evaluation/text_uncertainty.json": out / "text_uncertainty.json"})
     return publish(release, model.insub, card, training_args, push,
                    built=(command, (time.time() - start) / 60, f"{RELEASES['text'].defaults['output_dir']}/hub"))
-
-
-def dna_windows(sequences: list[str], length: int) -> torch.Tensor:
-    """Every whole window of `length` nt of each sequence, one-hot, in order: `(W, length, 4)`."""
-    from ..data import one_hot_dna
-
-    return torch.stack([one_hot_dna(s[i:i + length]) for s in sequences for i in range(0, len(s) - length + 1, length)])
-
-
-def dna_parts(sequences: list[str], seed: int) -> tuple[list[str], list[str], list[str]]:
-    """The DNA release's sequences in a seeded order, then split by sequence (no window's neighbours sit across
-    parts; a file's own order, by chromosome for instance, does not decide the parts): the bank's, the calibration's
-    and the test's, each of the last two `DNA_HELD_OUT` of them."""
-    order = torch.randperm(len(sequences), generator=torch.Generator().manual_seed(seed)).tolist()
-    shuffled = [sequences[i] for i in order]
-    part = max(1, round(DNA_HELD_OUT * len(sequences)))
-    return shuffled[:-2 * part], shuffled[-2 * part:-part], shuffled[-part:]
 
 
 def release_dna(command: str, release, args, training_args) -> Path:

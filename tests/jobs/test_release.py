@@ -16,7 +16,8 @@ from insub_hf.hub import check_hub_folder, machine_paths
 from insub_hf.jobs.compare import ComparisonArguments
 from insub_hf.jobs.comparison import load_protocol_data
 from insub_hf.jobs.publish import fits_the_repository
-from insub_hf.jobs.release import dna_parts, dna_windows, reproducing
+from insub_hf.jobs.genomics import dna_parts, dna_windows
+from insub_hf.jobs.release import reproducing
 from insub_hf_cli import main
 
 from ..conftest import cli_error
