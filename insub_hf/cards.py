@@ -68,6 +68,9 @@ class RunRecord:
                 f"of this version); a card takes the results.json of one of {sorted(CARDS)}: run that job again."
             )
         missing = [key for key in RECORD_KEYS.get(values["job"], ()) if key not in values]
+        rows = values.get("rows") if values["job"] == "compare" else None
+        for i, row in enumerate(rows if isinstance(rows, list) else []):  # each row's identity, which cards name
+            missing += [f"rows[{i}].{key}" for key in ROW_KEYS if not isinstance(row, dict) or key not in row]
         if missing:
             raise ValueError(
                 f"{path} is the results.json of an insub-hf {values['job']} run without its {missing} (cut or edited "
@@ -173,6 +176,8 @@ CARDS = {"demo": _demo_card, "compare": _compare_card, "text": _text_card, "geno
 # What each job's results.json holds besides its job, arguments and settings, which a card and a release read
 RECORD_KEYS = {"demo": ("runs",), "compare": ("rows",), "text": ("results", "fingerprints"),
                "genomics": ("results", "fingerprints")}
+# What each row of a comparison holds besides its numbers (`ComparisonRow`'s identity, and its test metrics)
+ROW_KEYS = ("name", "method", "num_heads", "seed", "test")
 
 
 def _check_named_model(results: dict, row: str | None, modality: str, path, model) -> None:

@@ -351,6 +351,8 @@ def test_a_bank_of_all_zero_rows_is_refused_naming_them():
         ("{}", "names no job"),
         ('{"job": "compare", "args": {}}', r"results.json of an insub-hf compare run without its \['rows'\]"),
         ('{"job": "text", "results": {}}', r"without its \['fingerprints'\]"),
+        ('{"job": "compare", "rows": [{"name": "insub", "method": "insub", "num_heads": 5, "test": {}}]}',
+         r"compare run without its \['rows\[0\].seed'\]"),
     ],
 )
 def test_a_cut_or_emptied_results_json_is_refused_naming_the_file_and_the_way_out(tmp_path, text, message):
