@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import warnings
 from pathlib import Path
 from types import ModuleType
 from typing import Callable
@@ -89,7 +90,11 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
     name = str(name_or_path)
     local = Path(name).expanduser()
     if local.is_dir():
-        verify_checksums(local / kwargs["subfolder"] if kwargs.get("subfolder") else local, config=False)
+        folder = local / kwargs["subfolder"] if kwargs.get("subfolder") else local
+        if model_weight_files(folder) and not verify_checksums(folder, config=False):
+            warnings.warn(f"from_pretrained({name!r}): the weights in {folder} carry no checksums, so their values "
+                          "cannot be verified (saved by another tool, or their metadata stripped); save_pretrained "
+                          "writes them.", stacklevel=3)
     elif looks_like_a_path(name):
         raise FileNotFoundError(
             f"from_pretrained({name!r}): no such local folder (and {name!r} is not a Hub repo id of the form "

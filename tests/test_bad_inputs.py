@@ -386,3 +386,20 @@ def test_a_push_with_offline_mode_set_stops_in_one_line_before_any_work(tmp_path
     line = cli_error([*argv, "--push_to_hub", "--hub_token", "hf_x", "--output_dir", str(out)], capsys)
     assert "--push_to_hub (repo " in line and "HF_HUB_OFFLINE=1 is set, so nothing can be uploaded. Unset it" in line
     assert not out.exists()
+
+
+def test_weights_whose_checksums_were_stripped_and_a_value_changed_load_with_a_word(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    model = InSubModel(tiny_config())
+    model.save_pretrained(tmp_path / "m")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # as saved: checked, no word
+        InSubModel.from_pretrained(tmp_path / "m")
+    tensors = load_file(tmp_path / "m" / "model.safetensors")
+    name = sorted(tensors)[0]
+    tensors[name] = tensors[name] + 1  # a value changed, and the metadata with its checksums gone
+    save_file(tensors, str(tmp_path / "m" / "model.safetensors"))
+    with pytest.warns(UserWarning, match=r"the weights in .* carry no checksums, so their values cannot be verified "
+                                         r"\(saved by another tool, or their metadata stripped\)"):
+        InSubModel.from_pretrained(tmp_path / "m")
