@@ -13,8 +13,7 @@ from pathlib import Path
 
 from .data import IMAGE_DATASET_PRESETS
 from .evaluation.cost import device_description
-from .evaluation.flagging import FLAG_THRESHOLD, separation_by_reading
-from .evaluation.ood_detector import InSubOODDetector
+from .evaluation.flagging import FLAG_THRESHOLD, measured_separation
 from .uncertainty.knn import encoder_and_heads_fingerprint
 from .evaluation.results import ComparisonRow, MethodResults
 from .hub.model_card import HubCard, genomics_eval_results, harness_eval_results, senteval_eval_results
@@ -440,12 +439,11 @@ def shipped_readings(card: HubCard, model, data, dataset: str, full: dict) -> tu
     distance and the heads' spread, each AUROC and FPR95; a note with the whole-set k-NN values (`full`: OOD set ->
     AUROC) and the threshold section (`threshold_section`). Returns the card and the measured numbers
     (`evaluation.flagging.separation_by_reading`)."""
-    detector = InSubOODDetector(model)
-    numbers = separation_by_reading(detector.score(data.inputs(data.test_images)),
-                                    {name: detector.score(data.inputs(images)) for name, images in data.ood_images.items()})
-    block = detector.model.config.uncertainty
+    numbers = measured_separation(model, data.inputs(data.test_images),
+                                  {name: data.inputs(images) for name, images in data.ood_images.items()})
+    block = getattr(model, "insub", model).config.uncertainty
     labels = {"uncertainty": "calibrated uncertainty, label-free, the model's own",
-              "knn": f"k-NN to the shipped {detector.bank_size}-image bank, label-free",
+              "knn": f"k-NN to the shipped {block['bank_size']}-image bank, label-free",
               "head_spread": "head spread, label-free" + ("" if block["direction"] else ", as it is: no direction held")}
     sets = numbers["sets"]
     others = [r for r in card.eval_results if r.metric_config not in sets]
@@ -462,8 +460,8 @@ def shipped_readings(card: HubCard, model, data, dataset: str, full: dict) -> tu
                     replace(template, metric_type="fpr95", metric_name=f"OOD FPR95 vs {name} ({label}; lower is better)",
                             metric_value=round(cells[reading]["fpr95"], 4), metric_config=name),
                 ]
-    note = (f"The k-NN rows read the model's own bank ({detector.bank_size} training images in its weights, k = "
-            f"{detector.k}); with all {len(data.train_images)} training images as the bank (the "
+    note = (f"The k-NN rows read the model's own bank ({block['bank_size']} training images in its weights, k = "
+            f"{block['k']}); with all {len(data.train_images)} training images as the bank (the "
             "comparison with the baseline) its k-NN AUROCs are " + ", ".join(
                 f"{name} {100 * value:.1f} %" for name, value in full.items()) + ".")
     section = threshold_section(numbers, f"{dataset} test images",

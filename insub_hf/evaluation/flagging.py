@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from .metrics.ood import fpr_at_tpr, ood_auroc
+from .ood_detector import InSubOODDetector
 
 # The threshold a card shows and whose flag rate it reports: "less typical than 95 % of the calibration inputs"
 FLAG_THRESHOLD = 0.95
@@ -39,3 +40,11 @@ def separation_by_reading(inside: dict[str, torch.Tensor], outside: dict[str, di
     }
     rate = flag_rate(inside["uncertainty"]) if "uncertainty" in inside else None
     return {"inside": int(len(next(iter(inside.values())))), "flag_rate": rate, "sets": sets}
+
+
+def measured_separation(model, inside: dict[str, torch.Tensor], outside: dict[str, dict[str, torch.Tensor]]) -> dict:
+    """`separation_by_reading` of `model`'s own scores (`InSubOODDetector.score`: its calibrated `uncertainty`, k-NN
+    distance and oriented spread) on the encoder inputs `inside` (in-distribution, `(N, ...)` each) against each OOD
+    set's inputs `outside[name]`."""
+    detector = InSubOODDetector(model)
+    return separation_by_reading(detector.score(inside), {name: detector.score(x) for name, x in outside.items()})

@@ -35,7 +35,7 @@ from ..cards import (
     versus_baseline,
 )
 from ..checkpointing import atomic_folder
-from ..evaluation.ood_detector import CALIBRATION_SEED, InSubOODDetector
+from ..evaluation.ood_detector import CALIBRATION_SEED
 from ..hub import final_push_target, save_for_hub, upload_hub_folder
 from ..uncertainty.knn import encoder_and_heads_fingerprint
 from ..uncertainty.fitting import CALIBRATION_ROWS
@@ -280,7 +280,7 @@ def release_dna(command: str, release, args, training_args) -> Path:
     the test's sequences (never fitted on) against uniformly random sequences and those windows with their bases
     shuffled."""
     from ..data import bundled_upstream_path, load_fasta_dataset
-    from ..evaluation.flagging import separation_by_reading
+    from ..evaluation.flagging import measured_separation
     from ..uncertainty.fitting import shuffled_within
 
     name = f"insub_m{args.num_heads}"
@@ -293,10 +293,9 @@ def release_dna(command: str, release, args, training_args) -> Path:
     generator = torch.Generator().manual_seed(CALIBRATION_SEED)
     rows = len(held_out["dna_one_hot"])
     random = torch.eye(4)[torch.randint(0, 4, (rows, args.crop_length), generator=generator)]
-    detector = InSubOODDetector(model)
-    numbers = separation_by_reading(detector.score(held_out), {
-        "uniform random": detector.score({"dna_one_hot": random}),
-        "shuffled bases": detector.score(shuffled_within(held_out, "dna_one_hot", generator)),
+    numbers = measured_separation(model, held_out, {
+        "uniform random": {"dna_one_hot": random},
+        "shuffled bases": shuffled_within(held_out, "dna_one_hot", generator),
     })
     block = model.insub.config.uncertainty
     section = threshold_section(

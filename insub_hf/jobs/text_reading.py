@@ -68,17 +68,15 @@ def fitted_examples(model, encoder, corpus: list[str], rows: int, k: int, seed: 
     held-out sentences of their own). Each against the `text_ood_sets` (its own shuffled words in place of the
     tweets'), as `evaluation.flagging.separation_by_reading` measures them; `rows` caps every part, `k` is the
     k-NN reading's neighbour."""
-    from ..evaluation.flagging import separation_by_reading
-    from ..evaluation.ood_detector import InSubOODDetector
+    from ..evaluation.flagging import measured_separation
     from ..evaluation.text_bench import OWN_BANK, OWN_HELD_OUT
 
     def measured(bank: list[str], calibration: list[str], inside: list[str], skip: str | None) -> dict:
         model.fit_uncertainty(tokens(encoder, bank), tokens(encoder, calibration), k=k, seed=seed)
-        detector = InSubOODDetector(model)
-        outside = {name: detector.score(tokens(encoder, sentences))
+        outside = {name: tokens(encoder, sentences)
                    for name, sentences in text_ood_sets(inside, len(inside), seed).items() if name != skip}
         block = model.config.uncertainty
-        return {**separation_by_reading(detector.score(tokens(encoder, inside)), outside),
+        return {**measured_separation(model, tokens(encoder, inside), outside),
                 "bank": block["bank_size"], "calibration": block["calibration_size"][1],
                 "components": block["components"]}
 
