@@ -18,6 +18,7 @@ from insub_hf.checkpointing import save_pretrained_atomic
 from insub_hf.encoders.presets import named_encoder
 from insub_hf.data import IMAGE_DATASET_PRESETS, load_fashion_mnist
 from insub_hf.evaluation.metrics import mutual_information, predictive_entropy
+from insub_hf.hub.model_card import model_card
 
 PRESET = IMAGE_DATASET_PRESETS["fashion_mnist"]
 NAMES = ["t-shirt", "trouser", "pullover"]
@@ -63,6 +64,21 @@ def test_identical_heads_have_zero_mutual_information():
             weight.copy_(weight[..., :1, :].expand_as(weight) if weight.dim() == 3 else weight[:1].expand_as(weight))
         out = model(pixel_values=torch.randn(4, 1, 28, 28))
     torch.testing.assert_close(out.mutual_information, torch.zeros(4), atol=1e-6, rtol=0)
+
+
+def test_one_head_serves_no_mutual_information_and_its_card_reads_the_entropy():
+    # with one head, entropy of the mean minus the mean entropy is 0 for every input: "certain", whatever it is
+    model = InSubForImageClassification(grey_config(num_labels=3, num_heads=1)).eval()
+    with torch.no_grad():
+        out = model(pixel_values=torch.randn(4, 1, 28, 28))
+    assert out.mutual_information is None and out.variance is None
+    torch.testing.assert_close(out.entropy, predictive_entropy(out.logits.softmax(-1)).float(), atol=1e-6, rtol=1e-5)
+    regression = InSubForImageClassification(grey_config(num_labels=2, num_heads=1, problem_type="regression")).eval()
+    with torch.no_grad():
+        assert regression(pixel_values=torch.randn(2, 1, 28, 28)).variance is None
+    snippet = str(model_card(model, "me/one-head"))
+    assert "out.entropy" in snippet and "out.mutual_information" not in snippet
+    assert "out.mutual_information" in str(model_card(InSubForImageClassification(grey_config(num_labels=3)), "me/m3"))
 
 
 def test_loading_a_pretraining_checkpoint_keeps_its_encoder_and_starts_independent_heads(pretrained):

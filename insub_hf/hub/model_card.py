@@ -242,9 +242,12 @@ def _usage(config, main_input: str, auto_class: str, repo_id: str, processor: bo
         inputs = f"pixel_values = torch.randn(1, {channels}, {size}, {size})  # your normalised images"
         call = "(pixel_values=pixel_values)"
         batch = "{\"pixel_values\": pixel_values}"
-    if auto_class == "AutoModelForImageClassification":
+    if auto_class == "AutoModelForImageClassification" and config.num_heads > 1:
         outputs = ("probabilities = out.logits.softmax(-1)  # the M heads' mean prediction\n"
                    "uncertainty = out.mutual_information     # (B,): how much the heads disagree, higher = less certain")
+    elif auto_class == "AutoModelForImageClassification":
+        outputs = ("probabilities = out.logits.softmax(-1)\n"
+                   "uncertainty = out.entropy  # (B,): the prediction's entropy (one head: no mutual information)")
     elif auto_class == "AutoModelForSequenceClassification":
         outputs = "probabilities = out.logits.softmax(-1)"
     else:

@@ -101,9 +101,10 @@ class InSubImageClassifierOutput(ModelOutput):
         head_logits: `(B, M, C)` each head's outputs.
         mutual_information: `(B,)` entropy of the mean prediction minus the heads' mean entropy, in nats (summed over
             labels for multi-label): 0 when the heads agree, higher = they disagree (epistemic uncertainty); None
-            for regression.
+            for regression and for one head (nothing to disagree with: it would always read 0).
         entropy: `(B,)` entropy of the mean prediction in nats (total uncertainty); None for regression.
-        variance: `(B, C)` the heads' variance around their mean (regression's uncertainty); None otherwise.
+        variance: `(B, C)` the heads' variance around their mean (regression's uncertainty); None otherwise and for
+            one head.
         representation: `(B, d)` encoder output.
         hidden_states, attentions: the encoder's, with `output_hidden_states` / `output_attentions`.
     """
@@ -195,6 +196,8 @@ class InSubForImageClassification(InSubPreTrainedModel):
             logits, entropy, mutual_information = ensemble_sigmoids(head_logits)
         else:
             logits, variance = head_logits.mean(1), head_logits.var(1, unbiased=False).detach()
+        if head_logits.shape[1] == 1:  # one head has no spread: a 0 here would read as "certain"
+            mutual_information = variance = None
         loss = None
         if labels is not None:
             batch, heads, classes = head_logits.shape

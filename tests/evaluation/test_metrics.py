@@ -128,6 +128,11 @@ def test_entropy_and_mutual_information_hand_worked():
     assert metrics.max_probability(torch.tensor([[0.2, 0.8]])).tolist() == pytest.approx([0.8])
 
 
+def test_mutual_information_of_one_member_is_refused_not_zero():
+    with pytest.raises(ValueError, match=r"at least 2 members, got member_probabilities of shape \(3, 1, 2\)"):
+        metrics.mutual_information(torch.full((3, 1, 2), 0.5))
+
+
 def test_disagreement_against_loop():
     _, probs, labels = random_probs(n=60, c=3, seed=4)
     members = torch.stack([probs, probs.roll(1, 0), probs.roll(2, 0), probs.flip(1)], dim=1)  # (N, 4, C)

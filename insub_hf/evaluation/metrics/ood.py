@@ -30,6 +30,11 @@ def mutual_information(member_probabilities) -> torch.Tensor:
         Depeweg et al., "Decomposition of Uncertainty in Bayesian Deep Learning", ICML 2018.
     """
     probs = check_member_probabilities(member_probabilities)
+    if probs.shape[1] < 2:
+        raise ValueError(
+            f"mutual_information needs at least 2 members, got member_probabilities of shape {tuple(probs.shape)} "
+            "(N, members, C): with one member it is 0 whatever the input; use predictive_entropy for one model."
+        )
     mean = probs.mean(dim=1)
     entropy_of_mean = -(mean * mean.clamp_min(LOG_FLOOR).log()).sum(dim=1)
     mean_entropy = -(probs * probs.clamp_min(LOG_FLOOR).log()).sum(dim=2).mean(dim=1)
