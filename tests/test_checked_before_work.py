@@ -122,8 +122,19 @@ def test_k_beyond_the_bank_is_refused_where_both_are_known():
         TextBenchArguments(k=50, bank_size=20)
     from insub_hf import InSubConfig
 
+    with pytest.raises(ValueError, match=r"TextBenchArguments.ood_size=600 is more than split_size=500: the shuffled"):
+        TextBenchArguments(ood_size=600, split_size=500)
     with pytest.raises(ValueError, match=r"InSubConfig.uncertainty\['k'\] must be an integer >= 1 and <= 3, got 10"):
         InSubConfig(uncertainty={"reading": "knn", "k": 10, "bank_size": 3})
+
+
+def test_an_ood_size_beyond_what_the_makers_draw_is_refused_naming_the_field():
+    from insub_hf.evaluation.text_bench import make_bench
+
+    # scikit-learn's three tables have 1,189 rows; both halves of 600 need 1,200
+    with pytest.raises(ValueError, match=r"TextBenchArguments.ood_size=600: each OOD set needs 2 x ood_size = 1200 "
+                                         r"strings .*table_rows: 1189 strings were found.* Give a smaller ood_size"):
+        make_bench(TextBenchArguments(ood_size=600), ["a tweet"])
 
 
 @pytest.mark.parametrize("hub_up, token, message", [

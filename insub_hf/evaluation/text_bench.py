@@ -51,6 +51,9 @@ class TextBenchArguments(CheckedArguments):
         super().__post_init__()
         if self.k > self.bank_size:  # the k-th neighbour of a smaller bank does not exist
             raise ValueError(f"{type(self).__name__}.k={self.k} is more than bank_size={self.bank_size}; give k <= bank_size.")
+        if self.ood_size > self.split_size:  # the shuffled set is each split's own tweets, shuffled
+            raise ValueError(f"{type(self).__name__}.ood_size={self.ood_size} is more than split_size={self.split_size}: "
+                             "the shuffled set is made of each split's own tweets; give ood_size <= split_size.")
 
 
 @dataclass
@@ -113,7 +116,13 @@ def make_bench(args: TextBenchArguments, bank_sentences: list[str]) -> Bench:
     """The transfer tweets in a fixed split (`_split`) and `ood_size` sentences of each OOD set per split (disjoint
     halves; the shuffled words of the split's own tweets)."""
     data = _split(load_tweet_sentiment("transfer"), args)
-    made = text_ood_sets(list(data["validation"]["text"]), 2 * args.ood_size, seed=0)  # "shuffled" is made per split
+    try:
+        made = text_ood_sets(list(data["validation"]["text"]), 2 * args.ood_size, seed=0)  # "shuffled": per split
+    except ValueError as error:  # a maker has fewer strings than both halves need
+        raise ValueError(
+            f"{type(args).__name__}.ood_size={args.ood_size}: each OOD set needs 2 x ood_size = {2 * args.ood_size} "
+            f"strings (a validation and a test half), and {error} Give a smaller ood_size."
+        ) from None
     sets = {name: {} for name in made}
     for split, offset in zip(SPLITS, (0, args.ood_size)):
         for name, sentences in made.items():
