@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -146,14 +147,30 @@ def _genomics_card(record: RunRecord, row, dataset, model, path) -> dict:
 
 def _demo_card(record: RunRecord, row, dataset, model, path) -> dict:
     chosen = _named(record.numbers["runs"], row, "run", path)  # the harness's numbers under their own keys
-    measured = MethodResults.from_dict({"members": 1, **{k: chosen[k] for k in DEMO_RESULT_KEYS if k in chosen}})
+    with _cut_or_edited(path, f"run {row!r}"):
+        measured = MethodResults.from_dict({"members": 1, **{k: chosen[k] for k in DEMO_RESULT_KEYS if k in chosen}})
     return _image_card(record, chosen, measured, "fashion_mnist", "Fashion-MNIST", dataset, model, row, path)
 
 
 def _compare_card(record: RunRecord, row, dataset, model, path) -> dict:
     chosen = _named(record.numbers["rows"], row, "row", path)
     name = record.args.get("dataset", "fashion_mnist")
-    return _image_card(record, chosen, ComparisonRow.from_dict(chosen).results, name, name, dataset, model, row, path)
+    with _cut_or_edited(path, f"row {row!r}"):
+        measured = ComparisonRow.from_dict(chosen).results
+    return _image_card(record, chosen, measured, name, name, dataset, model, row, path)
+
+
+@contextmanager
+def _cut_or_edited(path, entry: str):
+    """Refuses a record whose entry does not read back (`MethodResults.from_dict`), naming the file and the way
+    out."""
+    try:
+        yield
+    except (ValueError, TypeError) as error:
+        raise ValueError(
+            f"{path}: the {entry} does not read back ({error}): cut or edited after its run wrote it; restore it "
+            "from its copy or run the job again."
+        ) from None
 
 
 def _image_card(record: RunRecord, chosen: dict, measured, name: str, shown: str, dataset, model, row, path) -> dict:

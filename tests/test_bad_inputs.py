@@ -364,6 +364,33 @@ def test_a_cut_or_emptied_results_json_is_refused_naming_the_file_and_the_way_ou
         RunRecord.read(path)
 
 
+METRICS = {"accuracy": 0.8, "nll": 0.5, "ece": 0.02, "tace": 0.01, "brier": 0.3}
+
+
+@pytest.mark.parametrize(
+    "runs, message",
+    [
+        ({"runs": [{"name": "insub_m5", "test": METRICS, "head_spread_calibration": [{"validation_auroc": 0.4}]}]},
+         r"the run 'insub_m5' does not read back \(head_spread_calibration\[0\] lacks \['direction'\]"),
+        ({"runs": [{"name": "insub_m5", "test": {**METRICS, "acuracy": 0.8}}]},
+         r"the run 'insub_m5' does not read back \(test has unknown keys \['acuracy'\]"),
+        ({"runs": [{"name": "insub_m5", "test": [0.8]}]}, r"test must be a mapping of Metrics's fields, got list"),
+        ({"rows": [{"name": "insub", "method": "insub", "num_heads": 5, "seed": 0, "members": 5,
+                   "test": {"accuracy": 0.8}}]},
+         r"the row 'insub' does not read back \(test lacks \['nll', 'ece', 'tace', 'brier'\]"),
+    ],
+)
+def test_a_record_whose_nested_entry_lost_a_key_is_refused_naming_it_not_a_key_error(tmp_path, runs, message):
+    from insub_hf.cards import card_from_results
+
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"job": "demo" if "runs" in runs else "compare", "args": {}, **runs}))
+    row = "insub_m5" if "runs" in runs else "insub"
+    with pytest.raises(ValueError, match=message) as refused:
+        card_from_results(path, row, None)
+    assert str(path) in str(refused.value) and "restore it from its copy or run the job again" in str(refused.value)
+
+
 def test_a_release_reused_from_a_folder_whose_record_was_cut_stops_in_one_line(tmp_path, capsys):
     from .conftest import cli_error
 

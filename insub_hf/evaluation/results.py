@@ -6,7 +6,7 @@ OOD scores have one name and one direction everywhere: higher = more likely OOD 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 
 from ..validation import check_range
 
@@ -35,6 +35,22 @@ def checked_number(field: str, value, high: float | None = 1.0, optional: bool =
         number = value
     check_range(field, number, low=0.0, high=high)
     return number
+
+
+def typed(cls, values, where: str):
+    """`cls(**values)` for a results dataclass read back from JSON; refuses, naming `where` and the keys, a value
+    that is not a mapping, a required key it lacks or a key `cls` does not have (a record cut or edited)."""
+    if not isinstance(values, dict):
+        raise ValueError(f"{where} must be a mapping of {cls.__name__}'s fields, got {type(values).__name__}.")
+    names = [f.name for f in fields(cls)]
+    missing = [f.name for f in fields(cls)
+               if f.default is MISSING and f.default_factory is MISSING and f.name not in values]
+    unknown = sorted(set(values) - set(names))
+    if missing or unknown:
+        said = "; ".join(part for part in (missing and f"lacks {missing}", unknown and f"has unknown keys {unknown}")
+                         if part)
+        raise ValueError(f"{where} {said}" + (f" ({cls.__name__} has {names})." if unknown else "."))
+    return cls(**values)
 
 
 def _check_fields(result, highs: dict[str, float | None], optional: tuple[str, ...] = ()) -> None:
@@ -193,28 +209,29 @@ class MethodResults:
 
     @classmethod
     def from_dict(cls, data: dict) -> MethodResults:
-        """The inverse of `to_dict` (unknown keys and OOD score names outside `OOD_SCORES` are refused, naming
-        them)."""
-        unknown = set(data) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"MethodResults.from_dict: unknown keys {sorted(unknown)}.")
-        scores = sorted({score for per_set in data.get("ood", {}).values() for score in per_set} - set(OOD_SCORES))
+        """The inverse of `to_dict`; a key missing or unknown at any level, and OOD score names outside
+        `OOD_SCORES`, are refused naming where (`typed`)."""
+        scores = sorted({score for per_set in (data.get("ood") or {}).values() for score in per_set} - set(OOD_SCORES))
         if scores:
             raise ValueError(
                 f"MethodResults.from_dict: unknown OOD scores {scores[:3]} (known: {sorted(OOD_SCORES)}, each higher = "
                 "more likely OOD)."
             )
+        typed(cls, data, "results")  # its own keys, before its parts are read
         d = dict(data)
-        d["test"] = Metrics(**d["test"])
-        d["semi_supervised"] = {k: Metrics(**v) for k, v in d.get("semi_supervised", {}).items()}
-        d["corruptions"] = {name: {s: CorruptionMetrics(**m) for s, m in per.items()}
+        d["test"] = typed(Metrics, d["test"], "test")
+        d["semi_supervised"] = {k: typed(Metrics, v, f"semi_supervised[{k!r}]")
+                                for k, v in d.get("semi_supervised", {}).items()}
+        d["corruptions"] = {name: {s: typed(CorruptionMetrics, m, f"corruptions[{name!r}][{s!r}]") for s, m in per.items()}
                             for name, per in d.get("corruptions", {}).items()}
-        d["corruption_mean"] = {s: CorruptionMetrics(**m) for s, m in d.get("corruption_mean", {}).items()}
-        d["head_spread_calibration"] = [HeadSpreadCalibration(**c) for c in d.get("head_spread_calibration", [])]
+        d["corruption_mean"] = {s: typed(CorruptionMetrics, m, f"corruption_mean[{s!r}]")
+                                for s, m in d.get("corruption_mean", {}).items()}
+        d["head_spread_calibration"] = [typed(HeadSpreadCalibration, c, f"head_spread_calibration[{i}]")
+                                        for i, c in enumerate(d.get("head_spread_calibration", []))]
         if d.get("training") is not None:
-            d["training"] = TrainingRecord(**d["training"])
+            d["training"] = typed(TrainingRecord, d["training"], "training")
         if d.get("cost") is not None:
-            d["cost"] = Cost(**d["cost"])
+            d["cost"] = typed(Cost, d["cost"], "cost")
         return cls(**d)
 
 
@@ -236,5 +253,8 @@ class ComparisonRow:
     @classmethod
     def from_dict(cls, data: dict) -> ComparisonRow:
         identity = ("name", "method", "num_heads", "seed")
+        missing = [k for k in identity if k not in data]
+        if missing:
+            raise ValueError(f"a comparison row lacks {missing} (a row has {list(identity)} and its results).")
         return cls(*(data[k] for k in identity),
                    MethodResults.from_dict({k: v for k, v in data.items() if k not in identity}))
