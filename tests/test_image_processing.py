@@ -305,6 +305,25 @@ def test_the_harness_takes_images_by_the_same_rules():
         ImageEvaluationData(**{**good, "std": (float("inf"),)})
 
 
+def test_the_pipeline_refuses_an_image_past_pils_size_limit_naming_it(tmp_path, monkeypatch):
+    from transformers import pipeline
+
+    from insub_hf import InSubImageFeatureExtractionPipeline, InSubModel
+
+    from .conftest import tiny_config
+
+    model = InSubModel(tiny_config(encoder_config=dict(model_type="vit", image_size=28, patch_size=4, hidden_size=32,
+                                                       num_hidden_layers=1, num_attention_heads=2,
+                                                       intermediate_size=64, num_channels=1))).eval()
+    extractor = pipeline("image-feature-extraction", model=model, image_processor=_processors()[0],
+                         pipeline_class=InSubImageFeatureExtractionPipeline)
+    Image.new("L", (100, 100)).save(tmp_path / "huge.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 2_000)  # 10,000 pixels: past twice the limit, as 400 MP is
+    with pytest.raises(ValueError, match=r"image '.*huge\.png' is too large for PIL to open \(Image size \(10000 "
+                                         r"pixels\) exceeds .*; downscale it"):
+        extractor(str(tmp_path / "huge.png"))
+
+
 def test_importing_the_package_changes_no_pipeline_of_transformers():
     code = ("from transformers.pipelines import PIPELINE_REGISTRY as r; before = {t: str(r.supported_tasks[t]['impl']) "
             "for t in r.supported_tasks}; import insub_hf, insub_hf.processing.pipelines; print(before == {t: "

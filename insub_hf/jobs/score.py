@@ -135,8 +135,26 @@ def load_data(name: str, args: ScoreArguments) -> DatasetDict:
     if path.is_dir():
         if (path / "dataset_dict.json").is_file():
             return load_from_disk(str(path))
+        check_image_sizes(path)
         return load_dataset("imagefolder", data_dir=str(path))
     return load_dataset(name)
+
+
+def check_image_sizes(folder: Path) -> None:
+    """Refuses, naming the file, an image in `folder` past PIL's decompression-bomb limit (`Image.MAX_IMAGE_PIXELS`
+    doubled, where PIL itself stops); reads headers only, before any work."""
+    from PIL import Image
+
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        try:
+            Image.open(path).close()  # the header: PIL checks the size on open
+        except Image.DecompressionBombError as error:
+            raise ValueError(
+                f"ScoreArguments.dataset: {path} is too large for PIL to open ({error}); downscale it, or raise "
+                "PIL.Image.MAX_IMAGE_PIXELS in your own script if you trust the file."
+            ) from None
+        except OSError:
+            continue  # not an image (a metadata file, a caption): the image folder loader decides
 
 
 def with_test_split(data: DatasetDict, args: ScoreArguments) -> DatasetDict:

@@ -252,6 +252,22 @@ def test_a_folder_of_class_sub_folders_is_split_k_chosen_and_a_small_set_said(tm
     assert f"knn {100 * results['ood']['knn']:.1f} % ({100 * low:.1f}-{100 * high:.1f})" in printed
 
 
+def test_an_image_past_pils_size_limit_is_refused_naming_the_file_before_any_work(tmp_path, capsys, monkeypatch):
+    from PIL import Image
+
+    from ..conftest import cli_error
+
+    (tmp_path / "shapes" / "big").mkdir(parents=True)
+    Image.new("L", (100, 100)).save(tmp_path / "shapes" / "big" / "huge.png")
+    Image.new("L", (10, 10)).save(tmp_path / "shapes" / "big" / "small.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 2_000)  # 10,000 pixels: past twice the limit, as 400 MP is
+    folders = models(tmp_path)
+    line = cli_error(["score", str(folders["someone/tiny-insub"]), "--dataset", str(tmp_path / "shapes"),
+                      "--output_dir", str(tmp_path / "out")], capsys)
+    assert f"ScoreArguments.dataset: {tmp_path / 'shapes' / 'big' / 'huge.png'} is too large for PIL to open" in line
+    assert "downscale it" in line and not (tmp_path / "out").exists()
+
+
 def test_the_help_shows_the_forms_that_work(capsys):
     from insub_hf_cli import main
 
