@@ -95,6 +95,12 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
             warnings.warn(f"from_pretrained({name!r}): the weights in {folder} carry no checksums, so their values "
                           "cannot be verified (saved by another tool, or their metadata stripped); save_pretrained "
                           "writes them.", stacklevel=3)
+    elif moved_aside := sorted(local.parent.glob(f".{local.name}.old-*")):
+        raise FileNotFoundError(
+            f"from_pretrained({name!r}): the folder is missing because a save into it was killed between moving the "
+            f"old folder aside and moving the new one in; the old model is {moved_aside[-1]}: rename it back to "
+            f"{str(local)!r} (the next save into that path also puts it back)."
+        )
     elif looks_like_a_path(name):
         raise FileNotFoundError(
             f"from_pretrained({name!r}): no such local folder (and {name!r} is not a Hub repo id of the form "
@@ -134,6 +140,7 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
             f"objective {model.config.objective!r} (e.g. {objective_missing[:2]}); it was saved with another "
             "objective. Load it with the config it was saved with, or as InSubModel (encoder and heads only)."
         )
+    check_same_class_loads_whole(name, cls, model, info)
     if local.is_dir():
         files = model_weight_files(local / (kwargs.get("subfolder") or ""))
     else:  # a Hub repo: its files are in the local cache now
@@ -154,6 +161,24 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
                 "on your in-distribution inputs and save it again."
             )
     return (model, info) if wants_info else model
+
+
+def check_same_class_loads_whole(name: str, cls, model, info: dict) -> None:
+    """Refuses a checkpoint loaded as the class that saved it (`config.architectures`) whose weights lack tensors
+    the model has or hold ones it does not: tensors renamed or removed after saving (in the file and its checksums
+    alike), which would otherwise start at random or be dropped with transformers' load report. Another class (a
+    pretraining checkpoint as a classifier) leaves out and starts what differs, as transformers does."""
+    missing, unexpected = sorted(info.get("missing_keys", ())), sorted(info.get("unexpected_keys", ()))
+    if cls.__name__ not in (model.config.architectures or ()) or not (missing or unexpected):
+        return
+    said = "; ".join(part for part in (
+        missing and f"lacks {len(missing)} tensor(s) of {cls.__name__} (e.g. {missing[:3]})",
+        unexpected and f"holds {len(unexpected)} it does not have (e.g. {unexpected[:3]})",
+    ) if part)
+    raise ValueError(
+        f"from_pretrained({name!r}): the checkpoint was saved by {cls.__name__}, yet its weights {said}: tensors were "
+        "renamed or removed after saving. Restore the folder from its copy, or save the model again."
+    )
 
 
 def checked_save_pretrained(model, save: Callable, save_directory, *args, remote_code: bool | None = None, **kwargs) -> None:

@@ -13,6 +13,7 @@ from transformers.testing_utils import CaptureLogger
 
 from insub_hf import InSubConfig, InSubForPreTraining, InSubForSequenceClassification, InSubModel
 from insub_hf.model import modeling_insub
+from insub_hf.checkpointing import save_pretrained_atomic
 from insub_hf.data import BatchTwoViews, load_fasta_dataset, load_image_dataset, load_labelled_sequences, one_hot_dna
 from insub_hf.jobs.genomics import encode_labelled
 from insub_hf.training.trainer import InSubTrainer, InSubTrainingArguments
@@ -430,3 +431,38 @@ def test_weights_whose_checksums_were_stripped_and_a_value_changed_load_with_a_w
     with pytest.warns(UserWarning, match=r"the weights in .* carry no checksums, so their values cannot be verified "
                                          r"\(saved by another tool, or their metadata stripped\)"):
         InSubModel.from_pretrained(tmp_path / "m")
+
+
+@pytest.mark.parametrize("change", ["renamed", "removed"])
+def test_a_tensor_renamed_or_removed_in_the_file_and_its_checksums_is_refused_naming_it(tmp_path, change):
+    import json as json_
+
+    from safetensors.torch import save_file
+
+    from insub_hf.checksums import METADATA_KEY, read_safetensors
+
+    InSubModel(tiny_config()).save_pretrained(tmp_path / "m")
+    path = tmp_path / "m" / "model.safetensors"
+    tensors, metadata = read_safetensors(path)
+    checksums = json.loads(metadata[METADATA_KEY])
+    name = sorted(tensors)[0]
+    value, checksum = tensors.pop(name), checksums.pop(name)
+    if change == "renamed":
+        tensors[name + "_v2"], checksums[name + "_v2"] = value, checksum
+    save_file(tensors, str(path), metadata={**metadata, METADATA_KEY: json.dumps(checksums)})
+    said = (rf"lacks 1 tensor\(s\) of InSubModel \(e.g. \['{re.escape(name)}'\]\)"
+            + (rf"; holds 1 it does not have \(e.g. \['{re.escape(name)}_v2'\]\)" if change == "renamed" else ""))
+    with pytest.raises(ValueError, match=rf"the checkpoint was saved by InSubModel, yet its weights {said}: tensors "
+                                         r"were renamed or removed after saving. Restore the folder"):
+        InSubModel.from_pretrained(tmp_path / "m")
+
+
+def test_a_folder_a_killed_save_left_moved_aside_is_explained_at_load(tmp_path):
+    InSubModel(tiny_config()).save_pretrained(tmp_path / "m")
+    (tmp_path / "m").rename(tmp_path / ".m.old-1a2b3c4d")  # killed between the two renames of atomic_folder
+    with pytest.raises(FileNotFoundError, match=r"a save into it was killed between moving the old folder aside "
+                                                r"and moving the new one in; the old model is .*\.m\.old-1a2b3c4d: "
+                                                r"rename it back"):
+        InSubModel.from_pretrained(tmp_path / "m")
+    save_pretrained_atomic(InSubModel(tiny_config()), tmp_path / "m")  # the next save puts it back first, then replaces
+    assert InSubModel.from_pretrained(tmp_path / "m") is not None and not list(tmp_path.glob(".m.*"))
