@@ -254,12 +254,17 @@ def test_the_feature_extraction_pipeline_pools_and_names_the_models_modality():
     from PIL import Image
     from transformers import pipeline
 
-    from insub_hf import InSubImageProcessor
+    from insub_hf import InSubImageFeatureExtractionPipeline, InSubImageProcessor
 
     model = InSubModel(tiny_config()).eval()
     processor = InSubImageProcessor.for_images(32, 3, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
-    extractor = pipeline("image-feature-extraction", model=model, image_processor=processor)
     image = Image.fromarray(torch.randint(0, 256, (32, 32, 3), dtype=torch.uint8).numpy())
+    stock = pipeline("image-feature-extraction", model=model, image_processor=processor)
+    with pytest.raises(ValueError, match=r"InSubImageProcessor under transformers' own image pipeline, which makes "
+                                         r"every image 8-bit RGB first .*: pass pipeline_class="):
+        stock(image)  # it would clip a 16-bit image before the processor sees it
+    extractor = pipeline("image-feature-extraction", model=model, image_processor=processor,
+                         pipeline_class=InSubImageFeatureExtractionPipeline)
     pooled = torch.tensor(extractor(image, pool=True))
     with torch.no_grad():
         expected = model(**processor(image, return_tensors="pt")).representation

@@ -11,6 +11,7 @@ by about one grey level (1/255 before normalising); without a resize the outputs
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import torch
@@ -109,7 +110,9 @@ class InSubImageProcessorFields:
         return read_image(image, num_channels), num_channels
 
     def preprocess(self, images, *args, **kwargs) -> BatchFeature:
-        """transformers' preprocessing of `checked_images(images)`."""
+        """transformers' preprocessing of `checked_images(images)`; refused under transformers' stock image
+        pipelines (`check_not_under_a_stock_pipeline`)."""
+        check_not_under_a_stock_pipeline(type(self).__name__)
         return super().preprocess(checked_images(images), *args, **kwargs)
 
     def _validate_preprocess_kwargs(self, **kwargs) -> None:
@@ -162,6 +165,31 @@ class InSubImageProcessorPil(InSubImageProcessorFields, PilBackend):
                 image = normalize_images(torch.from_numpy(image), image_mean, image_std).numpy()
             out.append(image)
         return stack_processed(out, return_tensors)
+
+
+# transformers' own image pipelines, whose preprocess makes every image 8-bit RGB (`load_image`) before calling the
+# processor: a 16-bit image arrives clipped at 255, and nothing here can tell
+STOCK_PIPELINES = {"transformers.pipelines.image_feature_extraction": "ImageFeatureExtractionPipeline",
+                   "transformers.pipelines.image_classification": "ImageClassificationPipeline"}
+
+
+def check_not_under_a_stock_pipeline(processor: str) -> None:
+    """Refuses, in one line with the ways that read every image, a call made by the `preprocess` of one of
+    `STOCK_PIPELINES` (a few frames up; the InSub pipelines' own `preprocess` is other code)."""
+    codes = {getattr(sys.modules[module], name).preprocess.__code__
+             for module, name in STOCK_PIPELINES.items() if module in sys.modules}
+    frame = sys._getframe(1)
+    for _ in range(6):
+        if frame is None:
+            return
+        if frame.f_code in codes:
+            raise ValueError(
+                f"{processor} under transformers' own image pipeline, which makes every image 8-bit RGB first (a "
+                "16-bit image clipped at 255): pass pipeline_class=InSubImageFeatureExtractionPipeline (or "
+                "InSubImageClassificationPipeline) from insub_hf, call insub_hf.register_pipelines() once, or give "
+                "pipeline() the saved folder with trust_remote_code=True."
+            )
+        frame = frame.f_back
 
 
 def checked_images(images):

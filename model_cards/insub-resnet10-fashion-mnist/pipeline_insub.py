@@ -38,18 +38,6 @@ def _as_given(image, timeout):
     """A local file, a URL, a base64 string (bare or a `data:image/...;base64,` URI) or a PIL image, opened as it is:
     its EXIF orientation applied, its mode and bit depth kept (transformers' `load_image` reads the same sources but
     converts every image to 8-bit RGB)."""
-    try:
-        image = _opened(image, timeout)
-    except Image.DecompressionBombError as error:  # PIL's guard against a file that decodes to gigabytes
-        raise ValueError(f"image {str(image)[:80]!r} is too large for PIL to open ({error}); downscale it, or raise "
-                         "PIL.Image.MAX_IMAGE_PIXELS if you trust the file.") from None
-    if not isinstance(image, Image.Image):
-        raise TypeError(f"images must be PIL images, local paths, URLs or base64 strings, got {type(image).__name__}.")
-    return ImageOps.exif_transpose(image)
-
-
-def _opened(image, timeout):
-    """`image` opened by PIL where it is a local file, an http(s) URL or a base64 string; as it is otherwise."""
     if isinstance(image, str):
         if image.startswith(("http://", "https://")):
             with urllib.request.urlopen(image, timeout=timeout) as response:  # follows redirects
@@ -65,7 +53,9 @@ def _opened(image, timeout):
                     f"image {image[:40]!r}... is neither a local file, an http(s) URL nor a base64-encoded image: "
                     f"{error}"
                 ) from None
-    return image
+    if not isinstance(image, Image.Image):
+        raise TypeError(f"images must be PIL images, local paths, URLs or base64 strings, got {type(image).__name__}.")
+    return ImageOps.exif_transpose(image)
 
 
 class InSubImageFeatureExtractionPipeline(ImageFeatureExtractionPipeline):
