@@ -187,7 +187,8 @@ def check_not_under_a_stock_pipeline(processor: str) -> None:
                 f"{processor} under transformers' own image pipeline, which makes every image 8-bit RGB first (a "
                 "16-bit image clipped at 255): pass pipeline_class=InSubImageFeatureExtractionPipeline (or "
                 "InSubImageClassificationPipeline) from insub_hf, call insub_hf.register_pipelines() once, or give "
-                "pipeline() the saved folder with trust_remote_code=True."
+                "pipeline() a folder that holds pipeline_insub.py (save_pretrained writes it) with "
+                "trust_remote_code=True."
             )
         frame = frame.f_back
 
