@@ -91,6 +91,12 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
     local = Path(name).expanduser()
     if local.is_dir():
         folder = local / kwargs["subfolder"] if kwargs.get("subfolder") else local
+        if any((folder / f"{name}.py").is_file() for name in ("image_processing_insub", "image_processing_pil_insub")) \
+                and not (folder / "pipeline_insub.py").is_file():
+            warnings.warn(f"from_pretrained({name!r}): this image folder's remote code predates its own pipelines, so "
+                          "pipeline(task, model=folder, trust_remote_code=True) runs transformers' stock pipeline "
+                          "there, which clips 16-bit images at 255; save the model there again (save_pretrained "
+                          "writes pipeline_insub.py).", stacklevel=3)
         if model_weight_files(folder) and not verify_checksums(folder, config=False):
             warnings.warn(f"from_pretrained({name!r}): the weights in {folder} carry no checksums, so their values "
                           "cannot be verified (saved by another tool, or their metadata stripped); save_pretrained "

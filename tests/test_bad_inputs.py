@@ -466,3 +466,20 @@ def test_a_folder_a_killed_save_left_moved_aside_is_explained_at_load(tmp_path):
         InSubModel.from_pretrained(tmp_path / "m")
     save_pretrained_atomic(InSubModel(tiny_config()), tmp_path / "m")  # the next save puts it back first, then replaces
     assert InSubModel.from_pretrained(tmp_path / "m") is not None and not list(tmp_path.glob(".m.*"))
+
+
+def test_an_image_folder_saved_before_its_pipelines_warns_at_load_with_the_way_out(tmp_path):
+    from insub_hf import InSubImageProcessor
+
+    model = InSubModel(tiny_config())
+    model.register_for_auto_class("AutoModel")
+    save_pretrained_atomic(model, tmp_path / "m", InSubImageProcessor.for_images(32, 3, (0.5,) * 3, (0.25,) * 3))
+    assert (tmp_path / "m" / "pipeline_insub.py").is_file()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        InSubModel.from_pretrained(tmp_path / "m")
+    (tmp_path / "m" / "pipeline_insub.py").unlink()  # as folders saved before the pipelines existed
+    with pytest.warns(UserWarning, match=r"remote code predates its own pipelines, so pipeline\(task, model=folder, "
+                                         r"trust_remote_code=True\) runs transformers' stock pipeline there, which "
+                                         r"clips 16-bit images at 255; save the model there again"):
+        InSubModel.from_pretrained(tmp_path / "m")
