@@ -91,7 +91,7 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
     local = Path(name).expanduser()
     if local.is_dir():
         folder = local / kwargs["subfolder"] if kwargs.get("subfolder") else local
-        if any((folder / f"{name}.py").is_file() for name in ("image_processing_insub", "image_processing_pil_insub")) \
+        if any((folder / f"{file}.py").is_file() for file in ("image_processing_insub", "image_processing_pil_insub")) \
                 and not (folder / "pipeline_insub.py").is_file():
             warnings.warn(f"from_pretrained({name!r}): this image folder's remote code predates its own pipelines, so "
                           "pipeline(task, model=folder, trust_remote_code=True) runs transformers' stock pipeline "
