@@ -24,7 +24,7 @@ from insub_hf import InSubForPreTraining
 from insub_hf.data import IMAGE_DATASET_PRESETS
 from insub_hf.evaluation.cost import device_description
 from insub_hf.evaluation.features import extract_features
-from insub_hf.memory_format import training_memory_format
+from insub_hf.training.memory_format import training_memory_format
 from insub_hf.jobs.compare import TRAINING_DEFAULTS, ComparisonArguments
 from insub_hf.jobs.methods import method_config
 

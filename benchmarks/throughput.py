@@ -5,7 +5,7 @@ Backbone: the CIFAR-stem ResNet-18 (`CifarResNetModel`) on Fashion-MNIST (28x28 
 when installed, else the bundled 5,000). Heads: insub-hf Linear-2048-BN-ReLU-Linear-128 per head; lightly's
 SimCLRProjectionHead(d, 2048, 128). Optimizer: fused AdamW (the Trainer's default) for both. Precision: bf16
 autocast on a GPU, float32 on CPU, for both. Memory layout: channels_last for both backbones
-where InSubTrainer would use it (a GPU, or a CPU where oneDNN runs AVX-512: `insub_hf.memory_format`).
+where InSubTrainer would use it (a GPU, or a CPU where oneDNN runs AVX-512: `insub_hf.training.memory_format`).
 
 Each library's own data path is what is compared end to end:
 - insub-hf: `InSubTrainer.train` on plain image tensors, the two views made per batch on the device by
@@ -48,7 +48,7 @@ from insub_hf.data import IMAGE_DATASET_PRESETS, BatchTwoViews, image_tensor_dat
 from insub_hf.data.image_datasets import _fashion_mnist_arrays, resolve_fashion_mnist_source
 from insub_hf.encoders.modeling_resnet_cifar import CifarResNetConfig, CifarResNetModel
 from insub_hf.evaluation.cost import device_description, training_memory_mb
-from insub_hf.memory_format import training_memory_format
+from insub_hf.training.memory_format import training_memory_format
 from insub_hf.training.trainer import InSubTrainer, InSubTrainingArguments, fast_path_arguments
 
 PRESET = IMAGE_DATASET_PRESETS["fashion_mnist"]

@@ -20,7 +20,8 @@ from .model.configuration_insub import InSubConfig
 from .encoders.presets import NAMED_ENCODERS, named_encoder
 from .processing.image_processing_insub import InSubImageProcessor
 from .processing.image_processing_pil_insub import InSubImageProcessorPil
-from .lazy_exports import lazy_exports, module_aliases
+from .compat import install_former_paths
+from .lazy_exports import lazy_exports
 from .model.modeling_classification import InSubForImageClassification, InSubForSequenceClassification
 from .model.modeling_insub import InSubForPreTraining, InSubModel
 from .version import __version__
@@ -55,21 +56,13 @@ _EXPORTS = {
     ".checkpointing": ("save_pretrained_atomic",),
     ".hub.model_card": ("HubCard",),
     ".evaluation": ("InSubOODDetector", "extract_representations", "knn_accuracy"),
-    ".sentence_embeddings": ("InSubSentenceEncoder",),
+    ".model.sentence_embeddings": ("InSubSentenceEncoder",),
     ".jobs.callbacks": ("KNNReportCallback",),
     ".processing.pipelines": ("InSubImageClassificationPipeline", "InSubImageFeatureExtractionPipeline", "register_pipelines"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-# Where modules stood before the package grouped them (`insub_hf.configuration_insub`, `insub_hf.trainer`, ...):
-# code that imports them there gets the same module, loaded when it asks
-module_aliases(__name__, {
-    **{name: f"model.{name}" for name in ("configuration_insub", "modeling_insub", "modeling_classification",
-                                          "modeling_outputs", "heads")},
-    **{name: f"processing.{name}" for name in ("image_processing_insub", "image_processing_pil_insub", "image_range",
-                                               "pipelines")},
-    **{name: f"hub.{name}" for name in ("model_card", "remote_code", "bundling")},
-    "trainer": "training.trainer", "collapse_monitor": "training.collapse_monitor", "knn_bank": "uncertainty.knn",
-})
+# Where modules stood in earlier versions (`insub_hf.configuration_insub`, ...): each imports, warning once
+install_former_paths(__name__)
 
 __all__ = sorted([
     "InSubConfig", "InSubForImageClassification", "InSubForPreTraining", "InSubImageProcessor", "InSubImageProcessorPil",

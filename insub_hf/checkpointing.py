@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .checksums import model_weight_files, weights_digest
+from .compat import FORMER_DERIVED_FILES, warn_former
 
 logger = logging.getLogger(__name__)
 
@@ -30,15 +31,12 @@ def _link_or_copy(source: str | os.PathLike, target: str | os.PathLike) -> None:
         shutil.copy2(source, target, follow_symlinks=False)
 
 
-# Files made from a model's weights, wrong beside any other weights: the separate OOD detector files that folders of
-# insub-hf up to commit aff1b3a hold (nothing reads them now: a model's k-NN bank is in its weights, and goes with them)
-DERIVED_FILES = ("ood_detector.json", "ood_detector.safetensors")
 REBUILD = "fit the detector on the model (InSubOODDetector.fit(model, inputs)), whose bank save_pretrained keeps"
 
 
 def derived_entries(folder: Path) -> list[str]:
-    """The names of the files of `folder` made from its weights (`DERIVED_FILES`)."""
-    return [name for name in DERIVED_FILES if (folder / name).exists()]
+    """The names of the files of `folder` made from its weights (`compat.FORMER_DERIVED_FILES`)."""
+    return [name for name in FORMER_DERIVED_FILES if (folder / name).exists()]
 
 
 def holds_weights(folder: Path) -> bool:
@@ -63,6 +61,7 @@ def forget_derived(folder: Path, names: list[str]) -> None:
     if names:
         logger.warning("Removed %s from %s: made from the weights this save replaced. To have them again, %s.",
                        ", ".join(names), folder, REBUILD)
+        warn_former(f"A separate OOD detector file ({', '.join(names)})", "the k-NN bank in the model's weights")
 
 
 def keep_what_the_save_did_not_write(old: Path, new: Path) -> None:

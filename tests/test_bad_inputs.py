@@ -357,7 +357,7 @@ def test_a_bank_of_all_zero_rows_is_refused_naming_them():
     ],
 )
 def test_a_cut_or_emptied_results_json_is_refused_naming_the_file_and_the_way_out(tmp_path, text, message):
-    from insub_hf.cards import RunRecord
+    from insub_hf.jobs.cards import RunRecord
 
     path = tmp_path / "results.json"
     path.write_text(text)
@@ -382,7 +382,7 @@ METRICS = {"accuracy": 0.8, "nll": 0.5, "ece": 0.02, "tace": 0.01, "brier": 0.3}
     ],
 )
 def test_a_record_whose_nested_entry_lost_a_key_is_refused_naming_it_not_a_key_error(tmp_path, runs, message):
-    from insub_hf.cards import card_from_results
+    from insub_hf.jobs.cards import card_from_results
 
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"job": "demo" if "runs" in runs else "compare", "args": {}, **runs}))

@@ -95,12 +95,12 @@ def test_the_trainer_refuses_to_resume_another_run_s_checkpoint(changed, field, 
 
 
 def test_channels_last_is_checked_again_when_training_starts(tmp_path, monkeypatch):
-    import insub_hf.memory_format
+    import insub_hf.training.memory_format
 
     args = InSubTrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=1, use_cpu=True,
                                   report_to=[], channels_last=False)
     args.channels_last = True  # as if this CPU's kernels had been safe when the arguments were built
-    monkeypatch.setattr(insub_hf.memory_format, "channels_last_hazard", lambda *a, **k: "ONEDNN_MAX_CPU_ISA=AVX2 caps "
+    monkeypatch.setattr(insub_hf.training.memory_format, "channels_last_hazard", lambda *a, **k: "ONEDNN_MAX_CPU_ISA=AVX2 caps "
                         "oneDNN below its AVX-512 kernels")
     from insub_hf import named_encoder
     from insub_hf import InSubConfig

@@ -51,8 +51,8 @@ def test_every_link_and_cited_path_of_the_docs_resolves_in_the_repository():
 def test_the_check_finds_a_broken_link_and_a_path_outside_the_repository():
     doc = ROOT / "docs" / "evidence.md"
     text = ("![x](docs/images/mechanism_simclr.png) [y](images/mechanism_simclr.png) `../shared/GPU.md` "
-            "`docs/runs/gone.json` `insub_hf/cards.py` `results.json` [z](https://example.org/a.md)")
+            "`docs/runs/gone.json` `insub_hf/jobs/cards.py` `results.json` [z](https://example.org/a.md)")
     files = repository_files()
     found = {written: resolved in files for written, resolved in cited_paths(doc, text)}
     assert found == {"docs/images/mechanism_simclr.png": False, "images/mechanism_simclr.png": True,
-                     "../shared/GPU.md": False, "docs/runs/gone.json": False, "insub_hf/cards.py": True}
+                     "../shared/GPU.md": False, "docs/runs/gone.json": False, "insub_hf/jobs/cards.py": True}

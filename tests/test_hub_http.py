@@ -24,7 +24,7 @@ from insub_hf.encoders.presets import named_encoder
 from insub_hf.hub import push_model_to_hub
 from insub_hf.hub.model_card import HubCard
 from insub_hf.encoders.pretrained import packaged_minilm_path
-from insub_hf.sentence_embeddings import InSubSentenceEncoder
+from insub_hf.model.sentence_embeddings import InSubSentenceEncoder
 
 torch.manual_seed(0)
 image = InSubModel(InSubConfig(encoder_config=named_encoder("resnet18_cifar", 28, 1, 0.0625), num_heads=2,

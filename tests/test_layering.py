@@ -1,7 +1,7 @@
 """The package's layering: no import cycle, no import that runs up the layers, and light imports stay light.
 
 Layers, bottom-up (a module may import its own layer and the ones below):
-core (validation, distributed, checkpointing, memory_format, recipes, heads, losses/, encoders/, data/) <- objectives/ <- configuration and
+core (validation, distributed, checkpointing, compat, recipes, heads, losses/, encoders/, data/) <- objectives/ <- configuration and
 Hub tools <- models <- evaluation (reads checkpoints) <- trainer <- jobs/ (the commands, the experiment runner, the
 comparison) <- cli. The package root only hands out
 names; no module of the package imports it.
@@ -16,21 +16,19 @@ from pathlib import Path
 
 import pytest
 
-from insub_hf.hub.bundling import relative_imports
+from insub_hf.bundling import relative_imports
 
 PACKAGE = Path(__file__).resolve().parents[1] / "insub_hf"
 
 LAYERS = [  # (rank, module prefixes)
-    (0, ["validation", "lazy_exports", "version", "distributed", "checkpointing", "checksums", "memory_format",
+    (0, ["validation", "lazy_exports", "bundling", "compat", "version", "distributed", "checkpointing", "checksums",
          "processing.image_range", "uncertainty", "recipes", "model.heads", "losses", "encoders", "data",
          "processing.image_processing_insub", "processing.image_processing_pil_insub"]),
     (1, ["objectives"]),
-    (2, ["model.configuration_insub", "hub", "model_files", "sentence_transformer_module", "processing.pipelines",
-         "training_args"]),
-    (3, ["model.modeling_insub", "model.modeling_outputs", "model.modeling_classification", "model",
-         "sentence_embeddings", "processing"]),
+    (2, ["model.configuration_insub", "model.model_files", "hub", "processing.pipelines"]),
+    (3, ["model.modeling_insub", "model.modeling_outputs", "model.modeling_classification", "model", "processing"]),
     (4, ["evaluation"]),
-    (5, ["training", "cards"]),
+    (5, ["training"]),
     (6, ["jobs"]),
     (7, ["cli"]),
 ]
@@ -130,20 +128,6 @@ def test_importing_the_package_registers_the_auto_classes_and_loads_no_training_
     unwanted = [m for m in loaded if m.startswith((*TRAINING, "insub_hf.evaluation", "insub_hf.hub", "evaluate"))]
     assert not unwanted, unwanted
     assert "insub_hf.model.modeling_insub" in loaded
-
-
-def test_a_module_imports_from_where_it_stood_before_as_the_same_module_and_only_when_asked():
-    code = ("import sys, insub_hf\n"
-            "assert 'insub_hf.training.trainer' not in sys.modules\n"
-            "from insub_hf.configuration_insub import named_encoder\n"
-            "import insub_hf.configuration_insub, insub_hf.trainer, insub_hf.knn_bank\n"
-            "print(insub_hf.configuration_insub.__name__, insub_hf.trainer.__name__, insub_hf.knn_bank.__name__,\n"
-            "      insub_hf.trainer is sys.modules['insub_hf.training.trainer'])")
-    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert printed == ["insub_hf.model.configuration_insub", "insub_hf.training.trainer", "insub_hf.uncertainty.knn",
-                       "True"]
-    with pytest.raises(ModuleNotFoundError, match="insub_hf.no_such_module"):
-        __import__("insub_hf.no_such_module")
 
 
 def test_public_names_resolve_lazily():

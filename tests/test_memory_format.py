@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from insub_hf.memory_format import channels_last_hazard, resolve_channels_last
+from insub_hf.training.memory_format import channels_last_hazard, resolve_channels_last
 from insub_hf.training.trainer import InSubTrainingArguments
 
 # Three InSubTrainer steps with default arguments on two narrow CIFAR ResNets: width 1/16 on grey 28x28 at 40 images

@@ -14,7 +14,7 @@ from transformers import AutoTokenizer
 
 from insub_hf import InSubModel
 from insub_hf.encoders.pretrained import packaged_minilm_path
-from insub_hf.sentence_embeddings import InSubSentenceEncoder
+from insub_hf.model.sentence_embeddings import InSubSentenceEncoder
 
 from .objectives.test_scd import tiny_bert_config
 

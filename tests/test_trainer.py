@@ -10,7 +10,7 @@ from transformers import TrainerCallback
 import insub_hf.training.trainer
 from insub_hf import InSubConfig, InSubForPreTraining, named_encoder
 from insub_hf.checkpointing import last_complete_checkpoint
-from insub_hf.memory_format import channels_last_hazard
+from insub_hf.training.memory_format import channels_last_hazard
 from insub_hf.training.trainer import InSubTrainer, InSubTrainingArguments
 
 from .conftest import tiny_config

@@ -8,7 +8,8 @@ import torch
 
 from insub_hf import InSubConfig, InSubModel
 from insub_hf.checksums import add_checksums
-from insub_hf.uncertainty.settings import DEFAULT_K, FORMER_KEYS, UncertaintyConfig
+from insub_hf.compat import FORMER_CONFIG_KEYS as FORMER_KEYS
+from insub_hf.uncertainty.settings import DEFAULT_K, UncertaintyConfig
 
 from .conftest import tiny_config
 
@@ -61,8 +62,9 @@ def test_a_folder_written_before_the_block_loads_with_its_bank_k_and_direction(t
     assert saved["uncertainty"] == block and not set(FORMER_KEYS) & set(saved)
 
 
-def test_a_former_folder_without_a_bank_takes_the_one_default_k(tmp_path):
+def test_a_former_folder_without_a_bank_keeps_its_k_and_a_given_k_is_kept(tmp_path):
     InSubModel(tiny_config(num_heads=2, uncertainty={"direction": 1})).save_pretrained(tmp_path)
     flattened(tmp_path, k_without_bank=10)  # what every such folder said, for a bank it did not have
     loaded = InSubModel.from_pretrained(tmp_path)
-    assert loaded.config.uncertainty["k"] == DEFAULT_K and loaded.config.uncertainty["direction"] == 1
+    assert loaded.config.uncertainty["k"] == 10 and loaded.config.uncertainty["direction"] == 1
+    assert InSubConfig(knn_k=7).uncertainty["k"] == 7  # given to a constructor: kept, never the default

@@ -2,7 +2,7 @@
 `evaluate.load("ORG/insub_ood")` load them without insub-hf.
 
 Each module is one flat script, bundled from the package's own `evaluate.Metric` class and the plain metric
-functions it calls (`insub_hf.hub.bundling`, as the model code beside a checkpoint is), so the numbers are the package's
+functions it calls (`insub_hf.bundling`, as the model code beside a checkpoint is), so the numbers are the package's
 by construction. A Hub metric is a Space whose script is named after the repo.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..hub.bundling import PACKAGE, Bundler, assemble, grouped_imports, source_file
+from ..bundling import PACKAGE, Bundler, assemble, grouped_imports, source_file
 
 # Hub name -> the class (in this package) its script holds, and one line of what it measures
 METRIC_MODULES = {

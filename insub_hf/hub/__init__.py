@@ -134,7 +134,7 @@ def write_sentence_transformer_files(folder: str | Path, model, tokenizer) -> No
         raise ImportError(
             "A text model's folder is a sentence-transformers folder too: pip install \"insub-hf[st]\"."
         ) from error
-    from .. import sentence_transformer_module as st_module
+    from . import sentence_transformer_module as st_module
 
     folder, insub = Path(folder), getattr(model, "insub", model)
     module = st_module.InSubSentenceTransformer(model=insub, tokenizer=tokenizer,

@@ -4,6 +4,7 @@ and the card itself from `templates/modelcard_template.md`."""
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -257,6 +258,22 @@ def _usage(config, main_input: str, auto_class: str, repo_id: str, processor: bo
         outputs = ("features = out.representation  # (B, d): what probes and k-NN read\n"
                    f"uncertainty = out.uncertainty   # (B,): {said}")
     return {"usage_inputs": inputs, "usage_call": call, "usage_outputs": outputs, "detector_batch": batch}
+
+
+def package_provenance() -> str:
+    """The package's git commit (with `-dirty` when its files differ from it), or its version outside a checkout:
+    what a card says made it."""
+    from ..version import __version__
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "insub_hf"], cwd=root, capture_output=True,
+                               text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return f"insub-hf {__version__} (not a git checkout)"
+    return f"commit {head}{'-dirty' if dirty else ''}"
 
 
 def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:

@@ -7,7 +7,7 @@ from the classes the Auto classes load (`BUNDLES`), every top-level definition t
 relative imports, is copied into one file per bundle, in the order Python would run it. What no loader reaches
 (training helpers, the other modalities' encoders and objectives) stays out. Each definition's source is the package's
 own, byte for byte, except that relative imports inside functions are dropped (their names are the bundle's own)
-(`bundling.py`), and docstrings are cut to their first paragraph.
+(`insub_hf/bundling.py`), and docstrings are cut to their first paragraph.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 import re
 from pathlib import Path
 
-from .bundling import PACKAGE, Bundler, assemble, bound_names, from_import, grouped_imports, source_file, summaries_only
+from ..bundling import PACKAGE, Bundler, assemble, bound_names, from_import, grouped_imports, source_file, summaries_only
 
 
 # What a folder's remote code serves, by the model's modality: the Auto class -> the package's `module.Class`. The

@@ -13,7 +13,7 @@ from ..encoders.presets import NAMED_ENCODERS, named_encoder
 from ..data.batch_views import BatchTwoViews
 from ..objectives import OBJECTIVES
 from ..recipes import DNA, IMAGE, TEXT
-from ..training_args import HYPERPARAMETERS, TRAINER_FIELDS, InSubTrainingArguments
+from ..training.training_args import HYPERPARAMETERS, TRAINER_FIELDS, InSubTrainingArguments
 from ..validation import CheckedArguments, check_choice, checked, path_field
 
 ENCODER_HELP = f"One of {NAMED_ENCODERS} (CIFAR-stem ResNets: 3x3 stride-1 stem, no max-pool)."

@@ -18,7 +18,7 @@ from ..evaluation.harness import HarnessArguments
 from ..evaluation.probes import ProbeArguments
 from ..evaluation.report import paired_differences
 from ..evaluation.results import ComparisonRow
-from ..cards import HubCard, run_card
+from .cards import HubCard, run_card
 from .arguments import ProtocolArguments, job_seeds, training_arguments
 from .comparison import RunCache, convergence_warnings, evaluate_cell, load_protocol_data
 from .experiment import Experiment

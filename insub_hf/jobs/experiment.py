@@ -14,10 +14,9 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
-from ..cards import RunRecord
+from .cards import RunRecord
 from ..checkpointing import write_json
 from ..checksums import add_checksums
-from ..uncertainty.settings import from_former_keys
 from ..model.configuration_insub import InSubConfig
 from ..hub import final_push_target, push_model_to_hub
 from ..model.modeling_insub import InSubForPreTraining
@@ -278,7 +277,7 @@ def record_direction(model_dir: str | Path, direction: int | None) -> None:
     way; None where no direction holds (`HeadSpreadCalibration.usable_direction`)."""
     path = Path(model_dir) / "config.json"
     config = json.loads(path.read_text())
-    block = config.get("uncertainty") or from_former_keys(config) or {}
+    block = config.get("uncertainty") or {}
     if block.get("reading") == "calibrated":  # fitted with the model (`fit_uncertainty`), which fixed its direction
         return
     if config.get("uncertainty") is not None and block.get("direction") == direction:

@@ -20,7 +20,7 @@ from transformers import (
 
 from ..checkpointing import atomic_folder
 from ..hub import hub_token, push_model_to_hub, save_for_hub
-from ..cards import run_card
+from .cards import run_card
 from ..validation import CheckedArguments, path_field
 
 

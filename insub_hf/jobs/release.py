@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import torch
 from transformers import TrainingArguments
 
-from ..cards import (
+from .cards import (
     HubCard,
     RunRecord,
     dna_versus_baseline,
@@ -39,7 +39,7 @@ from ..evaluation.ood_detector import CALIBRATION_SEED
 from ..hub import final_push_target, save_for_hub, upload_hub_folder
 from ..uncertainty.knn import encoder_and_heads_fingerprint
 from ..uncertainty.fitting import CALIBRATION_ROWS
-from ..training_args import TRAINER_FIELDS
+from ..training.training_args import TRAINER_FIELDS
 from ..validation import CheckedArguments, checked
 from . import compare, genomics, text, text_reading
 from .genomics import DNA_HELD_OUT, HELD_OUT_ROWS, dna_parts, dna_windows
@@ -236,7 +236,7 @@ def release_text(command: str, release, reading: TextReleaseArguments, args, tra
     from transformers import AutoTokenizer
 
     from ..data import load_sentence_corpus
-    from ..sentence_embeddings import InSubSentenceEncoder
+    from ..model.sentence_embeddings import InSubSentenceEncoder
 
     if reading.k > release.detector_bank:  # the k-NN reading searches the bank
         raise ValueError(

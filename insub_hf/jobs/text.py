@@ -19,12 +19,12 @@ from ..evaluation.metrics import split_half_r_auroc
 from ..checksums import weights_fingerprint
 from ..uncertainty.knn import encoder_and_heads_fingerprint
 from ..evaluation.senteval import evaluate_task, load_senteval_task
-from ..cards import HubCard, run_card
+from .cards import HubCard, run_card
 from ..model.modeling_insub import InSubModel
 from .arguments import TextArguments, text_config, training_arguments
 from .experiment import UNCERTAINTY_ROWS, Experiment, Variant, baseline_and_insub
 from ..recipes import TEXT
-from ..sentence_embeddings import InSubSentenceEncoder
+from ..model.sentence_embeddings import InSubSentenceEncoder
 from ..training.trainer import InSubTrainingArguments
 from ..uncertainty.readings import served_reading
 

@@ -28,7 +28,7 @@ from .arguments import JobOutputArguments, job_seeds, training_arguments
 from .experiment import Experiment, Variant
 from ..recipes import TEXT
 from ..model.modeling_insub import InSubModel
-from ..sentence_embeddings import InSubSentenceEncoder
+from ..model.sentence_embeddings import InSubSentenceEncoder
 from ..training.trainer import InSubTrainingArguments
 from ..validation import checked
 

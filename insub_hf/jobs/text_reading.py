@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..cards import TEXT_TEST, TEXT_VALIDATION
+from .cards import TEXT_TEST, TEXT_VALIDATION
 from ..data import load_tweet_sentiment
 from ..data.broad_text import BROAD_SOURCES, broad_english
 from ..encoders.pretrained import base_tokenizer, encoder_path
@@ -111,7 +111,7 @@ def measure(model, tokenizer, args, reading: TextReleaseArguments, bank: list[st
     from ..evaluation.text_bench import (
         TextBenchArguments, make_bench, measure_base, measure_model, second_domain,
     )
-    from ..sentence_embeddings import InSubSentenceEncoder
+    from ..model.sentence_embeddings import InSubSentenceEncoder
 
     path = encoder_path(args.encoder)
     check = TextBenchArguments(k=reading.k, bank_size=len(bank))

@@ -17,7 +17,8 @@ from ..encoders.presets import DEFAULT_ENCODER, named_encoder  # noqa: F401
 from ..encoders.registry import OWN_ENCODERS  # registers the package's encoder configs, so nested configs resolve
 from ..objectives import OBJECTIVE_CONFIGS, ObjectiveConfig
 from ..recipes import DNA, DNA_ENCODER, IMAGE, TEXT
-from ..uncertainty.settings import FORMER_KEYS, UncertaintyBlock, UncertaintyConfig, from_former_keys
+from ..compat import FORMER_CONFIG_KEYS, from_former_keys, warn_former
+from ..uncertainty.settings import UncertaintyBlock, UncertaintyConfig
 from ..validation import check_choice, check_range
 
 HEAD_NORMS = ("batchnorm", "none")
@@ -171,7 +172,7 @@ class InSubConfig(PretrainedConfig):
         uncertainty: how `InSubModelOutput.uncertainty` is read, a dict of `uncertainty.settings.UncertaintyConfig`
             fields (the reading, the spread's direction, the k-NN bank's k and size, ...), fixed after training and
             saved in full; typed access `uncertainty_options`, changes through `set_uncertainty`. A config.json
-            written before this block (its keys flat, `uncertainty.settings.FORMER_KEYS`) loads with them moved in.
+            written before this block (its keys flat, `compat.FORMER_CONFIG_KEYS`) loads with them moved in, warning once.
     """
 
     model_type = "insub"
@@ -199,14 +200,29 @@ class InSubConfig(PretrainedConfig):
     def __setattr__(self, key: str, value: Any) -> None:
         if key in FIELD_CHECKS and key in self.__dict__:  # a change after construction, checked where it is written
             FIELD_CHECKS[key](value)
-        # a field of the encoder set on the top-level config goes to the encoder's config (read it there:
-        # config.encoder_config.<field>), so that what save_pretrained writes, from_pretrained reads
+        # a field of the encoder written on the top-level config (a former form) goes to the encoder's config, so
+        # that what save_pretrained writes, from_pretrained reads; reading it back there answers from the encoder
         encoder = self.__dict__.get("encoder_config")
         if (isinstance(encoder, PretrainedConfig) and not key.startswith("_") and key not in _OWN_KEYS
                 and key in encoder.to_dict()):
+            warn_former(f"InSubConfig.{key}", f"InSubConfig.encoder_config.{key}")
             setattr(encoder, key, value)
+            self.__dict__.setdefault("_encoder_fields_written", set()).add(key)
             return
         super().__setattr__(key, value)
+
+    def __getattr__(self, key: str) -> Any:
+        # only what was written here (`__setattr__`): libraries probe configs with hasattr, and an encoder field
+        # answered to them would change what they do
+        if key in self.__dict__.get("_encoder_fields_written", ()):
+            warn_former(f"InSubConfig.{key}", f"InSubConfig.encoder_config.{key}")
+            return getattr(self.__dict__["encoder_config"], key)
+        raise AttributeError(f"'InSubConfig' object has no attribute {key!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out.pop("_encoder_fields_written", None)  # bookkeeping of `__setattr__`: the values are the encoder's
+        return out
 
     def __post_init__(self, **kwargs: Any) -> None:
         if self.encoder_config is not None and self.timm_model_name is not None:
@@ -242,7 +258,7 @@ class InSubConfig(PretrainedConfig):
                 "InSubConfig.head_hidden_sizes must be a list of hidden widths (e.g. [2048]; [] for one Linear layer), "
                 f"got {self.head_hidden_sizes!r}."
             )
-        given = sorted(set(kwargs) & set(FORMER_KEYS))
+        given = sorted(set(kwargs) & set(FORMER_CONFIG_KEYS))
         former = from_former_keys(kwargs)
         if former is not None:
             if self.uncertainty is not None:

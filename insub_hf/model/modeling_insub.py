@@ -18,7 +18,7 @@ from ..encoders.build import build_encoder
 from .heads import BatchedHeads
 from ..losses.diversity import DiversityLoss, head_spread
 from ..losses.precision import upcast_half
-from ..model_files import package_module
+from .model_files import package_module
 from ..objectives import OBJECTIVES
 from ..losses.step_checks import check_training_step
 from ..uncertainty.reading import UncertaintyReading
@@ -87,7 +87,7 @@ class InSubPreTrainedModel(PreTrainedModel):
         changed, truncated or garbage file is refused, naming it), refusing a local path that does not exist (rather
         than trying it as a Hub repo id) and naming what does not fit (`model_files.checked_from_pretrained`). A remote
         copy where insub-hf is absent loads as transformers does."""
-        files = package_module("model_files", required=False)
+        files = package_module("model.model_files", required=False)
         if files is None:
             return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         return files.checked_from_pretrained(cls, super().from_pretrained, pretrained_model_name_or_path, *args, **kwargs)
@@ -102,7 +102,7 @@ class InSubPreTrainedModel(PreTrainedModel):
             repo_id = kwargs.pop("repo_id", None) or os.path.basename(os.path.normpath(save_directory))
             self.save_pretrained(save_directory, *args, remote_code=remote_code is not False, **kwargs)
             return self.push_to_hub(repo_id, token=kwargs.get("token"))
-        files = package_module("model_files", required=False)
+        files = package_module("model.model_files", required=False)
         if files is None:
             return super().save_pretrained(save_directory, *args, **kwargs)
         files.checked_save_pretrained(self, super().save_pretrained, save_directory, *args, remote_code=remote_code,

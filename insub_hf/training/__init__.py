@@ -1,2 +1,2 @@
-"""Training: InSubTrainer (the loss, side metrics, strict resume, the objective's per-step hooks) and the collapse
-monitor; the arguments it takes are `training_args.py`, below the model."""
+"""Training: InSubTrainer (the loss, side metrics, strict resume, the objective's per-step hooks), the arguments it
+takes (`training_args.py`: InSubTrainingArguments and the fast path's defaults) and the collapse monitor."""

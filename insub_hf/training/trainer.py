@@ -21,7 +21,7 @@ from ..distributed import check_same_across_processes, convert_sync_batchnorm
 from ..encoders.base import deferred_input_checks
 from ..uncertainty.knn import BANK, clear_bank
 from ..losses.step_checks import step_flags_bad, training_step_error, training_step_flags
-from ..training_args import InSubTrainingArguments, fast_path_arguments, gpu_available, launched_processes
+from .training_args import InSubTrainingArguments, fast_path_arguments, gpu_available, launched_processes
 
 __all__ = ["InSubTrainer", "InSubTrainingArguments", "ObjectiveStepCallback", "SeededEpochCallback",
            "fast_path_arguments", "gpu_available", "launched_processes"]

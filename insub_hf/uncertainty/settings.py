@@ -1,6 +1,6 @@
 """A model's uncertainty settings: one nested block of its config (`InSubConfig.uncertainty`, as `encoder_config` is
-nested), typed as `UncertaintyConfig`; and the one path that reads a config.json written before the block existed
-(`from_former_keys`)."""
+nested), typed as `UncertaintyConfig`. A config.json written before the block existed is read by
+`compat.from_former_keys`."""
 
 from __future__ import annotations
 
@@ -102,22 +102,3 @@ class UncertaintyBlock(dict):
 
     def __reduce__(self):  # copies and pickles rebuild it whole, never item by item through the check
         return type(self), (dict(self), self.modality)
-
-
-# A config.json written before the block (insub-hf up to commit aff1b3a) held these six keys flat: they are read into
-# the block (`from_former_keys`), the one way such a folder loads
-FORMER_KEYS = {"uncertainty_reading": "reading", "uncertainty_direction": "direction", "knn_k": "k",
-               "knn_bank_size": "bank_size", "knn_bank_weights": "bank_weights",
-               "length_standardisation": "length_buckets"}
-
-
-def from_former_keys(kwargs: dict[str, Any]) -> dict[str, Any] | None:
-    """Pops the flat `FORMER_KEYS` out of a config's keyword arguments `kwargs` and returns them as the block's
-    values (None where there are none). A former folder said k = 10 for a bank it did not have: without a bank its
-    k is the one default, so that a bank set later reads as every other does."""
-    found = {FORMER_KEYS[key]: kwargs.pop(key) for key in list(kwargs) if key in FORMER_KEYS}
-    if not found:
-        return None
-    if not found.get("bank_size"):
-        found.pop("k", None)
-    return found

@@ -20,7 +20,7 @@ from insub_hf.evaluation.senteval import (
     sts_spearman,
 )
 from insub_hf.losses import decorrelation, head_cross_correlation, scd_loss, self_contrast
-from insub_hf.sentence_embeddings import InSubSentenceEncoder
+from insub_hf.model.sentence_embeddings import InSubSentenceEncoder
 from insub_hf.encoders.pretrained import packaged_minilm_path
 from insub_hf.training.trainer import InSubTrainer
 

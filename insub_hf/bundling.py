@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 PACKAGE = "insub_hf"
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
+PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def source_file(module: str) -> Path:

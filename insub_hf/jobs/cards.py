@@ -6,19 +6,20 @@ writes it."""
 from __future__ import annotations
 
 import json
-import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .data import IMAGE_DATASET_PRESETS
-from .evaluation.cost import device_description
-from .evaluation.flagging import FLAG_THRESHOLD, measured_separation
-from .uncertainty.knn import encoder_and_heads_fingerprint
-from .evaluation.results import ComparisonRow, MethodResults
-from .hub.model_card import HubCard, genomics_eval_results, harness_eval_results, senteval_eval_results
-from .training_args import HYPERPARAMETERS
+from ..data import IMAGE_DATASET_PRESETS
+from ..evaluation.cost import device_description
+from ..evaluation.flagging import FLAG_THRESHOLD, measured_separation
+from ..uncertainty.knn import encoder_and_heads_fingerprint
+from ..evaluation.results import ComparisonRow, MethodResults
+from ..hub.model_card import (
+    HubCard, genomics_eval_results, harness_eval_results, package_provenance, senteval_eval_results,
+)
+from ..training.training_args import HYPERPARAMETERS
 
 __all__ = ["HubCard", "RunRecord", "card_from_results", "dna_versus_baseline", "run_card", "provenance", "shipped_readings", "text_uncertainty_section",
            "text_versus_baseline", "threshold_section", "versus_baseline", "versus_others"]
@@ -246,27 +247,12 @@ def check_row_is_the_models(model, fingerprints: list[str], modality: str | None
         )
 
 
-def _commit() -> str:
-    """The package's git commit (with `-dirty` when its files differ from it), or its version outside a checkout."""
-    from .version import __version__
-
-    root = Path(__file__).resolve().parents[1]
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "insub_hf"], cwd=root, capture_output=True,
-                               text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return f"insub-hf {__version__} (not a git checkout)"
-    return f"commit {head}{'-dirty' if dirty else ''}"
-
-
 def provenance(command: str, seed: int, seconds: float, pretraining: float | None = None) -> str:
     """The card's sentence on how this model was made: the command, commit, machine, date, seed and wall time; with
     `pretraining` (seconds, both models, as their runs measured them) the time of the pretraining too, which a
     command that found it in its run cache did not spend again."""
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    made = f"Made by `{command}` at insub-hf {_commit()} on {device_description()}, {date}; seed {seed}; "
+    made = f"Made by `{command}` at insub-hf {package_provenance()} on {device_description()}, {date}; seed {seed}; "
     if pretraining is None:
         return made + f"{seconds / 60:.1f} min wall time (baseline and InSub, training and evaluation)."
     return made + (f"{seconds / 60:.1f} min wall time for this command; the pretraining of the baseline and InSub took "

@@ -21,11 +21,11 @@ import torch
 from safetensors import safe_open
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, cached_file, logging
 
-from .checkpointing import derived_entries, forget_derived, holds_weights, weights_replaced
-from .checksums import add_checksums, check_config_pairing, model_weight_files, verify_checksums, weights_digest
-from .encoders.base import LOADING_A_CHECKPOINT
-from .uncertainty.knn import clear_bank, stale_bank
-from .validation import looks_like_a_path
+from ..checkpointing import derived_entries, forget_derived, holds_weights, weights_replaced
+from ..checksums import add_checksums, check_config_pairing, model_weight_files, verify_checksums, weights_digest
+from ..encoders.base import LOADING_A_CHECKPOINT
+from ..uncertainty.knn import clear_bank, stale_bank
+from ..validation import looks_like_a_path
 
 logger = logging.get_logger(__name__)
 

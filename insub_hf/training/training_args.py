@@ -10,7 +10,7 @@ import torch
 from transformers import TrainingArguments
 
 from .memory_format import resolve_channels_last
-from .validation import check_range
+from ..validation import check_range
 
 
 # One table of the Trainer settings the jobs treat apart, by role:

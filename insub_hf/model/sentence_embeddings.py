@@ -11,11 +11,11 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoTokenizer
 
-from .checkpointing import atomic_folder, save_pretrained_atomic
-from .model.configuration_insub import encoder_field
-from .data.text_views import SentenceTokenizer
-from .model.modeling_insub import InSubModel
-from .validation import check_range
+from ..checkpointing import atomic_folder, save_pretrained_atomic
+from .configuration_insub import encoder_field
+from ..data.text_views import SentenceTokenizer
+from .modeling_insub import InSubModel
+from ..validation import check_range
 
 # `encode` shows a progress bar from this many batches on (64 sentences each: a few seconds on a CPU)
 PROGRESS_FROM = 50
@@ -98,8 +98,8 @@ class InSubSentenceEncoder:
         `embeddings` (as the MiniLM base model's), `encode(sentences, output_value="uncertainty")` the per-sentence
         uncertainty: the model's own, or with `uncertainty` the reading chosen for it (`HubCard.sentence_uncertainty`;
         a k-NN reading's bank is set on the model, `InSubModel.set_bank`). What else `path` holds stays."""
-        from .hub import save_for_hub
-        from .hub.model_card import HubCard
+        from ..hub import save_for_hub
+        from ..hub.model_card import HubCard
 
         path, tokenizer = Path(path), copy.deepcopy(self.tokenizer)
         tokenizer.model_max_length = self.tokenize.max_length  # this encoder's length travels with the folder

@@ -1,0 +1,114 @@
+"""What earlier insub-hf versions named differently, in one place: former module paths, names that moved between
+modules, flat config keys, an encoder field written on the top-level config, and files that no folder holds any
+more. Each still works and warns once (a `FutureWarning` naming the new place and `REMOVAL_VERSION`), as
+transformers' own shims do; nothing else in the package keeps a former name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import types
+import warnings
+from typing import Any
+
+# The version that removes every path below
+REMOVAL_VERSION = "0.3.0"
+
+# A former module path (relative to the package) -> where the module lives now
+FORMER_MODULES = {
+    **{name: f"model.{name}" for name in ("configuration_insub", "modeling_insub", "modeling_classification",
+                                          "modeling_outputs", "heads", "model_files", "sentence_embeddings")},
+    **{name: f"processing.{name}" for name in ("image_processing_insub", "image_processing_pil_insub", "image_range",
+                                               "pipelines")},
+    **{name: f"hub.{name}" for name in ("model_card", "remote_code", "sentence_transformer_module")},
+    "hub.bundling": "bundling",
+    "trainer": "training.trainer", "collapse_monitor": "training.collapse_monitor",
+    "training_args": "training.training_args", "memory_format": "training.memory_format",
+    "knn_bank": "uncertainty.knn", "cards": "jobs.cards",
+}
+
+# Names a former module offered that now live in another module: former module -> {name: module now}
+FORMER_NAMES = {
+    "modeling_insub": {"KnnBank": "uncertainty.knn", "BANK": "uncertainty.knn", "set_bank": "uncertainty.knn",
+                       "LENGTH_SETTINGS": "uncertainty.length"},
+}
+
+# A config.json written before the uncertainty block (insub-hf up to commit aff1b3a) held these six keys flat
+FORMER_CONFIG_KEYS = {"uncertainty_reading": "reading", "uncertainty_direction": "direction", "knn_k": "k",
+                      "knn_bank_size": "bank_size", "knn_bank_weights": "bank_weights",
+                      "length_standardisation": "length_buckets"}
+
+# Files made from a model's weights that folders of insub-hf up to commit aff1b3a hold (a separate OOD detector):
+# wrong beside any other weights, so a save that replaces the weights removes them
+FORMER_DERIVED_FILES = ("ood_detector.json", "ood_detector.safetensors")
+
+_warned: set[str] = set()
+
+
+def warn_former(former: str, now: str, stacklevel: int = 3) -> None:
+    """Warns once per process that `former` is `now` and that the former form goes in `REMOVAL_VERSION`."""
+    if former in _warned:
+        return
+    _warned.add(former)
+    warnings.warn(f"{former} is {now} now; the former form stops working in insub-hf {REMOVAL_VERSION}.",
+                  FutureWarning, stacklevel=stacklevel)
+
+
+def from_former_keys(kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """Pops the flat `FORMER_CONFIG_KEYS` out of a config's keyword arguments `kwargs`, warning once, and returns
+    them as the uncertainty block's values, each as given (None where there are none)."""
+    found = {FORMER_CONFIG_KEYS[key]: kwargs.pop(key) for key in list(kwargs) if key in FORMER_CONFIG_KEYS}
+    for key, block_key in FORMER_CONFIG_KEYS.items():
+        if block_key in found:
+            warn_former(f"InSubConfig({key}=...)", f"InSubConfig(uncertainty={{{block_key!r}: ...}})", 4)
+    return found or None
+
+
+class _FormerModule(types.ModuleType):
+    """A former module path: every attribute read from the module that replaced it, or from `FORMER_NAMES`."""
+
+    def __init__(self, name: str, target: str, moved: dict[str, str]):
+        super().__init__(name)
+        self.__target, self.__moved = target, moved
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            return getattr(importlib.import_module(self.__target), name)
+        module = self.__moved.get(name, self.__target)
+        return getattr(importlib.import_module(module), name)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(dir(importlib.import_module(self.__target))) | set(self.__moved))
+
+
+class _FormerPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Answers an import of a `FORMER_MODULES` path with a `_FormerModule` of the module now there (imported when
+    asked for, not before), warning once."""
+
+    def __init__(self, package: str):
+        self.package = package
+        self.targets = {f"{package}.{old}": f"{package}.{new}" for old, new in FORMER_MODULES.items()}
+
+    def find_spec(self, fullname, path=None, target=None):
+        return importlib.util.spec_from_loader(fullname, self) if fullname in self.targets else None
+
+    def create_module(self, spec):
+        target = self.targets[spec.name]
+        importlib.import_module(target)
+        warn_former(spec.name, target, stacklevel=2)
+        former = spec.name.removeprefix(f"{self.package}.")
+        moved = {name: f"{self.package}.{module}" for name, module in FORMER_NAMES.get(former, {}).items()}
+        return _FormerModule(spec.name, target, moved)
+
+    def exec_module(self, module) -> None:
+        """Nothing runs: the module's code ran under its own name."""
+
+
+def install_former_paths(package: str) -> None:
+    """Makes every `FORMER_MODULES` path under `package` importable (`_FormerPaths`); installing twice keeps one
+    finder."""
+    if not any(isinstance(f, _FormerPaths) and f.package == package for f in sys.meta_path):
+        sys.meta_path.append(_FormerPaths(package))
