@@ -1,15 +1,27 @@
-"""The broad natural English of a text model's bank: each source parsed from its files, the equal parts, the seeded
-draw, and a missing Debian package named before any training."""
+"""The broad natural English of a text model's bank: the build script's parsers of each source, the pinned pool
+(the same bytes on every build, the digest on the card), the equal parts and the seeded draw."""
+
+import csv
+import gzip
+import hashlib
+import importlib.util
+import io
 
 import pytest
 
 from insub_hf.data import broad_text
-from insub_hf.data.broad_text import (
-    broad_english, dictionary_sentences, documentation_sentences, licence_sentences, quotation_sentences, shares,
-    split_sentences,
-)
+from insub_hf.data.broad_text import POOL, REGISTERS, broad_english, pool_digest, read_pool, shares
 
-from .conftest import cli_error
+SCRIPT = broad_text.POOL.with_name("build_broad_text.py")
+
+
+def build_script():
+    """The build script beside the pool, as a module (it is a script, not a module of the package)."""
+    spec = importlib.util.spec_from_file_location("build_broad_text", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 WORDNET_LINES = """  1 This software and database is being provided to you, the LICENSEE, by
 00005930 03 n 01 dwarf 0 001 @ 00004475 n 0000 | a plant or animal that is atypically small
@@ -19,6 +31,10 @@ WORDNET_LINES = """  1 This software and database is being provided to you, the 
 
 
 def test_each_source_gives_the_sentences_of_its_files(tmp_path):
+    script = build_script()
+    dictionary_sentences, quotation_sentences = script.dictionary_sentences, script.quotation_sentences
+    licence_sentences, documentation_sentences = script.licence_sentences, script.documentation_sentences
+    split_sentences = script.split_sentences
     wordnet = tmp_path / "wordnet"
     wordnet.mkdir()
     for part in ("noun", "verb", "adj", "adv"):
@@ -50,41 +66,53 @@ def test_each_source_gives_the_sentences_of_its_files(tmp_path):
 def test_the_parts_are_equal_where_each_source_has_enough():
     assert shares({"a": 10, "b": 10}, 7) == {"a": 4, "b": 3}
     assert shares({"a": 10, "b": 3, "c": 100}, 30) == {"a": 10, "b": 3, "c": 17}  # b all it has, a too, c the rest
-    with pytest.raises(ValueError, match="the sources give 13 sentences, fewer than count=30"):
+    with pytest.raises(ValueError, match="the pool gives 13 sentences, fewer than count=30"):
         shares({"a": 10, "b": 3}, 30)
 
 
-def fake_sources(monkeypatch, missing: str | None = None):
-    def source(name):
-        def sentences():
-            if name == missing:
-                raise FileNotFoundError(name)
-            return [f"{name} sentence number {i} of the fake source." for i in range(50)] + [f"{name} duplicate one."] * 5
-        return sentences
+def fake_pool(path, per_register: int = 50):
+    """A pool file of `per_register` sentences per register (and duplicates of none), written as the script does."""
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(("source", "sentence"))
+    writer.writerows((name, f"{name} sentence number {i} of the fake pool.") for name in REGISTERS
+                     for i in range(per_register))
+    with gzip.GzipFile(path, "wb", mtime=0) as file:
+        file.write(text.getvalue().encode())
+    return path
 
-    monkeypatch.setattr(broad_text, "BROAD_SOURCES", {name: (source(name), package) for name, (_, package)
-                                                      in broad_text.BROAD_SOURCES.items()})
 
-
-def test_the_bank_is_a_seeded_draw_of_distinct_sentences_in_equal_parts(monkeypatch):
-    fake_sources(monkeypatch)
-    drawn = broad_english(41, seed=3)
+def test_the_bank_is_a_seeded_draw_of_distinct_sentences_in_equal_parts(tmp_path):
+    pool = fake_pool(tmp_path / "pool.csv.gz")
+    drawn = broad_english(41, seed=3, path=pool)
     assert {name: len(part) for name, part in drawn.items()} == {"messages": 9, "dictionary": 8, "quotations": 8,
                                                                  "documentation": 8, "licences": 8}
     assert all(len(set(part)) == len(part) and all(s.startswith(name) for s in part) for name, part in drawn.items())
-    assert broad_english(41, seed=3) == drawn and broad_english(41, seed=4) != drawn
+    assert broad_english(41, seed=3, path=pool) == drawn and broad_english(41, seed=4, path=pool) != drawn
+    with pytest.raises(ValueError, match="the pool gives 250 sentences, fewer than count=300"):
+        broad_english(300, path=pool)
 
 
-def test_a_missing_source_is_named_with_its_debian_package(monkeypatch):
-    fake_sources(monkeypatch, missing="quotations")
-    with pytest.raises(FileNotFoundError, match=r"broad_english needs Debian's \['fortunes'\]: `apt-get install fortunes`"):
-        broad_english(40)
+def test_the_pinned_pool_is_what_the_card_names_and_every_machine_draws_the_same_bank():
+    assert pool_digest() == hashlib.sha256(POOL.read_bytes()).hexdigest()
+    pool = read_pool()
+    assert list(pool) == list(REGISTERS) and all(len(set(part)) == len(part) > 500 for part in pool.values())
+    first, second = broad_english(10_000, seed=0), broad_english(10_000, seed=0)  # two builds of one commit
+    assert first == second and sum(map(len, first.values())) == 10_000
 
 
-@pytest.mark.slow
-def test_the_text_release_refuses_a_missing_source_before_any_training(monkeypatch, tmp_path, capsys):
-    fake_sources(monkeypatch, missing="dictionary")
-    error = cli_error(["release", "text", "--output_dir", str(tmp_path / "out"), "--model_cards",
-                       str(tmp_path / "cards")], capsys)
-    assert "broad_english needs Debian's ['wordnet-base']: `apt-get install wordnet-base`" in error
-    assert not (tmp_path / "out").exists()
+def test_the_library_reads_no_debian_file():
+    source = broad_text.__file__
+    text = open(source).read()
+    assert "/var/lib/dpkg" not in text and "/usr/share" not in text
+
+
+def test_the_build_script_writes_the_same_bytes_twice(tmp_path, monkeypatch):
+    script = build_script()
+    fake = {name: (lambda name=name: [f"{name} one of the sentences here.", f"{name} two of the sentences here."],
+                   None) for name in REGISTERS}
+    monkeypatch.setattr(script, "SOURCES", fake)
+    digests = [script.build(tmp_path / f"pool{i}.csv.gz") for i in range(2)]
+    assert digests[0] == digests[1] == pool_digest(tmp_path / "pool0.csv.gz")
+    assert read_pool(tmp_path / "pool0.csv.gz")["licences"] == ["licences one of the sentences here.",
+                                                                 "licences two of the sentences here."]

@@ -369,12 +369,16 @@ def own_bank_section(numbers: dict, sources: dict[str, int] | None = None) -> li
     """The text card's lines on the k-NN distance in another domain, with the measured fixed bank (of `sources`:
     sentences per source; None: the pretraining tweets) and the domain's own."""
     sets = list(numbers["own"])
-    sources = sources or {"tweets": None}
+    sources = dict(sources or {"tweets": None})
+    digest = sources.pop("pool sha256", None)
     holds = ", ".join(name if count is None else f"{count} {name}" for name, count in sources.items())
+    pinned = (f" (drawn from insub-hf's pool `insub_hf/data/bundled/broad_english.csv.gz`, SHA-256 {digest})"
+              if digest else "")
     return [
         "#### Your data, your bank",
         "",
-        f"The k-NN distance measures how far a sentence is from its bank: the fixed one holds {holds} sentences, "
+        f"The k-NN distance measures how far a sentence is from its bank: the fixed one holds {holds} sentences"
+        f"{pinned}, "
         f"not what you call in-distribution. Held out: {numbers['held_out']} English sentences of a domain the bank "
         "was not built from (the Python standard library's docstrings) against the other kinds of text (AUROC, 50 % "
         "is chance), with the fixed bank and "

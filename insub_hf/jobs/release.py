@@ -243,7 +243,7 @@ def release_text(command: str, release, reading: TextReleaseArguments, args, tra
             f"TextReleaseArguments.k={reading.k} is more than ReleaseArguments.detector_bank={release.detector_bank}, "
             "the sentences its k-NN reading searches; give k <= detector_bank."
         )
-    if reading.bank == "broad":  # before any training: its sources are Debian packages
+    if reading.bank == "broad":
         bank, sources = text_reading.broad_bank(release.detector_bank, training_args.seed)
     name = f"scd_insub_m{args.num_heads}"
     start, push, out, results, model = run_job(text.run_text, args, training_args, name)

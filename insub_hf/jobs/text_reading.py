@@ -12,7 +12,7 @@ import torch
 
 from .cards import TEXT_TEST, TEXT_VALIDATION
 from ..data import load_tweet_sentiment
-from ..data.broad_text import BROAD_SOURCES, broad_english
+from ..data.broad_text import REGISTERS, broad_english, pool_digest
 from ..encoders.pretrained import base_tokenizer, encoder_path
 from ..evaluation.text_ood_sets import english_prose, text_ood_sets
 from ..uncertainty.knn import clear_bank
@@ -44,14 +44,16 @@ class TextReleaseArguments:
     )
     k: int = checked(DEFAULT_K, "The k-NN reading's neighbour (also of the fitted examples).", low=1, integer=True)
     bank: str = checked("broad", "What the bank holds (--detector_bank sentences): broad (natural English of "
-                        f"{len(BROAD_SOURCES)} registers in equal parts: {', '.join(BROAD_SOURCES)}; needs Debian's "
-                        "wordnet-base and fortunes) or pretraining (the pretraining sentences).", choices=BANKS)
+                        f"{len(REGISTERS)} registers in equal parts, {', '.join(REGISTERS)}, drawn from the pool "
+                        "bundled with insub-hf) or pretraining (the pretraining sentences).", choices=BANKS)
 
 
 def broad_bank(size: int, seed: int) -> tuple[list[str], dict[str, int]]:
-    """`size` sentences of broad natural English (`data.broad_text.broad_english`) and how many each source gave."""
+    """`size` sentences of broad natural English (`data.broad_text.broad_english`) and how many each register gave,
+    with the pool's SHA-256 under `"pool sha256"`."""
     drawn = broad_english(size, seed)
-    return [s for part in drawn.values() for s in part], {name: len(part) for name, part in drawn.items()}
+    return ([s for part in drawn.values() for s in part],
+            {**{name: len(part) for name, part in drawn.items()}, "pool sha256": pool_digest()})
 
 
 def tokens(encoder, sentences: list[str]) -> dict[str, torch.Tensor]:

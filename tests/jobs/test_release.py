@@ -123,7 +123,7 @@ def test_the_text_release_is_an_unfitted_sentence_transformers_folder_with_what_
     AutoTokenizer.from_pretrained(packaged_minilm_path()).save_pretrained(base)
     out, cards = tmp_path / "text", tmp_path / "cards"
     flags = ["--max_sentences", "48", "--transfer_sentences", "30", "--folds", "2", "--per_device_train_batch_size",
-             "16", "--head_size", "16", "--num_heads", "2", "--detector_bank", "48", "--k", "10", "--bank", "pretraining"]
+             "16", "--head_size", "16", "--num_heads", "2", "--detector_bank", "48", "--k", "10"]
     monkeypatch.setattr("insub_hf.jobs.heartbeat.HEARTBEAT_SECONDS", 2.0)  # 30 s in a real build
     started = time.time()
     with LocalHub() as hub:
@@ -166,6 +166,12 @@ def test_the_text_release_is_an_unfitted_sentence_transformers_folder_with_what_
     row = "| your own (2000 sentences of the domain) | " + " | ".join(
         f"{100 * v:.1f} %" for v in elsewhere["own"].values()) + " |"
     assert "#### Your data, your bank" in card and row in card
+    # the fixed bank: 48 sentences of the pinned pool, in equal parts, the pool's digest on the card
+    from insub_hf.data.broad_text import pool_digest
+
+    assert measured["bank_sources"] == {"messages": 10, "dictionary": 10, "quotations": 10, "documentation": 9,
+                                        "licences": 9, "pool sha256": pool_digest()}
+    assert f"`insub_hf/data/bundled/broad_english.csv.gz`, SHA-256 {pool_digest()}" in card
     # what fitting gave, on the pretraining tweets and on docstrings (48 rows at most each: --detector_bank)
     fitted = json.loads((out / "text_fitted.json").read_text())
     assert set(fitted) == {"tweets", "docstrings"}
