@@ -68,6 +68,12 @@ class Student(Protocol):
     def embed_heads(self, representation: torch.Tensor) -> torch.Tensor:
         """`(N, d)` -> `(N, M, q)`, `normalize_embeddings(head_outputs(...))`."""
 
+    def follower_copy(self) -> nn.Module:
+        """A copy of the student without its k-NN bank, for a teacher or target network to follow."""
+
+    def weights_state(self) -> dict:
+        """The student's state dict without its k-NN bank: what a follower loads."""
+
     def encoder_inputs(self, **inputs: torch.Tensor | None) -> dict[str, torch.Tensor]:
         """One view's encoder inputs, the None ones dropped, its main input checked (`InSubModel.encoder_inputs`)."""
 

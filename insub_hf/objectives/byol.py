@@ -9,7 +9,6 @@ from torch import nn
 
 from ..losses.byol import byol_loss
 from ..validation import checked
-from ..uncertainty.knn import bankless_copy, weights_only
 from .base import Objective, ObjectiveConfig, ObjectiveOutput, Student
 from .ema import cosine_momentum, ema_update_
 
@@ -71,12 +70,12 @@ class BYOLObjective(Objective):
         super().__init__(config, student)
         options = config.objective_options
         self.predictor = BYOLPredictor(config.head_output_size, options.predictor_hidden_size)
-        self.target = bankless_copy(student).requires_grad_(False)
+        self.target = student.follower_copy().requires_grad_(False)
         self.momenta = (options.target_momentum, options.final_target_momentum)
 
     @torch.no_grad()
     def sync_with_student(self, student: Student) -> None:
-        self.target.load_state_dict(weights_only(student.state_dict()))
+        self.target.load_state_dict(student.weights_state())
 
     def forward(self, student: Student, views: dict[str, torch.Tensor], **extra: torch.Tensor) -> ObjectiveOutput:
         representation = student.encoder(**views)  # (2B, d)

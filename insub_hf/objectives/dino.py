@@ -12,7 +12,6 @@ from torch import nn
 
 from ..losses.dino import DINOLoss
 from ..validation import checked
-from ..uncertainty.knn import bankless_copy, weights_only
 from .base import Objective, ObjectiveConfig, ObjectiveOutput, Student
 from .ema import cosine_momentum, ema_update_
 
@@ -104,7 +103,7 @@ class DINOObjective(Objective):
         super().__init__(config, student)
         options = config.objective_options
         self.prototypes = WeightNormedLinear(config.head_output_size, options.out_dim)
-        self.teacher = bankless_copy(student).requires_grad_(False)
+        self.teacher = student.follower_copy().requires_grad_(False)
         self.teacher_prototypes = copy.deepcopy(self.prototypes).requires_grad_(False)
         self.loss = DINOLoss(options.out_dim, options.center_momentum, options.student_temperature)
         # a tensor the schedule fills in place: a Python float would be a constant of the compiled graph, which
@@ -116,7 +115,7 @@ class DINOObjective(Objective):
 
     @torch.no_grad()
     def sync_with_student(self, student: Student) -> None:
-        self.teacher.load_state_dict(weights_only(student.state_dict()))
+        self.teacher.load_state_dict(student.weights_state())
         self.teacher_prototypes.load_state_dict(self.prototypes.state_dict())
 
     def step_begin(self, step: int, total_steps: int) -> None:

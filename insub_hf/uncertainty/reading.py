@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from .fitting import FIT_SEED, FittedUncertainty, fit_uncertainty
-from .knn import BANK, KnnBank, set_bank
+from .knn import BANK, KnnBank, bankless_copy, set_bank, weights_only
 from .length import LENGTH_SETTINGS
 from .readings import READINGS
 
@@ -66,6 +66,15 @@ class UncertaintyReading:
         (`knn.set_bank`; `read=False` keeps the reading, for `InSubOODDetector` to measure the bank)."""
         set_bank(self, representations, self.config.uncertainty["k"] if k is None else k, read)
         return self
+
+    def follower_copy(self):
+        """A copy of this model without its k-NN bank: what a teacher or target network (DINO, BYOL) follows is the
+        weights, not the bank."""
+        return bankless_copy(self)
+
+    def weights_state(self) -> dict:
+        """`state_dict()` without the bank's entries: what a follower (`follower_copy`) loads."""
+        return weights_only(self.state_dict())
 
     def set_length_buckets(self, settings: dict):
         """Makes a text model's `uncertainty` its oriented spread standardised within token-count buckets:
