@@ -435,8 +435,6 @@ def test_weights_whose_checksums_were_stripped_and_a_value_changed_load_with_a_w
 
 @pytest.mark.parametrize("change", ["renamed", "removed"])
 def test_a_tensor_renamed_or_removed_in_the_file_and_its_checksums_is_refused_naming_it(tmp_path, change):
-    import json as json_
-
     from safetensors.torch import save_file
 
     from insub_hf.checksums import METADATA_KEY, read_safetensors

@@ -6,6 +6,7 @@ most and least certain test images."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import partial
 
 from ..training.collapse_monitor import CollapseMonitorCallback
 from ..model.configuration_insub import InSubConfig
@@ -134,8 +135,7 @@ def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None =
     knn_rows = ImageWithLabel(FASHION_MNIST.eval_transform(), FASHION_MNIST.image_column, FASHION_MNIST.label_column)
     harness = HarnessArguments(corruptions=[], label_fractions=[])
     runs, arrays = [], {}
-    build = lambda m, weight: demo_config(args, m, weight)  # noqa: E731
-    for name, config in baseline_and_insub(build, args.num_heads, args.diversity_weight, prefix):
+    for name, config in baseline_and_insub(partial(demo_config, args), args.num_heads, args.diversity_weight, prefix):
         report = KNNReportCallback(
             data["train"].with_transform(knn_rows), data["test"].with_transform(knn_rows), k=args.knn_k, name=name,
             path=experiment.output_dir / name / "epoch_report.jsonl",

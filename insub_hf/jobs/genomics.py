@@ -4,6 +4,7 @@ sequence classification by a linear probe on the frozen encoder and by fine-tuni
 from __future__ import annotations
 
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -78,11 +79,10 @@ def run_genomics(args: GenomicsArguments, training_args: InSubTrainingArguments 
           f"{len(train[1])} train / {len(test[1])} test, {num_classes} classes")
     views = corpus.with_transform(DNAViews(args.crop_length, two_views=False))
     out, results, fingerprints = experiment.output_dir, {}, {}
-    build = lambda m, weight: genomics_config(args, m, weight)  # noqa: E731
     # the saved models' uncertainty: fitted on crops of the pretraining sequences (a bank, and some to rank against)
     crops = views[:UNCERTAINTY_ROWS]["dna_one_hot"]
     fit_on = {"dna_one_hot": torch.stack(crops)}
-    for name, config in baseline_and_insub(build, args.num_heads, args.diversity_weight):
+    for name, config in baseline_and_insub(partial(genomics_config, args), args.num_heads, args.diversity_weight):
         run = experiment.pretrain(Variant(name, config, seed), views, uncertainty_inputs=(fit_on, None))
         encoder = run.model.insub
         fingerprints[name] = encoder_and_heads_fingerprint(encoder)  # which model each row is (before fine-tuning copies it)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -60,11 +61,10 @@ def run_text(args: TextArguments, training_args: InSubTrainingArguments | None =
     untouched = InSubModel(text_config(args, encoder_config, 1, 0.0))
     load_encoder_weights(untouched, path)
     models = {"pretrained (no SCD)": untouched}
-    build = lambda m, weight: text_config(args, encoder_config, m, weight)  # noqa: E731
     # the saved models' uncertainty: fitted on pretraining sentences (a bank, and some of them to rank against)
     fit_on = dict(tokenizer(list(corpus[args.text_column][:UNCERTAINTY_ROWS]), max_length=args.max_length,
                             truncation=True, padding=True, return_tensors="pt"))
-    for name, config in baseline_and_insub(build, args.num_heads, args.diversity_weight, prefix="scd_"):
+    for name, config in baseline_and_insub(partial(text_config, args, encoder_config), args.num_heads, args.diversity_weight, prefix="scd_"):
         variant = Variant(name, config, seed)
         result = experiment.pretrain(variant, train, init_encoder_from=path, uncertainty_inputs=(fit_on, None))
         tokenizer.save_pretrained(experiment.output_dir / name / "model")  # loads with InSubSentenceEncoder

@@ -41,11 +41,6 @@ def is_sentence(text: str) -> bool:
             and letters >= 0.7 * len(text))
 
 
-def message_sentences() -> list[str]:
-    """The bundled pretraining tweets."""
-    return [t for t in load_tweet_sentiment("pretrain")["text"] if is_sentence(t)]
-
-
 def dictionary_sentences(folder: Path = WORDNET_DIR) -> list[str]:
     """WordNet's glosses: each definition and each quoted example of `folder/data.{noun,verb,adj,adv}`."""
     out = []
