@@ -152,7 +152,7 @@ def test_a_push_asks_the_hub_before_any_training(hub_up, token, message, tmp_pat
         endpoint = hub.endpoint
         if not hub_up:
             hub.__exit__()  # the port is closed: nothing answers there
-        monkeypatch.setattr("insub_hf.hub.HfApi", lambda token=None: HfApi(endpoint=endpoint, token=token))
+        monkeypatch.setattr("insub_hf.hub.upload.HfApi", lambda token=None: HfApi(endpoint=endpoint, token=token))
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         out = tmp_path / "image"
         line = cli_error([*RELEASE, "--output_dir", str(out), "--model_cards", str(tmp_path / "cards"), "--push_to_hub",

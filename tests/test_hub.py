@@ -75,7 +75,7 @@ class LocalHubApi(HfApi):
 def fake_api(monkeypatch, tmp_path):
     with LocalHub() as hub:
         LocalHubApi.calls, LocalHubApi.snapshot, LocalHubApi.hub = [], tmp_path / "uploaded", hub
-        monkeypatch.setattr("insub_hf.hub.HfApi", LocalHubApi)
+        monkeypatch.setattr("insub_hf.hub.upload.HfApi", LocalHubApi)
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         yield LocalHubApi
 
@@ -178,7 +178,7 @@ def test_push_to_hub_of_every_model_class_sends_one_checked_folder(tmp_path, fak
 
 
 def test_pushing_without_a_token_creates_and_uploads_nothing(tmp_path, fake_api, monkeypatch, capsys):
-    monkeypatch.setattr("insub_hf.hub.get_token", lambda: None)
+    monkeypatch.setattr("insub_hf.hub.upload.get_token", lambda: None)
     with pytest.raises(ValueError, match="no Hugging Face token.*HF_TOKEN.*nothing was created or uploaded"):
         InSubModel(tiny_config()).push_to_hub("someone/x")
     assert "no Hugging Face token" in cli_error(["compare", "--output_dir", str(tmp_path / "c"), "--methods", "insub",
@@ -425,7 +425,7 @@ def test_training_scripts_check_the_token_first_and_push_once_at_the_end(tmp_pat
     from insub_hf.hub import final_push_target, save_final_model
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr("insub_hf.hub.get_token", lambda: None)
+    monkeypatch.setattr("insub_hf.hub.upload.get_token", lambda: None)
     common = dict(output_dir=str(tmp_path / "run_name"), use_cpu=True, report_to="none")
     assert final_push_target(InSubTrainingArguments(**common)) is None
     with pytest.raises(ValueError, match=r"--push_to_hub \(repo 'run_name'\): no Hugging Face token"):

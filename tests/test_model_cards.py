@@ -172,7 +172,7 @@ def test_one_command_publishes_every_built_release_to_the_repo_its_card_names(tm
     (cards / "insub-minilm-scd").mkdir()  # a release whose card only is in git (built with `release text`)
     (cards / "insub-minilm-scd" / "README.md").write_text("card only")
     with LocalHub() as hub:
-        monkeypatch.setattr("insub_hf.hub.HfApi", lambda token=None: HfApi(endpoint=hub.endpoint, token=token))
+        monkeypatch.setattr("insub_hf.hub.upload.HfApi", lambda token=None: HfApi(endpoint=hub.endpoint, token=token))
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         assert main(["release", "publish", "--model_cards", str(cards), "--hub_token", "hf_test"]) == 0
         assert sorted(hub.repos) == sorted(card_repo_id(f) for f in FOLDERS)

@@ -49,7 +49,7 @@ def test_pushed_metric_modules_load_with_evaluate_without_insub_hf_and_give_the_
     from insub_hf_cli import main
 
     with LocalHub() as hub:
-        monkeypatch.setattr("insub_hf.hub.HfApi", lambda token=None: HfApi(endpoint=hub.endpoint, token=token))
+        monkeypatch.setattr("insub_hf.hub.upload.HfApi", lambda token=None: HfApi(endpoint=hub.endpoint, token=token))
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         assert main(["release", "metrics", "--hub_org", "someone", "--output_dir", str(tmp_path / "metrics"),
                      "--hub_token", "hf_test"]) == 0

@@ -127,7 +127,7 @@ def test_the_text_release_is_an_unfitted_sentence_transformers_folder_with_what_
     monkeypatch.setattr("insub_hf.jobs.heartbeat.HEARTBEAT_SECONDS", 2.0)  # 30 s in a real build
     started = time.time()
     with LocalHub() as hub:
-        monkeypatch.setattr("insub_hf.hub.HfApi", lambda token=None: HfApi(endpoint=hub.endpoint, token=token))
+        monkeypatch.setattr("insub_hf.hub.upload.HfApi", lambda token=None: HfApi(endpoint=hub.endpoint, token=token))
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         assert main(["release", "text", "--encoder", str(base), "--output_dir", str(out), "--model_cards", str(cards),
                      *flags, "--push_to_hub", "--hub_token", "hf_test", "--hub_model_id", "org/insub-minilm-scd"]) == 0
@@ -307,7 +307,7 @@ def test_a_pushed_release_card_names_its_repo_and_every_snippet_runs_as_written(
     labelled.write_text("sequence,label\n" + "".join(f"{bases(60)},{'ab'[i % 2]}\n" for i in range(40)))
     out = tmp_path / "dna"
     with LocalHub() as hub:
-        monkeypatch.setattr("insub_hf.hub.HfApi", lambda token=None: HfApi(endpoint=hub.endpoint, token=token))
+        monkeypatch.setattr("insub_hf.hub.upload.HfApi", lambda token=None: HfApi(endpoint=hub.endpoint, token=token))
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         assert main(["release", "dna", "--pretrain_fasta", str(fasta), "--labelled", str(labelled), "--output_dir",
                      str(out), "--model_cards", str(tmp_path / "cards"), "--num_train_epochs", "1", "--conv_filters",
