@@ -48,13 +48,14 @@ FORMER_DERIVED_FILES = ("ood_detector.json", "ood_detector.safetensors")
 _warned: set[str] = set()
 
 
-def warn_former(former: str, now: str, stacklevel: int = 3) -> None:
-    """Warns once per process that `former` is `now` and that the former form goes in `REMOVAL_VERSION`."""
+def warn_former(former: str, now: str, stacklevel: int = 3, way_out: str = "") -> None:
+    """Warns once per process that `former` is `now` and that the former form goes in `REMOVAL_VERSION`
+    (`way_out`: what to do, where it is not to write the new form)."""
     if former in _warned:
         return
     _warned.add(former)
-    warnings.warn(f"{former} is {now} now; the former form stops working in insub-hf {REMOVAL_VERSION}.",
-                  FutureWarning, stacklevel=stacklevel)
+    warnings.warn(f"{former} is {now} now; the former form stops working in insub-hf {REMOVAL_VERSION}"
+                  f"{way_out}.", FutureWarning, stacklevel=stacklevel)
 
 
 def from_former_keys(kwargs: dict[str, Any]) -> dict[str, Any] | None:
@@ -98,7 +99,9 @@ class _FormerPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec):
         target = self.targets[spec.name]
         importlib.import_module(target)
-        warn_former(spec.name, target, stacklevel=2)
+        warn_former(spec.name, target, stacklevel=2,
+                    way_out=" (the remote code of a folder saved by an earlier insub-hf names it too: save the folder "
+                            "again)")
         former = spec.name.removeprefix(f"{self.package}.")
         moved = {name: f"{self.package}.{module}" for name, module in FORMER_NAMES.get(former, {}).items()}
         return _FormerModule(spec.name, target, moved)

@@ -44,7 +44,8 @@ def test_every_former_module_imports_warns_once_and_gives_the_same_objects():
     for old, new in FORMER_MODULES.items():
         said, same, has_names = result[old]
         assert said == [f"insub_hf.{old} is insub_hf.{new} now; the former form stops working in insub-hf "
-                        f"{REMOVAL_VERSION}."], (old, said)
+                        f"{REMOVAL_VERSION} (the remote code of a folder saved by an earlier insub-hf names it too: "
+                        "save the folder again)."], (old, said)
         assert same and has_names, old
     assert result["KnnBank"] == [True, 0]  # a name that moved between modules, from its former module
     with pytest.raises(ModuleNotFoundError, match="insub_hf.no_such_module"):
