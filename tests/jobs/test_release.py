@@ -273,6 +273,31 @@ def test_a_release_built_twice_from_one_commit_gives_the_same_card_numbers(tmp_p
     assert sections[0] == sections[1] and "flagged" in sections[0]
 
 
+@pytest.mark.slow
+def test_the_text_release_built_twice_from_one_commit_gives_the_same_card_numbers(tmp_path):
+    """Two tiny text builds: the model-index, the fixed bank's readings and what fitting gave agree."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from insub_hf.encoders.pretrained import packaged_minilm_path
+
+    from ..objectives.test_scd import tiny_bert_config
+
+    base = tmp_path / "tiny_bert"
+    torch.manual_seed(0)
+    BertModel(BertConfig(**tiny_bert_config().encoder_config.to_dict())).save_pretrained(base)
+    AutoTokenizer.from_pretrained(packaged_minilm_path()).save_pretrained(base)
+    flags = ["--max_sentences", "48", "--transfer_sentences", "30", "--folds", "2", "--per_device_train_batch_size",
+             "16", "--head_size", "16", "--num_heads", "2", "--detector_bank", "48", "--k", "10"]
+    builds = []
+    for build in ("first", "second"):
+        assert main(["release", "text", "--encoder", str(base), "--output_dir", str(tmp_path / build),
+                     "--model_cards", str(tmp_path / f"cards_{build}"), *flags]) == 0
+        builds.append(tmp_path / build)
+    assert card_metrics(builds[0] / "hub" / "README.md") == card_metrics(builds[1] / "hub" / "README.md")
+    for name in ("text_uncertainty.json", "text_fitted.json"):
+        assert json.loads((builds[0] / name).read_text()) == json.loads((builds[1] / name).read_text()), name
+
+
 def test_the_command_a_card_names_leaves_out_where_it_went_and_who_pushed():
     argv = ["--output_dir", "/home/me/runs", "--num_train_epochs", "6", "--hub_token=hf_x", "--push_to_hub",
             "--model_cards", "cards", "--seed", "1", "--labelled", "/home/me/splice.csv", "--replace_card", "true",
