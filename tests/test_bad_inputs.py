@@ -469,9 +469,8 @@ def test_a_folder_a_killed_save_left_moved_aside_is_explained_at_load(tmp_path):
 def test_an_image_folder_saved_before_its_pipelines_warns_at_load_with_the_way_out(tmp_path):
     from insub_hf import InSubImageProcessor
 
-    model = InSubModel(tiny_config())
-    model.register_for_auto_class("AutoModel")
-    save_pretrained_atomic(model, tmp_path / "m", InSubImageProcessor.for_images(32, 3, (0.5,) * 3, (0.25,) * 3))
+    save_pretrained_atomic(InSubModel(tiny_config()), tmp_path / "m",
+                           InSubImageProcessor.for_images(32, 3, (0.5,) * 3, (0.25,) * 3), remote_code=True)
     assert (tmp_path / "m" / "pipeline_insub.py").is_file()
     with warnings.catch_warnings():
         warnings.simplefilter("error")

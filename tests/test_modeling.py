@@ -252,14 +252,16 @@ def test_hidden_size_and_input_modalities_follow_the_encoder():
 
 def test_the_feature_extraction_pipeline_pools_and_names_the_models_modality():
     from PIL import Image
-    from transformers import pipeline
+    from transformers import ImageFeatureExtractionPipeline, pipeline
 
     from insub_hf import InSubImageFeatureExtractionPipeline, InSubImageProcessor
 
     model = InSubModel(tiny_config()).eval()
     processor = InSubImageProcessor.for_images(32, 3, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
     image = Image.fromarray(torch.randint(0, 256, (32, 32, 3), dtype=torch.uint8).numpy())
-    stock = pipeline("image-feature-extraction", model=model, image_processor=processor)
+    # transformers' own class, named: an earlier `register_pipelines()` in this process may have replaced the task's
+    stock = pipeline("image-feature-extraction", model=model, image_processor=processor,
+                     pipeline_class=ImageFeatureExtractionPipeline)
     with pytest.raises(ValueError, match=r"InSubImageProcessor under transformers' own image pipeline, which makes "
                                          r"every image 8-bit RGB first .*: pass pipeline_class="):
         stock(image)  # it would clip a 16-bit image before the processor sees it
