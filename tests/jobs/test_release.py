@@ -22,6 +22,23 @@ from insub_hf_cli import main
 
 from ..conftest import cli_error
 
+# The tiny builds of the text and DNA releases
+TEXT_FLAGS = ["--max_sentences", "48", "--transfer_sentences", "30", "--folds", "2", "--per_device_train_batch_size",
+              "16", "--head_size", "16", "--num_heads", "2", "--detector_bank", "48", "--k", "10"]
+DNA_FLAGS = ["--num_train_epochs", "1", "--conv_filters", "8", "--lstm_hidden_size", "8", "--finetune_epochs", "1",
+             "--per_device_train_batch_size", "16", "--crop_length", "60"]
+
+
+def tiny_dna_files(folder):
+    """(a FASTA of 48 random sequences of 200 nt, a CSV of 40 labelled 60-nt ones) written into `folder`, seeded."""
+    rng = torch.Generator().manual_seed(0)
+    bases = lambda n: "".join("ACGT"[i] for i in torch.randint(0, 4, (n,), generator=rng))  # noqa: E731
+    fasta = folder / "upstream.fa"
+    fasta.write_text("".join(f">seq{i}\n{bases(200)}\n" for i in range(48)))
+    labelled = folder / "labelled.csv"
+    labelled.write_text("sequence,label\n" + "".join(f"{bases(60)},{'ab'[i % 2]}\n" for i in range(40)))
+    return fasta, labelled
+
 pytestmark = pytest.mark.slow
 
 
@@ -108,22 +125,15 @@ def test_the_text_release_is_an_unfitted_sentence_transformers_folder_with_what_
     runs as written in a fresh process without insub-hf, giving what the folder's model gives. The folder serves no
     `uncertainty` until fitted on a user's sentences, its card leading with that line and what it gave."""
     from huggingface_hub import HfApi
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from transformers import AutoTokenizer
 
     from ..card_snippets import run_card_snippets
     from ..hub_server import LocalHub
+    from ..objectives.test_scd import save_tiny_bert
 
-    from insub_hf.encoders.pretrained import packaged_minilm_path
-
-    from ..objectives.test_scd import tiny_bert_config
-
-    base = tmp_path / "tiny_bert"
-    torch.manual_seed(0)
-    BertModel(BertConfig(**tiny_bert_config().encoder_config.to_dict())).save_pretrained(base)
-    AutoTokenizer.from_pretrained(packaged_minilm_path()).save_pretrained(base)
+    base = save_tiny_bert(tmp_path / "tiny_bert")
     out, cards = tmp_path / "text", tmp_path / "cards"
-    flags = ["--max_sentences", "48", "--transfer_sentences", "30", "--folds", "2", "--per_device_train_batch_size",
-             "16", "--head_size", "16", "--num_heads", "2", "--detector_bank", "48", "--k", "10"]
+    flags = TEXT_FLAGS
     monkeypatch.setattr("insub_hf.jobs.heartbeat.HEARTBEAT_SECONDS", 2.0)  # 30 s in a real build
     started = time.time()
     with LocalHub() as hub:
@@ -220,15 +230,9 @@ def test_the_text_release_is_an_unfitted_sentence_transformers_folder_with_what_
 
 
 def test_the_dna_release_transfers_to_labelled_sequences(tmp_path):
-    rng = torch.Generator().manual_seed(0)
-    bases = lambda n: "".join("ACGT"[i] for i in torch.randint(0, 4, (n,), generator=rng))  # noqa: E731
-    fasta = tmp_path / "upstream.fa"
-    fasta.write_text("".join(f">seq{i}\n{bases(200)}\n" for i in range(48)))
-    labelled = tmp_path / "labelled.csv"
-    labelled.write_text("sequence,label\n" + "".join(f"{bases(60)},{'ab'[i % 2]}\n" for i in range(40)))
+    fasta, labelled = tiny_dna_files(tmp_path)
     out, cards = tmp_path / "dna", tmp_path / "cards"
-    flags = ["--num_train_epochs", "1", "--conv_filters", "8", "--lstm_hidden_size", "8", "--finetune_epochs", "1",
-             "--per_device_train_batch_size", "16", "--crop_length", "60"]
+    flags = DNA_FLAGS
     assert main(["release", "dna", "--pretrain_fasta", str(fasta), "--labelled", str(labelled), "--output_dir",
                  str(out), "--model_cards", str(cards), *flags]) == 0
     check_release(out, cards, "insub-genomenet-dm3",
@@ -255,14 +259,8 @@ def test_the_dna_release_transfers_to_labelled_sequences(tmp_path):
 
 def test_a_release_built_twice_from_one_commit_gives_the_same_card_numbers(tmp_path):
     """Two tiny DNA builds: every model-index number and the threshold section agree; only the wall time differs."""
-    rng = torch.Generator().manual_seed(0)
-    bases = lambda n: "".join("ACGT"[i] for i in torch.randint(0, 4, (n,), generator=rng))  # noqa: E731
-    fasta = tmp_path / "upstream.fa"
-    fasta.write_text("".join(f">seq{i}\n{bases(200)}\n" for i in range(48)))
-    labelled = tmp_path / "labelled.csv"
-    labelled.write_text("sequence,label\n" + "".join(f"{bases(60)},{'ab'[i % 2]}\n" for i in range(40)))
-    flags = ["--num_train_epochs", "1", "--conv_filters", "8", "--lstm_hidden_size", "8", "--finetune_epochs", "1",
-             "--per_device_train_batch_size", "16", "--crop_length", "60"]
+    fasta, labelled = tiny_dna_files(tmp_path)
+    flags = DNA_FLAGS
     cards = []
     for build in ("first", "second"):
         assert main(["release", "dna", "--pretrain_fasta", str(fasta), "--labelled", str(labelled), "--output_dir",
@@ -276,18 +274,10 @@ def test_a_release_built_twice_from_one_commit_gives_the_same_card_numbers(tmp_p
 @pytest.mark.slow
 def test_the_text_release_built_twice_from_one_commit_gives_the_same_card_numbers(tmp_path):
     """Two tiny text builds: the model-index, the fixed bank's readings and what fitting gave agree."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from ..objectives.test_scd import save_tiny_bert
 
-    from insub_hf.encoders.pretrained import packaged_minilm_path
-
-    from ..objectives.test_scd import tiny_bert_config
-
-    base = tmp_path / "tiny_bert"
-    torch.manual_seed(0)
-    BertModel(BertConfig(**tiny_bert_config().encoder_config.to_dict())).save_pretrained(base)
-    AutoTokenizer.from_pretrained(packaged_minilm_path()).save_pretrained(base)
-    flags = ["--max_sentences", "48", "--transfer_sentences", "30", "--folds", "2", "--per_device_train_batch_size",
-             "16", "--head_size", "16", "--num_heads", "2", "--detector_bank", "48", "--k", "10"]
+    base = save_tiny_bert(tmp_path / "tiny_bert")
+    flags = TEXT_FLAGS
     builds = []
     for build in ("first", "second"):
         assert main(["release", "text", "--encoder", str(base), "--output_dir", str(tmp_path / build),

@@ -172,11 +172,8 @@ def test_data_with_neither_an_image_nor_a_text_column_is_refused_naming_its_colu
 
 def test_each_bad_model_or_flag_is_refused_in_one_line_before_any_work(tmp_path, data, capsys, monkeypatch):
     from datasets import Dataset, DatasetDict
-    from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from insub_hf.encoders.pretrained import packaged_minilm_path
-
-    from ..objectives.test_scd import tiny_bert_config
+    from ..objectives.test_scd import save_tiny_bert
 
     folders = models(tmp_path)
     out = tmp_path / "out"
@@ -195,9 +192,7 @@ def test_each_bad_model_or_flag_is_refused_in_one_line_before_any_work(tmp_path,
     line = cli_error(["score", "--model", str(tmp_path), *flags], capsys)
     assert "the folder holds no config.json" in line
     # a text model given images, an image model given texts: the modality, not a library's missing file
-    bert = tmp_path / "bert"
-    BertModel(BertConfig(**tiny_bert_config().encoder_config.to_dict())).save_pretrained(bert)
-    AutoTokenizer.from_pretrained(packaged_minilm_path()).save_pretrained(bert)
+    bert = save_tiny_bert(tmp_path / "bert")
     line = cli_error(["score", "--model", str(bert), *flags], capsys)
     assert f"ScoreArguments.model={str(bert)!r} has no image processor, so it does not read images" in line
     texts = tmp_path / "texts"

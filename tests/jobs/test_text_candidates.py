@@ -47,16 +47,9 @@ def test_the_cosine_correlation_is_spearman_over_all_pairs():
 
 @pytest.mark.slow
 def test_the_job_measures_the_base_and_each_candidate_on_validation_then_test(tmp_path):
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from ..objectives.test_scd import save_tiny_bert
 
-    from insub_hf.encoders.pretrained import packaged_minilm_path
-
-    from ..objectives.test_scd import tiny_bert_config
-
-    base = tmp_path / "tiny_bert"
-    torch.manual_seed(0)
-    BertModel(BertConfig(**tiny_bert_config().encoder_config.to_dict())).save_pretrained(base)
-    AutoTokenizer.from_pretrained(packaged_minilm_path()).save_pretrained(base)
+    base = save_tiny_bert(tmp_path / "tiny_bert")
     out = tmp_path / "run"
     assert main(["text-candidates", "--encoder", str(base), "--candidates", "scd_frozen", "scd", "--seeds", "0",
                  "--max_steps", "2", "--per_device_train_batch_size", "8", "--transfer_train", "60", "--split_size",

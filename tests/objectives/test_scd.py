@@ -45,6 +45,17 @@ def tiny_bert_config(**overrides):
     return InSubConfig(**kwargs)
 
 
+def save_tiny_bert(folder):
+    """A seeded tiny stock BERT (`tiny_bert_config`'s encoder) with the packaged MiniLM tokenizer, saved at `folder`:
+    what a text job takes as `--encoder`. Returns `folder`."""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    BertModel(BertConfig(**tiny_bert_config().encoder_config.to_dict())).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(packaged_minilm_path()).save_pretrained(folder)
+    return folder
+
+
 def test_scd_loss_matches_a_hand_computed_example():
     h1, h2 = torch.tensor([[1.0, 0.0], [1.0, 1.0]]), torch.tensor([[0.0, 1.0], [1.0, 1.0]])
     p1 = torch.tensor([[[1.0, 2.0], [0.0, 1.0]], [[3.0, 0.0], [2.0, 3.0]]])  # (B=2, M=2, q=2)
