@@ -37,9 +37,9 @@ def checked_number(field: str, value, high: float | None = 1.0, optional: bool =
     return number
 
 
-def typed(cls, values, where: str):
-    """`cls(**values)` for a results dataclass read back from JSON; refuses, naming `where` and the keys, a value
-    that is not a mapping, a required key it lacks or a key `cls` does not have (a record cut or edited)."""
+def check_record_keys(cls, values, where: str) -> None:
+    """Refuses, naming `where` and the keys, a value read back from JSON for the results dataclass `cls` that is not a
+    mapping, lacks a required key or holds a key `cls` does not have (a record cut or edited)."""
     if not isinstance(values, dict):
         raise ValueError(f"{where} must be a mapping of {cls.__name__}'s fields, got {type(values).__name__}.")
     names = [f.name for f in fields(cls)]
@@ -50,6 +50,11 @@ def typed(cls, values, where: str):
         said = "; ".join(part for part in (missing and f"lacks {missing}", unknown and f"has unknown keys {unknown}")
                          if part)
         raise ValueError(f"{where} {said}" + (f" ({cls.__name__} has {names})." if unknown else "."))
+
+
+def typed(cls, values, where: str):
+    """`cls(**values)` for a results dataclass read back from JSON, its keys checked first (`check_record_keys`)."""
+    check_record_keys(cls, values, where)
     return cls(**values)
 
 
@@ -210,14 +215,14 @@ class MethodResults:
     @classmethod
     def from_dict(cls, data: dict) -> MethodResults:
         """The inverse of `to_dict`; a key missing or unknown at any level, and OOD score names outside
-        `OOD_SCORES`, are refused naming where (`typed`)."""
+        `OOD_SCORES`, are refused naming where (`check_record_keys`)."""
         scores = sorted({score for per_set in (data.get("ood") or {}).values() for score in per_set} - set(OOD_SCORES))
         if scores:
             raise ValueError(
                 f"MethodResults.from_dict: unknown OOD scores {scores[:3]} (known: {sorted(OOD_SCORES)}, each higher = "
                 "more likely OOD)."
             )
-        typed(cls, data, "results")  # its own keys, before its parts are read
+        check_record_keys(cls, data, "results")  # its own keys, before its parts are read
         d = dict(data)
         d["test"] = typed(Metrics, d["test"], "test")
         d["semi_supervised"] = {k: typed(Metrics, v, f"semi_supervised[{k!r}]")
