@@ -63,6 +63,46 @@ def test_about_five_percent_of_exchangeable_inputs_are_flagged_at_0_95():
     assert (scores(far) == 1.0).all()
 
 
+def test_the_expected_flag_band_counts_every_equally_likely_ordering():
+    """Small sizes worked by hand: n calibration and m new scores drawn alike put the m new ones at any of the
+    C(n + m, m) sets of places in the joint order with equal chance; count how many land above the threshold."""
+    from itertools import combinations
+    from math import comb
+
+    from insub_hf.evaluation.flagging import expected_flag_band
+
+    for n, m, threshold in [(1, 1, 0.5), (3, 2, 0.5), (4, 3, 0.7), (5, 4, 0.8), (9, 4, 0.95)]:
+        counts = []
+        for places in combinations(range(n + m), m):  # the new scores' places among all n + m, lowest first
+            reference = torch.tensor([float(i) for i in range(n + m) if i not in places])
+            counts.append(int((conformal_rank(torch.tensor(places, dtype=torch.float), reference) > threshold).sum()))
+        assert len(counts) == comb(n + m, m)
+        share = np.mean(counts) / m
+        expected, low, high = expected_flag_band(n, m, threshold, level=0.5)
+        assert expected == pytest.approx(share, abs=1e-12), (n, m, threshold)
+        ordered = np.sort(counts) / m  # the band's ends are the 25 % and 75 % quantiles of the counts
+        assert low == ordered[int(np.ceil(0.25 * len(counts))) - 1], (n, m, threshold)
+        assert high == ordered[int(np.ceil(0.75 * len(counts))) - 1], (n, m, threshold)
+
+
+def test_the_expected_flag_band_holds_for_the_reading_s_own_calibration():
+    """Many calibrations of `CalibrationScores` on fresh draws, each scoring fresh inputs drawn alike: the shares
+    flagged at 0.95 have the mean and the 95 % band `expected_flag_band` gives."""
+    from insub_hf.evaluation.flagging import expected_flag_band
+
+    generator = torch.Generator().manual_seed(0)
+    n, m, trials = 200, 300, 3000
+    shares = []
+    for _ in range(trials):
+        scores = CalibrationScores.fitted(torch.randn(1, 50, generator=generator), torch.randn(1, n, generator=generator))
+        shares.append((scores(torch.randn(1, m, generator=generator)) > 0.95).float().mean().item())
+    expected, low, high = expected_flag_band(n, m)
+    assert np.mean(shares) == pytest.approx(expected, abs=0.002)
+    assert np.quantile(shares, 0.025) == pytest.approx(low, abs=0.004)
+    assert np.quantile(shares, 0.975) == pytest.approx(high, abs=0.004)
+    assert (low, high) != pytest.approx((expected, expected), abs=0.01)  # a band, not a point
+
+
 def test_the_separation_auroc_is_scikit_learn_s():
     from sklearn.metrics import roc_auc_score
 

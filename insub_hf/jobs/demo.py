@@ -19,6 +19,7 @@ from ..data import (
     fashion_mnist_description,
     resolve_fashion_mnist_source,
 )
+from ..evaluation.flagging import expected_flag_band
 from ..evaluation.harness import HarnessArguments, MethodEvaluator
 from ..evaluation.image_data import ImageEvaluationData
 from ..evaluation.ood_sets import load_mnist_images, noise_ood_sets
@@ -166,14 +167,16 @@ def run_demo(args: DemoArguments, training_args: InSubTrainingArguments | None =
                           "(bottom) certain")
     described = {"source": fashion_mnist_description(source), "train": len(train), "calibration": len(held),
                  "test": len(evaluation.test_images)}
-    experiment.finish({"data": described, "runs": runs}, demo_table(runs, out, prefix), f"{prefix}results.json")
+    experiment.finish({"data": described, "runs": runs}, demo_table(runs, out, prefix, len(evaluation.test_images)),
+                      f"{prefix}results.json")
     return {"runs": runs}
 
 
-def demo_table(runs: list[dict], out, prefix: str) -> str:
+def demo_table(runs: list[dict], out, prefix: str, tested: int) -> str:
     """The printed summary: linear probe accuracy, ECE, NLL, and per OOD set the AUROC of the probe's max probability,
     of the label-free k-NN distance and of the label-free head spread (no probe, no labels; `InSubOODDetector`; the
-    spread only for M > 1, read in the direction fixed on validation noise) per model."""
+    spread only for M > 1, read in the direction fixed on validation noise) per model; `tested`: the test images
+    each flag rate was counted on."""
     sets = list(runs[0]["ood"])
     lines = [
         "", f"{'model':<16} {'probe acc':>9} {'ECE':>6} {'NLL':>6} "
@@ -202,8 +205,12 @@ def demo_table(runs: list[dict], out, prefix: str) -> str:
             fitted = run["fitted_uncertainty"]
             used = "the k-NN distance" + ("" if "spread" not in fitted["components"] else (
                 f" and the heads' spread, {'high' if fitted['direction'] == 1 else 'low'} spread = unusual"))
-            lines.append(f"{run['name']}: {100 * run['flag_rate']:.1f}% of the test images have `uncertainty` > 0.95 "
-                         f"(about 5 % by construction; higher = more likely OOD; it combines {used})")
+            calibrated = fitted["calibration_size"][1]
+            _, low, high = expected_flag_band(calibrated, tested)
+            lines.append(f"{run['name']}: {100 * run['flag_rate']:.1f}% of the {tested:,} test images have "
+                         f"`uncertainty` > 0.95 (about 5 % by construction: {100 * low:.1f}-{100 * high:.1f} % for "
+                         f"{tested:,} images drawn as its {calibrated:,} calibration images were, 95 % band; higher = "
+                         f"more likely OOD; it combines {used})")
     lines += ["", f"{'model':<16} {'T':>5} {'ECE -> (T)':>15} {'NLL -> (T)':>15} {'AURC':>6} "
               f"{'R-AUROC k-NN / spread':>22} {'crop rho k-NN / spread':>23} "
               + " ".join(f"{s + ' FPR95 k-NN / spread':>24}" for s in sets)]

@@ -10,7 +10,9 @@ it drawn as the test split, said in the output), images or texts as its `--image
 split), and OOD AUROC and FPR95 against another data set's test split, or else uniform noise images or the test
 sentences with their words shuffled, by the probe's max probability, the label-free k-NN distance to the training
 features (`kth_neighbour_distance`, k from the data unless `--knn_k` says) and, for an InSub model, its
-`uncertainty`; each AUROC with its 90 % bootstrap interval, which says how little a small set measures. Writes
+`uncertainty`; each AUROC with its 90 % bootstrap interval, which says how little a small set measures; and the share
+of the test split an InSub model's `uncertainty` flags above 0.95, beside the band that share falls in when the test
+split is drawn as the model's calibration inputs were (`expected_flag_band`). Writes
 `results.json` and `model_index.yaml` (a card's model-index block) to `--output_dir`.
 """
 
@@ -26,6 +28,7 @@ from PIL import Image
 
 from ..checkpointing import write_json
 from ..encoders.text import masked_mean
+from ..evaluation.flagging import FLAG_THRESHOLD, expected_flag_band, flag_rate
 from ..evaluation.harness import summarize
 from ..evaluation.metrics import fit_temperature, fpr_at_tpr, ood_auroc
 from ..evaluation.metrics.ood import auroc_interval
@@ -306,6 +309,10 @@ def score(args: ScoreArguments) -> dict:
         "ood_interval": {name: list(auroc_interval(t, o, higher_is_in=False)) for name, (t, o) in scores.items()},
         "ood_fpr95": {name: fpr_at_tpr(t, o, higher_is_in=False) for name, (t, o) in scores.items()},
     }
+    block = encoder.model.config.uncertainty if encoder.insub else {}
+    calibrated = test_uncertainty is not None and block.get("reading") == "calibrated"
+    if calibrated:  # what a threshold at 0.95 does on in-distribution data (a reading in [0, 1] ranked on them)
+        results["flag_rate"] = flagged(test_uncertainty, block["calibration_size"][1])
     out = Path(args.output_dir)
     write_json(out / "results.json", results)
     (out / "model_index.yaml").write_text(score_model_index(results), encoding="utf-8")
@@ -314,10 +321,32 @@ def score(args: ScoreArguments) -> dict:
               f"{name} {100 * v:.1f} % ({100 * results['ood_interval'][name][0]:.1f}-"
               f"{100 * results['ood_interval'][name][1]:.1f})" for name, v in results["ood"].items())
           + f"; {out}/results.json", flush=True)
+    if calibrated:
+        print(flag_line(results["flag_rate"], args.test_split), flush=True)
     if min(len(test), len(ood)) < SMALL_SET:
         print(f"[score] {len(test)} test and {len(ood)} OOD inputs: an AUROC of fewer than {SMALL_SET} a side "
               "measures little; read its interval, or score more data", flush=True)
     return results
+
+
+def flagged(uncertainty: torch.Tensor, calibration_inputs: int) -> dict:
+    """The share of `uncertainty (N,)` above `FLAG_THRESHOLD`, beside the share expected and its 95 % band for N
+    inputs drawn as the model's `calibration_inputs` were (`expected_flag_band`)."""
+    expected, low, high = expected_flag_band(calibration_inputs, len(uncertainty))
+    return {"threshold": FLAG_THRESHOLD, "share": flag_rate(uncertainty), "inputs": len(uncertainty),
+            "calibration_inputs": calibration_inputs, "expected": expected, "band_95": [low, high]}
+
+
+def flag_line(rate: dict, split: str) -> str:
+    """What `flagged` measured, in one line, with what a share outside the band says."""
+    low, high = rate["band_95"]
+    share = rate["share"]
+    verdict = ("within it" if low <= share <= high else
+               f"{'above' if share > high else 'below'} it: the {split} split is "
+               f"{'less' if share > high else 'more'} typical than the data the model was calibrated on")
+    return (f"[score] uncertainty > {rate['threshold']} flags {100 * share:.1f} % of the {rate['inputs']:,} {split} "
+            f"inputs; {rate['inputs']:,} inputs drawn as its {rate['calibration_inputs']:,} calibration inputs were "
+            f"would flag {100 * low:.1f}-{100 * high:.1f} % (95 % band): {verdict}")
 
 
 ARGUMENT_GROUPS = (ScoreArguments,)

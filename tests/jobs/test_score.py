@@ -92,6 +92,47 @@ def test_any_model_by_repo_id_is_scored_on_a_local_folder(tmp_path, data):
         assert metrics["Accuracy"] == round(results["test"]["accuracy"], 4)
 
 
+def test_a_calibrated_model_s_flag_rate_is_reported_beside_the_band_its_calibration_gives(tmp_path, data, capsys):
+    """The share of test images above 0.95, counted again from the model loaded by path, and the band of
+    `expected_flag_band` for as many inputs and the model's own calibration rows."""
+    from insub_hf import InSubModel
+    from insub_hf.evaluation.flagging import expected_flag_band
+    from insub_hf.jobs.score import Encoder, ScoreArguments, _split, load_data, score
+
+    folder = models(tmp_path)["someone/tiny-insub"]
+    model = InSubModel.from_pretrained(folder)
+    args = ScoreArguments(model=str(folder), dataset=str(data), knn_k=5, output_dir=str(tmp_path / "out"))
+    encoder = Encoder(args)
+    train_images = _split(load_data(str(data), args), "train", args, 60)[0]
+    model.fit_uncertainty(dict(encoder.processor(images=train_images, return_tensors="pt")), k=5)
+    model.save_pretrained(folder, remote_code=True)
+    results = score(args)
+    _, uncertainty = Encoder(args)(_split(load_data(str(data), args), "test", args, 30)[0])
+    rate = results["flag_rate"]
+    assert rate["inputs"] == 30 and rate["calibration_inputs"] == 30  # half of the 60 training images
+    assert rate["share"] == pytest.approx(float(np.mean(uncertainty.numpy() > 0.95)), abs=1e-12)
+    expected, low, high = expected_flag_band(30, 30)
+    assert rate["expected"] == expected and rate["band_95"] == [low, high]
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["flag_rate"] == rate
+    printed = capsys.readouterr().out
+    assert (f"uncertainty > 0.95 flags {100 * rate['share']:.1f} % of the 30 test inputs; 30 inputs drawn as its 30 "
+            f"calibration inputs were would flag {100 * low:.1f}-{100 * high:.1f} % (95 % band)") in printed
+
+
+def test_the_flag_line_says_which_side_of_the_band_a_share_falls():
+    from insub_hf.jobs.score import flag_line
+
+    rate = {"threshold": 0.95, "inputs": 1000, "calibration_inputs": 1000, "band_95": [0.032, 0.07]}
+    assert flag_line({**rate, "share": 0.05}, "test").endswith("(95 % band): within it")
+    assert flag_line({**rate, "share": 0.073}, "test").endswith(
+        "above it: the test split is less typical than the data the model was calibrated on")
+    assert flag_line({**rate, "share": 0.01}, "val").endswith(
+        "below it: the val split is more typical than the data the model was calibrated on")
+    assert flag_line({**rate, "share": 0.073}, "test").startswith(
+        "[score] uncertainty > 0.95 flags 7.3 % of the 1,000 test inputs; 1,000 inputs drawn as its 1,000 "
+        "calibration inputs were would flag 3.2-7.0 % (95 % band)")
+
+
 def test_a_missing_column_or_split_is_refused_naming_what_the_data_has(tmp_path, data, capsys):
     line = cli_error(["score", "--model", "someone/x", "--dataset", str(data), "--label_column", "target",
                       "--output_dir", str(tmp_path / "o")], capsys)
