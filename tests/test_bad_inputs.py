@@ -480,3 +480,29 @@ def test_an_image_folder_saved_before_its_pipelines_warns_at_load_with_the_way_o
                                          r"trust_remote_code=True\) runs transformers' stock pipeline there, which "
                                          r"clips 16-bit images at 255; save the model there again"):
         InSubModel.from_pretrained(tmp_path / "m")
+
+
+def test_a_pipeline_task_of_another_modality_is_refused_naming_what_the_model_reads(tmp_path):
+    """Texts to an image model's folder, images to a text or DNA model's: one line from the folder's own pipeline
+    file (`pipeline_insub.InSubOtherModalityPipeline`), not transformers' missing tokenizer or image processor."""
+    from transformers import pipeline
+
+    from .objectives.test_scd import tiny_bert_config
+    from .test_hub import GENOMIC
+
+    models = {"image": InSubModel(tiny_config()), "text": InSubModel(tiny_bert_config(num_heads=2)),
+              "dna": InSubModel(InSubConfig(encoder_config=GENOMIC, num_heads=2, head_hidden_sizes=[8],
+                                            head_output_size=4, objective="genomenet"))}
+    for name, model in models.items():
+        model.save_pretrained(tmp_path / name, remote_code=True)
+    cases = [("image", "feature-extraction", "texts", 'images: use pipeline("image-feature-extraction", model=..., '
+                                                      'trust_remote_code=True)'),
+             ("text", "image-feature-extraction", "images", "texts: use SentenceTransformer(folder, "
+                                                            "trust_remote_code=True).encode(texts)"),
+             ("text", "image-classification", "images", "texts: use SentenceTransformer("),
+             ("dna", "feature-extraction", "texts", "one-hot DNA (dna_one_hot (B, L, 4)): use AutoModel"),
+             ("dna", "image-classification", "images", "one-hot DNA (dna_one_hot (B, L, 4)): use AutoModel")]
+    for name, task, given, reads in cases:
+        with pytest.raises(ValueError, match=re.escape(f"pipeline({task!r}) hands this model {given}, and it reads "
+                                                       f"{reads}")):
+            pipeline(task, model=str(tmp_path / name), trust_remote_code=True)

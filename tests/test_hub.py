@@ -310,11 +310,11 @@ def test_remote_code_round_trip_in_a_fresh_process_without_the_package(tmp_path)
     assert result.returncode == 0 and "PIL processor OK" in result.stdout, result.stderr[-3000:]
     # each folder holds two bundles (four with the image processor), with its own objective and encoder family only
     files = {name: {p.name for p in (tmp_path / name).glob("*.py")} for name in models}
-    # (an image model's also its pipelines: `pipeline_insub.py`)
+    # (and its pipelines, `pipeline_insub.py`: an image model's, and those that refuse another modality's task)
     assert files["resnet"] == {"configuration_insub.py", "modeling_insub.py", "pipeline_insub.py"}
     assert files["image_classifier"] == {"configuration_insub.py", "modeling_insub.py", "image_processing_insub.py",
                                          "image_processing_pil_insub.py", "pipeline_insub.py"}
-    assert files["text"] == {"configuration_insub.py", "modeling_insub.py"}
+    assert files["text"] == {"configuration_insub.py", "modeling_insub.py", "pipeline_insub.py"}
     code = {name: "".join((tmp_path / name / f).read_text() for f in sorted(files[name])) for name in models}
     assert "class CifarResNetModel" in code["resnet"] and not any(
         f"class {other}" in code["resnet"]

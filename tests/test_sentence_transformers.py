@@ -45,9 +45,10 @@ def test_a_saved_sentence_transformer_loads_in_a_fresh_process_and_matches_the_e
         {"idx": 1, "name": "1", "path": "1_Normalize", "type": "sentence_transformers.base.modules.normalize.Normalize"},
     ]  # sentence-transformers' own Normalize: unit embeddings, as the MiniLM base model's
     assert (path / "sentence_transformer_module.py").is_file() and (path / "modeling_insub.py").is_file()
-    # the module imports no reading of its own: the model reads it (one bundle of model code, no other file)
+    # the module imports no reading of its own: the model reads it (one bundle of model code, and the pipeline
+    # file that refuses the image tasks)
     assert sorted(p.name for p in path.glob("*.py")) == ["configuration_insub.py", "modeling_insub.py",
-                                                          "sentence_transformer_module.py"]
+                                                          "pipeline_insub.py", "sentence_transformer_module.py"]
     card = ModelCard.load(path / "README.md")  # the InSub card, not sentence-transformers' generic one
     assert card.data.library_name == "sentence-transformers" and "InSub" in card.text
     assert 'SentenceTransformer("st", trust_remote_code=True)' in card.text

@@ -40,16 +40,23 @@ BUNDLES = {
     "image_processing_pil_insub": ("processing.image_processing_pil_insub.InSubImageProcessorPil",),
     "image_processing_insub": ("processing.image_processing_insub.InSubImageProcessor",),
 }
-# What an image model's folder names for `pipeline(task, model=folder, trust_remote_code=True)`: transformers'
-# custom-pipeline entries, task -> its class in `PIPELINE_FILE` (the package's `pipelines.py` as it is) and the Auto
-# class that loads the model for it
+# What a model's folder names for `pipeline(task, model=folder, trust_remote_code=True)`, by the model's modality:
+# transformers' custom-pipeline entries, task -> its class in `PIPELINE_FILE` (the package's `pipelines.py` as it is)
+# and the Auto class that loads the model for it. A task that hands the model another modality gets the class that
+# refuses it in one line.
 PIPELINE_FILE = "pipeline_insub"
+OTHER_MODALITY = {"impl": f"{PIPELINE_FILE}.InSubOtherModalityPipeline", "pt": ["AutoModel"], "tf": []}
 CUSTOM_PIPELINES = {
-    "image-feature-extraction": {"impl": f"{PIPELINE_FILE}.InSubImageFeatureExtractionPipeline", "pt": ["AutoModel"],
-                                 "tf": [], "type": "image"},
-    "image-classification": {"impl": f"{PIPELINE_FILE}.InSubImageClassificationPipeline",
-                             "pt": ["AutoModelForImageClassification"], "tf": [], "type": "image"},
+    "image": {
+        "image-feature-extraction": {"impl": f"{PIPELINE_FILE}.InSubImageFeatureExtractionPipeline",
+                                     "pt": ["AutoModel"], "tf": [], "type": "image"},
+        "image-classification": {"impl": f"{PIPELINE_FILE}.InSubImageClassificationPipeline",
+                                 "pt": ["AutoModelForImageClassification"], "tf": [], "type": "image"},
+        "feature-extraction": {**OTHER_MODALITY, "type": "text"},
+    },
+    "text": {task: {**OTHER_MODALITY, "type": "image"} for task in ("image-feature-extraction", "image-classification")},
 }
+CUSTOM_PIPELINES["dna"] = {**CUSTOM_PIPELINES["text"], "feature-extraction": {**OTHER_MODALITY, "type": "text"}}
 PROCESSOR_BUNDLES = ("image_processing_insub", "image_processing_pil_insub")
 # The image processor: the torchvision class, and the PIL class that AutoImageProcessor falls back to without torchvision
 # (as a folder's auto_map names them: its bundle file and the class)
@@ -202,19 +209,18 @@ def write_remote_code(folder: str | Path) -> list[Path]:
     return written
 
 
-def write_pipelines(folder: str | Path) -> Path | None:
-    """For an image model's folder (its `config.json` must exist): `pipeline_insub.py`, the package's `pipelines.py`
-    byte for byte, and `CUSTOM_PIPELINES` in the config. transformers' `pipeline(task, model=folder)` then runs them
-    with `trust_remote_code=True`, reading each image by its bit depth, and without it refuses the folder in one line
-    naming `trust_remote_code`: it never clips a 16-bit image to 8 bits silently. Returns the written file; None for
-    a text or DNA model (their pipelines read no images)."""
+def write_pipelines(folder: str | Path) -> Path:
+    """For a model's folder (its `config.json` must exist): `pipeline_insub.py`, the package's `pipelines.py` byte
+    for byte, and the model's modality's `CUSTOM_PIPELINES` in the config. transformers' `pipeline(task,
+    model=folder)` then runs them with `trust_remote_code=True`: an image model's read each image by its bit depth,
+    and without it refuse the folder in one line naming `trust_remote_code`, never clipping a 16-bit image to 8 bits
+    silently; a task that hands the model another modality (images to a text model, texts to an image model) is
+    refused in one line naming what the model reads. Returns the written file."""
     folder = Path(folder)
     config_path = folder / "config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
-    if modality(config) != "image":
-        return None
     path = folder / f"{PIPELINE_FILE}.py"
     path.write_text(source_file(f"{PACKAGE}.processing.pipelines").read_text(encoding="utf-8"), encoding="utf-8")
-    config["custom_pipelines"] = CUSTOM_PIPELINES
+    config["custom_pipelines"] = CUSTOM_PIPELINES[modality(config)]
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path

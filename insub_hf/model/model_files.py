@@ -223,5 +223,6 @@ def checked_save_pretrained(model, save: Callable, save_directory, *args, remote
         forget_derived(folder, derived_entries(folder))
     if remote_code:
         package_module("hub.remote_code").write_remote_code(save_directory)
-    # an image model's pipelines read images by their bit depth; transformers' stock ones clip them to 8 bits
+    # an image model's pipelines read images by their bit depth (transformers' stock ones clip them to 8 bits); a
+    # task of another modality is refused in the folder's words, not a missing processor's
     package_module("hub.remote_code").write_pipelines(save_directory)

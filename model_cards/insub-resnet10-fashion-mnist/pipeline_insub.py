@@ -7,9 +7,11 @@ local files, URLs, base64 strings and PIL images to it as they are (opened by PI
 read by its bit depth (`read_image`) and an image no InSub processor reads (32-bit integers, NaN pixels) is refused
 naming its dtype and range. With any other processor they are transformers' own.
 
-Every saved InSub image model carries this file as `pipeline_insub.py` and names its classes in its config.json's
+Every saved InSub model carries this file as `pipeline_insub.py` and names its classes in its config.json's
 `custom_pipelines` (`remote_code.write_pipelines`): `pipeline(task, model=folder_or_repo, trust_remote_code=True)`
-runs them, and without `trust_remote_code=True` transformers refuses the folder in one line rather than clip. In
+runs them, and without `trust_remote_code=True` transformers refuses the folder in one line rather than clip. A task
+that hands a model another modality (`"feature-extraction"` to an image model, an image task to a text or DNA model)
+is named too, with `InSubOtherModalityPipeline`, which refuses it in one line. In
 memory: `pipeline(task, model=model, pipeline_class=...)`, or `register_pipelines()` once to make them the two tasks'
 classes; `import insub_hf` registers nothing. The file imports nothing of insub-hf: it is the same beside a model.
 """
@@ -38,6 +40,18 @@ def _as_given(image, timeout):
     """A local file, a URL, a base64 string (bare or a `data:image/...;base64,` URI) or a PIL image, opened as it is:
     its EXIF orientation applied, its mode and bit depth kept (transformers' `load_image` reads the same sources but
     converts every image to 8-bit RGB)."""
+    try:
+        image = _opened(image, timeout)
+    except Image.DecompressionBombError as error:  # PIL's guard against a file that decodes to gigabytes
+        raise ValueError(f"image {str(image)[:80]!r} is too large for PIL to open ({error}); downscale it, or raise "
+                         "PIL.Image.MAX_IMAGE_PIXELS if you trust the file.") from None
+    if not isinstance(image, Image.Image):
+        raise TypeError(f"images must be PIL images, local paths, URLs or base64 strings, got {type(image).__name__}.")
+    return ImageOps.exif_transpose(image)
+
+
+def _opened(image, timeout):
+    """`image` opened by PIL where it is a local file, an http(s) URL or a base64 string; as it is otherwise."""
     if isinstance(image, str):
         if image.startswith(("http://", "https://")):
             with urllib.request.urlopen(image, timeout=timeout) as response:  # follows redirects
@@ -53,9 +67,7 @@ def _as_given(image, timeout):
                     f"image {image[:40]!r}... is neither a local file, an http(s) URL nor a base64-encoded image: "
                     f"{error}"
                 ) from None
-    if not isinstance(image, Image.Image):
-        raise TypeError(f"images must be PIL images, local paths, URLs or base64 strings, got {type(image).__name__}.")
-    return ImageOps.exif_transpose(image)
+    return image
 
 
 class InSubImageFeatureExtractionPipeline(ImageFeatureExtractionPipeline):
@@ -91,6 +103,33 @@ class InSubImageClassificationPipeline(ImageClassificationPipeline):
             return super().preprocess(image, timeout=timeout)
         image = image if not isinstance(image, (str, Image.Image)) else _as_given(image, timeout)  # arrays as given
         return self.image_processor(images=image, return_tensors="pt").to(self.dtype)
+
+
+# What each task hands a model, and per model input (`main_input_name`) what the model reads and what does read it
+TASK_GIVES = {"feature-extraction": "texts", "image-feature-extraction": "images", "image-classification": "images"}
+MODEL_READS = {
+    "pixel_values": ("images", 'pipeline("image-feature-extraction", model=..., trust_remote_code=True) (a fine-tuned '
+                               'classifier: "image-classification")'),
+    "input_ids": ("texts", "SentenceTransformer(folder, trust_remote_code=True).encode(texts), or AutoModel with the "
+                           "folder's tokenizer"),
+    "dna_one_hot": ("one-hot DNA (dna_one_hot (B, L, 4))", "AutoModel.from_pretrained(folder, trust_remote_code=True)"
+                                                           "(dna_one_hot=...)"),
+}
+
+
+class InSubOtherModalityPipeline:
+    """What a folder names for a task that hands its model another modality (`remote_code.write_pipelines`): built
+    by `pipeline(task, model=folder, trust_remote_code=True)`, it refuses in one line naming what the model reads
+    and what reads it, before any processor is looked for (transformers would otherwise fail on a processor or
+    tokenizer the folder does not have, in its own words)."""
+
+    _load_tokenizer = _load_image_processor = _load_feature_extractor = _load_processor = False
+    _load_video_processor = False
+
+    def __init__(self, model, task: str = "", **kwargs):
+        reads, works = MODEL_READS.get(getattr(model, "main_input_name", None), ("its own inputs", "its card's code"))
+        given = TASK_GIVES.get(task, "another modality")
+        raise ValueError(f"pipeline({task!r}) hands this model {given}, and it reads {reads}: use {works}.")
 
 
 # task -> (transformers' class, the one that replaces it)
