@@ -3,7 +3,10 @@ and nothing on disk changes where a model existed."""
 
 import hashlib
 import json
+import os
 import re
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -476,10 +479,35 @@ def test_an_image_folder_saved_before_its_pipelines_warns_at_load_with_the_way_o
         warnings.simplefilter("error")
         InSubModel.from_pretrained(tmp_path / "m")
     (tmp_path / "m" / "pipeline_insub.py").unlink()  # as folders saved before the pipelines existed
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    del config["custom_pipelines"]
+    (tmp_path / "m" / "config.json").write_text(json.dumps(config))
     with pytest.warns(UserWarning, match=r"remote code predates its own pipelines, so pipeline\(task, model=folder, "
                                          r"trust_remote_code=True\) runs transformers' stock pipeline there, which "
                                          r"clips 16-bit images at 255; save the model there again"):
         InSubModel.from_pretrained(tmp_path / "m")
+    # loaded for transformers' stock image pipeline: refused, in this process and in a fresh one where only the
+    # folder's remote code (not `import insub_hf`) reaches the package's file checks
+    refusal = ("this image folder has no pipeline_insub.py (its remote code predates its own pipelines), so "
+               "transformers' stock image pipeline would run, which clips 16-bit images at 255; save the model there "
+               "again")
+    from transformers import pipeline
+
+    from insub_hf import InSubImageFeatureExtractionPipeline
+
+    with pytest.raises(ImportError, match=re.escape(refusal)):
+        pipeline("image-feature-extraction", model=str(tmp_path / "m"), trust_remote_code=True)
+    with pytest.warns(UserWarning, match="predates its own pipelines"):  # the class that reads every image: served
+        extractor = pipeline("image-feature-extraction", model=str(tmp_path / "m"), trust_remote_code=True,
+                             pipeline_class=InSubImageFeatureExtractionPipeline)
+    assert isinstance(extractor, InSubImageFeatureExtractionPipeline)
+    fresh = ("import sys\nfrom transformers import pipeline\ntry:\n    pipeline('image-classification', model='m', "
+             "trust_remote_code=True)\nexcept ImportError as error:\n    print(error)\n"
+             "print('remote class' if any(n.startswith('transformers_modules.') and n.endswith('.modeling_insub') "
+             "for n in sys.modules) else '')")
+    run = subprocess.run([sys.executable, "-c", fresh], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules")))
+    assert refusal in run.stdout and "remote class" in run.stdout, run.stdout + run.stderr[-2000:]
 
 
 def test_a_pipeline_task_of_another_modality_is_refused_naming_what_the_model_reads(tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -84,6 +85,23 @@ def shape_mismatches(cls, folder: Path, config=None, overrides: dict | None = No
             if stored[k] != built[k]]
 
 
+def loaded_for_a_stock_image_pipeline() -> bool:
+    """Whether transformers' `pipeline()` (found a few frames up) is loading this model for one of its own image
+    pipelines, which make every image 8-bit RGB before any processor sees it (the InSub ones are other classes)."""
+    pipelines = sys.modules.get("transformers.pipelines")
+    if pipelines is None:
+        return False
+    stock = (pipelines.ImageFeatureExtractionPipeline, pipelines.ImageClassificationPipeline)
+    frame = sys._getframe(1)
+    for _ in range(16):  # pipeline() -> load_model -> AutoModel -> the remote class -> here, and a few more
+        if frame is None:
+            return False
+        if frame.f_code is pipelines.pipeline.__code__:
+            return frame.f_locals.get("pipeline_class") in stock
+        frame = frame.f_back
+    return False
+
+
 def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
     """`load(name_or_path, *args, **kwargs)` (transformers' `from_pretrained` of `cls`) with the checks of the module
     note."""
@@ -93,6 +111,14 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
         folder = local / kwargs["subfolder"] if kwargs.get("subfolder") else local
         if any((folder / f"{file}.py").is_file() for file in ("image_processing_insub", "image_processing_pil_insub")) \
                 and not (folder / "pipeline_insub.py").is_file():
+            if loaded_for_a_stock_image_pipeline():
+                # an ImportError (the folder lacks that module) reaches the user as it is: transformers' load_model
+                # folds a ValueError into its own many-line message
+                raise ImportError(f"pipeline(model={name!r}): this image folder has no pipeline_insub.py (its remote "
+                                  "code predates its own pipelines), so transformers' stock image pipeline would run, "
+                                  "which clips 16-bit images at 255; save the model there again (save_pretrained "
+                                  "writes pipeline_insub.py), or pass pipeline_class=InSubImageFeatureExtractionPipeline "
+                                  "(or InSubImageClassificationPipeline) from insub_hf.")
             warnings.warn(f"from_pretrained({name!r}): this image folder's remote code predates its own pipelines, so "
                           "pipeline(task, model=folder, trust_remote_code=True) runs transformers' stock pipeline "
                           "there, which clips 16-bit images at 255; save the model there again (save_pretrained "
