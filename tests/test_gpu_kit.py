@@ -121,23 +121,39 @@ def test_the_race_knows_the_peaks_of_the_lent_gpus():
     assert gpu_race.datasheet_peak("Some GPU") is None
 
 
-@pytest.mark.slow
-def test_a_stage_runs_alone_and_the_release_reuses_the_comparisons_models(tmp_path):
-    def run(stage: str) -> dict:
-        out = tmp_path / stage
-        subprocess.run(
-            [sys.executable, str(BENCHMARKS / "gpu_run.py"), "--out", str(out), "--tiny", "--stages", stage,
-             "--kit", str(tmp_path / "none"), "--work", str(tmp_path / "work"), "--deadline_minutes", "4",
-             "--epochs", "1", "--seeds", "2"],  # two seeds: the release takes the first seed's InSub model
-            capture_output=True, text=True, timeout=270, check=True,
-        )
-        return json.loads((out / "kit.json").read_text())
+def run_stage(tmp_path: Path, stage: str) -> dict:
+    """`gpu_run.py --tiny --stages STAGE` with its work folder in `tmp_path` (two seeds: the release takes the first
+    seed's InSub model); its kit.json."""
+    out = tmp_path / stage
+    subprocess.run(
+        [sys.executable, str(BENCHMARKS / "gpu_run.py"), "--out", str(out), "--tiny", "--stages", stage,
+         "--kit", str(tmp_path / "none"), "--work", str(tmp_path / "work"), "--deadline_minutes", "4",
+         "--epochs", "1", "--seeds", "2"],
+        capture_output=True, text=True, timeout=270, check=True,
+    )
+    return json.loads((out / "kit.json").read_text())
 
-    scale, release = run("scale"), run("release")
+
+@pytest.fixture(scope="module")
+def scale_stage(tmp_path_factory):
+    """The scale stage run alone: (its folder, its kit.json); the release test builds on its work folder."""
+    tmp_path = tmp_path_factory.mktemp("kit")
+    return tmp_path, run_stage(tmp_path, "scale")
+
+
+@pytest.mark.slow
+def test_a_stage_runs_alone_and_grows_the_comparison_seed_by_seed(scale_stage):
+    tmp_path, scale = scale_stage
     # the comparison grows seed by seed: seed 0 alone, then seeds 0 and 1, seed 0 trained and evaluated once
     assert {k: v["status"] for k, v in scale["stages"].items()} == {"scale (seeds 0)": "ok", "scale": "ok"}
     log = (tmp_path / "scale" / "run.log").read_text()
     assert log.count("[compare] evaluation of baseline (seed 0)") == 1 and "release_parts" not in scale
+
+
+@pytest.mark.slow
+def test_the_release_stage_reuses_the_comparisons_models(scale_stage):
+    tmp_path, scale = scale_stage
+    release = run_stage(tmp_path, "release")
     assert release["stages"]["release"]["status"] == "ok" and release["release_parts"]
     # the same trained weights (the run cache), so the same numbers
     assert [r["fingerprints"] for r in release["comparison"]["rows"]] == [

@@ -1,9 +1,12 @@
 """`insub-hf release RECIPE` end to end at a tiny budget: the recipe's job, the detector, a checked Hub folder whose
 card carries this run's numbers, how it was made and how InSub compares with its baseline, copied to model_cards/."""
 
+import contextlib
+import io
 import json
 import re
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -120,30 +123,47 @@ def test_the_image_release_publishes_the_compared_insub_model_with_its_detector(
     assert "datasets:\n- zalando-datasets/fashion_mnist" in card
 
 
-def test_the_text_release_is_an_unfitted_sentence_transformers_folder_with_what_fitting_gives(tmp_path, monkeypatch, capsys):
-    """Pushed to a Hub on 127.0.0.1 as a maintainer would: the card names the pushed repo and each of its snippets
-    runs as written in a fresh process without insub-hf, giving what the folder's model gives. The folder serves no
-    `uncertainty` until fitted on a user's sentences, its card leading with that line and what it gave."""
+@pytest.fixture(scope="module")
+def pushed_text_release(tmp_path_factory):
+    """One tiny `insub-hf release text --push_to_hub` to a Hub on 127.0.0.1, as a maintainer would push it, with
+    what it printed, how long it took and what its card's snippets gave run as written in a fresh process without
+    insub-hf. Two tests read it: what the folder holds, and that a second build of the same commit agrees."""
     from huggingface_hub import HfApi
-    from transformers import AutoTokenizer
 
     from ..card_snippets import run_card_snippets
     from ..hub_server import LocalHub
     from ..objectives.test_scd import save_tiny_bert
 
+    tmp_path = tmp_path_factory.mktemp("text_release")
     base = save_tiny_bert(tmp_path / "tiny_bert")
     out, cards = tmp_path / "text", tmp_path / "cards"
-    flags = TEXT_FLAGS
-    monkeypatch.setattr("insub_hf.jobs.heartbeat.HEARTBEAT_SECONDS", 2.0)  # 30 s in a real build
-    started = time.time()
-    with LocalHub() as hub:
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as monkeypatch, LocalHub() as hub:
+        monkeypatch.setattr("insub_hf.jobs.heartbeat.HEARTBEAT_SECONDS", 2.0)  # 30 s in a real build
         monkeypatch.setattr("insub_hf.hub.upload.HfApi", lambda token=None: HfApi(endpoint=hub.endpoint, token=token))
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        assert main(["release", "text", "--encoder", str(base), "--output_dir", str(out), "--model_cards", str(cards),
-                     *flags, "--push_to_hub", "--hub_token", "hf_test", "--hub_model_id", "org/insub-minilm-scd"]) == 0
+        started = time.time()
+        with contextlib.redirect_stdout(printed):
+            assert main(["release", "text", "--encoder", str(base), "--output_dir", str(out), "--model_cards",
+                         str(cards), *TEXT_FLAGS, "--push_to_hub", "--hub_token", "hf_test", "--hub_model_id",
+                         "org/insub-minilm-scd"]) == 0
         seconds = time.time() - started
         assert list(hub.repos) == ["org/insub-minilm-scd"]
         outputs = run_card_snippets("org/insub-minilm-scd", hub.endpoint, tmp_path)
+    return SimpleNamespace(tmp_path=tmp_path, base=base, out=out, cards=cards, printed=printed.getvalue(),
+                           seconds=seconds, outputs=outputs)
+
+
+def test_the_text_release_is_an_unfitted_sentence_transformers_folder_with_what_fitting_gives(pushed_text_release):
+    """The pushed folder (`pushed_text_release`): the card names the pushed repo and each of its snippets runs as
+    written in a fresh process without insub-hf, giving what the folder's model gives. The folder serves no
+    `uncertainty` until fitted on a user's sentences, its card leading with that line and what it gave."""
+    from transformers import AutoTokenizer
+
+    release = pushed_text_release
+    tmp_path, out, cards, outputs, seconds = (release.tmp_path, release.out, release.cards, release.outputs,
+                                              release.seconds)
+    flags = TEXT_FLAGS
     card = check_release(out, cards, "insub-minilm-scd", "insub-hf release text --encoder tiny_bert " + " ".join(flags))
     assert ModelCard.load(out / "hub" / "README.md").data.library_name == "sentence-transformers"
     assert (out / "hub" / "modules.json").is_file()
@@ -155,7 +175,7 @@ def test_the_text_release_is_an_unfitted_sentence_transformers_folder_with_what_
                 for per_task in results.values()]
     assert len(transfer) == 3 and transfer[0] == transfer[1] == transfer[2] and set(transfer[0]) == {"accuracy",
                                                                                                     "ece", "nll"}
-    printed = capsys.readouterr().out
+    printed = release.printed
     assert printed.count("[text] transfer of ") == 3 and printed.count("measured above (the same weights)") == 2
     # a line every 2 s whatever stage ran, the last one at most 2 s before the build ended
     beats = [int(line.split(": ")[-1][:-2]) for line in printed.splitlines()
@@ -272,17 +292,12 @@ def test_a_release_built_twice_from_one_commit_gives_the_same_card_numbers(tmp_p
 
 
 @pytest.mark.slow
-def test_the_text_release_built_twice_from_one_commit_gives_the_same_card_numbers(tmp_path):
-    """Two tiny text builds: the model-index, the fixed bank's readings and what fitting gave agree."""
-    from ..objectives.test_scd import save_tiny_bert
-
-    base = save_tiny_bert(tmp_path / "tiny_bert")
-    flags = TEXT_FLAGS
-    builds = []
-    for build in ("first", "second"):
-        assert main(["release", "text", "--encoder", str(base), "--output_dir", str(tmp_path / build),
-                     "--model_cards", str(tmp_path / f"cards_{build}"), *flags]) == 0
-        builds.append(tmp_path / build)
+def test_the_text_release_built_twice_from_one_commit_gives_the_same_card_numbers(pushed_text_release, tmp_path):
+    """A second tiny text build (not pushed) beside the pushed one: the model-index, the fixed bank's readings and
+    what fitting gave agree."""
+    assert main(["release", "text", "--encoder", str(pushed_text_release.base), "--output_dir", str(tmp_path / "again"),
+                 "--model_cards", str(tmp_path / "cards"), *TEXT_FLAGS]) == 0
+    builds = [pushed_text_release.out, tmp_path / "again"]
     assert card_metrics(builds[0] / "hub" / "README.md") == card_metrics(builds[1] / "hub" / "README.md")
     for name in ("text_uncertainty.json", "text_fitted.json"):
         assert json.loads((builds[0] / name).read_text()) == json.loads((builds[1] / name).read_text()), name
