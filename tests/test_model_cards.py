@@ -5,7 +5,10 @@ files give on the data CI has."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ import yaml
 
 from insub_hf import InSubModel, InSubOODDetector
 from insub_hf.hub import check_hub_folder
+from insub_hf.model.model_files import card_only_line
 from insub_hf.jobs.publish import card_repo_id, fits_the_repository
 
 from .card_snippets import run_card_snippets
@@ -22,7 +26,7 @@ from .hub_server import LocalHub
 pytestmark = pytest.mark.slow
 
 CARDS = Path(__file__).resolve().parents[1] / "model_cards"
-FOLDERS = sorted(path.parent for path in CARDS.glob("*/config.json"))
+FOLDERS = sorted(path.parent for path in CARDS.glob("*/config.json") if card_only_line(path.parent) is None)
 
 
 def card_metrics(card: str) -> dict[str, float]:
@@ -239,3 +243,24 @@ def test_the_released_image_model_gives_one_uncertainty_on_every_path():
     with torch.no_grad():
         knn = auto.knn_bank(features, auto.config.uncertainty["k"])
     torch.testing.assert_close(knn, scores["knn"], rtol=1e-5, atol=1e-6)
+
+
+def test_the_card_kept_without_its_model_says_how_to_build_it_wherever_it_is_loaded(tmp_path):
+    """model_cards/insub-minilm-scd (its files over the repository's limits) loaded by path as its card's snippets
+    load the repo: with remote code where insub-hf is not installed, and through insub-hf, one line that says how
+    to build the folder, not transformers' missing model type or weights."""
+    from transformers import AutoModel
+
+    kept = CARDS / "insub-minilm-scd"
+    build = ("insub-minilm-scd holds the card of insub-minilm-scd only (its files are over the repository's size "
+             "limits), no model: `insub-hf release text` builds it into runs/release/text/hub in about ")
+    assert card_only_line(kept).startswith(build) and kept not in FOLDERS
+    load = ("import sys\nsys.modules['insub_hf'] = None\nfrom sentence_transformers import SentenceTransformer\n"
+            "from transformers import AutoModel\n"
+            f"for load in (SentenceTransformer, AutoModel.from_pretrained):\n    try:\n        load({str(kept)!r}, "
+            "trust_remote_code=True)\n    except ImportError as error:\n        print(error)\n")
+    run = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules")))
+    assert [line.startswith(build) for line in run.stdout.splitlines()] == [True, True], run.stdout + run.stderr
+    with pytest.raises(FileNotFoundError, match=re.escape(build)):
+        AutoModel.from_pretrained(kept)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..checksums import verify_checksums
+from ..model.model_files import card_only_line
 from ..hub import check_hub_folder, hub_access, upload_hub_folder, upload_space_folder
 from ..validation import CheckedArguments
 
@@ -52,7 +53,8 @@ def publish_releases(args: PublishArguments) -> dict[str, str]:
     its card names, each as one commit; everything is checked (complete, pickle-free folders; weights against their
     checksums and config; the Hub answering to the token) before the first upload. Returns repo id -> commit URL."""
     cards = Path(args.model_cards)
-    folders = sorted(path.parent for path in cards.glob("*/config.json")) if cards.is_dir() else []
+    folders = sorted(path.parent for path in cards.glob("*/config.json")
+                     if card_only_line(path.parent) is None) if cards.is_dir() else []
     if not folders:
         raise ValueError(
             f"PublishArguments.model_cards={args.model_cards!r} holds no built release (a folder with config.json "
@@ -72,7 +74,7 @@ def publish_releases(args: PublishArguments) -> dict[str, str]:
             + ". Keep one folder per repo in it (move the others out) and publish again."
         )
     for card in sorted(cards.glob("*/README.md")):
-        if not (card.parent / "config.json").is_file():
+        if card.parent not in folders:
             print(f"[release] skipped {card.parent}: its card only (the release's weights are over the repository's "
                   "limits); upload its Hub folder from the release's output_dir/hub (`hf upload ORG/NAME "
                   "output_dir/hub`).", flush=True)

@@ -35,6 +35,7 @@ from .cards import (
     versus_baseline,
 )
 from ..checkpointing import atomic_folder
+from ..model.model_files import CARD_ONLY_KEY
 from ..evaluation.ood_detector import CALIBRATION_SEED
 from ..hub import final_push_target, save_for_hub, upload_hub_folder
 from ..uncertainty.knn import encoder_and_heads_fingerprint
@@ -105,6 +106,24 @@ def card_only_notice(command: str, minutes: float, folder: str) -> str:
             "the repo, or add `--push_to_hub --hub_model_id ORG/NAME` to upload it.\n\n")
 
 
+def card_only_files(target: Path, name: str, built: tuple[str, float, str] | None) -> None:
+    """Beside a card kept without its model (in `target`): a config.json whose `CARD_ONLY_KEY` holds one line saying
+    how to build the folder, and whose `auto_map` names a configuration module that raises that line. So
+    `SentenceTransformer(target, trust_remote_code=True)` and `AutoModel.from_pretrained(target,
+    trust_remote_code=True)`, where insub-hf is not installed, stop in that line; with insub-hf, so does
+    `from_pretrained` without remote code. Not a model: `publish_releases` and the released-folder checks skip it."""
+    how = (f"`{built[0]}` builds it into {built[2]} in about {max(1, round(built[1]))} min on a 2-core CPU machine "
+           "(quiet)" if built else "`insub-hf release` builds it into its output_dir/hub")
+    line = (f"{target.name} holds the card of {name} only (its files are over the repository's size limits), no "
+            f"model: {how}; load that folder, or the Hub repo it was pushed to.")
+    config = {"model_type": "insub", CARD_ONLY_KEY: line, "auto_map": {"AutoConfig": "configuration_insub.InSubConfig"}}
+    (target / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (target / "configuration_insub.py").write_text(
+        f'"""{name}: the card of a model whose files are not here. Loading this folder with remote code stops here, '
+        'saying how to build the folder."""\n\n'
+        f"raise ImportError({line!r})\n", encoding="utf-8")
+
+
 def publish(release: ReleaseArguments, model, card: HubCard, training_args, push,
             built: tuple[str, float, str] | None = None) -> Path:
     """Writes the Hub folder to `output_dir/hub` (only a complete, checked folder appears), copies its card to
@@ -131,6 +150,7 @@ def publish(release: ReleaseArguments, model, card: HubCard, training_args, push
             title, rest = body.split("\n\n", 1) if body.lstrip().startswith("#") else ("", body)
             text = f"---\n{front}---\n{title}\n\n{card_only_notice(*built)}{rest}"
         (target / "README.md").write_text(text, encoding="utf-8")
+        card_only_files(target, release.name, built)
         kept = "its card only (the folder is over the repository's size limits)"
     print(f"[release] {folder}: the Hub folder; {target} holds {kept}", flush=True)
     if push is not None:

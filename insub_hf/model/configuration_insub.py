@@ -94,6 +94,7 @@ _BOOKKEEPING_KEYS = {
     "model_type", "transformers_version", "auto_map", "custom_pipelines", "architectures", "torch_dtype", "dtype",
     "name_or_path", "num_labels", "output_attentions", "output_hidden_states", "use_cache", "attn_implementation",
     "experts_implementation", "rope_scaling", "rope_theta", "per_layer_config", "tie_word_embeddings",
+    "insub_card_only",  # a card-only folder's build line (`model_files.CARD_ONLY_KEY`), which its loading says
 }
 
 

@@ -11,6 +11,7 @@ written. The model classes (`modeling_insub.py`) call these two functions and ho
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 import warnings
@@ -85,6 +86,22 @@ def shape_mismatches(cls, folder: Path, config=None, overrides: dict | None = No
             if stored[k] != built[k]]
 
 
+# config.json's key in a folder that holds a model's card only (its files over a repository's size limits): the one
+# line that says how to build the folder, which loading it gives instead of a missing weights file
+CARD_ONLY_KEY = "insub_card_only"
+
+
+def card_only_line(folder: Path) -> str | None:
+    """The build line of a card-only folder (`CARD_ONLY_KEY` in its config.json); None for any other folder."""
+    config = Path(folder) / "config.json"
+    if not config.is_file():
+        return None
+    try:
+        return json.loads(config.read_text(encoding="utf-8")).get(CARD_ONLY_KEY)
+    except (ValueError, AttributeError):  # not a JSON object: transformers' own reading says what is wrong
+        return None
+
+
 def loaded_for_a_stock_image_pipeline() -> bool:
     """Whether transformers' `pipeline()` (found a few frames up) is loading this model for one of its own image
     pipelines, which make every image 8-bit RGB before any processor sees it (the InSub ones are other classes)."""
@@ -109,6 +126,8 @@ def checked_from_pretrained(cls, load: Callable, name_or_path, *args, **kwargs):
     local = Path(name).expanduser()
     if local.is_dir():
         folder = local / kwargs["subfolder"] if kwargs.get("subfolder") else local
+        if line := card_only_line(folder):
+            raise FileNotFoundError(f"from_pretrained({name!r}): {line}")
         if any((folder / f"{file}.py").is_file() for file in ("image_processing_insub", "image_processing_pil_insub")) \
                 and not (folder / "pipeline_insub.py").is_file():
             if loaded_for_a_stock_image_pipeline():

@@ -69,7 +69,8 @@ def check_release(out, cards, name: str, command: str) -> str:
         assert kept.index(notice.group(0)) < kept.index("is an **InSub** model")  # its first lines
         kept = kept.replace(notice.group(0), "\n", 1)
     assert kept == card
-    assert in_git == (files if fits else ["README.md"]), in_git
+    # a card kept alone carries the config.json and configuration module whose loading says how to build it
+    assert in_git == (files if fits else ["README.md", "config.json", "configuration_insub.py"]), in_git
     assert f"Made by `{command}` at insub-hf " in card and "seed 0" in card and "min wall time" in card
     assert "InSub against its baseline" in card
     assert not any(path in card for path in machine_paths()) and "hf_secret" not in card
@@ -292,15 +293,27 @@ def test_a_release_built_twice_from_one_commit_gives_the_same_card_numbers(tmp_p
 
 
 @pytest.mark.slow
-def test_the_text_release_built_twice_from_one_commit_gives_the_same_card_numbers(pushed_text_release, tmp_path):
+def test_the_text_release_built_twice_from_one_commit_gives_the_same_card_numbers(pushed_text_release, tmp_path,
+                                                                                 monkeypatch):
     """A second tiny text build (not pushed) beside the pushed one: the model-index, the fixed bank's readings and
-    what fitting gave agree."""
+    what fitting gave agree. This one is kept as the full-size build is, its card alone in model_cards/, with the
+    files whose loading says how to build it."""
+    from insub_hf.model.model_files import card_only_line
+
+    monkeypatch.setattr("insub_hf.jobs.release.fits_the_repository", lambda files: False)
     assert main(["release", "text", "--encoder", str(pushed_text_release.base), "--output_dir", str(tmp_path / "again"),
                  "--model_cards", str(tmp_path / "cards"), *TEXT_FLAGS]) == 0
     builds = [pushed_text_release.out, tmp_path / "again"]
     assert card_metrics(builds[0] / "hub" / "README.md") == card_metrics(builds[1] / "hub" / "README.md")
     for name in ("text_uncertainty.json", "text_fitted.json"):
         assert json.loads((builds[0] / name).read_text()) == json.loads((builds[1] / name).read_text()), name
+    kept = tmp_path / "cards" / "insub-minilm-scd"
+    assert sorted(p.name for p in kept.iterdir()) == ["README.md", "config.json", "configuration_insub.py"]
+    assert re.fullmatch(r"insub-minilm-scd holds the card of insub-minilm-scd only \(its files are over the "
+                        r"repository's size limits\), no model: `insub-hf release text --[^`]*` builds it into "
+                        r"runs/release/text/hub in about \d+ min on a 2-core CPU machine \(quiet\); load that "
+                        r"folder, or the Hub repo it was pushed to\.", card_only_line(kept)), card_only_line(kept)
+    assert "> **This folder holds the model's card only**" in (kept / "README.md").read_text()
 
 
 def test_the_command_a_card_names_leaves_out_where_it_went_and_who_pushed():
