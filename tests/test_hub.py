@@ -552,8 +552,8 @@ def python_snippets(card: str) -> list[str]:
     return [block.split("```", 1)[0] for block in card.split("```python\n")[1:]]
 
 
-def test_every_snippet_of_every_generated_card_runs_in_a_fresh_process(tmp_path):
-    from PIL import Image
+def generated_card(name: str):
+    """(model, HubCard) of one kind of generated card: "image" (with a detector), "classifier", "text", "dna"."""
     from transformers import AutoTokenizer
 
     from insub_hf import InSubForImageClassification, InSubOODDetector
@@ -564,39 +564,46 @@ def test_every_snippet_of_every_generated_card_runs_in_a_fresh_process(tmp_path)
 
     torch.manual_seed(0)
     grey = dict(encoder_config=named_encoder("resnet18_cifar", 28, 1, 0.0625), head_hidden_sizes=[8], head_output_size=4)
-    image = InSubModel(InSubConfig(**grey, num_heads=2, uncertainty={"direction": -1})).eval()
     processor = IMAGE_DATASET_PRESETS["fashion_mnist"].image_processor()
-    detector = InSubOODDetector.fit(image, {"pixel_values": torch.randn(12, 1, 28, 28)}, k=3)
-    cards = {
-        "image": (image, HubCard(processor=processor, detector=detector, hyperparameters={"learning_rate": 0.003})),
-        "classifier": (InSubForImageClassification(InSubConfig(**grey, num_heads=2, num_labels=3)).eval(),
-                       HubCard(processor=processor)),
-        "text": (InSubModel(tiny_bert_config()).eval(),
-                 HubCard(tokenizer=AutoTokenizer.from_pretrained(packaged_minilm_path()))),
-        "dna": (InSubModel(InSubConfig(encoder_config=GENOMIC, num_heads=2, head_hidden_sizes=[8], head_output_size=4,
-                                       objective="genomenet")).eval(), HubCard()),
-    }
+    if name == "image":
+        image = InSubModel(InSubConfig(**grey, num_heads=2, uncertainty={"direction": -1})).eval()
+        detector = InSubOODDetector.fit(image, {"pixel_values": torch.randn(12, 1, 28, 28)}, k=3)
+        return image, HubCard(processor=processor, detector=detector, hyperparameters={"learning_rate": 0.003})
+    if name == "classifier":
+        return (InSubForImageClassification(InSubConfig(**grey, num_heads=2, num_labels=3)).eval(),
+                HubCard(processor=processor))
+    if name == "text":
+        return InSubModel(tiny_bert_config()).eval(), HubCard(tokenizer=AutoTokenizer.from_pretrained(
+            packaged_minilm_path()))
+    return InSubModel(InSubConfig(encoder_config=GENOMIC, num_heads=2, head_hidden_sizes=[8], head_output_size=4,
+                                  objective="genomenet")).eval(), HubCard()
+
+
+@pytest.mark.parametrize("name", ["image", "classifier", "text", "dna"])
+def test_every_snippet_of_a_generated_card_runs_in_a_fresh_process(name, tmp_path):
+    """Each kind of card its own test: its snippets (usage, and the detector's for an image model or
+    sentence-transformers' for a text model) run as written against the saved folder, offline, stdin closed."""
+    from PIL import Image
+
+    model, card = generated_card(name)
     Image.fromarray(torch.randint(0, 256, (28, 28), dtype=torch.uint8).numpy()).save(tmp_path / "your_image.png")
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"))
-    ran = 0
-    for name, (model, card) in cards.items():
-        folder = tmp_path / name
-        save_for_hub(model, folder, f"someone/insub-{name}", card)
-        snippets = python_snippets((folder / "README.md").read_text())
-        # usage, and the detector's (image) or sentence-transformers' (text)
-        assert len(snippets) == (2 if name in ("image", "text") else 1), name
-        for snippet in snippets:
-            code = snippet.replace(f'"someone/insub-{name}"', repr(str(folder)))
-            # stdin closed: a snippet that asks "run the custom code? [y/N]" fails instead of waiting
-            result = subprocess.run([sys.executable, "-c", code + "\nprint('snippet OK')"], cwd=tmp_path, env=env,
-                                    stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
-            assert "snippet OK" in result.stdout, f"{name}:\n{code}\n{result.stderr[-2000:]}"
-            ran += 1
-    assert ran == 6
-    meta = ModelCard.load(tmp_path / "text" / "README.md").data
-    assert meta.library_name == "sentence-transformers" and meta.pipeline_tag == "sentence-similarity"
-    assert (tmp_path / "text" / "modules.json").is_file()  # one folder for SentenceTransformer and AutoModel
-    card = (tmp_path / "image" / "README.md").read_text()
-    assert "Requirements: `pip install torch transformers safetensors pillow`." in card
-    assert "representations of 12 inputs, searched at the\n3-th neighbour" in card
-    assert "- learning_rate: 0.003" in card
+    folder = tmp_path / name
+    save_for_hub(model, folder, f"someone/insub-{name}", card)
+    snippets = python_snippets((folder / "README.md").read_text())
+    assert len(snippets) == (2 if name in ("image", "text") else 1), name
+    for snippet in snippets:
+        code = snippet.replace(f'"someone/insub-{name}"', repr(str(folder)))
+        # stdin closed: a snippet that asks "run the custom code? [y/N]" fails instead of waiting
+        result = subprocess.run([sys.executable, "-c", code + "\nprint('snippet OK')"], cwd=tmp_path, env=env,
+                                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+        assert "snippet OK" in result.stdout, f"{name}:\n{code}\n{result.stderr[-2000:]}"
+    if name == "text":
+        meta = ModelCard.load(folder / "README.md").data
+        assert meta.library_name == "sentence-transformers" and meta.pipeline_tag == "sentence-similarity"
+        assert (folder / "modules.json").is_file()  # one folder for SentenceTransformer and AutoModel
+    if name == "image":
+        text = (folder / "README.md").read_text()
+        assert "Requirements: `pip install torch transformers safetensors pillow`." in text
+        assert "representations of 12 inputs, searched at the\n3-th neighbour" in text
+        assert "- learning_rate: 0.003" in text
