@@ -10,17 +10,20 @@ Stages (each also alone, by `--stages`):
    through `InSubTrainer`, lightly's SimCLR, insub-hf M = 10 and 1, then a real epoch of M = 5 (what matters most
    first, so a race cut short keeps it).
 2. `scale`: `insub-hf compare --methods baseline insub` on the full Fashion-MNIST with the CIFAR ResNet-18 (the
-   image recipe: the authors' objective with the chosen hinge), as many epochs as the deadline allows (planned before
-   training from stage 1's measured epoch and compilation and the reserves for data and evaluation, the same for
-   both), seed 0 (and 1 when both fit `--min_epochs`), one seed after the other: each seed's run rewrites the table
-   of every seed so far, so a run cut by the deadline keeps the seeds it finished.
+   image recipe: the authors' objective with the chosen hinge): the next seed of a comparison that grows across
+   lends. The seeds trained by earlier lends are committed in `--seed_folder` (`docs/runs/gpu_comparison`, one
+   `seed_<k>.json` each); this run trains the lowest seed not there, baseline and InSub for the series' epochs (at
+   least 100), when both fit the time left (planned from stage 1's measured epoch and compilation, else the last
+   measured ones, and the reserves for data and evaluation), and writes its `seed_<k>.json` to `--out`:
+   `benchmarks/gpu_seeds.py add OUT` commits it and rebuilds the tables of every seed. `--epochs E --seeds N` runs
+   seeds 0 .. N-1 ad hoc instead, outside the series.
 3. `release`: `insub-hf release image` with the same settings (in the same run folder it reuses stage 2's trained
    models from the run cache): the InSub model's checked Hub folder and card, packed under `--out`.
 With `speed` and `scale` both chosen, `release` runs in their place for stage 2 (it runs the comparison itself).
 
 What comes back (at most 8 files): `run.log` (every stage's output), `summary.md` (versions, the tables), `kit.json`
 (every number: the race's rows, the comparison's results.json, the stages' wall times) and the Hub folder as
-`release.tar.gz.NN` parts of at most 15 MiB (`cat release.tar.gz.* | tar xz`).
+`release.tar.gz.NN` parts of at most 15 MiB (`cat release.tar.gz.* | tar xz`), and the seed's `seed_<k>.json`.
 
 This file uses the standard library only: it runs before the carried packages are unpacked.
 """
@@ -45,6 +48,11 @@ VERSIONS = ("torch", "torchvision", "triton", "transformers", "accelerate", "dat
             "timm", "huggingface_hub", "safetensors", "sentence_transformers", "numpy", "pyarrow", "fsspec", "mlxtend")
 RELEASE_NAME = "insub-resnet18-fashion-mnist-gpu"
 SITE_ARCHIVE = "site.tar.xz"  # the wheels as pip installs them, xz-packed: 10.8 MB against 24.1 MB of wheels
+SEED_FOLDER = "docs/runs/gpu_comparison"  # the comparison's committed seeds, one file each, tracked by git
+MIN_SERIES_EPOCHS = 100
+# the last measured M = 5 epoch of the 60,000 Fashion-MNIST images and its first compilation, for a lend without the
+# race (docs/evidence.md: H200, commit 7431a9f, 2026-11-28, torch 2.11.0+cu130)
+MEASURED = {"epoch_s": 1.95, "warmup_s": 42.6, "run": "H200, commit 7431a9f, 2026-11-28"}
 
 
 class Log:
@@ -147,30 +155,86 @@ def read_rows(path: Path) -> tuple[dict, list[dict]]:
     return header, [line for line in lines if "header" not in line]
 
 
-def plan_epochs(rows: list[dict], seconds_left: float, args) -> tuple[int, list[int]]:
-    """Epochs and seeds of stage 2 from what the race measured: its M = 5 row's epoch time (its real epoch where it
-    ran, else the end-to-end rate) and warm-up (compilation, counted once per model and again for the views), and
-    the reserves for data, each model's evaluation and the release. Two seeds when both fit `--min_epochs` epochs,
-    else one seed with as many epochs as fit (at most `--max_epochs`). Fashion-MNIST images are 28 x 28 x 1 against
-    the race's 32 x 32 x 3 (~0.77 of the FLOPs): the race's rate is used as it is, which errs on the short side."""
-    if args.epochs:
-        return args.epochs, list(range(args.seeds or 1))
-    if args.tiny:  # a check of the path: its steps are fixed, one seed
-        return 1, [0]
+def committed_seeds(folder: Path) -> dict[int, dict]:
+    """The comparison's seeds committed in `folder` (`seed_<k>.json`, written by earlier lends): seed -> its record
+    (`seed`, `epochs`, `results`, ...)."""
+    seeds = {}
+    for path in sorted(folder.glob("seed_*.json")) if folder.is_dir() else []:
+        record = json.loads(path.read_text())
+        if path.name != seed_file_name(record.get("seed")):
+            raise SystemExit(f"{path} holds seed {record.get('seed')!r}; its name says otherwise: rename or remove it.")
+        seeds[record["seed"]] = record
+    return seeds
+
+
+def seed_file_name(seed) -> str:
+    return f"seed_{seed}.json"
+
+
+def series_epochs(committed: dict[int, dict], args) -> int:
+    """The epochs of every seed of the comparison: those of the committed seeds (one value), else `--epochs_per_seed`
+    (at least `MIN_SERIES_EPOCHS`). A flag that asks for other epochs than the committed seeds is refused: a seed
+    trained for other epochs is another experiment, not the next seed of this one."""
+    epochs = {record["epochs"] for record in committed.values()}
+    if len(epochs) > 1:
+        raise SystemExit(f"The committed seeds in {args.seed_folder} were trained for different epochs "
+                         f"({sorted(epochs)}): keep one series per folder.")
+    if epochs and args.epochs_per_seed not in (None, *epochs):
+        raise SystemExit(f"--epochs_per_seed {args.epochs_per_seed}: the seeds committed in {args.seed_folder} "
+                         f"({sorted(committed)}) were trained for {epochs.pop()} epochs; leave the flag out, or give "
+                         "another --seed_folder for another series.")
+    chosen = epochs.pop() if epochs else args.epochs_per_seed or MIN_SERIES_EPOCHS
+    if chosen < MIN_SERIES_EPOCHS:
+        raise SystemExit(f"--epochs_per_seed {chosen}: the comparison at scale trains each model for at least "
+                         f"{MIN_SERIES_EPOCHS} epochs.")
+    return chosen
+
+
+def seed_plan(rows: list[dict], seconds_left: float, args, committed: dict[int, dict], release: bool) -> dict:
+    """The next seed of the comparison that grows across lends: the lowest seed not committed yet, trained for the
+    series' epochs (baseline and InSub alike), started only when both models fit the time left.
+
+    Time per model: the warm-up (compilation) + epochs x the epoch time + `--evaluation_reserve`; both models plus
+    `--data_reserve` (and `--release_reserve` with the release). The epoch time and warm-up are the race's M = 5
+    rows where it ran (its real epoch, scaled from the race's images to the training set's; else its end-to-end rate),
+    else `--epoch_s` / `--warmup_s`, else the last measured values (`MEASURED`). `--tiny`: one seed of fixed steps.
+
+    Returns: {"seed", "epochs", "epoch_s", "warmup_s", "needs_s", "seconds_left", "fits", "from"}."""
+    seed = next(k for k in range(len(committed) + 1) if k not in committed)
+    if args.tiny:  # a check of the path: its steps are fixed
+        return {"seed": seed, "epochs": 1, "epoch_s": None, "warmup_s": None, "needs_s": 0.0,
+                "seconds_left": round(seconds_left, 1), "fits": True, "from": "--tiny"}
+    epochs = series_epochs(committed, args)
     speed = next((r for r in rows if r.get("row") == "insub-hf M=5" and r.get("e2e_samples_s")), None)
-    if speed is None:
-        return args.default_epochs, [0]
     epoch = next((r for r in rows if r.get("row") == "insub-hf M=5 epoch" and r.get("measured_epoch_s")), None)
-    epoch_s = (epoch["measured_epoch_s"] * args.train_images / args.race_images if epoch
-               else args.train_images / speed["e2e_samples_s"])
-    warmup = speed.get("warmup_s") or 0.0
-    budget = seconds_left - args.data_reserve - args.release_reserve
-    for seeds in ([0, 1], [0]):
-        per_model = budget / (2 * len(seeds)) - warmup - args.evaluation_reserve
-        epochs = int(per_model // epoch_s)
-        if epochs >= (args.min_epochs if len(seeds) == 2 else 1):
-            return min(epochs, args.max_epochs), seeds
-    return 1, [0]
+    if epoch:
+        epoch_s, source = epoch["measured_epoch_s"] * args.train_images / args.race_images, "the race's real epoch"
+    elif speed:
+        epoch_s, source = args.train_images / speed["e2e_samples_s"], "the race's end-to-end rate"
+    elif args.epoch_s:
+        epoch_s, source = args.epoch_s, "--epoch_s"
+    else:
+        epoch_s, source = MEASURED["epoch_s"], f"the last measured epoch ({MEASURED['run']})"
+    warmup = (speed or {}).get("warmup_s") or args.warmup_s or MEASURED["warmup_s"]
+    needs = (2 * (warmup + epochs * epoch_s + args.evaluation_reserve) + args.data_reserve
+             + (args.release_reserve if release else 0.0))
+    return {"seed": seed, "epochs": epochs, "epoch_s": round(epoch_s, 3), "warmup_s": round(warmup, 1),
+            "needs_s": round(needs, 1), "seconds_left": round(seconds_left, 1), "fits": needs <= seconds_left,
+            "from": source}
+
+
+def seed_record(plan: dict, results: dict, kit: dict) -> dict | None:
+    """What a lend keeps of the seed it trained (`seed_<k>.json`, committed to `--seed_folder` by
+    `benchmarks/gpu_seeds.py add`): the comparison's results.json with the plan, commit and environment; None when
+    the run did not finish both models of the seed."""
+    methods = {(row.get("method"), row.get("seed")) for row in results.get("rows", [])}
+    if not {("baseline", plan["seed"]), ("insub", plan["seed"])} <= methods:
+        return None
+    environment = kit.get("environment", {})
+    return {"seed": plan["seed"], "epochs": plan["epochs"], "tiny": bool(kit["args"].get("tiny")),
+            "commit": kit.get("commit"), "started": kit.get("started"),
+            "environment": {k: environment.get(k) for k in ("device", "torch", "cuda", "transformers", "python")},
+            "plan": plan, "results": results}
 
 
 def compiles(rows: list[dict], args) -> bool:
@@ -242,18 +306,24 @@ def parse(argv=None):
     parser.add_argument("--work", default="/tmp/insub-kit-work", help="Run folders (not brought back).")
     parser.add_argument("--speed_minutes", type=float, default=3.0, help="Stage 1's share of the deadline.")
     parser.add_argument("--race", nargs=argparse.REMAINDER, default=[], help="Further flags of gpu_race.py (last).")
-    parser.add_argument("--epochs", type=int, default=None, help="Stage 2's epochs (default: planned).")
+    parser.add_argument("--epochs", type=int, default=None, help="An ad hoc stage 2 of this many epochs over seeds 0 .. "
+                        "--seeds - 1, outside the committed series (no seed file is written).")
     parser.add_argument("--seeds", type=int, default=None, help="With --epochs: how many seeds.")
-    parser.add_argument("--default_epochs", type=int, default=30, help="Stage 2's epochs when no race row plans them.")
-    parser.add_argument("--max_epochs", type=int, default=40)
-    parser.add_argument("--min_epochs", type=int, default=30, help="Fewest epochs of each model with two seeds.")
+    parser.add_argument("--seed_folder", default=SEED_FOLDER, help="The comparison's committed seeds (seed_<k>.json): "
+                        "stage 2 trains the lowest seed not in it and writes its seed_<k>.json to --out.")
+    parser.add_argument("--epochs_per_seed", type=int, default=None, help="Epochs of every seed of the series (default: "
+                        f"those of the committed seeds, else {MIN_SERIES_EPOCHS}; at least {MIN_SERIES_EPOCHS}).")
+    parser.add_argument("--epoch_s", type=float, default=None, help="Seconds per training epoch when the race does not "
+                        "run (default: the last measured).")
+    parser.add_argument("--warmup_s", type=float, default=None, help="Seconds of compilation per model when the race "
+                        "does not run (default: the last measured).")
     parser.add_argument("--scale_compile", type=lambda s: s.lower() in ("1", "true", "yes"), default=True,
                         help="Stage 2 through torch.compile (not when the race's compiled M=5 row failed).")
     parser.add_argument("--batch_size", type=int, default=500, help="Stage 2's batch (a multiple of M = 5).")
     parser.add_argument("--train_images", type=int, default=60_000)
     parser.add_argument("--race_images", type=int, default=50_000, help="Images of the race's real epoch.")
     parser.add_argument("--data_reserve", type=float, default=20.0, help="Seconds kept for loading the data.")
-    parser.add_argument("--evaluation_reserve", type=float, default=40.0, help="Seconds kept for each model's "
+    parser.add_argument("--evaluation_reserve", type=float, default=30.0, help="Seconds kept for each model's "
                         "evaluation.")
     parser.add_argument("--release_reserve", type=float, default=40.0, help="Seconds kept for the release's detector "
                         "and Hub folder.")
@@ -285,32 +355,60 @@ def main(argv=None) -> None:
         write_outputs(out, kit)
     image = {"scale", "release"} & set(args.stages)
     if image:
-        epochs, seeds = plan_epochs(kit.get("speed_rows", []), deadline - time.time(), args)
-        kit["plan"] = {"epochs": epochs, "seeds": seeds, "seconds_left": round(deadline - time.time(), 1)}
-        log(f"[kit] stage 2: {epochs} epochs, seeds {seeds}")
-        release = "release" in image
-        command = (["release", "image", "--name", RELEASE_NAME, "--model_cards", str(work / "model_cards"),
-                    "--detector_bank", str(50 if args.tiny else args.detector_bank)] if release else ["compare"])
-        name = "release" if release else "scale"
-        # the comparison grows seed by seed (each run reuses the trained models and evaluations of the one before
-        # from the run folder's caches), so a run cut by the deadline keeps the table of the seeds it finished
-        for done in ([seeds] if release else [seeds[:k] for k in range(1, len(seeds) + 1)]):
-            label = name if done == seeds else f"{name} (seeds {' '.join(map(str, done))})"
-            flags = image_flags(args, epochs, done, work, compiles(kit.get("speed_rows", []), args))
-            started = time.time()
-            kit["stages"][label] = run_stage(label, [*python, "insub_hf_cli.py", *command, *flags], env, deadline,
-                                             log)
-            results = work / "image" / "results.json"
-            if results.is_file() and results.stat().st_mtime >= started:  # written by this run, not an earlier one
-                kit["comparison"] = json.loads(results.read_text())
-                kit["comparison_md"] = (work / "image" / "results.md").read_text()
-            write_outputs(out, kit)
-        hub = work / "image" / "hub"
-        if release and (hub / "config.json").is_file():
-            kit["release_parts"] = pack_release(hub, out, log)
+        image_stage(args, kit, python, env, deadline, work, out, log)
     kit["wall_seconds"] = round(time.time() - start, 1)
     write_outputs(out, kit)
     log(f"[kit] done in {kit['wall_seconds']} s: " + ", ".join(f"{k} {v['status']}" for k, v in kit["stages"].items()))
+
+
+def image_stage(args, kit: dict, python: list[str], env: dict, deadline: float, work: Path, out: Path,
+                log: Log) -> None:
+    """Stage 2 (`scale`, or `release` in its place): the next seed of the committed series, or an ad hoc run
+    (`--epochs`); the comparison's tables, the seed's record and the release's Hub folder go to `out` as they come."""
+    release = "release" in args.stages
+    name = "release" if release else "scale"
+    series = not args.epochs
+    if series:
+        committed = committed_seeds(REPO / args.seed_folder)
+        plan = seed_plan(kit.get("speed_rows", []), deadline - time.time(), args, committed, release)
+        kit["plan"] = {**plan, "committed_seeds": sorted(committed)}
+        if not plan["fits"]:
+            log(f"[kit] {name}: seed {plan['seed']} not started: its {plan['epochs']} epochs per model need "
+                f"{plan['needs_s']:.0f} s ({plan['epoch_s']} s an epoch from {plan['from']}, {plan['warmup_s']} s "
+                f"warm-up), {plan['seconds_left']:.0f} s are left; run `--stages scale` alone with a longer deadline")
+            kit["stages"][name] = {"status": "not started: the seed does not fit the time left", "seconds": 0.0}
+            write_outputs(out, kit)
+            return
+        epochs, seeds = plan["epochs"], [plan["seed"]]
+    else:
+        epochs, seeds = args.epochs, list(range(args.seeds or 1))
+        kit["plan"] = {"epochs": epochs, "seeds": seeds, "seconds_left": round(deadline - time.time(), 1)}
+    log(f"[kit] stage 2: {epochs} epochs, seeds {seeds}" + (f" (committed: {kit['plan']['committed_seeds']})"
+                                                              if series else " (ad hoc, outside the series)"))
+    command = (["release", "image", "--name", RELEASE_NAME, "--model_cards", str(work / "model_cards"),
+                "--detector_bank", str(50 if args.tiny else args.detector_bank)] if release else ["compare"])
+    # an ad hoc comparison grows seed by seed (each run reuses the trained models and evaluations of the one before
+    # from the run folder's caches), so a run cut by the deadline keeps the table of the seeds it finished
+    for done in ([seeds] if release else [seeds[:k] for k in range(1, len(seeds) + 1)]):
+        label = name if done == seeds else f"{name} (seeds {' '.join(map(str, done))})"
+        flags = image_flags(args, epochs, done, work, compiles(kit.get("speed_rows", []), args))
+        started = time.time()
+        kit["stages"][label] = run_stage(label, [*python, "insub_hf_cli.py", *command, *flags], env, deadline, log)
+        results = work / "image" / "results.json"
+        if results.is_file() and results.stat().st_mtime >= started:  # written by this run, not an earlier one
+            kit["comparison"] = json.loads(results.read_text())
+            kit["comparison_md"] = (work / "image" / "results.md").read_text()
+        write_outputs(out, kit)
+    record = seed_record(kit["plan"], kit.get("comparison", {}), kit) if series else None
+    if record is not None:
+        path = out / seed_file_name(record["seed"])
+        path.write_text(json.dumps(record, indent=1, default=str))
+        log(f"[kit] {name}: seed {record['seed']} ({epochs} epochs) written to {path.name}; commit it with "
+            f"`python benchmarks/gpu_seeds.py add {out}`")
+    hub = work / "image" / "hub"
+    if release and (hub / "config.json").is_file():
+        kit["release_parts"] = pack_release(hub, out, log)
+        write_outputs(out, kit)
 
 
 def git_commit() -> str | None:

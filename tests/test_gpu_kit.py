@@ -9,7 +9,6 @@ import re
 import subprocess
 import time
 import sys
-from argparse import Namespace
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ sys.path.insert(0, str(BENCHMARKS))
 import gpu_prepare  # noqa: E402
 import gpu_race  # noqa: E402
 import gpu_run  # noqa: E402
+import gpu_seeds  # noqa: E402
 
 
 @pytest.mark.slow
@@ -66,6 +66,15 @@ def test_the_kit_runs_every_stage_at_a_tiny_size(tmp_path):
     assert {"config.json", "model.safetensors", "README.md"} <= set(files) and "ood_detector.safetensors" not in files
     summary = (out / "summary.md").read_text()
     assert "## Speed race" in summary and "## At scale" in summary and "release.tar.gz.00" in summary
+    # the next seed of the series (the committed ones in the repository's folder), kept as a dry run's record
+    seed = kit["plan"]["seed"]
+    assert seed == min(set(range(len(kit["plan"]["committed_seeds"]) + 1)) - set(kit["plan"]["committed_seeds"]))
+    record = json.loads((out / f"seed_{seed}.json").read_text())
+    assert (record["seed"], record["epochs"], record["tiny"]) == (seed, 1, True)
+    assert record["results"]["rows"] == kit["comparison"]["rows"]
+    assert {(r["method"], r["seed"]) for r in record["results"]["rows"]} == {("baseline", seed), ("insub", seed)}
+    with pytest.raises(SystemExit, match="is a --tiny dry run"):
+        gpu_seeds.add(out, tmp_path / "series", tmp_path / "kits")
 
 
 def _git_tree(root: Path) -> None:
@@ -95,23 +104,46 @@ def test_prepare_pins_every_wheel_once():
     assert all("==" in r for r in (*gpu_prepare.WHEELS, *gpu_prepare.BUILT))
 
 
-def test_stage_two_epochs_are_planned_from_the_race():
+def test_stage_two_plans_the_next_seed_of_the_series_from_the_race():
     args = gpu_run.parse(["--out", "x"])
     rows = [{"row": "insub-hf M=5", "e2e_samples_s": 6000.0, "warmup_s": 5.0, "status": "ok", "compile": True}]
-    # 60,000 images at 6,000/s: 10 s an epoch; 400 s left less 20 (data) and 40 (release): 340 s; two seeds would
-    # give each of the 4 models 340 / 4 - 5 (warm-up) - 40 (evaluation) = 40 s (4 epochs, under the 30 two seeds
-    # need); one seed: 340 / 2 - 45 = 125 s, 12 epochs
-    assert gpu_run.plan_epochs(rows, 400.0, args) == (12, [0])
-    assert gpu_run.plan_epochs(rows, 1500.0, args) == (31, [0, 1])  # 1440 / 4 - 45 = 315 s
-    assert gpu_run.plan_epochs(rows, 3000.0, args) == (40, [0, 1])  # at most --max_epochs
+    # 60,000 images at 6,000/s: 10 s an epoch; 100 epochs, 5 s warm-up and 30 s evaluation per model, both models
+    # and 20 s of data: 2 x 1035 + 20 = 2090 s; the release adds its 40 s
+    plan = gpu_run.seed_plan(rows, 2100.0, args, {}, release=False)
+    assert (plan["seed"], plan["epochs"], plan["needs_s"], plan["fits"]) == (0, 100, 2090.0, True)
+    assert not gpu_run.seed_plan(rows, 2100.0, args, {}, release=True)["fits"]  # 2130 s
     # the race's real epoch, where it ran, is the epoch time: 8 s for 50,000 images, 9.6 s for 60,000
     measured = [*rows, {"row": "insub-hf M=5 epoch", "measured_epoch_s": 8.0, "status": "ok"}]
-    assert gpu_run.plan_epochs(measured, 400.0, args) == (13, [0])
-    assert gpu_run.plan_epochs([], 400.0, args) == (args.default_epochs, [0])
-    assert gpu_run.plan_epochs(rows, 1500.0, gpu_run.parse(["--out", "x", "--tiny"])) == (1, [0])
-    assert gpu_run.plan_epochs(rows, 400.0, Namespace(**{**vars(args), "epochs": 4, "seeds": 2})) == (4, [0, 1])
+    assert gpu_run.seed_plan(measured, 2100.0, args, {}, False)["needs_s"] == pytest.approx(2 * (5 + 960 + 30) + 20)
+    # without the race: the last measured epoch and warm-up, or the flags
+    plan = gpu_run.seed_plan([], 570.0, args, {}, False)
+    assert plan["needs_s"] == pytest.approx(2 * (42.6 + 195 + 30) + 20) and plan["fits"]
+    flagged = gpu_run.parse(["--out", "x", "--epoch_s", "1.0", "--warmup_s", "10"])
+    assert gpu_run.seed_plan([], 300.0, flagged, {}, False)["needs_s"] == pytest.approx(2 * (10 + 100 + 30) + 20)
+    # the lowest seed not committed, at the committed seeds' epochs
+    hundred = {"epochs": 100}
+    assert gpu_run.seed_plan(rows, 1e4, args, {0: hundred, 1: hundred}, False)["seed"] == 2
+    assert gpu_run.seed_plan(rows, 1e4, args, {0: hundred, 2: hundred}, False)["seed"] == 1
+    assert gpu_run.seed_plan(rows, 1e5, args, {0: {"epochs": 150}}, False)["epochs"] == 150
+    with pytest.raises(SystemExit, match="were trained for 150 epochs; leave the flag out"):
+        gpu_run.seed_plan(rows, 1e5, gpu_run.parse(["--out", "x", "--epochs_per_seed", "100"]), {0: {"epochs": 150}},
+                          False)
+    with pytest.raises(SystemExit, match="--epochs_per_seed 50: .* at least 100 epochs"):
+        gpu_run.seed_plan(rows, 1e5, gpu_run.parse(["--out", "x", "--epochs_per_seed", "50"]), {}, False)
+    tiny = gpu_run.seed_plan(rows, 10.0, gpu_run.parse(["--out", "x", "--tiny"]), {0: hundred}, True)
+    assert (tiny["seed"], tiny["epochs"], tiny["fits"]) == (1, 1, True)
     assert gpu_run.compiles(rows, args)
     assert not gpu_run.compiles([{**rows[0], "status": "failed: BackendCompilerFailed"}], args)
+
+
+def test_the_committed_seeds_are_read_by_their_names(tmp_path):
+    (tmp_path / "seed_0.json").write_text(json.dumps({"seed": 0, "epochs": 100}))
+    (tmp_path / "notes.json").write_text("{}")  # not a seed file
+    assert gpu_run.committed_seeds(tmp_path) == {0: {"seed": 0, "epochs": 100}}
+    assert gpu_run.committed_seeds(tmp_path / "none") == {}
+    (tmp_path / "seed_3.json").write_text(json.dumps({"seed": 1, "epochs": 100}))
+    with pytest.raises(SystemExit, match="seed_3.json holds seed 1; its name says otherwise"):
+        gpu_run.committed_seeds(tmp_path)
 
 
 def test_the_race_knows_the_peaks_of_the_lent_gpus():
@@ -148,6 +180,7 @@ def test_a_stage_runs_alone_and_grows_the_comparison_seed_by_seed(scale_stage):
     assert {k: v["status"] for k, v in scale["stages"].items()} == {"scale (seeds 0)": "ok", "scale": "ok"}
     log = (tmp_path / "scale" / "run.log").read_text()
     assert log.count("[compare] evaluation of baseline (seed 0)") == 1 and "release_parts" not in scale
+    assert not list((tmp_path / "scale").glob("seed_*.json"))  # an ad hoc run (--epochs) is outside the series
 
 
 @pytest.mark.slow
@@ -202,3 +235,58 @@ def test_the_packed_site_unpacks_importable_on_the_run_path(tmp_path):
                            env=env, capture_output=True, text=True, check=True)
     assert probe.stdout.split() == ["42", "0.1"]
     assert re.fullmatch(r"\[  12\.\ds\] \[kit\] 1 wheels unpacked in .*\n", (tmp_path / "run.log").read_text())
+
+
+def _lend(folder: Path, seed: int, epochs: int = 100, **changes) -> Path:
+    """A lend's $OUT: the seed record of `seed` made from the committed CPU comparison (seeds 0-2, both methods), with
+    its kit.json and summary.md."""
+    compare = json.loads((BENCHMARKS.parent / "docs" / "runs" / "cpu_compare_seeds_0_2.json").read_text())
+    results = {**compare, "rows": [row for row in compare["rows"] if row["seed"] == seed]}
+    record = {"seed": seed, "epochs": epochs, "tiny": False, "commit": "abc123", "started": "2026-12-01 10:00:00 UTC",
+              "environment": {"device": "NVIDIA H200", "torch": "2.11.0+cu130"}, "plan": {}, "results": results,
+              **changes}
+    folder.mkdir(parents=True)
+    (folder / f"seed_{seed}.json").write_text(json.dumps(record))
+    (folder / "kit.json").write_text(json.dumps({"started": f"2026-12-0{seed + 1} 10:00:00 UTC", "commit": "abc123"}))
+    (folder / "summary.md").write_text("# GPU kit run\n")
+    return folder
+
+
+def test_each_lend_adds_its_seed_and_the_table_covers_every_committed_seed(tmp_path):
+    series, kits = tmp_path / "series", tmp_path / "kits"
+    gpu_seeds.add(_lend(tmp_path / "lend0", 0), series, kits)
+    assert sorted(p.name for p in series.iterdir()) == ["README.md", "seed_0.json"]
+    assert (kits / "2026-12-01T100000-abc123" / "summary.md").read_text() == "# GPU kit run\n"
+    one = (series / "README.md").read_text()
+    assert "| 0 | 100 | NVIDIA H200 | 2.11.0+cu130 | abc123 | 2026-12-01 10:00:00 UTC |" in one and "±" not in one
+    gpu_seeds.add(_lend(tmp_path / "lend1", 1), series, kits)
+    gpu_seeds.add(_lend(tmp_path / "lend2", 2), series, kits)
+    gpu_seeds.add(tmp_path / "lend2", series, kits)  # the same seed again, the same numbers: nothing changes
+    assert sorted(gpu_run.committed_seeds(series)) == [0, 1, 2]
+    table = (series / "README.md").read_text()
+
+    # the paired differences of three seeds, recomputed from the raw rows: mean ± std (ddof 1) and each seed
+    compare = json.loads((BENCHMARKS.parent / "docs" / "runs" / "cpu_compare_seeds_0_2.json").read_text())
+    by = {(r["method"], r["seed"]): r for r in compare["rows"]}
+    for label, read, scale, digits in (("Acc", lambda r: r["test"]["accuracy"], 100, 2),
+                                       ("AUROC mnist calibrated", lambda r: r["ood"]["mnist"]["uncertainty"], 100, 2)):
+        differences = [scale * (read(by["insub", s]) - read(by["baseline", s])) for s in (0, 1, 2)]
+        mean = sum(differences) / 3
+        std = (sum((d - mean) ** 2 for d in differences) / 2) ** 0.5
+        cell = f"{mean:+.{digits}f} ± {std:.{digits}f} ({', '.join(f'{d:+.{digits}f}' for d in differences)})"
+        assert cell in table, (label, cell)
+    assert "AUROC mnist calibrated" in table and "seeds [0, 1, 2]" in table
+
+
+def test_a_committed_seed_is_never_replaced_and_a_lend_of_other_epochs_is_refused(tmp_path):
+    series, kits = tmp_path / "series", tmp_path / "kits"
+    gpu_seeds.add(_lend(tmp_path / "lend0", 0), series, kits)
+    kept = (series / "seed_0.json").read_text()
+    with pytest.raises(SystemExit, match="seed_0.json is committed with other numbers; a committed seed is never"):
+        gpu_seeds.add(_lend(tmp_path / "again", 0, commit="def456"), series, kits)
+    with pytest.raises(SystemExit, match=r"seed 1, 50 epochs\): the series in .* trains 100 epochs per model"):
+        gpu_seeds.add(_lend(tmp_path / "short", 1, epochs=50), series, kits)
+    assert (series / "seed_0.json").read_text() == kept and not (series / "seed_1.json").exists()
+    assert not (kits / "2026-12-02T100000-abc123").exists()  # a refused lend copies nothing
+    with pytest.raises(SystemExit, match="no such folder"):
+        gpu_seeds.add(tmp_path / "missing", series, kits)

@@ -64,7 +64,7 @@ PAIRED_METRICS = (
     ("Corr. ECE", _corruption_mean("ece"), 100, 2, True),
 )
 # OOD scores every method has (the head spread has no baseline value: `spread_against_chance` reports it)
-PAIRED_OOD_SCORES = (("msp", "MSP"), ("entropy", "entropy"), ("knn", "k-NN"))
+PAIRED_OOD_SCORES = (("msp", "MSP"), ("entropy", "entropy"), ("knn", "k-NN"), ("uncertainty", "calibrated"))
 
 
 def _ood_metrics(rows: list[ComparisonRow]) -> tuple:
@@ -141,13 +141,16 @@ def _cells_table(first: str, cells_by_name: dict[str, dict[str, dict]], labels: 
             d = digits[label]
             sign = "+" if signed else ""
             seeds = ", ".join(f"{v:{sign}.{d}f}" for v in cell["per_seed"].values())
-            line.append(f"{cell['mean']:{sign}.{d}f} ({seeds}): {_verdict(cell)}")
+            # the spread of the differences once three seeds give it some meaning
+            spread = f" ± {cell['std']:.{d}f}" if cell.get("std") is not None and cell["seeds"] >= 3 else ""
+            line.append(f"{cell['mean']:{sign}.{d}f}{spread} ({seeds}): {_verdict(cell)}")
         lines.append(line)
     return _table([first, *labels], lines)
 
 
 def paired_table(differences: dict[str, dict[str, dict]], rows: list[ComparisonRow], ood: bool | None = None) -> str:
-    """Markdown: one line per method, one cell per metric: `mean (d_seed0, d_seed1, ...)`, then the verdict.
+    """Markdown: one line per method, one cell per metric: `mean (d_seed0, d_seed1, ...)` (`mean ± std (...)` from
+    three seeds on, std with ddof 1), then the verdict.
     `ood`: only the OOD AUROC columns (True), only the others (False), or all (None)."""
     digits = {label: d for label, _, _, d, _ in PAIRED_METRICS + _ood_metrics(rows)}
     labels = [label for label in digits if any(label in cells for cells in differences.values())

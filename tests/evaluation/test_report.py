@@ -53,9 +53,12 @@ def test_paired_table_states_the_signs_per_seed():
     assert "| Method - Baseline | Acc | ECE | TACE | NLL | Brier | Corr. Acc | Corr. ECE | AUROC mnist MSP | AUROC mnist k-NN |" in table
     assert "AUROC" not in paired_table(paired_differences(ROWS), ROWS, ood=False)
     assert paired_table(paired_differences(ROWS), ROWS, ood=True).startswith("| Method - Baseline | AUROC mnist MSP |")
-    assert "+0.33 (+1.00, +1.00, -1.00): better on 2/3" in table
-    assert "-1.67 (-1.00, -3.00, -1.00): better on all seeds" in table
+    assert "+0.33 ± 1.15 (+1.00, +1.00, -1.00): better on 2/3" in table
+    assert "-1.67 ± 1.15 (-1.00, -3.00, -1.00): better on all seeds" in table
     assert "better on 1/3" in table
+    two_seeds = [row for row in ROWS if row.seed != 2]  # two seeds give signs, no spread
+    assert "+1.00 (+1.00, +1.00): better on all seeds" in paired_table(paired_differences(two_seeds), two_seeds)
+    assert "±" not in paired_table(paired_differences(two_seeds), two_seeds)
 
 
 def test_rows_without_a_baseline_of_their_seed_are_skipped():
