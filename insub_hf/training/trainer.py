@@ -21,6 +21,7 @@ from ..distributed import check_same_across_processes, convert_sync_batchnorm
 from ..encoders.base import deferred_input_checks
 from ..uncertainty.knn import BANK, clear_bank
 from ..losses.step_checks import step_flags_bad, training_step_error, training_step_flags
+from .captured_step import CapturedStepMixin
 from .training_args import InSubTrainingArguments, fast_path_arguments, gpu_available, launched_processes
 
 __all__ = ["InSubTrainer", "InSubTrainingArguments", "ObjectiveStepCallback", "SeededEpochCallback",
@@ -94,7 +95,7 @@ def check_same_run(model: torch.nn.Module, checkpoint: str | os.PathLike) -> Non
         )
 
 
-class InSubTrainer(Trainer):
+class InSubTrainer(CapturedStepMixin, Trainer):
     """Trains `InSubForPreTraining` (or any model returning `loss` and the side metrics).
 
     `compute_loss` returns the batch-mean loss; `loss_is_scaled_for_ga = False` makes `training_step` divide it by
@@ -120,6 +121,7 @@ class InSubTrainer(Trainer):
     """
 
     loss_is_scaled_for_ga = False
+    side_metric_names = SIDE_METRICS
 
     def __init__(self, *args, batch_views: nn.Module | None = None, **kwargs):
         training_args = kwargs.get("args", args[1] if len(args) > 1 else None)
@@ -130,7 +132,13 @@ class InSubTrainer(Trainer):
         super().__init__(*args, **kwargs)
         check_distributed(self.args)
         self.batch_views = batch_views.to(self.args.device) if batch_views is not None else None
-        if self.batch_views is not None and self.args.torch_compile and hasattr(self.batch_views, "compile_views"):
+        if getattr(self.args, "capture_step", False) and self.batch_views is None:
+            raise ValueError(
+                "InSubTrainingArguments.capture_step=True makes the views inside the captured step: it needs "
+                "InSubTrainer(batch_views=...) (e.g. BatchTwoViews) and a training set of plain images."
+            )
+        if (self.batch_views is not None and self.args.torch_compile and hasattr(self.batch_views, "compile_views")
+                and not getattr(self.args, "capture_step", False)):  # a captured step compiles its views with it
             self.batch_views.compile_views(backend=self.args.torch_compile_backend or "inductor",
                                            mode=self.args.torch_compile_mode)
         if getattr(self.args, "data_on_device", False) and self.train_dataset is not None:
@@ -311,7 +319,10 @@ class InSubTrainer(Trainer):
         """The model's `check_training_step`, for eager and compiled training alike, on every device: the flags stay
         on the device and `check_pending_batches` reads them at the next logging step, before any checkpoint is
         saved and when training ends, so a step that does not log reads nothing back to the host."""
-        loss_bad, largest = training_step_flags(loss, inputs)
+        self.merge_pending_check(*training_step_flags(loss, inputs))
+
+    def merge_pending_check(self, loss_bad: torch.Tensor, largest: dict[str, torch.Tensor]) -> None:
+        """Adds one batch's flags (`training_step_flags`) to those the next logging step reads, on the device."""
         if self._pending_check is None:
             self._pending_check = (self.state.global_step, loss_bad, largest)
             return

@@ -31,7 +31,7 @@ TRAINER_FIELDS: dict[str, tuple[str, ...]] = {
         "torch_compile", "torch_compile_backend", "torch_compile_mode", "torch_empty_cache_steps",
         "skip_memory_metrics", "resume_from_checkpoint", "do_train", "do_eval", "do_predict", "eval_strategy",
         "eval_steps", "eval_delay", "per_device_eval_batch_size", "eval_on_start", "local_rank", "ddp_timeout",
-        "channels_last", "data_on_device",
+        "channels_last", "data_on_device", "capture_step",
     ),
     "recorded": ("num_train_epochs", "max_steps", "per_device_train_batch_size", "learning_rate", "seed", "bf16"),
     "card": (
@@ -107,6 +107,17 @@ class InSubTrainingArguments(TrainingArguments):
         },
     )
 
+    capture_step: bool = field(
+        default=False,
+        metadata={
+            "help": "Train each optimiser step as one compiled graph (views, forward, backward, gradient clipping, "
+            "AdamW with its learning rate as a tensor), so that with torch_compile_mode='reduce-overhead' a GPU "
+            "replays it as one CUDA graph. Needs InSubTrainer(batch_views=...), AdamW (optim adamw_torch or "
+            "adamw_torch_fused), gradient_accumulation_steps=1 and one process; every batch has the same size "
+            "(dataloader_drop_last is set True)."
+        },
+    )
+
     def check_channels_last(self) -> None:
         """channels_last checked again (`InSubTrainer.train` calls this): an ISA cap set in the process after the
         arguments were built (`ONEDNN_MAX_CPU_ISA`) makes it unsafe on this CPU, refused naming the field."""
@@ -120,6 +131,8 @@ class InSubTrainingArguments(TrainingArguments):
                 "InSubTrainingArguments.fp16=True needs a GPU (fp16 autocast with a loss scaler); training on the CPU "
                 "it would be ignored. Use bf16=True (CPU autocast) or leave both off."
             )
+        if self.capture_step:
+            self.check_capture_step()
         if self.data_on_device:
             # the batches are gathered on the device: loader workers would copy them back and pinning refuses them
             for name, given in (("dataloader_num_workers", self.dataloader_num_workers),
@@ -168,6 +181,28 @@ class InSubTrainingArguments(TrainingArguments):
                     f"{max(size, self.global_batch_size // size * size)}."
                 )
             self.per_device_train_batch_size = self.global_batch_size // size
+
+
+    def check_capture_step(self) -> None:
+        """`capture_step=True` refused, naming the field, where one graph cannot hold the step."""
+        from .captured_step import captured_step_problem
+
+        optim = getattr(self.optim, "value", self.optim)
+        problems = [
+            (f"gradient_accumulation_steps={self.gradient_accumulation_steps} (the captured step is one micro-batch: "
+             "use 1 and a larger per_device_train_batch_size)") if self.gradient_accumulation_steps != 1 else None,
+            (f"optim={optim!r} (the captured step updates with AdamW: use 'adamw_torch' or 'adamw_torch_fused')"
+             if optim not in ("adamw_torch", "adamw_torch_fused") else None),
+            "fp16=True (its loss scaler steps outside the graph: use bf16)" if self.fp16 else None,
+            (f"{launched_processes()} processes (the captured step trains one process; several processes train "
+             "without capture_step)") if launched_processes() > 1 else None,
+            captured_step_problem(),
+        ]
+        problems = [p for p in problems if p]
+        if problems:
+            raise ValueError("InSubTrainingArguments.capture_step=True cannot capture this run's step: "
+                             + "; ".join(problems) + ".")
+        self.dataloader_drop_last = True  # one shape for every step: a last short batch would trace a second graph
 
 
 def gpu_available() -> bool:
