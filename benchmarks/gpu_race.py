@@ -53,6 +53,9 @@ COLUMNS = (
     "measured_epoch_s", "step_tflop", "tflops", "peak_share", "peak_source", "gpu_busy", "host_syncs_per_step",
     "peak_mem_mib", "status", "sync_sites",
 )
+# the captured step beside today's compiled one, M = 5 first, then lightly and the real epochs, then M = 10 and 1
+ROWS = ("5c", "5", "lightly", "epochc", "epoch", "10c", "1c", "10", "1")
+TINY_ROWS = ("5c", "5", "lightly", "10", "1", "epoch")  # a check of the path: one captured row is enough
 LEARNING_RATE, WEIGHT_DECAY, TEMPERATURE, CROP_SCALE = 1e-3, 1e-4, 0.2, (0.2, 1.0)
 IMAGE_SIZE, CHANNELS = 32, 3
 # Dense (no sparsity) bf16 tensor-core peaks from the vendors' datasheets, TFLOP/s, by device name
@@ -111,7 +114,7 @@ def insub_config(args, num_heads: int) -> InSubConfig:
     """The race's SimCLR InSub model: the CIFAR ResNet-18 (`--width`), M heads Linear-2048-BN-ReLU-Linear-128, the
     paper's hinge weight where M > 1."""
     return InSubConfig(
-        encoder_config=named_encoder("resnet18_cifar", IMAGE_SIZE, CHANNELS, args.width), num_heads=num_heads,
+        encoder_config=named_encoder(f"resnet{args.depth}_cifar", IMAGE_SIZE, CHANNELS, args.width), num_heads=num_heads,
         head_hidden_sizes=[2048], head_output_size=128, objective_config={"temperature": TEMPERATURE},
         diversity_weight=1.5 if num_heads > 1 else 0.0,
     )
@@ -161,9 +164,19 @@ class Timer(WindowCallback):
         self.step_s = self.step_alone()
 
     def step_alone(self) -> float:
-        """Seconds per optimiser step of the trainer's model (compiled if it is) on one fixed pair of views."""
+        """Seconds per optimiser step of the trainer's model (compiled if it is) on one fixed pair of views; a
+        captured step (`capture_step`) on one fixed batch, its views made inside it."""
         trainer, a = self.trainer, self.args
         images = trainer.train_dataset.__getitems__(list(range(a.batch_size)))
+        if trainer.args.capture_step:
+            model = getattr(trainer.model, "_orig_mod", trainer.model)
+
+            def captured():
+                with trainer.compute_loss_context_manager():
+                    trainer.captured_step(model, images["pixel_values"])
+                model.zero_grad(set_to_none=True)  # as the Trainer leaves it between steps: the same graph
+
+            return timed(captured, a.step_repeats, self.device)
         views = trainer.make_views(images)
         model, optimizer = trainer.model_wrapped, trainer.optimizer
 
@@ -197,8 +210,11 @@ def reset_memory(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def insub_row(args, num_heads: int, images: DeviceImages, device: torch.device, out: Path, epoch: bool = False):
-    """One insub-hf row through `InSubTrainer` (`epoch`: two epochs of the whole set, the second timed)."""
+def insub_row(args, num_heads: int, images: DeviceImages, device: torch.device, out: Path, epoch: bool = False,
+              captured: bool = False):
+    """One insub-hf row through `InSubTrainer` (`epoch`: two epochs of the whole set, the second timed; `captured`:
+    the whole step as one graph, `capture_step=True`, replayed as a CUDA graph on a GPU; without `--compile` its graph
+    runs through AOT autograd alone, a quick check of the path)."""
     set_seed(0)
     config = insub_config(args, num_heads)
     eager = InSubForPreTraining(config).to(device)
@@ -214,6 +230,7 @@ def insub_row(args, num_heads: int, images: DeviceImages, device: torch.device, 
         weight_decay=WEIGHT_DECAY, dataloader_drop_last=True, report_to=[], save_strategy="no",
         logging_steps=10**9, disable_tqdm=True, seed=0, bf16=args.bf16, torch_compile=args.compile,
         data_on_device=True, **({"num_train_epochs": 2} if epoch else {"max_steps": total}),
+        **(captured_arguments(args, device) if captured else {}),
     )
     trainer = InSubTrainer(model=InSubForPreTraining(config), args=training, train_dataset=images,
                            batch_views=make_views(args), callbacks=[timer])
@@ -222,7 +239,8 @@ def insub_row(args, num_heads: int, images: DeviceImages, device: torch.device, 
     trainer.train()
     synchronize(device)
     window = timer.window
-    row = dict(row=row_title("epoch" if epoch else str(num_heads)), heads=num_heads, step_tflop=flops,
+    name = ("epoch" if epoch else str(num_heads)) + ("c" if captured else "")
+    row = dict(row=row_title(name), heads=num_heads, step_tflop=flops,
                peak_mem_mib=peak_memory_mib(device), gpu_busy=window.busy.share, **sync_columns(window, args))
     if epoch:
         return {**row, "measured_epoch_s": timer.epoch_s, "e2e_samples_s": len(images) / timer.epoch_s}
@@ -236,7 +254,7 @@ def lightly_row(args, pixels: np.ndarray, device: torch.device) -> dict:
     from lightly.transforms import SimCLRTransform
 
     set_seed(0)
-    backbone = CifarResNetConfig(depth=18, width_multiplier=args.width, num_channels=CHANNELS, image_size=IMAGE_SIZE)
+    backbone = CifarResNetConfig(depth=args.depth, width_multiplier=args.width, num_channels=CHANNELS, image_size=IMAGE_SIZE)
     layout = torch.channels_last if device.type == "cuda" else torch.contiguous_format
     eager = LightlySimCLR(backbone).to(device).to(memory_format=layout)
     criterion = NTXentLoss(temperature=TEMPERATURE)
@@ -279,6 +297,13 @@ def lightly_row(args, pixels: np.ndarray, device: torch.device) -> dict:
                 gpu_busy=window.busy.share, peak_mem_mib=peak_memory_mib(device), **sync_columns(window, args))
 
 
+def captured_arguments(args, device: torch.device) -> dict:
+    """The training arguments of a captured row: one graph per step, replayed as a CUDA graph where compiled on a GPU."""
+    if not args.compile:
+        return {"capture_step": True, "torch_compile_backend": "aot_eager"}
+    return {"capture_step": True, **({"torch_compile_mode": "reduce-overhead"} if device.type == "cuda" else {})}
+
+
 def sync_columns(window: Window, args) -> dict:
     """host_syncs_per_step and sync_sites of a row's end-to-end window (None off a GPU)."""
     count = window.syncs.count
@@ -288,7 +313,10 @@ def sync_columns(window: Window, args) -> dict:
 
 def row_title(name: str) -> str:
     """`--rows` entry -> the row's name in the table."""
-    return {"lightly": "lightly SimCLR", "epoch": "insub-hf M=5 epoch"}.get(name, f"insub-hf M={name}")
+    titles = {"lightly": "lightly SimCLR", "epoch": "insub-hf M=5 epoch", "epochc": "insub-hf M=5 captured epoch"}
+    if name in titles:
+        return titles[name]
+    return f"insub-hf M={name[:-1]} captured" if name.endswith("c") else f"insub-hf M={name}"
 
 
 def finish(row: dict, args, peak: float | None, peak_source: str | None) -> dict:
@@ -306,12 +334,14 @@ def parse(argv=None):
     cuda = torch.cuda.is_available()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="Folder of speed.jsonl and speed.md.")
-    parser.add_argument("--tiny", action="store_true", help="A CPU check of the whole path: ResNet-18 width 0.0625, "
+    parser.add_argument("--tiny", action="store_true", help="A CPU check of the whole path: ResNet-10 width 0.0625, "
                         "batch 16, 64 images, 2 + 2 steps, no compile.")
-    parser.add_argument("--rows", nargs="+", default=["5", "lightly", "10", "1", "epoch"],
+    parser.add_argument("--rows", nargs="+", default=None,
                         help="Rows in the order run (what matters most first): a number of heads M, lightly, epoch "
-                        "(M=5 over a real epoch).")
+                        "(M=5 over a real epoch); a trailing c (5c, epochc) captures the whole step as one graph "
+                        f"(capture_step). Default: {' '.join(ROWS)}; --tiny: {' '.join(TINY_ROWS)}.")
     parser.add_argument("--width", type=float, default=1.0, help="ResNet-18 width multiplier.")
+    parser.add_argument("--depth", type=int, default=18, choices=(10, 18), help="The CIFAR ResNet's depth.")
     parser.add_argument("--batch_size", type=int, default=512)
     parser.add_argument("--images", type=int, default=50_000, help="Images in the CIFAR-shaped set.")
     parser.add_argument("--epoch_images", type=int, default=50_000, help="Images per epoch in the epoch_s column.")
@@ -327,8 +357,9 @@ def parse(argv=None):
                         "cores - 1) on a GPU, 0 on CPU).")
     parser.add_argument("--deadline", type=float, default=None, help="Unix time after which no row starts.")
     args = parser.parse_args(argv)
+    args.rows = args.rows or list(TINY_ROWS if args.tiny else ROWS)
     if args.tiny:
-        args.width, args.batch_size, args.images, args.epoch_images = 0.0625, 16, 64, 64
+        args.width, args.depth, args.batch_size, args.images, args.epoch_images = 0.0625, 10, 16, 64, 64
         args.warmup, args.steps, args.profile_steps, args.step_repeats = 2, 2, 2, 2
     args.bf16 = (cuda and torch.cuda.is_bf16_supported()) if args.bf16 is None else args.bf16
     args.compile = cuda if args.compile is None else args.compile
@@ -358,10 +389,11 @@ def main(argv=None) -> None:
         try:
             if name == "lightly":
                 row = lightly_row(args, pixels.permute(0, 2, 3, 1).cpu().numpy(), device)
-            elif name == "epoch":
-                row = insub_row(args, 5, images, device, Path(args.out), epoch=True)
+            elif name.rstrip("c") == "epoch":
+                row = insub_row(args, 5, images, device, Path(args.out), epoch=True, captured=name.endswith("c"))
             else:
-                row = insub_row(args, int(name), images, device, Path(args.out))
+                row = insub_row(args, int(name.rstrip("c")), images, device, Path(args.out),
+                                captured=name.endswith("c"))
         except Exception as error:  # a failed row is a row: the next ones still run
             row = {"row": row_title(name), "status": f"failed: {type(error).__name__}: {str(error)[:300]}"}
         rows.add(finish(row, args, peak, peak_source))

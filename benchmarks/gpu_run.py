@@ -190,13 +190,15 @@ def series_epochs(committed: dict[int, dict], args) -> int:
     return chosen
 
 
-def seed_plan(rows: list[dict], seconds_left: float, args, committed: dict[int, dict], release: bool) -> dict:
+def seed_plan(rows: list[dict], seconds_left: float, args, committed: dict[int, dict], release: bool,
+              captured: bool = False) -> dict:
     """The next seed of the comparison that grows across lends: the lowest seed not committed yet, trained for the
     series' epochs (baseline and InSub alike), started only when both models fit the time left.
 
     Time per model: the warm-up (compilation) + epochs x the epoch time + `--evaluation_reserve`; both models plus
     `--data_reserve` (and `--release_reserve` with the release). The epoch time and warm-up are the race's M = 5
-    rows where it ran (its real epoch, scaled from the race's images to the training set's; else its end-to-end rate),
+    rows (captured ones when `captured`) where it ran (its real epoch, scaled from the race's images to the training
+    set's; else its end-to-end rate),
     else `--epoch_s` / `--warmup_s`, else the last measured values (`MEASURED`). `--tiny`: one seed of fixed steps.
 
     Returns: {"seed", "epochs", "epoch_s", "warmup_s", "needs_s", "seconds_left", "fits", "from"}."""
@@ -205,8 +207,9 @@ def seed_plan(rows: list[dict], seconds_left: float, args, committed: dict[int, 
         return {"seed": seed, "epochs": 1, "epoch_s": None, "warmup_s": None, "needs_s": 0.0,
                 "seconds_left": round(seconds_left, 1), "fits": True, "from": "--tiny"}
     epochs = series_epochs(committed, args)
-    speed = next((r for r in rows if r.get("row") == "insub-hf M=5" and r.get("e2e_samples_s")), None)
-    epoch = next((r for r in rows if r.get("row") == "insub-hf M=5 epoch" and r.get("measured_epoch_s")), None)
+    step = "insub-hf M=5 captured" if captured else "insub-hf M=5"  # the race's rows of the step stage 2 trains
+    speed = next((r for r in rows if r.get("row") == step and r.get("e2e_samples_s")), None)
+    epoch = next((r for r in rows if r.get("row") == f"{step} epoch" and r.get("measured_epoch_s")), None)
     if epoch:
         epoch_s, source = epoch["measured_epoch_s"] * args.train_images / args.race_images, "the race's real epoch"
     elif speed:
@@ -243,7 +246,19 @@ def compiles(rows: list[dict], args) -> bool:
     return args.scale_compile and not (row and row.get("compile") and row.get("status") != "ok")
 
 
-def image_flags(args, epochs: int, seeds: list[int], work: Path, compile_model: bool) -> list[str]:
+def captures(rows: list[dict], args) -> bool:
+    """Whether stage 2 trains with the captured step (`capture_step`, one CUDA graph per step): `--scale_capture`,
+    stage 2 compiles, and the race's captured M = 5 row ran and beat the compiled one end to end."""
+    def rate(name: str) -> float:
+        row = next((r for r in rows if r.get("row") == name and r.get("status") == "ok"), None)
+        return (row or {}).get("e2e_samples_s") or 0.0
+
+    return (args.scale_capture and not args.tiny and compiles(rows, args)
+            and rate("insub-hf M=5 captured") > rate("insub-hf M=5"))
+
+
+def image_flags(args, epochs: int, seeds: list[int], work: Path, compile_model: bool,
+                captured: bool = False) -> list[str]:
     """The comparison's flags: the image recipe on the CIFAR ResNet-18 at full width, the full Fashion-MNIST, data
     and views on the GPU; `--tiny`: a few steps of a narrow ResNet-10 on the bundled images."""
     if args.tiny:
@@ -253,7 +268,8 @@ def image_flags(args, epochs: int, seeds: list[int], work: Path, compile_model: 
     else:
         size = ["--encoder", "resnet18_cifar", "--width", "1", "--num_train_epochs", str(epochs),
                 "--per_device_train_batch_size", str(args.batch_size), "--data_source", "debian",
-                "--torch_compile", str(compile_model).lower(), "--logging_steps", "20"]
+                "--torch_compile", str(compile_model).lower(), "--logging_steps", "20",
+                *(["--capture_step", "true", "--torch_compile_mode", "reduce-overhead"] if captured else [])]
     # the kit's own scratch folder: a stage run again replaces its results, trained models come from the run cache
     return [*size, "--methods", "baseline", "insub", "--seeds", *map(str, seeds), "--data_on_device", "true",
             "--output_dir", str(work / "image"), "--overwrite_output_dir", "true"]
@@ -319,6 +335,9 @@ def parse(argv=None):
                         "does not run (default: the last measured).")
     parser.add_argument("--scale_compile", type=lambda s: s.lower() in ("1", "true", "yes"), default=True,
                         help="Stage 2 through torch.compile (not when the race's compiled M=5 row failed).")
+    parser.add_argument("--scale_capture", type=lambda s: s.lower() in ("1", "true", "yes"), default=True,
+                        help="Stage 2 with the captured step (capture_step, torch_compile_mode reduce-overhead) when "
+                        "the race's captured M=5 row beat the compiled one end to end.")
     parser.add_argument("--batch_size", type=int, default=500, help="Stage 2's batch (a multiple of M = 5).")
     parser.add_argument("--train_images", type=int, default=60_000)
     parser.add_argument("--race_images", type=int, default=50_000, help="Images of the race's real epoch.")
@@ -368,10 +387,12 @@ def image_stage(args, kit: dict, python: list[str], env: dict, deadline: float, 
     release = "release" in args.stages
     name = "release" if release else "scale"
     series = not args.epochs
+    rows = kit.get("speed_rows", [])
+    captured = captures(rows, args)
     if series:
         committed = committed_seeds(REPO / args.seed_folder)
-        plan = seed_plan(kit.get("speed_rows", []), deadline - time.time(), args, committed, release)
-        kit["plan"] = {**plan, "committed_seeds": sorted(committed)}
+        plan = seed_plan(rows, deadline - time.time(), args, committed, release, captured)
+        kit["plan"] = {**plan, "committed_seeds": sorted(committed), "capture_step": captured}
         if not plan["fits"]:
             log(f"[kit] {name}: seed {plan['seed']} not started: its {plan['epochs']} epochs per model need "
                 f"{plan['needs_s']:.0f} s ({plan['epoch_s']} s an epoch from {plan['from']}, {plan['warmup_s']} s "
@@ -382,7 +403,8 @@ def image_stage(args, kit: dict, python: list[str], env: dict, deadline: float, 
         epochs, seeds = plan["epochs"], [plan["seed"]]
     else:
         epochs, seeds = args.epochs, list(range(args.seeds or 1))
-        kit["plan"] = {"epochs": epochs, "seeds": seeds, "seconds_left": round(deadline - time.time(), 1)}
+        kit["plan"] = {"epochs": epochs, "seeds": seeds, "seconds_left": round(deadline - time.time(), 1),
+                       "capture_step": captured}
     log(f"[kit] stage 2: {epochs} epochs, seeds {seeds}" + (f" (committed: {kit['plan']['committed_seeds']})"
                                                               if series else " (ad hoc, outside the series)"))
     command = (["release", "image", "--name", RELEASE_NAME, "--model_cards", str(work / "model_cards"),
@@ -391,7 +413,7 @@ def image_stage(args, kit: dict, python: list[str], env: dict, deadline: float, 
     # from the run folder's caches), so a run cut by the deadline keeps the table of the seeds it finished
     for done in ([seeds] if release else [seeds[:k] for k in range(1, len(seeds) + 1)]):
         label = name if done == seeds else f"{name} (seeds {' '.join(map(str, done))})"
-        flags = image_flags(args, epochs, done, work, compiles(kit.get("speed_rows", []), args))
+        flags = image_flags(args, epochs, done, work, compiles(rows, args), captured)
         started = time.time()
         kit["stages"][label] = run_stage(label, [*python, "insub_hf_cli.py", *command, *flags], env, deadline, log)
         results = work / "image" / "results.json"

@@ -36,13 +36,16 @@ def test_the_kit_runs_every_stage_at_a_tiny_size(tmp_path):
     assert kit["environment"]["device"] == "cpu" and kit["environment"]["insub_hf"]
 
     rows = {row["row"]: row for row in kit["speed_rows"]}
-    assert list(rows) == ["insub-hf M=5", "lightly SimCLR", "insub-hf M=10", "insub-hf M=1", "insub-hf M=5 epoch"]
+    assert list(rows) == ["insub-hf M=5 captured", "insub-hf M=5", "lightly SimCLR", "insub-hf M=10", "insub-hf M=1",
+                          "insub-hf M=5 epoch"]
     for name, row in rows.items():
         assert list(row) == list(gpu_race.COLUMNS)
         assert row["status"] == "ok", (name, row["status"])
         assert row["e2e_samples_s"] > 0 and row["step_tflop"] > 0
         assert row["epoch_s"] == pytest.approx(64 / row["e2e_samples_s"])
     assert rows["insub-hf M=5 epoch"]["measured_epoch_s"] > 0
+    assert rows["insub-hf M=5 captured"]["step_tflop"] == rows["insub-hf M=5"]["step_tflop"]  # one model, one step
+    assert kit["plan"]["capture_step"] is False  # a dry run on a CPU trains stage 2 without it
     # the heads add FLOPs, M=1 and lightly's SimCLR (one head of the same shape) count the same
     assert rows["insub-hf M=1"]["step_tflop"] < rows["insub-hf M=5"]["step_tflop"] < rows["insub-hf M=10"]["step_tflop"]
     assert rows["lightly SimCLR"]["step_tflop"] == pytest.approx(rows["insub-hf M=1"]["step_tflop"], rel=0.02)
@@ -134,6 +137,14 @@ def test_stage_two_plans_the_next_seed_of_the_series_from_the_race():
     assert (tiny["seed"], tiny["epochs"], tiny["fits"]) == (1, 1, True)
     assert gpu_run.compiles(rows, args)
     assert not gpu_run.compiles([{**rows[0], "status": "failed: BackendCompilerFailed"}], args)
+    # the captured step trains stage 2 where the race found it faster end to end; its own rows then plan the seed
+    faster = [*rows, {"row": "insub-hf M=5 captured", "e2e_samples_s": 12000.0, "warmup_s": 15.0, "status": "ok"}]
+    assert gpu_run.captures(faster, args) and not gpu_run.captures(rows, args)
+    assert not gpu_run.captures(faster, gpu_run.parse(["--out", "x", "--scale_capture", "false"]))
+    assert not gpu_run.captures([*rows, {**faster[-1], "e2e_samples_s": 5000.0}], args)
+    assert not gpu_run.captures([*rows, {**faster[-1], "status": "failed: RuntimeError"}], args)
+    plan = gpu_run.seed_plan(faster, 1e4, args, {}, False, captured=True)  # 5 s an epoch, 15 s warm-up
+    assert plan["needs_s"] == pytest.approx(2 * (15 + 500 + 30) + 20) and plan["from"] == "the race's end-to-end rate"
 
 
 def test_the_committed_seeds_are_read_by_their_names(tmp_path):

@@ -86,6 +86,7 @@ class CapturedStepMixin:
     update done."""
 
     _captured = None
+    _captured_model = None
     _captured_grad_norm = None
 
     def create_optimizer(self, model=None):
@@ -117,7 +118,8 @@ class CapturedStepMixin:
         if not self.batch_views.range_checked:  # once, before tracing: it reads the values on the host
             check_unit_images(images, "InSubTrainer with batch_views: the training batch's pixel_values")
             self.batch_views.range_checked = True
-        if self._captured is None:
+        if self._captured is None or model is not self._captured_model:
+            self._captured_model = model
             self._captured = torch.compile(self._step_function(model), backend=self.args.torch_compile_backend or
                                            "inductor", mode=self.args.torch_compile_mode, fullgraph=True)
         with torch._dynamo.config.patch(trace_autograd_ops=True):
