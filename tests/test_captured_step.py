@@ -33,11 +33,12 @@ def trainer(tmp_path, capture: bool, batch: int = 16, steps: int = 6, **argument
     torch.manual_seed(0)
     if capture:  # dynamo's graph, run by AOT autograd without inductor's code generation: quick to build on a CPU
         arguments = {"torch_compile_backend": "aot_eager", **arguments}
-    arguments = {"logging_steps": 1, "learning_rate": 1e-3, "warmup_steps": 2, "max_grad_norm": 1.0, **arguments}
+    arguments = {"logging_steps": 1, "learning_rate": 1e-3, "warmup_steps": 2, "max_grad_norm": 1.0,
+                 "save_strategy": "no", **arguments}
     args = InSubTrainingArguments(
         output_dir=str(tmp_path / f"run-{capture}-{batch}"), per_device_train_batch_size=batch, max_steps=steps,
-        report_to=[], save_strategy="no", disable_tqdm=True, data_on_device=True, capture_step=capture,
-        dataloader_drop_last=True, **arguments)
+        report_to=[], disable_tqdm=True, data_on_device=True, capture_step=capture, dataloader_drop_last=True,
+        **arguments)
     return InSubTrainer(model=InSubForPreTraining(InSubConfig(**CONFIG)), args=args, train_dataset=images(),
                         batch_views=BatchTwoViews(16, *IMAGE_STATS["cifar10"], num_channels=3))
 
@@ -50,7 +51,7 @@ def test_the_captured_step_is_one_graph_and_trains_as_the_trainers_step(tmp_path
     reference = trainer(tmp_path, capture=False)
     reference.train()
     counters.clear()
-    captured = trainer(tmp_path, capture=True)
+    captured = trainer(tmp_path, capture=True, save_strategy="steps", save_steps=3)
     captured.train()
     # one graph for all six steps: no break (fullgraph), no second graph at the epoch's end (70 images, batch 16: the
     # last 6 are dropped) nor when the learning rate changes (a tensor the scheduler fills in place)
@@ -67,6 +68,14 @@ def test_the_captured_step_is_one_graph_and_trains_as_the_trainers_step(tmp_path
     assert isinstance(optimizer, CapturedAdamW) and not optimizer.updated
     # the learning rate the graph read is the scheduler's, written into the same tensor
     assert optimizer.param_groups[0]["lr"].item() == pytest.approx(captured.lr_scheduler.get_last_lr()[0].item())
+
+    # resumed from its step-3 checkpoint (weights, AdamW's state and learning rate, the schedule), it ends where the
+    # run that was not interrupted ended: the views of steps 4-6 are drawn from the same seeds
+    resumed = trainer(tmp_path / "resumed", capture=True)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "run-True-16" / "checkpoint-3"))
+    assert logged(resumed, "loss")[-3:] == logged(captured, "loss")[-3:]
+    for mine, theirs in zip(resumed.model.parameters(), captured.model.parameters()):
+        torch.testing.assert_close(mine, theirs, rtol=0, atol=0)
 
 
 def test_the_views_differ_between_steps_and_repeat_for_a_seed(tmp_path):
