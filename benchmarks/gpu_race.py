@@ -172,6 +172,7 @@ class Timer(WindowCallback):
             model = getattr(trainer.model, "_orig_mod", trainer.model)
 
             def captured():
+                torch.compiler.cudagraph_mark_step_begin()
                 with trainer.compute_loss_context_manager():
                     trainer.captured_step(model, images["pixel_values"])
                 model.zero_grad(set_to_none=True)  # as the Trainer leaves it between steps: the same graph

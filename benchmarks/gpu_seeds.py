@@ -1,5 +1,6 @@
-"""The GPU comparison that grows across lends: commits what a lend brought back and rebuilds the tables of every
-committed seed.
+"""The GPU comparison that grows across lends: which seed a lend trains next and for how long (`seed_plan`, read by
+`gpu_run.py` before stage 2), what it keeps of it (`seed_record`), and, here, committing what a lend brought back and
+rebuilding the tables of every committed seed. The standard library only, except `table` (insub_hf's report).
 
     python benchmarks/gpu_seeds.py add FILES_AT      # a lend's $OUT: its seed_<k>.json, kit.json, summary.md
     python benchmarks/gpu_seeds.py table             # docs/runs/gpu_comparison/README.md from the committed seeds
@@ -19,13 +20,99 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+SEED_FOLDER = "docs/runs/gpu_comparison"  # the comparison's committed seeds, one file each, tracked by git
+MIN_SERIES_EPOCHS = 100
+# the last measured M = 5 epoch of the 60,000 Fashion-MNIST images and its first compilation, for a lend without the
+# race (docs/evidence.md: H200, commit 7431a9f, 2026-11-28, torch 2.11.0+cu130)
+MEASURED = {"epoch_s": 1.95, "warmup_s": 42.6, "run": "H200, commit 7431a9f, 2026-11-28"}
 
-from gpu_run import SEED_FOLDER, committed_seeds, seed_file_name  # noqa: E402
+def committed_seeds(folder: Path) -> dict[int, dict]:
+    """The comparison's seeds committed in `folder` (`seed_<k>.json`, written by earlier lends): seed -> its record
+    (`seed`, `epochs`, `results`, ...)."""
+    seeds = {}
+    for path in sorted(folder.glob("seed_*.json")) if folder.is_dir() else []:
+        record = json.loads(path.read_text())
+        if path.name != seed_file_name(record.get("seed")):
+            raise SystemExit(f"{path} holds seed {record.get('seed')!r}; its name says otherwise: rename or remove it.")
+        seeds[record["seed"]] = record
+    return seeds
+
+
+def seed_file_name(seed) -> str:
+    return f"seed_{seed}.json"
+
+
+def series_epochs(committed: dict[int, dict], args) -> int:
+    """The epochs of every seed of the comparison: those of the committed seeds (one value), else `--epochs_per_seed`
+    (at least `MIN_SERIES_EPOCHS`). A flag that asks for other epochs than the committed seeds is refused: a seed
+    trained for other epochs is another experiment, not the next seed of this one."""
+    epochs = {record["epochs"] for record in committed.values()}
+    if len(epochs) > 1:
+        raise SystemExit(f"The committed seeds in {args.seed_folder} were trained for different epochs "
+                         f"({sorted(epochs)}): keep one series per folder.")
+    if epochs and args.epochs_per_seed not in (None, *epochs):
+        raise SystemExit(f"--epochs_per_seed {args.epochs_per_seed}: the seeds committed in {args.seed_folder} "
+                         f"({sorted(committed)}) were trained for {epochs.pop()} epochs; leave the flag out, or give "
+                         "another --seed_folder for another series.")
+    chosen = epochs.pop() if epochs else args.epochs_per_seed or MIN_SERIES_EPOCHS
+    if chosen < MIN_SERIES_EPOCHS:
+        raise SystemExit(f"--epochs_per_seed {chosen}: the comparison at scale trains each model for at least "
+                         f"{MIN_SERIES_EPOCHS} epochs.")
+    return chosen
+
+
+def seed_plan(rows: list[dict], seconds_left: float, args, committed: dict[int, dict], release: bool,
+              captured: bool = False) -> dict:
+    """The next seed of the comparison that grows across lends: the lowest seed not committed yet, trained for the
+    series' epochs (baseline and InSub alike), started only when both models fit the time left.
+
+    Time per model: the warm-up (compilation) + epochs x the epoch time + `--evaluation_reserve`; both models plus
+    `--data_reserve` (and `--release_reserve` with the release). The epoch time and warm-up are the race's M = 5
+    rows (captured ones when `captured`) where it ran (its real epoch, scaled from the race's images to the training
+    set's; else its end-to-end rate),
+    else `--epoch_s` / `--warmup_s`, else the last measured values (`MEASURED`). `--tiny`: one seed of fixed steps.
+
+    Returns: {"seed", "epochs", "epoch_s", "warmup_s", "needs_s", "seconds_left", "fits", "from"}."""
+    seed = next(k for k in range(len(committed) + 1) if k not in committed)
+    if args.tiny:  # a check of the path: its steps are fixed
+        return {"seed": seed, "epochs": 1, "epoch_s": None, "warmup_s": None, "needs_s": 0.0,
+                "seconds_left": round(seconds_left, 1), "fits": True, "from": "--tiny"}
+    epochs = series_epochs(committed, args)
+    step = "insub-hf M=5 captured" if captured else "insub-hf M=5"  # the race's rows of the step stage 2 trains
+    speed = next((r for r in rows if r.get("row") == step and r.get("e2e_samples_s")), None)
+    epoch = next((r for r in rows if r.get("row") == f"{step} epoch" and r.get("measured_epoch_s")), None)
+    if epoch:
+        epoch_s, source = epoch["measured_epoch_s"] * args.train_images / args.race_images, "the race's real epoch"
+    elif speed:
+        epoch_s, source = args.train_images / speed["e2e_samples_s"], "the race's end-to-end rate"
+    elif args.epoch_s:
+        epoch_s, source = args.epoch_s, "--epoch_s"
+    else:
+        epoch_s, source = MEASURED["epoch_s"], f"the last measured epoch ({MEASURED['run']})"
+    warmup = (speed or {}).get("warmup_s") or args.warmup_s or MEASURED["warmup_s"]
+    needs = (2 * (warmup + epochs * epoch_s + args.evaluation_reserve) + args.data_reserve
+             + (args.release_reserve if release else 0.0))
+    return {"seed": seed, "epochs": epochs, "epoch_s": round(epoch_s, 3), "warmup_s": round(warmup, 1),
+            "needs_s": round(needs, 1), "seconds_left": round(seconds_left, 1), "fits": needs <= seconds_left,
+            "from": source}
+
+
+def seed_record(plan: dict, results: dict, kit: dict) -> dict | None:
+    """What a lend keeps of the seed it trained (`seed_<k>.json`, committed to `--seed_folder` by
+    `benchmarks/gpu_seeds.py add`): the comparison's results.json with the plan, commit and environment; None when
+    the run did not finish both models of the seed."""
+    methods = {(row.get("method"), row.get("seed")) for row in results.get("rows", [])}
+    if not {("baseline", plan["seed"]), ("insub", plan["seed"])} <= methods:
+        return None
+    environment = kit.get("environment", {})
+    return {"seed": plan["seed"], "epochs": plan["epochs"], "tiny": bool(kit["args"].get("tiny")),
+            "commit": kit.get("commit"), "started": kit.get("started"),
+            "environment": {k: environment.get(k) for k in ("device", "torch", "cuda", "transformers", "python")},
+            "plan": plan, "results": results}
+
 
 KIT_FOLDER = "docs/runs/gpu_kit"
 KIT_FILES = ("kit.json", "summary.md", "run.log")

@@ -112,28 +112,28 @@ def test_stage_two_plans_the_next_seed_of_the_series_from_the_race():
     rows = [{"row": "insub-hf M=5", "e2e_samples_s": 6000.0, "warmup_s": 5.0, "status": "ok", "compile": True}]
     # 60,000 images at 6,000/s: 10 s an epoch; 100 epochs, 5 s warm-up and 30 s evaluation per model, both models
     # and 20 s of data: 2 x 1035 + 20 = 2090 s; the release adds its 40 s
-    plan = gpu_run.seed_plan(rows, 2100.0, args, {}, release=False)
+    plan = gpu_seeds.seed_plan(rows, 2100.0, args, {}, release=False)
     assert (plan["seed"], plan["epochs"], plan["needs_s"], plan["fits"]) == (0, 100, 2090.0, True)
-    assert not gpu_run.seed_plan(rows, 2100.0, args, {}, release=True)["fits"]  # 2130 s
+    assert not gpu_seeds.seed_plan(rows, 2100.0, args, {}, release=True)["fits"]  # 2130 s
     # the race's real epoch, where it ran, is the epoch time: 8 s for 50,000 images, 9.6 s for 60,000
     measured = [*rows, {"row": "insub-hf M=5 epoch", "measured_epoch_s": 8.0, "status": "ok"}]
-    assert gpu_run.seed_plan(measured, 2100.0, args, {}, False)["needs_s"] == pytest.approx(2 * (5 + 960 + 30) + 20)
+    assert gpu_seeds.seed_plan(measured, 2100.0, args, {}, False)["needs_s"] == pytest.approx(2 * (5 + 960 + 30) + 20)
     # without the race: the last measured epoch and warm-up, or the flags
-    plan = gpu_run.seed_plan([], 570.0, args, {}, False)
+    plan = gpu_seeds.seed_plan([], 570.0, args, {}, False)
     assert plan["needs_s"] == pytest.approx(2 * (42.6 + 195 + 30) + 20) and plan["fits"]
     flagged = gpu_run.parse(["--out", "x", "--epoch_s", "1.0", "--warmup_s", "10"])
-    assert gpu_run.seed_plan([], 300.0, flagged, {}, False)["needs_s"] == pytest.approx(2 * (10 + 100 + 30) + 20)
+    assert gpu_seeds.seed_plan([], 300.0, flagged, {}, False)["needs_s"] == pytest.approx(2 * (10 + 100 + 30) + 20)
     # the lowest seed not committed, at the committed seeds' epochs
     hundred = {"epochs": 100}
-    assert gpu_run.seed_plan(rows, 1e4, args, {0: hundred, 1: hundred}, False)["seed"] == 2
-    assert gpu_run.seed_plan(rows, 1e4, args, {0: hundred, 2: hundred}, False)["seed"] == 1
-    assert gpu_run.seed_plan(rows, 1e5, args, {0: {"epochs": 150}}, False)["epochs"] == 150
+    assert gpu_seeds.seed_plan(rows, 1e4, args, {0: hundred, 1: hundred}, False)["seed"] == 2
+    assert gpu_seeds.seed_plan(rows, 1e4, args, {0: hundred, 2: hundred}, False)["seed"] == 1
+    assert gpu_seeds.seed_plan(rows, 1e5, args, {0: {"epochs": 150}}, False)["epochs"] == 150
     with pytest.raises(SystemExit, match="were trained for 150 epochs; leave the flag out"):
-        gpu_run.seed_plan(rows, 1e5, gpu_run.parse(["--out", "x", "--epochs_per_seed", "100"]), {0: {"epochs": 150}},
+        gpu_seeds.seed_plan(rows, 1e5, gpu_run.parse(["--out", "x", "--epochs_per_seed", "100"]), {0: {"epochs": 150}},
                           False)
     with pytest.raises(SystemExit, match="--epochs_per_seed 50: .* at least 100 epochs"):
-        gpu_run.seed_plan(rows, 1e5, gpu_run.parse(["--out", "x", "--epochs_per_seed", "50"]), {}, False)
-    tiny = gpu_run.seed_plan(rows, 10.0, gpu_run.parse(["--out", "x", "--tiny"]), {0: hundred}, True)
+        gpu_seeds.seed_plan(rows, 1e5, gpu_run.parse(["--out", "x", "--epochs_per_seed", "50"]), {}, False)
+    tiny = gpu_seeds.seed_plan(rows, 10.0, gpu_run.parse(["--out", "x", "--tiny"]), {0: hundred}, True)
     assert (tiny["seed"], tiny["epochs"], tiny["fits"]) == (1, 1, True)
     assert gpu_run.compiles(rows, args)
     assert not gpu_run.compiles([{**rows[0], "status": "failed: BackendCompilerFailed"}], args)
@@ -143,18 +143,18 @@ def test_stage_two_plans_the_next_seed_of_the_series_from_the_race():
     assert not gpu_run.captures(faster, gpu_run.parse(["--out", "x", "--scale_capture", "false"]))
     assert not gpu_run.captures([*rows, {**faster[-1], "e2e_samples_s": 5000.0}], args)
     assert not gpu_run.captures([*rows, {**faster[-1], "status": "failed: RuntimeError"}], args)
-    plan = gpu_run.seed_plan(faster, 1e4, args, {}, False, captured=True)  # 5 s an epoch, 15 s warm-up
+    plan = gpu_seeds.seed_plan(faster, 1e4, args, {}, False, captured=True)  # 5 s an epoch, 15 s warm-up
     assert plan["needs_s"] == pytest.approx(2 * (15 + 500 + 30) + 20) and plan["from"] == "the race's end-to-end rate"
 
 
 def test_the_committed_seeds_are_read_by_their_names(tmp_path):
     (tmp_path / "seed_0.json").write_text(json.dumps({"seed": 0, "epochs": 100}))
     (tmp_path / "notes.json").write_text("{}")  # not a seed file
-    assert gpu_run.committed_seeds(tmp_path) == {0: {"seed": 0, "epochs": 100}}
-    assert gpu_run.committed_seeds(tmp_path / "none") == {}
+    assert gpu_seeds.committed_seeds(tmp_path) == {0: {"seed": 0, "epochs": 100}}
+    assert gpu_seeds.committed_seeds(tmp_path / "none") == {}
     (tmp_path / "seed_3.json").write_text(json.dumps({"seed": 1, "epochs": 100}))
     with pytest.raises(SystemExit, match="seed_3.json holds seed 1; its name says otherwise"):
-        gpu_run.committed_seeds(tmp_path)
+        gpu_seeds.committed_seeds(tmp_path)
 
 
 def test_the_race_knows_the_peaks_of_the_lent_gpus():
@@ -273,7 +273,7 @@ def test_each_lend_adds_its_seed_and_the_table_covers_every_committed_seed(tmp_p
     gpu_seeds.add(_lend(tmp_path / "lend1", 1), series, kits)
     gpu_seeds.add(_lend(tmp_path / "lend2", 2), series, kits)
     gpu_seeds.add(tmp_path / "lend2", series, kits)  # the same seed again, the same numbers: nothing changes
-    assert sorted(gpu_run.committed_seeds(series)) == [0, 1, 2]
+    assert sorted(gpu_seeds.committed_seeds(series)) == [0, 1, 2]
     table = (series / "README.md").read_text()
 
     # the paired differences of three seeds, recomputed from the raw rows: mean ± std (ddof 1) and each seed

@@ -61,6 +61,10 @@ class CapturedAdamW(torch.optim.AdamW):
                     state["step"] = torch.zeros((), dtype=torch.float32, device=p.device if self.on_gpu else "cpu")
                     state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                # the graph updates them in place at fixed addresses: a CUDA graph may replay over them
+                for tensor in state.values():
+                    torch._dynamo.mark_static_address(tensor)
+            torch._dynamo.mark_static_address(group["lr"])
 
     @torch.no_grad()
     def update(self) -> None:
@@ -88,6 +92,14 @@ class CapturedStepMixin:
     _captured = None
     _captured_model = None
     _captured_grad_norm = None
+
+    def check_capture_inputs(self) -> None:
+        """The captured step makes its views inside the graph: refused, before any training, without `batch_views`."""
+        if getattr(self.args, "capture_step", False) and self.batch_views is None:
+            raise ValueError(
+                "InSubTrainingArguments.capture_step=True makes the views inside the captured step: it needs "
+                "InSubTrainer(batch_views=...) (e.g. BatchTwoViews) and a training set of plain images."
+            )
 
     def create_optimizer(self, model=None):
         optimizer = super().create_optimizer(model)
@@ -156,11 +168,14 @@ class CapturedStepMixin:
         images = inputs["pixel_values"]
         seed = mix_seed(self._view_seed, self.state.global_step, 0, self.args.process_index)
         inner = getattr(model, "_orig_mod", model)  # the step is compiled whole, not around a compiled forward
+        torch.compiler.cudagraph_mark_step_begin()  # one replay per optimiser step
         with seeded_draws(seed, images.device), self.compute_loss_context_manager():
             loss, metrics, grad_norm, (loss_bad, largest) = self.captured_step(inner, images)
+        # a CUDA graph's outputs are overwritten by its next replay: what is read at a later logging step is copied
         for name, value in metrics.items():
-            self._side_metrics["train"][name].append(value)
-        self.merge_pending_check(loss_bad, largest)
-        self._captured_grad_norm = grad_norm
+            self._side_metrics["train"][name].append(value.clone())
+        self.merge_pending_check(loss_bad.clone(), {name: value.clone() for name, value in largest.items()})
+        self._captured_grad_norm = grad_norm.clone()
+        loss = loss.clone()
         getattr(self.optimizer, "optimizer", self.optimizer).updated = True
         return loss

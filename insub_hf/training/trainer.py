@@ -132,11 +132,7 @@ class InSubTrainer(CapturedStepMixin, Trainer):
         super().__init__(*args, **kwargs)
         check_distributed(self.args)
         self.batch_views = batch_views.to(self.args.device) if batch_views is not None else None
-        if getattr(self.args, "capture_step", False) and self.batch_views is None:
-            raise ValueError(
-                "InSubTrainingArguments.capture_step=True makes the views inside the captured step: it needs "
-                "InSubTrainer(batch_views=...) (e.g. BatchTwoViews) and a training set of plain images."
-            )
+        self.check_capture_inputs()
         if (self.batch_views is not None and self.args.torch_compile and hasattr(self.batch_views, "compile_views")
                 and not getattr(self.args, "capture_step", False)):  # a captured step compiles its views with it
             self.batch_views.compile_views(backend=self.args.torch_compile_backend or "inductor",
