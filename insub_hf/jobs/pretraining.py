@@ -62,8 +62,10 @@ def pretrain(
             held out from training, or None): the saved model's calibrated `uncertainty` is fitted on them
             (`InSubModel.fit_uncertainty`); None: the model serves none (`uncertainty=None`).
     """
-    if training_args.torch_compile:  # a job trains model after model: earlier models' graphs would only fill the
-        torch.compiler.reset()  # recompile cache of the one forward (8 entries, then eager) and slow its guards
+    if training_args.torch_compile or getattr(training_args, "capture_step", False):
+        # a job trains model after model: earlier models' graphs would only fill the recompile cache of the one
+        # forward or step (8 entries, then eager) and slow its guards
+        torch.compiler.reset()
     set_seed(training_args.seed)
     model = InSubForPreTraining(config)
     if init_encoder_from is not None:
