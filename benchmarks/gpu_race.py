@@ -214,8 +214,8 @@ def reset_memory(device: torch.device) -> None:
 def insub_row(args, num_heads: int, images: DeviceImages, device: torch.device, out: Path, epoch: bool = False,
               captured: bool = False):
     """One insub-hf row through `InSubTrainer` (`epoch`: two epochs of the whole set, the second timed; `captured`:
-    the whole step as one graph, `capture_step=True`, replayed as a CUDA graph on a GPU; without `--compile` its graph
-    runs through AOT autograd alone, a quick check of the path)."""
+    the whole step as one graph, `capture_step=True`, replayed as a CUDA graph on a GPU; without `--compile` the graph
+    dynamo traced runs as it is, a quick check of the path)."""
     set_seed(0)
     config = insub_config(args, num_heads)
     eager = InSubForPreTraining(config).to(device)
@@ -301,7 +301,7 @@ def lightly_row(args, pixels: np.ndarray, device: torch.device) -> dict:
 def captured_arguments(args, device: torch.device) -> dict:
     """The training arguments of a captured row: one graph per step, replayed as a CUDA graph where compiled on a GPU."""
     if not args.compile:
-        return {"capture_step": True, "torch_compile_backend": "aot_eager"}
+        return {"capture_step": True, "torch_compile_backend": "eager"}
     return {"capture_step": True, **({"torch_compile_mode": "reduce-overhead"} if device.type == "cuda" else {})}
 
 

@@ -179,7 +179,8 @@ def image_flags(args, epochs: int, seeds: list[int], work: Path, compile_model: 
     if args.tiny:
         size = ["--encoder", "resnet10_cifar", "--width", "0.125", "--train_per_class", "20", "--test_per_class", "10",
                 "--ood_images", "50", "--max_steps", "2", "--per_device_train_batch_size", "40",
-                "--data_source", "bundled"]
+                "--data_source", "bundled", "--probe_epochs", "20", "--corruptions", "gaussian_noise", "brightness",
+                "--corruption_images", "20", "--label_fractions", "0.1"]
     else:
         size = ["--encoder", "resnet18_cifar", "--width", "1", "--num_train_epochs", str(epochs),
                 "--per_device_train_batch_size", str(args.batch_size), "--data_source", "debian",
