@@ -177,3 +177,14 @@ def test_capture_step_is_refused_where_one_graph_cannot_hold_the_step(tmp_path, 
     with pytest.raises(ValueError, match=r"capture_step=True makes the views inside the captured step: it needs "
                                          r"InSubTrainer\(batch_views=...\)"):
         InSubTrainer(model=InSubForPreTraining(InSubConfig(**CONFIG)), args=args, train_dataset=images())
+
+
+def test_plain_training_arguments_train_the_trainers_own_step(tmp_path):
+    from transformers import TrainingArguments
+
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=16, report_to=[],
+                             save_strategy="no", use_cpu=True, remove_unused_columns=False, disable_tqdm=True)
+    run = InSubTrainer(model=InSubForPreTraining(InSubConfig(**CONFIG)), args=args, train_dataset=images(),
+                       batch_views=BatchTwoViews(16, *IMAGE_STATS["cifar10"], num_channels=3))
+    run.train()  # no capture_step field: the Trainer's own step and optimiser
+    assert run.state.global_step == 1 and not isinstance(run.optimizer.optimizer, CapturedAdamW)

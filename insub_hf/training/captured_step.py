@@ -93,9 +93,14 @@ class CapturedStepMixin:
     _captured_model = None
     _captured_grad_norm = None
 
+    @property
+    def capturing(self) -> bool:
+        """Whether the arguments ask for the captured step (plain `TrainingArguments` have no such field)."""
+        return bool(getattr(self.args, "capture_step", False))
+
     def check_capture_inputs(self) -> None:
         """The captured step makes its views inside the graph: refused, before any training, without `batch_views`."""
-        if getattr(self.args, "capture_step", False) and self.batch_views is None:
+        if self.capturing and self.batch_views is None:
             raise ValueError(
                 "InSubTrainingArguments.capture_step=True makes the views inside the captured step: it needs "
                 "InSubTrainer(batch_views=...) (e.g. BatchTwoViews) and a training set of plain images."
@@ -103,7 +108,7 @@ class CapturedStepMixin:
 
     def create_optimizer(self, model=None):
         optimizer = super().create_optimizer(model)
-        if not self.args.capture_step:
+        if not self.capturing:
             return optimizer
         groups = [{"params": g["params"], "weight_decay": g["weight_decay"]} for g in optimizer.param_groups]
         defaults = optimizer.defaults
@@ -114,12 +119,12 @@ class CapturedStepMixin:
     def _get_learning_rate(self) -> float:
         """The scheduled learning rate from the host's schedule: reading the tensor would wait for the device."""
         scheduler = self.lr_scheduler
-        if self.args.capture_step and isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR):
+        if self.capturing and isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR):
             return self.args.learning_rate * scheduler.lr_lambdas[0](scheduler.last_epoch)
         return super()._get_learning_rate()
 
     def _clip_grad_norm(self, model):
-        if self.args.capture_step and self._captured_grad_norm is not None:
+        if self.capturing and self._captured_grad_norm is not None:
             norm, self._captured_grad_norm = self._captured_grad_norm, None
             return norm  # clipped inside the captured step
         return super()._clip_grad_norm(model)
@@ -161,7 +166,7 @@ class CapturedStepMixin:
         return step
 
     def training_step(self, model, inputs, num_items_in_batch=None):
-        if not self.args.capture_step:
+        if not self.capturing:
             return super().training_step(model, inputs, num_items_in_batch)
         model.train()
         inputs = self._prepare_inputs(inputs)
