@@ -149,6 +149,15 @@ class BatchMultiCropViews(nn.Module):
         return views
 
 
+def view_inputs(batch_views: nn.Module, images: torch.Tensor) -> dict[str, torch.Tensor]:
+    """`batch_views(images)` as the model's inputs: both views (`pixel_values`, `pixel_values_2`, `BatchTwoViews`) or
+    the named crops (`BatchMultiCropViews`: DINO's globals and locals). Made in float32 also under bf16 autocast: the
+    crops' sampling grids would otherwise shift pixels."""
+    with torch.autocast(images.device.type, enabled=False):
+        made = batch_views(images)
+    return made if isinstance(made, dict) else dict(zip(("pixel_values", "pixel_values_2"), made))
+
+
 def image_tensor_dataset(images: torch.Tensor) -> Dataset:
     """A `datasets.Dataset` of `pixel_values` `(C, H, W)` float32 rows in torch format, from `(N, C, H, W)` images
     in [0, 1]: what `InSubTrainer(batch_views=...)` trains on."""

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from torch.optim.adam import adam
 
+from ..data.batch_views import view_inputs
 from ..data.seeding import mix_seed, seeded_draws
 from ..losses.step_checks import training_step_flags
 from ..processing.image_range import check_unit_images
@@ -98,6 +99,11 @@ class CapturedStepMixin:
         """Whether the arguments ask for the captured step (plain `TrainingArguments` have no such field)."""
         return bool(getattr(self.args, "capture_step", False))
 
+    @property
+    def captured_optimizer(self) -> CapturedAdamW:
+        """The `CapturedAdamW` under accelerate's wrapper."""
+        return getattr(self.optimizer, "optimizer", self.optimizer)
+
     def check_capture_inputs(self) -> None:
         """The captured step makes its views inside the graph: refused, before any training, without `batch_views`."""
         if self.capturing and self.batch_views is None:
@@ -143,22 +149,19 @@ class CapturedStepMixin:
             return self._captured(images)
 
     def _step_function(self, model: nn.Module):
-        optimizer = getattr(self.optimizer, "optimizer", self.optimizer)
+        optimizer = self.captured_optimizer
         optimizer.init_state()
         params = [p for group in optimizer.param_groups for p in group["params"]]
         batch_views, max_norm = self.batch_views, self.args.max_grad_norm
         side = self.side_metric_names
 
         def step(images: torch.Tensor):
-            with torch.autocast(images.device.type, enabled=False):  # the crops' grids in float32, as in make_views
-                made = batch_views(images.float())
-            inputs = made if isinstance(made, dict) else dict(zip(("pixel_values", "pixel_values_2"), made))
+            inputs = view_inputs(batch_views, images.float())
             outputs = model(**inputs)
             loss = outputs["loss"]
             loss.backward()
-            grad_norm = (torch.nn.utils.clip_grad_norm_(params, max_norm) if max_norm > 0
-                         else torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params
-                                                                    if p.grad is not None])))
+            # the norm before clipping, as the Trainer's; max_grad_norm 0 measures it without clipping
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm > 0 else float("inf"))
             optimizer.update()
             metrics = {name: outputs[name].detach().mean() for name in side if outputs.get(name) is not None}
             return loss.detach(), metrics, grad_norm, training_step_flags(loss, inputs)
@@ -182,5 +185,5 @@ class CapturedStepMixin:
         self.merge_pending_check(loss_bad.clone(), {name: value.clone() for name, value in largest.items()})
         self._captured_grad_norm = grad_norm.clone()
         loss = loss.clone()
-        getattr(self.optimizer, "optimizer", self.optimizer).updated = True
+        self.captured_optimizer.updated = True
         return loss

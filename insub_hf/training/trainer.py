@@ -15,6 +15,7 @@ from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, loggi
 
 from ..checkpointing import checkpoint_problems, last_complete_checkpoint
 from ..processing.image_range import check_unit_images
+from ..data.batch_views import view_inputs
 from ..data.device_images import DeviceImages, collate_device_batch
 from ..data.seeding import SeededSamples, mix_seed, seeded_draws
 from ..distributed import check_same_across_processes, convert_sync_batchnorm
@@ -134,7 +135,7 @@ class InSubTrainer(CapturedStepMixin, Trainer):
         self.batch_views = batch_views.to(self.args.device) if batch_views is not None else None
         self.check_capture_inputs()
         if (self.batch_views is not None and self.args.torch_compile and hasattr(self.batch_views, "compile_views")
-                and not getattr(self.args, "capture_step", False)):  # a captured step compiles its views with it
+                and not self.capturing):  # a captured step compiles its views with it
             self.batch_views.compile_views(backend=self.args.torch_compile_backend or "inductor",
                                            mode=self.args.torch_compile_mode)
         if getattr(self.args, "data_on_device", False) and self.train_dataset is not None:
@@ -353,11 +354,8 @@ class InSubTrainer(CapturedStepMixin, Trainer):
         self._micro_batch = (step, micro)
         images = inputs["pixel_values"]
         seed = mix_seed(self._view_seed, step, micro, self.args.process_index)
-        # in float32 also under bf16 autocast: the crops' sampling grids would otherwise shift pixels
-        with seeded_draws(seed, images.device), torch.autocast(images.device.type, enabled=False):
-            made = self.batch_views(images)
-        # two views (BatchTwoViews), or named crops (BatchMultiCropViews: DINO's globals and locals)
-        inputs.update(made if isinstance(made, dict) else dict(zip(("pixel_values", "pixel_values_2"), made)))
+        with seeded_draws(seed, images.device):
+            inputs.update(view_inputs(self.batch_views, images))
         return inputs
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:

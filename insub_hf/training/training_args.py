@@ -182,7 +182,6 @@ class InSubTrainingArguments(TrainingArguments):
                 )
             self.per_device_train_batch_size = self.global_batch_size // size
 
-
     def check_capture_step(self) -> None:
         """`capture_step=True` refused, naming the field, where one graph cannot hold the step."""
         from .captured_step import captured_step_problem
