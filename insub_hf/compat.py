@@ -68,6 +68,29 @@ def from_former_keys(kwargs: dict[str, Any]) -> dict[str, Any] | None:
     return found or None
 
 
+def with_fitted_record(block: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A calibrated uncertainty block written before it recorded `fitted_with` (insub-hf up to commit ec29209), given
+    the record of the values it was saved with: they are what its calibration was fitted with."""
+    if not isinstance(block, dict) or block.get("reading") != "calibrated" or block.get("fitted_with") is not None:
+        return block
+    from .uncertainty.conformal import FITTED_SETTINGS, fitted_settings
+
+    filled = {"k": 50, **block}  # the default k of the version that wrote it, where the block left it out
+    return {**block, "fitted_with": fitted_settings({key: filled.get(key) for key in FITTED_SETTINGS})}
+
+
+def former_keys_into_block(config_dict: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`config_dict` (a config.json's) with the flat `FORMER_CONFIG_KEYS` among `kwargs` (a `from_pretrained`'s,
+    popped, warning once) written into its uncertainty block, each as given; `config_dict` itself where none."""
+    given = from_former_keys(kwargs)
+    if not given:
+        return config_dict
+    config_dict = dict(config_dict)
+    block = from_former_keys(config_dict) or dict(config_dict.get("uncertainty") or {})
+    config_dict["uncertainty"] = {**with_fitted_record(block), **given}
+    return config_dict
+
+
 class _FormerModule(types.ModuleType):
     """A former module path: every attribute read from the module that replaced it, or from `FORMER_NAMES`."""
 

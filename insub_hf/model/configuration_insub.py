@@ -17,7 +17,8 @@ from ..encoders.presets import DEFAULT_ENCODER, named_encoder  # noqa: F401
 from ..encoders.registry import OWN_ENCODERS  # registers the package's encoder configs, so nested configs resolve
 from ..objectives import OBJECTIVE_CONFIGS, ObjectiveConfig
 from ..recipes import DNA, DNA_ENCODER, IMAGE, TEXT
-from ..compat import FORMER_CONFIG_KEYS, from_former_keys, warn_former
+from ..compat import (FORMER_CONFIG_KEYS, former_keys_into_block, from_former_keys, warn_former,
+                      with_fitted_record)
 from ..uncertainty.settings import UncertaintyBlock, UncertaintyConfig
 from ..validation import check_choice, check_range
 
@@ -201,6 +202,9 @@ class InSubConfig(PretrainedConfig):
     def __setattr__(self, key: str, value: Any) -> None:
         if key in FIELD_CHECKS and key in self.__dict__:  # a change after construction, checked where it is written
             FIELD_CHECKS[key](value)
+        if key == "uncertainty" and isinstance(self.__dict__.get(key), UncertaintyBlock):  # a whole block, after
+            self.install_uncertainty(self.checked_uncertainty(replace=value))  # construction, is checked as a change
+            return
         # a field of the encoder written on the top-level config (a former form) goes to the encoder's config, so
         # that what save_pretrained writes, from_pretrained reads; reading it back there answers from the encoder
         encoder = self.__dict__.get("encoder_config")
@@ -286,6 +290,12 @@ class InSubConfig(PretrainedConfig):
         self._check_values()
 
     @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> InSubConfig:
+        """`PretrainedConfig.from_dict`, with the flat keys of a former config among `kwargs` (`knn_k=7`, as
+        `from_pretrained` passes them on) kept as given in the uncertainty block, with their warning."""
+        return super().from_dict(former_keys_into_block(config_dict, kwargs), **kwargs)
+
+    @classmethod
     def for_images(cls, **overrides: Any) -> InSubConfig:
         """The image recipe (`insub_hf.recipes.IMAGE`: SimCLR, M 5, alpha 0.08, lambda 0.3, heads 512 -> 128), on the
         default encoder unless `encoder_config` (or `timm_model_name`) is given; `overrides` replace any field."""
@@ -342,11 +352,25 @@ class InSubConfig(PretrainedConfig):
         given = self.uncertainty
         return given if isinstance(given, UncertaintyConfig) else UncertaintyConfig.from_dict(given)
 
+    def checked_uncertainty(self, replace: Any = None, **changes: Any) -> UncertaintyConfig:
+        """The `uncertainty` block with some values changed (`UncertaintyConfig` fields), or `replace`d whole (a dict
+        or an `UncertaintyConfig`), checked as a whole; nothing is installed."""
+        if replace is not None and not isinstance(replace, (dict, UncertaintyConfig)):
+            raise ValueError("InSubConfig.uncertainty must be a dict of UncertaintyConfig fields (reading, direction, "
+                             f"k, bank_size, bank_weights, length_buckets, ...), got {replace!r}.")
+        base = self.uncertainty_options if replace is None else (
+            replace if isinstance(replace, UncertaintyConfig) else UncertaintyConfig.from_dict(replace))
+        return dataclasses.replace(base, **changes).check(self.modality)
+
+    def install_uncertainty(self, block: UncertaintyConfig) -> None:
+        """Makes the checked `block` the config's `uncertainty`, in one assignment."""
+        PretrainedConfig.__setattr__(self, "uncertainty", UncertaintyBlock(block.to_dict(), self.modality))
+
     def set_uncertainty(self, **changes: Any) -> UncertaintyConfig:
         """Replaces some of the `uncertainty` block's values (`UncertaintyConfig` fields), checked as a whole;
         returns the block."""
-        block = dataclasses.replace(self.uncertainty_options, **changes).check(self.modality)
-        self.uncertainty = UncertaintyBlock(block.to_dict(), self.modality)
+        block = self.checked_uncertainty(**changes)
+        self.install_uncertainty(block)
         return block
 
     def _check_values(self) -> None:
@@ -383,6 +407,8 @@ class InSubConfig(PretrainedConfig):
         if self.uncertainty is not None and not isinstance(self.uncertainty, (dict, UncertaintyConfig)):
             raise ValueError("InSubConfig.uncertainty must be a dict of UncertaintyConfig fields (reading, direction, "
                              f"k, bank_size, bank_weights, length_buckets), got {self.uncertainty!r}.")
+        if isinstance(self.uncertainty, dict):
+            self.uncertainty = with_fitted_record(dict(self.uncertainty))
         self.set_uncertainty()
         for key, check in FIELD_CHECKS.items():
             check(getattr(self, key))

@@ -244,7 +244,8 @@ def checked_save_pretrained(model, save: Callable, save_directory, *args, remote
     inner.check_config_matches_heads()
     if stale_bank(inner):  # trained since the bank was embedded: its distances would be to other representations
         logger.warning("save_pretrained: the model's k-NN bank was embedded with weights it no longer has, so it is "
-                       "dropped (a k-NN `uncertainty` is the heads' spread again); set it anew with model.set_bank(...).")
+                       "dropped with the rest of its fitted `uncertainty` (None until fitted again); fit it anew with "
+                       "model.fit_uncertainty(your_inputs).")
         clear_bank(inner)
     folder = Path(save_directory)
     had_weights = folder.is_dir() and holds_weights(folder)

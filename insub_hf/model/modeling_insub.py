@@ -304,6 +304,10 @@ class InSubForPreTraining(InSubPreTrainedModel):
         if config.freeze_encoder:  # no gradient reaches the encoder: the optimiser skips it, backward stops at the heads
             self.insub.encoder.requires_grad_(False)
 
+    def fit_uncertainty(self, *args, **kwargs):
+        """The student's `InSubModel.fit_uncertainty` (what `save_pretrained` keeps and `insub` serves)."""
+        return self.insub.fit_uncertainty(*args, **kwargs)
+
     def own_modules(self) -> tuple[type[nn.Module], ...]:
         """The heads and the objective's own state (`Objective.initialized_modules`)."""
         return (BatchedHeads, *self.objective.initialized_modules)

@@ -20,7 +20,7 @@ from ..data.device_images import DeviceImages, collate_device_batch
 from ..data.seeding import SeededSamples, mix_seed, seeded_draws
 from ..distributed import check_same_across_processes, convert_sync_batchnorm
 from ..encoders.base import deferred_input_checks
-from ..uncertainty.knn import BANK, clear_bank
+from ..uncertainty.knn import clear_bank, holds_fit
 from ..losses.step_checks import step_flags_bad, training_step_error, training_step_flags
 from .captured_step import CapturedStepMixin
 from .training_args import InSubTrainingArguments, fast_path_arguments, gpu_available, launched_processes
@@ -247,12 +247,12 @@ class InSubTrainer(CapturedStepMixin, Trainer):
         if resume_from_checkpoint:
             check_same_run(self.model, resume_from_checkpoint)
         inner = getattr(self.model, "insub", self.model)
-        if hasattr(inner, BANK):
-            # training moves the representations away from the bank's: it could only serve distances to another
-            # model's representations (`save_pretrained` would drop it too)
-            logger.warning("InSubTrainer.train: the model's k-NN bank describes its weights before training, so it is "
-                           "dropped (a k-NN `uncertainty` is the heads' spread again); set it anew with model.set_bank(...) "
-                           "after training.")
+        if holds_fit(inner):
+            # training moves the representations away from what was fitted on them (the bank, the calibration, the
+            # spread's direction): served on, they would describe another model
+            logger.warning("InSubTrainer.train: the model's fitted `uncertainty` describes its weights before "
+                           "training, so it is dropped (`uncertainty` is None); fit it again after training: "
+                           "model.fit_uncertainty(your_inputs).")
             clear_bank(inner)
         channels_last = bool(getattr(self.args, "channels_last", False)) and any(
             isinstance(m, nn.Conv2d) for m in self.model.modules()

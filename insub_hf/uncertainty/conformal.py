@@ -18,6 +18,15 @@ from torch import nn
 
 # The readings a calibrated uncertainty may combine, in the order their rows are kept
 COMPONENTS = ("knn", "spread")
+# The uncertainty settings calibration scores belong to (recorded as the block's `fitted_with`): a change of any of
+# them makes the scores another reading's
+FITTED_SETTINGS = ("k", "components", "direction", "calibration_size")
+
+
+def fitted_settings(block) -> dict:
+    """The values of `FITTED_SETTINGS` in `block` (a dict), as `fitted_with` records them (lists as lists)."""
+    return {key: list(block[key]) if isinstance(block.get(key), (list, tuple)) else block.get(key)
+            for key in FITTED_SETTINGS}
 
 
 def conformal_rank(scores: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:

@@ -11,12 +11,21 @@ from dataclasses import asdict, dataclass
 import torch
 
 from ..losses.diversity import head_spread
-from .conformal import CalibrationScores
-from .knn import BANK, clear_bank, knn_distance, set_bank
+from tqdm.auto import tqdm
+from transformers.utils import logging
+
+from ..validation import check_range
+from .conformal import CalibrationScores, fitted_settings
+from .fit_inputs import as_model_inputs
+from .knn import install_bank, knn_distance, new_bank
 from .separation import bootstrap_auroc_interval, pairwise_auroc
+
 
 # Calibration rows used at most, both splits together (their scores add 4 bytes a row per component to the weights)
 CALIBRATION_ROWS = 2000
+# Calibration rows needed at least: with n of them, an in-distribution input lands above all n with chance 1 / (n + 1),
+# which `uncertainty > 0.95` flags; from 20 rows that is at most 5 %
+MIN_CALIBRATION_ROWS = 20
 # Bank rows whose readings give each reading's centre and scale, at most
 STANDARDISE_ROWS = 2000
 # The fitting's own seed: which rows go to the bank and to each calibration split, and how the outliers are shuffled
@@ -69,68 +78,135 @@ def shuffled_within(inputs: dict[str, torch.Tensor], main: str, generator: torch
     return {**inputs, main: x.clone().scatter_(1, targets, x.gather(1, order))}
 
 
+def length_order(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """`(N,)`: the rows in the order they are embedded: by token count where there is an `attention_mask` (each batch
+    then holds sentences of about one length and is cut to its longest, not the set's), else as given."""
+    mask = inputs.get("attention_mask")
+    rows = next(iter(inputs.values())).shape[0]
+    return torch.arange(rows) if mask is None else mask.sum(dim=1).argsort(stable=True)
+
+
 @torch.no_grad()
-def representations_and_spread(model, inputs: dict[str, torch.Tensor], batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+def representations_and_spread(model, inputs: dict[str, torch.Tensor], batch_size: int,
+                               progress=None) -> tuple[torch.Tensor, torch.Tensor]:
     """`(N, d)` representations and `(N,)` heads' spreads (averaged over dimensions, not oriented) of the model's
-    inputs `inputs` (tensors with N rows), in eval mode, batch by batch, on the CPU."""
+    inputs `inputs` (tensors with N rows), in eval mode, batch by batch (text by length), on the CPU; `progress`
+    (a tqdm bar) counts the rows."""
     device = next(model.parameters()).device
     names = [name for name in model.encoder.input_names if inputs.get(name) is not None]
-    rows = inputs[model.encoder.main_input_name].shape[0]
+    order = length_order(inputs)
+    mask = inputs.get("attention_mask")
     representations, spreads = [], []
-    for start in range(0, rows, batch_size):
-        batch = {name: inputs[name][start:start + batch_size].to(device) for name in names}
-        representation = model.get_representation(**batch)
+    for start in range(0, order.shape[0], batch_size):
+        index = order[start:start + batch_size]
+        batch = {name: inputs[name][index] for name in names}
+        if mask is not None:  # padding past the batch's longest sentence changes nothing under the mask: cut it
+            longest = int(batch["attention_mask"].sum(dim=1).max())
+            batch = {name: value[:, :longest] if value.dim() == 2 else value for name, value in batch.items()}
+        representation = model.get_representation(**{name: value.to(device) for name, value in batch.items()})
         sigma = head_spread(model.embed_heads(representation), model.config.diversity_eps)  # (B, q)
         spreads.append(sigma.mean(dim=-1).float().cpu())
         representations.append(representation.float().cpu())
-    return torch.cat(representations), torch.cat(spreads)
+        if progress is not None:
+            progress.update(index.shape[0])
+    back = order.argsort()  # to the rows' own order
+    return torch.cat(representations)[back], torch.cat(spreads)[back]
 
 
 def rows(inputs: dict[str, torch.Tensor], index: torch.Tensor) -> dict[str, torch.Tensor]:
     return {name: value[index] for name, value in inputs.items() if value is not None}
 
 
-def fit_uncertainty(model, inputs: dict[str, torch.Tensor], calibration_inputs: dict[str, torch.Tensor] | None = None,
-                    k: int | None = None, batch_size: int = 256, seed: int = FIT_SEED) -> FittedUncertainty:
-    """Fits `model`'s (an `InSubModel`) calibrated `uncertainty` on in-distribution inputs.
+def shared_rows(first: torch.Tensor, second: torch.Tensor) -> int:
+    """How many rows of `second (M, ...)` are also rows of `first (N, ...)`, compared whole (a random projection
+    finds the candidates, exact equality decides)."""
+    a, b = first.flatten(1).double(), second.flatten(1).double()
+    if a.shape[1] != b.shape[1]:
+        return 0
+    weights = torch.rand(a.shape[1], generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    keys_a, keys_b = a @ weights, b @ weights
+    candidates = torch.isin(keys_b, keys_a).nonzero().flatten()
+    if candidates.numel() == 0:
+        return 0
+    position = {key: i for i, key in enumerate(keys_a.tolist())}
+    return sum(bool(torch.equal(a[position[keys_b[j].item()]], b[j])) for j in candidates.tolist())
+
+
+def checked_arguments(k, batch_size: int) -> None:
+    if k is not None:
+        check_range("fit_uncertainty: k", k, low=1, integer=True)
+    check_range("fit_uncertainty: batch_size", batch_size, low=1, integer=True)
+
+
+def fit_uncertainty(model, inputs, calibration_inputs=None, k: int | None = None, batch_size: int = 256,
+                    seed: int = FIT_SEED, processor=None, show_progress: bool | None = None) -> FittedUncertainty:
+    """Fits `model`'s (an `InSubModel`) calibrated `uncertainty` on in-distribution inputs, and installs it whole,
+    replacing the previous fit only once every part is built and checked: a refused fit changes nothing.
 
     Args:
-        inputs: the encoder's inputs of N in-distribution rows (`{"pixel_values": (N, C, H, W)}`, a processor's
-            output, ...): the k-NN bank.
-        calibration_inputs: held-out in-distribution rows the model was not trained on, which the combined reading
-            is ranked against (at most `CALIBRATION_ROWS`); None: taken from `inputs` (at most half of them), the
-            rest being the bank. Rows the model was trained on read as more typical than new ones, so held-out rows
-            keep the 5 % at 0.95 closest to its promise.
-        k: the k-NN distance's neighbour (default: the config's; at most the bank's rows less one).
+        inputs: N in-distribution rows in any form `fit_inputs.as_model_inputs` takes (a processor's output, PIL
+            images, a numpy array, sentences, a `datasets.Dataset`): the k-NN bank.
+        calibration_inputs: held-out in-distribution rows the model was not trained on, none of them in `inputs`,
+            which the combined reading is ranked against (at least `MIN_CALIBRATION_ROWS`, at most
+            `CALIBRATION_ROWS` used); None: taken from `inputs` (at most half of them), the rest being the bank.
+        k: the k-NN distance's neighbour, an int >= 1 (default: the config's, capped at the bank's rows less one
+            with a warning; an explicit k is never changed).
+        batch_size: rows per forward, an int >= 1.
         seed: which rows go where, and the outliers' shuffles.
+        processor: the model's image processor or tokenizer for raw inputs (default: the one saved beside it).
+        show_progress: a progress bar over the rows (default: from 2,000 rows).
     """
-    generator = torch.Generator().manual_seed(seed)
+    checked_arguments(k, batch_size)
     main = model.encoder.main_input_name
+    inputs = as_model_inputs(model, inputs, "inputs", processor)
+    if calibration_inputs is not None:
+        calibration_inputs = as_model_inputs(model, calibration_inputs, "calibration_inputs", processor)
+    generator = torch.Generator().manual_seed(seed)
     n = inputs[main].shape[0]
     order = torch.randperm(n, generator=generator)
     if calibration_inputs is None:
         taken = min(CALIBRATION_ROWS, n // 2)
         calibration_inputs, inputs = rows(inputs, order[:taken]), rows(inputs, order[taken:])
     else:
+        shared = shared_rows(inputs[main], calibration_inputs[main])
+        if shared:
+            raise ValueError(f"fit_uncertainty(calibration_inputs=...): {shared} of its rows are also rows of `inputs` "
+                             "(the bank); calibration rows must be held out from it, or the 5 % at 0.95 does not "
+                             "hold. Give other rows, or leave calibration_inputs out (then half of `inputs` is held "
+                             "out).")
         held = calibration_inputs[main].shape[0]
         calibration_inputs = rows(calibration_inputs, torch.randperm(held, generator=generator)[:CALIBRATION_ROWS])
-    size = calibration_inputs[main].shape[0]
-    if size < 2 or inputs[main].shape[0] < 2:
-        raise ValueError(f"fit_uncertainty: {inputs[main].shape[0]} bank rows and {size} calibration rows are too few; "
-                         "give at least 2 of each (hundreds for a useful reading).")
+    size, bank_rows = calibration_inputs[main].shape[0], inputs[main].shape[0]
+    if size < MIN_CALIBRATION_ROWS:
+        raise ValueError(f"fit_uncertainty: {size} calibration rows are too few; `uncertainty > 0.95` flags about 5 % "
+                         f"of in-distribution inputs only from {MIN_CALIBRATION_ROWS} of them (hundreds for a "
+                         f"useful reading): give more inputs (or calibration_inputs).")
+    chosen = model.config.uncertainty["k"] if k is None else k
+    if chosen > bank_rows - 1:  # a bank row's own k-th neighbour other than itself standardises the reading
+        if k is not None:
+            raise ValueError(f"fit_uncertainty: k={k} needs at least {k + 1} bank rows, got {bank_rows}; give more "
+                             f"inputs or a smaller k (at most {bank_rows - 1}).")
+        if bank_rows < 2:
+            raise ValueError(f"fit_uncertainty: {bank_rows} bank rows are too few; give at least 2 (hundreds for a "
+                             "useful reading).")
+        logging.get_logger(__name__).warning(f"fit_uncertainty: the config's k={chosen} needs {chosen + 1} bank rows, got {bank_rows}; "
+                       f"fitting k={bank_rows - 1} (pass k=... to choose).")
+        chosen = bank_rows - 1
+    k = int(chosen)
+    total = bank_rows + 2 * size
+    progress = tqdm(total=total, desc="fit_uncertainty: embedding rows", unit="row", mininterval=10,
+                    disable=(total < 2000) if show_progress is None else not show_progress)
     was_training = model.training
     model.eval()
-    clear_bank(model)
     try:
-        bank, bank_spread = representations_and_spread(model, inputs, batch_size)
-        calibration, spread = representations_and_spread(model, calibration_inputs, batch_size)
+        bank, bank_spread = representations_and_spread(model, inputs, batch_size, progress)
+        calibration, spread = representations_and_spread(model, calibration_inputs, batch_size, progress)
         outliers = shuffled_within(calibration_inputs, main, generator)
-        outlier_representation, outlier_spread = representations_and_spread(model, outliers, batch_size)
+        outlier_representation, outlier_spread = representations_and_spread(model, outliers, batch_size, progress)
     finally:
         model.train(was_training)
-    k = min(model.config.uncertainty["k"] if k is None else k, bank.shape[0] - 1)
-    set_bank(model, bank, k, read=False)
-    knn_bank = getattr(model, BANK)
+        progress.close()
+    knn_bank = new_bank(model, bank, k)
     device = knn_bank.bank.device  # the features came back to the CPU; the bank is where the model is
     knn = knn_bank(calibration.to(device), k).cpu()
     low, high = bootstrap_auroc_interval(spread, outlier_spread)
@@ -142,10 +218,13 @@ def fit_uncertainty(model, inputs: dict[str, torch.Tensor], calibration_inputs: 
     own_knn = knn_distance(torch.nn.functional.normalize(bank[own], dim=-1), knn_bank.bank.cpu(), k + 1)
     standardise = torch.stack([own_knn] + ([direction * bank_spread[own]] if direction is not None else []))
     scores = torch.stack([knn] + ([direction * spread] if direction is not None else []))  # (C, n_calibration)
+    settings = dict(reading="calibrated", k=k, direction=direction, components=components,
+                    calibration_size=[len(own), size], length_buckets=None)
+    settings["fitted_with"] = fitted_settings(settings)
     knn_bank.calibration = CalibrationScores.fitted(standardise, scores).to(device)
-    model.config.set_uncertainty(reading="calibrated", direction=direction, components=components,
-                                 calibration_size=[len(own), size])
-    return FittedUncertainty(
+    fitted = FittedUncertainty(
         components, direction, pairwise_auroc(spread, outlier_spread), [low, high],
         pairwise_auroc(knn, knn_bank(outlier_representation.to(device), k).cpu()), bank.shape[0], k,
         [len(own), size])
+    install_bank(model, knn_bank, **settings)
+    return fitted

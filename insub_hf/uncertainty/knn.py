@@ -59,9 +59,8 @@ class KnnBank(nn.Module):
             raise ValueError(
                 "InSubModel: its k-NN bank (config.uncertainty['bank_size'] rows) was embedded with other weights than the "
                 "model has now (trained or changed since), so its `uncertainty` would be distances to another "
-                "model's representations. Clear it (insub_hf.uncertainty.knn.clear_bank(model): `uncertainty` is the heads' "
-                "spread again), then, for a k-NN reading of these weights, model.set_bank(...) on the "
-                "`representation` of your in-distribution inputs."
+                "model's representations. Fit it again on these weights: model.fit_uncertainty(your_inputs) (or "
+                "insub_hf.uncertainty.knn.clear_bank(model): `uncertainty` is None until then)."
             )
         self.versions, self.sums = versions, sums
 
@@ -90,11 +89,9 @@ def encoder_and_heads_fingerprint(model: nn.Module) -> str:
     return weights_fingerprint(model, leave_out=BANK + ".")
 
 
-def set_bank(model: nn.Module, representations: torch.Tensor, k: int, read: bool = True) -> None:
-    """Gives `model` (an `InSubModel`) the bank `representations (N, d)` (its own `representation` of
-    in-distribution inputs), recorded in its config with k and the weights it was embedded with; `read`: its
-    `uncertainty` becomes the k-NN reading (else it keeps its reading, and the bank is what `InSubOODDetector`'s
-    `knn` score searches)."""
+def new_bank(model: nn.Module, representations: torch.Tensor, k: int) -> KnnBank:
+    """A bank of `representations (N, d)` (`model`'s own `representation` of in-distribution inputs, unit length once
+    kept) on the model's device, checked and not yet installed: `install_bank` puts it in the model."""
     representations = torch.as_tensor(representations).detach()
     dim = model.encoder.output_dim
     if representations.dim() != 2 or representations.shape[1] != dim:
@@ -112,24 +109,47 @@ def set_bank(model: nn.Module, representations: torch.Tensor, k: int, read: bool
     device = next(model.parameters()).device
     bank = KnnBank(*representations.shape).to(device)
     bank.bank.copy_(F.normalize(representations.float(), dim=-1))
+    return bank
+
+
+def install_bank(model: nn.Module, bank: KnnBank, **settings) -> None:
+    """Puts `bank` (with whatever it holds, e.g. calibration scores) in `model` in one step, replacing the old one
+    whole, with the uncertainty `settings` it was fitted with: the settings are checked before anything changes, so
+    a refused install leaves the previous fit serving."""
+    settings = dict(settings, bank_size=int(bank.bank.shape[0]), bank_weights=encoder_and_heads_fingerprint(model))
+    model.config.checked_uncertainty(**settings)  # raises before the model changes
     setattr(model, BANK, bank)
-    reading = "knn" if read else model.config.uncertainty["reading"]
-    if reading == "calibrated":  # its calibration scores were of the bank this one replaces
-        reading = "spread"
-    model.config.set_uncertainty(reading=reading, k=int(k), bank_size=int(representations.shape[0]),
-                                 bank_weights=encoder_and_heads_fingerprint(model), components=None,
-                                 calibration_size=None)
+    model.config.set_uncertainty(**settings)
     bank.versions, bank.sums = weight_versions(model), weight_sums(model)
 
 
+def set_bank(model: nn.Module, representations: torch.Tensor, k: int, read: bool = True) -> None:
+    """Gives `model` (an `InSubModel`) the bank `representations (N, d)` (its own `representation` of
+    in-distribution inputs), recorded in its config with k and the weights it was embedded with; `read`: its
+    `uncertainty` becomes the k-NN reading (else it keeps its reading, and the bank is what `InSubOODDetector`'s
+    `knn` score searches)."""
+    bank = new_bank(model, representations, k)
+    reading = "knn" if read else model.config.uncertainty["reading"]
+    if reading == "calibrated":  # its calibration scores were of the bank this one replaces
+        reading = "spread"
+    install_bank(model, bank, reading=reading, k=int(k), components=None, calibration_size=None, fitted_with=None)
+
+
+def holds_fit(model: nn.Module) -> bool:
+    """Whether `model` (an `InSubModel`) holds anything fitted on its weights: a bank, the spread's direction or a
+    text model's length buckets."""
+    block = model.config.uncertainty
+    return hasattr(model, BANK) or block["direction"] is not None or block["length_buckets"] is not None
+
+
 def clear_bank(model: nn.Module) -> None:
-    """Takes the bank (and the calibration scores it holds) out of `model`; a k-NN or calibrated `uncertainty` is
-    the oriented spread again (None where its direction is not fixed)."""
+    """Takes the whole fit out of `model`: the bank (with the calibration scores it holds) and every setting fitted
+    on its weights (the spread's direction, length buckets), so that `uncertainty` is None until it is fitted again;
+    the chosen `k` stays."""
     if hasattr(model, BANK):
         delattr(model, BANK)
-    reading = model.config.uncertainty["reading"]
-    model.config.set_uncertainty(reading="spread" if reading in ("knn", "calibrated") else reading, bank_size=0,
-                                 bank_weights=None, components=None, calibration_size=None)
+    model.config.set_uncertainty(reading="spread", direction=None, bank_size=0, bank_weights=None,
+                                 length_buckets=None, components=None, calibration_size=None, fitted_with=None)
 
 
 def stale_bank(model: nn.Module) -> bool:

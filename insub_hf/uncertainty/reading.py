@@ -53,12 +53,12 @@ class UncertaintyReading:
         return READINGS[self.config.uncertainty["reading"]].read(self, representation, spread, lengths)
 
     def fit_uncertainty(self, inputs, calibration_inputs=None, k: int | None = None, batch_size: int = 256,
-                        seed: int = FIT_SEED) -> FittedUncertainty:
-        """Fits the calibrated `uncertainty` in [0, 1] on your in-distribution inputs (`fitting.fit_uncertainty`:
-        `inputs`, the encoder's inputs as tensors with N rows, e.g. a processor's output; `calibration_inputs`,
-        held-out rows the model was not trained on, else taken from `inputs`). `save_pretrained` keeps it."""
-        return fit_uncertainty(self, dict(inputs), None if calibration_inputs is None else dict(calibration_inputs),
-                               k, batch_size, seed)
+                        seed: int = FIT_SEED, processor=None, show_progress: bool | None = None) -> FittedUncertainty:
+        """Fits the calibrated `uncertainty` in [0, 1] on your in-distribution inputs (`fitting.fit_uncertainty`):
+        `inputs`, what the model's processor takes (PIL images, a numpy array, sentences, a `datasets.Dataset`) or
+        its output (tensors with N rows); `calibration_inputs`, held-out rows the model was not trained on, else
+        taken from `inputs`. A refused fit leaves the previous one serving; `save_pretrained` keeps it."""
+        return fit_uncertainty(self, inputs, calibration_inputs, k, batch_size, seed, processor, show_progress)
 
     def set_bank(self, representations: torch.Tensor, k: int | None = None, read: bool = True):
         """Makes `uncertainty` the cosine distance to the k-th nearest (`k`, default the config's) of `representations

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import torch
 
+from transformers.utils import logging
+
 from ..validation import check_choice, check_range
-from .conformal import COMPONENTS
+from .conformal import COMPONENTS, FITTED_SETTINGS, fitted_settings
 from .knn import BANK
 from .length import check_length_buckets, standardise_by_length
+
 
 class Reading:
     """One way to read `uncertainty` (a class per reading; `READINGS` holds one instance of each)."""
@@ -102,13 +105,32 @@ class CalibratedReading(Reading):
                              f"standardised on and the calibration rows ranked against; got {sizes!r}.")
         for i, size in enumerate(sizes):
             check_range(f"{name}['calibration_size'][{i}]", size, low=1, integer=True)
+        fitted = block.fitted_with
+        if not isinstance(fitted, dict) or set(fitted) != set(FITTED_SETTINGS):
+            raise ValueError(f"{name}['fitted_with'] must record the settings the calibration was fitted with, a dict "
+                             f"with keys {list(FITTED_SETTINGS)} (fit_uncertainty writes it); got {fitted!r}.")
 
     def read(self, model, representation, spread, lengths):
         block = model.config.uncertainty
+        if fitted_settings(block) != block["fitted_with"]:
+            warn_stale_settings(block)
+            return None
         scores = [getattr(model, BANK)(representation, block["k"])]
         if "spread" in block["components"]:
             scores.append(spread)
         return getattr(model, BANK).calibration(torch.stack(scores))
+
+
+def warn_stale_settings(block) -> None:
+    """Says once per change that the calibration was fitted with other settings (`block['fitted_with']`) than
+    `block` (a dict) names now."""
+    now, fitted = fitted_settings(block), block["fitted_with"]
+    said = ", ".join(f"{key} {fitted.get(key)!r} -> {now[key]!r}" for key in FITTED_SETTINGS
+                     if fitted.get(key) != now[key])
+    logging.get_logger(__name__).warning_once(
+        f"InSubModel: config.uncertainty changed since the calibration was fitted ({said}), so `uncertainty` is None: "
+        f"its ranks belong to the fitted settings. Fit again with them: model.fit_uncertainty(your_inputs, "
+        f"k={block['k']}).")
 
 
 READINGS: dict[str, Reading] = {r.name: r for r in (SpreadReading(), LengthSpreadReading(), KnnReading(),

@@ -43,6 +43,9 @@ class UncertaintyConfig:
             on validation data (`conformal.COMPONENTS`).
         calibration_size: the calibrated reading's `[n_a, n_b]`: the bank rows each reading was standardised on, and
             the held-out calibration inputs the combination is ranked against.
+        fitted_with: what the calibrated reading was fitted with (`conformal.FITTED_SETTINGS`: k, components,
+            direction, calibration_size): where the block names other values now, `uncertainty` is None, with one
+            warning naming the line that fits again.
     """
 
     reading: str = "spread"
@@ -53,6 +56,7 @@ class UncertaintyConfig:
     length_buckets: dict | None = None
     components: list[str] | None = None
     calibration_size: list[int] | None = None
+    fitted_with: dict | None = None
 
     @classmethod
     def from_dict(cls, values: dict[str, Any] | None) -> UncertaintyConfig:

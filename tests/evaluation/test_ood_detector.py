@@ -159,7 +159,7 @@ def test_a_hub_repo_s_bank_resolves_through_the_cache_offline(tmp_path):
     import sys
 
     model = InSubModel(tiny_config(num_heads=3)).eval()
-    model.fit_uncertainty({"pixel_values": torch.randn(12, 3, 32, 32)}, k=3)  # 6 in the bank, 6 to calibrate
+    model.fit_uncertainty({"pixel_values": torch.randn(48, 3, 32, 32)}, k=3)  # 24 in the bank, 24 to calibrate
     commit = "0123456789abcdef0123456789abcdef01234567"
     repo = tmp_path / "hub" / "models--someone--insub-detector"
     model.save_pretrained(repo / "snapshots" / commit)  # the cache's layout, as a download leaves it
@@ -168,7 +168,7 @@ def test_a_hub_repo_s_bank_resolves_through_the_cache_offline(tmp_path):
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(tmp_path / "hub"))
     run = subprocess.run([sys.executable, "-c", HUB_LOAD], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.splitlines()[-1] == "k 3 6 ['head_spread', 'knn', 'uncertainty']"
+    assert run.stdout.splitlines()[-1] == "k 3 24 ['head_spread', 'knn', 'uncertainty']"
 
 
 def test_the_spread_s_direction_is_fixed_only_where_it_holds_across_resamples():
