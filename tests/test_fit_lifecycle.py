@@ -1,0 +1,241 @@
+"""The fitted `uncertainty` through its whole life: a refused fit changes nothing; whatever makes a fit stale
+(training, an optimiser step, a `.data` edit, `load_state_dict`, a changed k) leaves `uncertainty` None or refused,
+never a number of the old state; former flat keys at `from_pretrained` are kept as given; a fit takes what the
+model's processor takes (PIL images, numpy arrays, a `datasets.Dataset`, sentences), and bad inputs are refused in
+the package's words before any forward."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from insub_hf import InSubConfig, InSubForPreTraining, InSubImageProcessor, InSubModel
+from insub_hf.uncertainty.fitting import representations_and_spread
+
+from .conftest import tiny_config
+
+QUERIES = torch.rand(9, 3, 32, 32, generator=torch.Generator().manual_seed(7))
+
+
+def fitted_model(rows: int = 80, k: int = 5) -> tuple[InSubModel, torch.Tensor]:
+    torch.manual_seed(0)
+    model = InSubModel(tiny_config()).eval()
+    images = torch.rand(rows, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    model.fit_uncertainty({"pixel_values": images}, k=k)
+    return model, images
+
+
+@torch.no_grad()
+def served(model) -> torch.Tensor | None:
+    return model(pixel_values=QUERIES).uncertainty
+
+
+class CountForwards:
+    """Counts the encoder's forwards (to show a refusal came before any)."""
+
+    def __init__(self, model):
+        self.count = 0
+        model.encoder.register_forward_pre_hook(lambda *_: setattr(self, "count", self.count + 1))
+
+
+def nan_pixel(images: torch.Tensor) -> torch.Tensor:
+    bad = images.clone()
+    bad[3, 0, 5, 5] = float("nan")
+    return bad
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m, x: m.fit_uncertainty({"pixel_values": nan_pixel(x)}), r"inputs=.*1 of its 80 rows hold NaN"),
+    (lambda m, x: m.fit_uncertainty({"pixel_values": x}, k=0), r"k must be an integer >= 1, got 0"),
+    (lambda m, x: m.fit_uncertainty({"pixel_values": x}, k=-3), r"k must be an integer >= 1, got -3"),
+    (lambda m, x: m.fit_uncertainty({"pixel_values": x}, k=2.5), r"k must be an integer >= 1, got 2.5"),
+    (lambda m, x: m.fit_uncertainty({"pixel_values": x}, k=True), r"k must be an integer >= 1, got True"),
+    (lambda m, x: m.fit_uncertainty({"pixel_values": x}, batch_size=0), r"batch_size must be an integer >= 1, got 0"),
+    (lambda m, x: m.fit_uncertainty({"pixel_values": x[:4]}), r"2 calibration rows are too few.*from 20"),
+    (lambda m, x: m.fit_uncertainty({"pixel_values": x[:40]}, k=50), r"k=50 needs at least 51 bank rows, got 20"),
+    (lambda m, x: m.fit_uncertainty({"pixel_values": x[:50]}, {"pixel_values": x[40:]}),
+     r"calibration_inputs=.*10 of its rows are also rows of `inputs`"),
+    (lambda m, x: m.fit_uncertainty({"input_ids": torch.ones(80, 5, dtype=torch.long)}),
+     r"inputs=.*reads `pixel_values`.*got a dict with keys \['input_ids'\]"),
+    (lambda m, x: m.fit_uncertainty(["a sentence"] * 40), r"inputs=.*reads `pixel_values`.*got sentences"),
+    (lambda m, x: m.fit_uncertainty(x[0]), r"inputs=.*got a float array of shape \(3, 32, 32\)"),
+    (lambda m, x: m.fit_uncertainty([Image.new("RGB", (32, 32))] * 40),
+     r"raw inputs need the model's image processor.*pass processor="),
+    (lambda m, x: m.fit_uncertainty(42), r"inputs=.*got a int"),
+])
+def test_a_refused_fit_changes_nothing_and_runs_no_forward(call, message):
+    model, images = fitted_model()
+    before, block = served(model), json.dumps(dict(model.config.uncertainty))
+    bank = model.knn_bank
+    counter = CountForwards(model)
+    with pytest.raises(ValueError, match=message):
+        call(model, images)
+    assert counter.count == 0  # refused before the first forward
+    assert model.knn_bank is bank and json.dumps(dict(model.config.uncertainty)) == block
+    assert torch.equal(served(model), before)  # the previous fit serves the same numbers
+
+
+@pytest.mark.parametrize("fit", ["calibrated", "oriented spread"])
+def test_training_on_leaves_none_not_the_old_spread(tmp_path, fit):
+    from datasets import Dataset
+
+    from insub_hf import InSubTrainer, InSubTrainingArguments
+
+    images = torch.rand(80, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    if fit == "calibrated":
+        model = InSubForPreTraining(tiny_config())
+        model.eval().fit_uncertainty({"pixel_values": images}, k=5)  # through the pretraining model itself
+    else:  # a direction fixed for these weights (as `InSubOODDetector` fixes it), no bank
+        model = InSubForPreTraining(tiny_config(uncertainty={"reading": "spread", "direction": -1}))
+    assert served(model.insub.eval()) is not None
+    rows = Dataset.from_dict({"pixel_values": images[:8].numpy(), "pixel_values_2": images[8:16].numpy()})
+    args = InSubTrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=2, report_to=[],
+                                  save_strategy="no", use_cpu=True)
+    InSubTrainer(model=model, args=args, train_dataset=rows.with_format("torch")).train()
+    block = model.config.uncertainty
+    assert (block["direction"], block["bank_size"], block["fitted_with"]) == (None, 0, None)
+    out = model.insub.eval()(pixel_values=QUERIES)
+    assert out.uncertainty is None and out.head_spread is not None  # the raw reading keeps its own name
+    model.save_pretrained(tmp_path / "saved")
+    assert InSubModel.from_pretrained(tmp_path / "saved").eval()(pixel_values=QUERIES).uncertainty is None
+
+
+@pytest.mark.parametrize("change", ["optimiser step", ".data edit", "load_state_dict"])
+def test_weights_changed_after_a_fit_are_refused_before_a_number_is_served(change):
+    model, _ = fitted_model()
+    other = InSubModel(tiny_config()).eval()
+    if change == "optimiser step":
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(pixel_values=QUERIES).head_embeddings.pow(2).sum().backward()
+        optimizer.step()
+    elif change == ".data edit":
+        next(model.heads.parameters()).data.mul_(-1)
+    else:
+        model.load_state_dict({**other.state_dict(), **{k: v for k, v in model.state_dict().items() if "knn" in k}})
+    with pytest.raises(ValueError, match=r"embedded with other weights .*model.fit_uncertainty\(your_inputs\)"):
+        served(model)
+
+
+def test_a_changed_k_serves_none_with_one_warning_naming_the_refit(caplog):
+    model, images = fitted_model()
+    assert served(model) is not None
+    model.config.uncertainty["k"] = 3  # a setting the calibration was not fitted with
+    with caplog.at_level("WARNING"):
+        assert served(model) is None
+        assert served(model) is None
+    said = [r.message for r in caplog.records if "changed since the calibration was fitted" in r.message]
+    assert len(said) == 1 and "k 5 -> 3" in said[0] and "model.fit_uncertainty(your_inputs, k=3)" in said[0]
+    model.config.uncertainty["k"] = 5  # back to what it was fitted with: the same numbers again
+    assert served(model) is not None
+    block = dict(model.config.uncertainty)
+    model.config.uncertainty = {**block, "direction": None if block["direction"] else 1}  # a whole block
+    assert served(model) is None
+
+
+def test_a_whole_block_is_checked_as_an_item_is():
+    config = tiny_config()
+    with pytest.raises(ValueError, match=r"uncertainty\['reading'\] must be one of .*got 'bogus'"):
+        config.uncertainty = {"reading": "bogus"}
+    with pytest.raises(ValueError, match=r"uncertainty\['reading'\] must be one of .*got 'bogus'"):
+        config.uncertainty["reading"] = "bogus"
+    with pytest.raises(ValueError, match=r"InSubConfig.uncertainty has no keys \['kk'\]"):
+        config.uncertainty = {"kk": 3}
+    config.uncertainty = {"k": 7}
+    assert config.uncertainty["k"] == 7 and config.uncertainty["reading"] == "spread"
+
+
+def test_former_flat_keys_at_from_pretrained_are_kept_as_given_with_their_warning(tmp_path):
+    model, _ = fitted_model()
+    model.save_pretrained(tmp_path / "m")
+    with pytest.warns(FutureWarning, match=r"knn_k=.*uncertainty=\{'k'"):
+        warnings.simplefilter("always")
+        from insub_hf import compat
+
+        compat._warned.discard("InSubConfig(knn_k=...)")
+        config = InSubConfig.from_pretrained(tmp_path / "m", knn_k=7)
+    assert config.uncertainty["k"] == 7 and config.uncertainty["fitted_with"]["k"] == 5
+    loaded = InSubModel.from_pretrained(tmp_path / "m", knn_k=7).eval()
+    assert loaded.config.uncertainty["k"] == 7 and served(loaded) is None  # not the k its calibration was fitted with
+    same = InSubModel.from_pretrained(tmp_path / "m").eval()
+    torch.testing.assert_close(served(same), served(model), rtol=0, atol=0)
+
+
+def test_a_folder_saved_before_the_record_loads_with_its_own_fit(tmp_path):
+    model, _ = fitted_model()
+    model.save_pretrained(tmp_path / "m")
+    path = tmp_path / "m" / "config.json"
+    saved = json.loads(path.read_text())
+    del saved["uncertainty"]["fitted_with"]  # as a config.json of insub-hf up to ec29209 holds it
+    path.write_text(json.dumps(saved))
+    loaded = InSubModel.from_pretrained(tmp_path / "m", check_config_pairing=False).eval()  # edited here on purpose
+    torch.testing.assert_close(served(loaded), served(model), rtol=0, atol=0)
+
+
+def image_processor() -> InSubImageProcessor:
+    return InSubImageProcessor.for_images(32, 3, [0.5] * 3, [0.25] * 3)
+
+
+def test_a_fit_takes_pil_images_numpy_arrays_a_dataset_and_a_bare_tensor():
+    from datasets import Dataset
+
+    rng = np.random.default_rng(0)
+    arrays = rng.integers(0, 256, (60, 32, 32, 3), dtype=np.uint8)
+    pil = [Image.fromarray(a) for a in arrays]
+    processor = image_processor()
+    tensors = dict(processor(images=pil, return_tensors="pt"))
+    results = {}
+    for name, given in [("tensors", tensors), ("pil", pil), ("numpy", arrays), ("bare tensor", tensors["pixel_values"]),
+                        ("dataset", Dataset.from_dict({"image": pil, "label": [0] * 60}))]:
+        torch.manual_seed(0)
+        model = InSubModel(tiny_config()).eval()
+        model.fit_uncertainty(given, k=5, processor=processor)
+        results[name] = served(model)
+    for name, value in results.items():
+        torch.testing.assert_close(value, results["tensors"], rtol=0, atol=1e-6, msg=name)
+
+
+def test_raw_images_use_the_processor_saved_beside_the_model(tmp_path):
+    torch.manual_seed(0)
+    model = InSubModel(tiny_config()).eval()
+    model.save_pretrained(tmp_path / "m")
+    image_processor().save_pretrained(tmp_path / "m")
+    loaded = InSubModel.from_pretrained(tmp_path / "m").eval()
+    pil = [Image.fromarray(a) for a in np.random.default_rng(0).integers(0, 256, (60, 32, 32, 3), dtype=np.uint8)]
+    loaded.fit_uncertainty(pil, k=5)
+    assert served(loaded) is not None
+
+
+def text_model_and_tokenizer(tmp_path):
+    from transformers import BertConfig, BertTokenizerFast
+
+    vocab = tmp_path / "vocab.txt"
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(40)]
+    vocab.write_text("\n".join(words) + "\n")
+    bert = BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                      intermediate_size=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    model = InSubModel(tiny_config(encoder_config=bert, pooling="mean", objective="scd")).eval()
+    return model, BertTokenizerFast(str(vocab))
+
+
+def test_sentences_fit_batched_by_length_as_the_padded_forward_reads_them(tmp_path):
+    model, tokenizer = text_model_and_tokenizer(tmp_path)
+    rng = np.random.default_rng(0)
+    sentences = [" ".join(f"w{i}" for i in rng.integers(0, 40, rng.integers(2, 30))) for _ in range(70)]
+    padded = dict(tokenizer(sentences, padding=True, return_tensors="pt"))
+    by_length = representations_and_spread(model, padded, batch_size=8)
+    with torch.no_grad():  # one forward of the whole set, padded to its longest sentence
+        whole = model(**padded)
+    torch.testing.assert_close(by_length[0], whole.representation, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(by_length[1], whole.sigma.mean(dim=-1), rtol=1e-4, atol=1e-5)
+    model.fit_uncertainty(sentences, k=5, processor=tokenizer)
+    fitted_on_sentences = model(**padded).uncertainty
+    model.fit_uncertainty(padded, k=5)
+    torch.testing.assert_close(model(**padded).uncertainty, fitted_on_sentences, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match=r"reads `input_ids`.*got a list of Image"):
+        model.fit_uncertainty([Image.new("RGB", (8, 8))] * 40, processor=tokenizer)
