@@ -75,7 +75,7 @@ def with_fitted_record(block: dict[str, Any] | None) -> dict[str, Any] | None:
         return block
     from .uncertainty.conformal import FITTED_SETTINGS, fitted_settings
 
-    filled = {"k": 50, **block}  # the default k of the version that wrote it, where the block left it out
+    filled = {"k": 50, "length_range": None, **block}  # the defaults of the version that wrote it
     return {**block, "fitted_with": fitted_settings({key: filled.get(key) for key in FITTED_SETTINGS})}
 
 

@@ -114,7 +114,7 @@ def test_weights_changed_after_a_fit_are_refused_before_a_number_is_served(chang
         model(pixel_values=QUERIES).head_embeddings.pow(2).sum().backward()
         optimizer.step()
     elif change == ".data edit":
-        next(model.heads.parameters()).data.mul_(-1)
+        next(model.heads.parameters()).data[0, 0] += 1e-3  # one value, through `.data`: no change counter moves
     else:
         model.load_state_dict({**other.state_dict(), **{k: v for k, v in model.state_dict().items() if "knn" in k}})
     with pytest.raises(ValueError, match=r"embedded with other weights .*model.fit_uncertainty\(your_inputs\)"):
@@ -239,3 +239,40 @@ def test_sentences_fit_batched_by_length_as_the_padded_forward_reads_them(tmp_pa
     torch.testing.assert_close(model(**padded).uncertainty, fitted_on_sentences, rtol=0, atol=1e-6)
     with pytest.raises(ValueError, match=r"reads `input_ids`.*got a list of Image"):
         model.fit_uncertainty([Image.new("RGB", (8, 8))] * 40, processor=tokenizer)
+
+
+def test_dna_of_another_length_than_the_calibration_serves_none_with_one_warning(caplog):
+    from insub_hf.encoders.configuration_genomic import GenomicEncoderConfig
+
+    torch.manual_seed(0)
+    model = InSubModel(tiny_config(encoder_config=GenomicEncoderConfig(conv_filters=8, kernel_size=8, stride=4))).eval()
+    one_hot = lambda n, length, seed: torch.nn.functional.one_hot(  # noqa: E731
+        torch.randint(0, 4, (n, length), generator=torch.Generator().manual_seed(seed)), 4).float()
+    model.fit_uncertainty(one_hot(80, 40, 0), k=5)  # a bare (N, L, 4) tensor
+    assert model.config.uncertainty["length_range"] == [40, 40]
+    with torch.no_grad(), caplog.at_level("WARNING"):
+        assert model(dna_one_hot=one_hot(6, 40, 1)).uncertainty.shape == (6,)
+        for length in (24, 64):
+            out = model(dna_one_hot=one_hot(6, length, 1))
+            assert out.uncertainty is None and out.head_spread.shape == (6,)
+    said = [r.message for r in caplog.records if "was calibrated on inputs of 40-40 bases" in r.message]
+    assert len(said) == 2 and "this batch has 24" in said[0] and "model.fit_uncertainty(" in said[0]
+    sequences = ["".join("ACGT"[i] for i in row) for row in one_hot(60, 40, 2).argmax(dim=-1).tolist()]
+    model.fit_uncertainty(sequences, k=5)  # DNA strings, one-hot encoded by the package
+    assert model.config.uncertainty["length_range"] == [40, 40]
+
+
+def test_sentences_outside_the_calibrated_token_counts_are_nan(tmp_path):
+    model, tokenizer = text_model_and_tokenizer(tmp_path)
+    rng = np.random.default_rng(0)
+    sentences = [" ".join(f"w{i}" for i in rng.integers(0, 40, rng.integers(4, 12))) for _ in range(80)]
+    model.fit_uncertainty(sentences, k=5, processor=tokenizer)
+    low, high = model.config.uncertainty["length_range"]
+    held = torch.randperm(80, generator=torch.Generator().manual_seed(0))[:40].tolist()  # the fit's calibration half
+    counts = [len(sentences[i].split()) + 2 for i in held]  # one token a word, plus [CLS] and [SEP]
+    assert (low, high) == (min(counts), max(counts))
+    queries = ["w1 w2", " ".join(["w3"] * 8), " ".join(["w4"] * 30)]
+    with torch.no_grad():
+        served = model(**tokenizer(queries, padding=True, return_tensors="pt")).uncertainty
+    inside = [low <= len(q.split()) + 2 <= high for q in queries]
+    assert torch.isnan(served).tolist() == [not i for i in inside] and inside == [False, True, False]

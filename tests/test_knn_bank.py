@@ -245,5 +245,20 @@ def test_a_compiled_forward_refuses_a_bank_that_an_optimiser_step_left_behind(ba
         parameter.grad = torch.ones_like(parameter)
     step = torch.compile(torch.optim.SGD(model.parameters(), lr=0.1).step, backend=backend)
     step()
+    with torch.no_grad():  # inside the graph nothing is read on the host: every row is NaN, not a number of the fit
+        assert torch.isnan(compiled(pixel_values=images).uncertainty).all()
     with torch.no_grad(), pytest.raises(ValueError, match="embedded with other weights than the model has now"):
-        compiled(pixel_values=images)
+        model(pixel_values=images)  # eagerly, refused in words
+
+
+def test_a_compiled_forward_with_uncertainty_is_one_graph():
+    model = tiny_model()
+    images = torch.rand(8, 1, 28, 28)
+    with torch.no_grad():
+        model.fit_uncertainty({"pixel_values": torch.rand(60, 1, 28, 28)}, k=3)
+        eager = model(pixel_values=images).uncertainty  # the fit is checked (by SHA-256) once, here
+        torch._dynamo.reset()
+        explained = torch._dynamo.explain(model)(pixel_values=images)
+        compiled = torch.compile(model, backend="eager")(pixel_values=images).uncertainty
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    torch.testing.assert_close(compiled, eager, rtol=0, atol=1e-6)

@@ -248,7 +248,7 @@ class InSubModel(InSubPreTrainedModel, UncertaintyReading):
     ) -> InSubModelOutput | tuple:
         """`output_hidden_states` and `output_attentions` (default: the config's) pass through to a transformers
         encoder that has them, and are refused by name elsewhere."""
-        self.check_reading_current()
+        current = self.check_reading_current()
         pixel_values, main = self.positional_main_input(pixel_values, dict(input_ids=input_ids, dna_one_hot=dna_one_hot))
         input_ids, dna_one_hot = main["input_ids"], main["dna_one_hot"]
         encoded = self.encode(
@@ -264,7 +264,8 @@ class InSubModel(InSubPreTrainedModel, UncertaintyReading):
             head_embeddings=z,
             mean_embedding=z.mean(dim=1),
             sigma=sigma,
-            uncertainty=self.read_uncertainty(representation, spread, input_ids, attention_mask),
+            uncertainty=self.guarded(
+                self.read_uncertainty(representation, spread, input_ids, attention_mask, dna_one_hot), current),
             pooler_output=representation,
             last_hidden_state=encoded.last_hidden_state,
             hidden_states=encoded.hidden_states,

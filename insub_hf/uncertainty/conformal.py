@@ -20,7 +20,7 @@ from torch import nn
 COMPONENTS = ("knn", "spread")
 # The uncertainty settings calibration scores belong to (recorded as the block's `fitted_with`): a change of any of
 # them makes the scores another reading's
-FITTED_SETTINGS = ("k", "components", "direction", "calibration_size")
+FITTED_SETTINGS = ("k", "components", "direction", "calibration_size", "length_range")
 
 
 def fitted_settings(block) -> dict:

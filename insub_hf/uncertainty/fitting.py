@@ -132,6 +132,17 @@ def shared_rows(first: torch.Tensor, second: torch.Tensor) -> int:
     return sum(bool(torch.equal(a[position[keys_b[j].item()]], b[j])) for j in candidates.tolist())
 
 
+def input_length_range(inputs: dict[str, torch.Tensor], main: str) -> list[int] | None:
+    """`[low, high]` lengths of `inputs`' rows (DNA bases, text tokens the `attention_mask` keeps); None for images."""
+    if main == "dna_one_hot":
+        return [inputs[main].shape[1]] * 2
+    if main != "input_ids":
+        return None
+    mask = inputs.get("attention_mask")
+    counts = mask.sum(dim=1) if mask is not None else torch.full((inputs[main].shape[0],), inputs[main].shape[1])
+    return [int(counts.min()), int(counts.max())]
+
+
 def checked_arguments(k, batch_size: int) -> None:
     if k is not None:
         check_range("fit_uncertainty: k", k, low=1, integer=True)
@@ -219,7 +230,8 @@ def fit_uncertainty(model, inputs, calibration_inputs=None, k: int | None = None
     standardise = torch.stack([own_knn] + ([direction * bank_spread[own]] if direction is not None else []))
     scores = torch.stack([knn] + ([direction * spread] if direction is not None else []))  # (C, n_calibration)
     settings = dict(reading="calibrated", k=k, direction=direction, components=components,
-                    calibration_size=[len(own), size], length_buckets=None)
+                    calibration_size=[len(own), size], length_buckets=None,
+                    length_range=input_length_range(calibration_inputs, main))
     settings["fitted_with"] = fitted_settings(settings)
     knn_bank.calibration = CalibrationScores.fitted(standardise, scores).to(device)
     fitted = FittedUncertainty(

@@ -31,12 +31,13 @@ class KnnBank(nn.Module):
     """`(N, d)` unit-length representations as a buffer; called on representations `(B, d)` it gives `(B,)`, the
     cosine distance of each to its k-th nearest bank row.
 
-    It knows the weights it was embedded with (`config.uncertainty['bank_weights']`): `check_current(model)`
-    compares the in-place change counters (`Tensor._version`) and a checksum of the values (`weight_sums`: each
-    floating tensor's sum and norm, a few reductions) of the model's encoder and heads with those recorded when the
-    bank was set or last checked; where either moved (an optimiser step, compiled or not, a train-mode forward's
-    BatchNorm statistics, an edit through `.data`, which no counter sees), the weights' fingerprint decides, and a
-    bank of other weights is refused, never served."""
+    It knows the weights it was embedded with (`config.uncertainty['bank_weights']`, their SHA-256). Reading all
+    their bytes on every forward would cost more than the k-NN search, so the bank keeps the model's floating tensors
+    (`guarded_tensors`) and their norms (`values_fingerprint`: one multi-tensor reduction, on the device); a forward
+    compares the norms (`check_current`), which an optimiser step (compiled or not), a train-mode forward's BatchNorm
+    statistics or an edit through `.data` (which no change counter sees) moves. Where the tensors may have been
+    moved, cast or replaced (`model.to(...)`, `load_state_dict`) or were never checked (a model just loaded), the
+    SHA-256 decides once. A bank of other weights is refused, never served."""
 
     def __init__(self, size: int, dim: int, calibration: tuple[int, int, int] | None = None):
         """`calibration`: (components, n_a, n_b) of the calibrated reading's scores (`conformal.CalibrationScores`,
@@ -44,41 +45,65 @@ class KnnBank(nn.Module):
         super().__init__()
         self.register_buffer("bank", torch.zeros(size, dim))
         self.calibration = None if calibration is None else CalibrationScores(*calibration)
-        self.versions: tuple[int, ...] | None = None  # of the weights it was checked against last
-        self.sums: torch.Tensor | None = None  # and their values' checksum (`weight_sums`)
+        self.tensors: list[torch.Tensor] | None = None  # the weights checked last (None: check by SHA-256 next)
+        self.register_buffer("norms", torch.zeros(0), persistent=False)  # and their `values_fingerprint`
 
     def forward(self, representation: torch.Tensor, k: int) -> torch.Tensor:
         return knn_distance(F.normalize(representation.float(), dim=-1), self.bank.float(), k)
 
-    def check_current(self, model: nn.Module) -> None:
-        """Raises unless `model`'s encoder and heads are the weights the bank was embedded with."""
-        versions, sums = weight_versions(model), weight_sums(model)
-        if versions == self.versions and self.sums is not None and torch.equal(sums, self.sums):
-            return
+    def remember(self, model: nn.Module) -> None:
+        """Keeps `model`'s tensors and their norms as the weights the bank belongs to (they were just verified)."""
+        self.tensors = guarded_tensors(model)
+        self.norms = values_fingerprint(self.tensors)
+
+    def verify(self, model: nn.Module) -> None:
+        """Raises unless the SHA-256 of `model`'s encoder and heads is the one the bank was embedded with."""
         if encoder_and_heads_fingerprint(model) != model.config.uncertainty["bank_weights"]:
             raise ValueError(
-                "InSubModel: its k-NN bank (config.uncertainty['bank_size'] rows) was embedded with other weights than the "
-                "model has now (trained or changed since), so its `uncertainty` would be distances to another "
-                "model's representations. Fit it again on these weights: model.fit_uncertainty(your_inputs) (or "
-                "insub_hf.uncertainty.knn.clear_bank(model): `uncertainty` is None until then)."
+                "InSubModel: its k-NN bank (config.uncertainty['bank_size'] rows) was embedded with other weights than "
+                "the model has now (trained, edited or cast to another dtype since), so its `uncertainty` would be "
+                "distances to another model's representations. Fit it again on these weights: "
+                "model.fit_uncertainty(your_inputs) (or insub_hf.uncertainty.knn.clear_bank(model): `uncertainty` is "
+                "None until then)."
             )
-        self.versions, self.sums = versions, sums
+        self.remember(model)
+
+    def check_current(self, model: nn.Module) -> None:
+        """Raises unless `model`'s encoder and heads are the weights the bank was embedded with (one host read)."""
+        if self.tensors is None:
+            self.verify(model)
+        elif not torch.equal(values_fingerprint(self.tensors), self.norms):
+            self.tensors = None  # the SHA-256 says what they are now, and the message is its
+            self.verify(model)
+
+    def current(self) -> torch.Tensor:
+        """`()` bool on the device, no host read: whether the remembered tensors still have their norms (what a
+        compiled forward reads; `remember` must have run)."""
+        return (values_fingerprint(self.tensors) == self.norms).all()
+
+    def _apply(self, fn, *args, **kwargs):
+        # the model's tensors may be moved or cast with it: their norms there are checked by SHA-256 once
+        self.tensors = None
+        return super()._apply(fn, *args, **kwargs)
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        # a load_state_dict of the model reaches every child: its weights may be others (or other objects) now
+        self.tensors = None
+        return super()._load_from_state_dict(*args, **kwargs)
 
 
-def weight_sums(model: nn.Module) -> torch.Tensor:
-    """`(2, T)`: the sum and the norm of each of the T floating parameters and buffers of `model` (an `InSubModel`),
-    its bank left out: a change of values that no change counter records (an edit through `.data`, a compiled
-    optimiser step) changes them."""
-    tensors = [t.detach() for name, t in [*model.named_parameters(), *model.named_buffers()]
-               if t.is_floating_point() and not name.startswith(BANK + ".")]
-    return torch.stack([torch.stack([t.float().sum() for t in tensors]),
-                        torch.stack([t.float().norm() for t in tensors])])
+def guarded_tensors(model: nn.Module) -> list[torch.Tensor]:
+    """The floating parameters and buffers of `model` (an `InSubModel`), its bank left out: the weights a fit
+    belongs to."""
+    return [t for name, t in [*model.named_parameters(), *model.named_buffers()]
+            if t.is_floating_point() and not name.startswith(BANK + ".")]
 
 
-def weight_versions(model: nn.Module) -> tuple[int, ...]:
-    """The in-place change counters of `model`'s (an `InSubModel`) parameters and buffers, its bank left out."""
-    return tuple(t._version for name, t in [*model.named_parameters(), *model.named_buffers()]
-                 if not name.startswith(BANK + "."))
+@torch.no_grad()
+def values_fingerprint(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """`(T,)` float32: the L2 norm of each of `tensors`, in one multi-tensor reduction (a change of values moves
+    it, but for one that keeps every norm, such as a tensor's sign flipped whole)."""
+    return torch.stack(torch._foreach_norm(tensors)).float()
 
 
 def encoder_and_heads_fingerprint(model: nn.Module) -> str:
@@ -120,7 +145,7 @@ def install_bank(model: nn.Module, bank: KnnBank, **settings) -> None:
     model.config.checked_uncertainty(**settings)  # raises before the model changes
     setattr(model, BANK, bank)
     model.config.set_uncertainty(**settings)
-    bank.versions, bank.sums = weight_versions(model), weight_sums(model)
+    bank.remember(model)
 
 
 def set_bank(model: nn.Module, representations: torch.Tensor, k: int, read: bool = True) -> None:

@@ -13,7 +13,8 @@ from .readings import READINGS
 
 @torch.compiler.disable
 def check_bank(model) -> None:
-    """`KnnBank.check_current` of `model`'s bank, run eagerly even inside a compiled forward."""
+    """`KnnBank.check_current` of `model`'s bank, run eagerly (inside a compiled forward only where the bank has not
+    been checked yet: a model just loaded, moved or cast)."""
     getattr(model, BANK).check_current(model)
 
 
@@ -29,24 +30,43 @@ class UncertaintyReading:
             calibration = None if block.calibration_size is None else (len(block.components), *block.calibration_size)
             setattr(self, BANK, KnnBank(block.bank_size, self.encoder.output_dim, calibration))
 
-    def check_reading_current(self) -> None:
+    def check_reading_current(self) -> torch.Tensor | None:
         """Refuses a k-NN bank embedded with other weights (`KnnBank.check_current`); call before a train-mode
-        forward moves BatchNorm's statistics. A compiled forward runs it outside its graph (it reads counters and
-        checksums on the host): a model that holds a bank has that one break, one without none."""
-        if hasattr(self, BANK):
+        forward moves BatchNorm's statistics. A compiled forward reads nothing on the host: it returns `()` bool on
+        the device (`KnnBank.current`), which `guarded` applies to the served number; eager: None."""
+        if not hasattr(self, BANK):
+            return None
+        bank = getattr(self, BANK)
+        if not torch.compiler.is_compiling() or bank.tensors is None:
             check_bank(self)
+            return None
+        return bank.current()
+
+    @staticmethod
+    def guarded(uncertainty: torch.Tensor | None, current: torch.Tensor | None) -> torch.Tensor | None:
+        """`uncertainty (B,)`, or NaN for every row where a compiled forward found the weights changed since the fit
+        (`current`, `()` bool): never a number of another model's fit."""
+        if uncertainty is None or current is None:
+            return uncertainty
+        return torch.where(current, uncertainty, torch.full_like(uncertainty, float("nan")))
 
     def oriented_spread(self, spread: torch.Tensor) -> torch.Tensor:
         """`(B,)`: the heads' mean spread `(B,)` read in `config.uncertainty['direction']` (as it is where None)."""
         return (self.config.uncertainty["direction"] or 1) * spread
 
     def read_uncertainty(self, representation: torch.Tensor, spread: torch.Tensor, input_ids: torch.Tensor | None,
-                         attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+                         attention_mask: torch.Tensor | None,
+                         dna_one_hot: torch.Tensor | None = None) -> torch.Tensor | None:
         """`(B,)`: `uncertainty` as `config.uncertainty['reading']` says (`readings.READINGS`), from the
-        representations `(B, d)` and the oriented spread `(B,)` (with the token counts of `attention_mask`, or of
-        `input_ids` without one); None where the reading is not fitted."""
+        representations `(B, d)` and the oriented spread `(B,)` (with the lengths of the batch: token counts of
+        `attention_mask`, or of `input_ids` without one; bases of `dna_one_hot (B, L, 4)`); None where the reading is
+        not fitted."""
 
-        def lengths() -> torch.Tensor:
+        def lengths() -> torch.Tensor | int | None:
+            if dna_one_hot is not None:
+                return dna_one_hot.shape[1]  # one length for the batch, known without reading the device
+            if input_ids is None:
+                return None
             return (attention_mask.sum(dim=1) if attention_mask is not None
                     else torch.full((input_ids.shape[0],), input_ids.shape[1], device=input_ids.device))
 

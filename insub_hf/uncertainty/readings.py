@@ -105,6 +105,12 @@ class CalibratedReading(Reading):
                              f"standardised on and the calibration rows ranked against; got {sizes!r}.")
         for i, size in enumerate(sizes):
             check_range(f"{name}['calibration_size'][{i}]", size, low=1, integer=True)
+        length_range = block.length_range
+        if length_range is not None and not (isinstance(length_range, (list, tuple)) and len(length_range) == 2
+                                             and all(isinstance(v, int) and v >= 1 for v in length_range)
+                                             and length_range[0] <= length_range[1]):
+            raise ValueError(f"{name}['length_range'] must be [low, high], the calibration rows' shortest and longest "
+                             f"input (ints >= 1, low <= high), or None; got {length_range!r}.")
         fitted = block.fitted_with
         if not isinstance(fitted, dict) or set(fitted) != set(FITTED_SETTINGS):
             raise ValueError(f"{name}['fitted_with'] must record the settings the calibration was fitted with, a dict "
@@ -118,7 +124,28 @@ class CalibratedReading(Reading):
         scores = [getattr(model, BANK)(representation, block["k"])]
         if "spread" in block["components"]:
             scores.append(spread)
-        return getattr(model, BANK).calibration(torch.stack(scores))
+        return within_length_range(block["length_range"], lengths(),
+                                   getattr(model, BANK).calibration(torch.stack(scores)))
+
+
+def within_length_range(length_range, lengths, uncertainty: torch.Tensor) -> torch.Tensor | None:
+    """`uncertainty (B,)` where the inputs' `lengths` lie in the calibration rows' `length_range` ([low, high], None:
+    any): a DNA batch of another window length (`lengths` an int) is None with one warning; a text batch's sentences
+    outside it (`lengths (B,)`, token counts) are NaN, decided on the device. The 5 % at 0.95 holds only for inputs
+    like the calibration rows."""
+    if length_range is None or lengths is None:
+        return uncertainty
+    low, high = length_range
+    if isinstance(lengths, int):
+        if low <= lengths <= high:
+            return uncertainty
+        logging.get_logger(__name__).warning_once(
+            f"InSubModel: `uncertainty` was calibrated on inputs of {low}-{high} bases and this batch has {lengths}, so "
+            f"it is None: its 5 % at 0.95 holds only at the calibrated lengths. Cut the inputs to {low}-{high} bases, "
+            "or fit at this length: model.fit_uncertainty(your_inputs_of_this_length).")
+        return None
+    inside = (lengths >= low) & (lengths <= high)
+    return torch.where(inside, uncertainty, torch.full_like(uncertainty, float("nan")))
 
 
 def warn_stale_settings(block) -> None:

@@ -43,8 +43,11 @@ class UncertaintyConfig:
             on validation data (`conformal.COMPONENTS`).
         calibration_size: the calibrated reading's `[n_a, n_b]`: the bank rows each reading was standardised on, and
             the held-out calibration inputs the combination is ranked against.
+        length_range: the calibrated reading's `[low, high]` input lengths of its calibration rows (DNA bases, text
+            tokens; None: images, or any length): a DNA batch of another length serves None with a warning, a
+            sentence outside it NaN.
         fitted_with: what the calibrated reading was fitted with (`conformal.FITTED_SETTINGS`: k, components,
-            direction, calibration_size): where the block names other values now, `uncertainty` is None, with one
+            direction, calibration_size, length_range): where the block names other values now, `uncertainty` is None, with one
             warning naming the line that fits again.
     """
 
@@ -56,6 +59,7 @@ class UncertaintyConfig:
     length_buckets: dict | None = None
     components: list[str] | None = None
     calibration_size: list[int] | None = None
+    length_range: list[int] | None = None
     fitted_with: dict | None = None
 
     @classmethod
