@@ -276,3 +276,21 @@ def test_sentences_outside_the_calibrated_token_counts_are_nan(tmp_path):
         served = model(**tokenizer(queries, padding=True, return_tensors="pt")).uncertainty
     inside = [low <= len(q.split()) + 2 <= high for q in queries]
     assert torch.isnan(served).tolist() == [not i for i in inside] and inside == [False, True, False]
+
+
+def test_a_reading_that_cannot_see_outliers_says_so(caplog):
+    torch.manual_seed(0)
+    model = InSubModel(tiny_config()).eval()
+    noise = torch.rand(80, 3, 32, 32, generator=torch.Generator().manual_seed(1))  # shuffled noise is noise
+    with caplog.at_level("WARNING"):
+        fitted = model.fit_uncertainty(noise, k=5)
+    assert not fitted.sees_outliers and abs(fitted.auroc - 0.5) < 0.15
+    assert model.config.uncertainty["made_outlier_auroc"] == round(fitted.auroc, 4)
+    assert "cannot see outliers" in caplog.text and "another encoder" in caplog.text
+    caplog.clear()
+    ramp = torch.linspace(0, 1, 32)
+    angle = torch.rand(80, 1, 1, 1, generator=torch.Generator().manual_seed(2)) * 6.28
+    smooth = (ramp[None, None, :, None] * angle.cos() + ramp[None, None, None, :] * angle.sin()).expand(80, 3, 32, 32)
+    with caplog.at_level("WARNING"):
+        fitted = model.fit_uncertainty(smooth.contiguous(), k=5)  # images with structure: shuffling destroys it
+    assert fitted.sees_outliers and fitted.auroc > 0.65 and "cannot see outliers" not in caplog.text

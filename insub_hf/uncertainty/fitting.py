@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 from transformers.utils import logging
 
 from ..validation import check_range
-from .conformal import CalibrationScores, fitted_settings
+from .conformal import CalibrationScores, combined, fitted_settings
 from .fit_inputs import as_model_inputs
 from .knn import install_bank, knn_distance, new_bank
 from .separation import bootstrap_auroc_interval, pairwise_auroc
@@ -23,6 +23,9 @@ from .separation import bootstrap_auroc_interval, pairwise_auroc
 
 # Calibration rows used at most, both splits together (their scores add 4 bytes a row per component to the weights)
 CALIBRATION_ROWS = 2000
+# The served reading's AUROC against the made outliers below which a fit warns that it cannot see outliers (0.5 is
+# chance; the shuffled inputs are the easiest outliers there are)
+SEES_OUTLIERS = 0.6
 # Calibration rows needed at least: with n of them, an in-distribution input lands above all n with chance 1 / (n + 1),
 # which `uncertainty > 0.95` flags; from 20 rows that is at most 5 %
 MIN_CALIBRATION_ROWS = 20
@@ -38,7 +41,9 @@ class FittedUncertainty:
     spread's `direction` (None: left out) with the AUROC of "high spread = outlier" on the calibration inputs
     against the made outliers and its 90 % bootstrap interval, the k-NN distance's AUROC there, the bank's rows, k
     and `calibration_size`: the bank rows each reading was standardised on and the calibration rows ranked
-    against."""
+    against; `auroc`: the served (combined) reading's AUROC against the made outliers, and `sees_outliers` whether
+    it reaches `SEES_OUTLIERS` (else the fit warns: the reading does not tell inputs without structure from real
+    ones)."""
 
     components: list[str]
     direction: int | None
@@ -48,6 +53,8 @@ class FittedUncertainty:
     bank_size: int
     k: int
     calibration_size: list[int]
+    auroc: float = float("nan")
+    sees_outliers: bool = True
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -234,9 +241,19 @@ def fit_uncertainty(model, inputs, calibration_inputs=None, k: int | None = None
                     length_range=input_length_range(calibration_inputs, main))
     settings["fitted_with"] = fitted_settings(settings)
     knn_bank.calibration = CalibrationScores.fitted(standardise, scores).to(device)
+    outlier_knn = knn_bank(outlier_representation.to(device), k).cpu()
+    outlier_scores = torch.stack([outlier_knn] + ([direction * outlier_spread] if direction is not None else []))
+    centre_scale = knn_bank.calibration.centre_scale.cpu()
+    auroc = pairwise_auroc(combined(scores, centre_scale), combined(outlier_scores, centre_scale))
+    settings["made_outlier_auroc"] = round(auroc, 4)
     fitted = FittedUncertainty(
-        components, direction, pairwise_auroc(spread, outlier_spread), [low, high],
-        pairwise_auroc(knn, knn_bank(outlier_representation.to(device), k).cpu()), bank.shape[0], k,
-        [len(own), size])
+        components, direction, pairwise_auroc(spread, outlier_spread), [low, high], pairwise_auroc(knn, outlier_knn),
+        bank.shape[0], k, [len(own), size], auroc, auroc >= SEES_OUTLIERS)
+    if not fitted.sees_outliers:
+        logging.get_logger(__name__).warning(
+            f"fit_uncertainty: the fitted reading tells the calibration rows from the same rows shuffled within "
+            f"themselves (no structure left) with AUROC {100 * auroc:.1f} % (50 % is chance), so it cannot see "
+            "outliers: `uncertainty` will not flag them. Fit on more data, or use another encoder "
+            "(docs/usage.md, 'A reading that cannot see outliers').")
     install_bank(model, knn_bank, **settings)
     return fitted

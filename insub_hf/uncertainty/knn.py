@@ -157,7 +157,8 @@ def set_bank(model: nn.Module, representations: torch.Tensor, k: int, read: bool
     reading = "knn" if read else model.config.uncertainty["reading"]
     if reading == "calibrated":  # its calibration scores were of the bank this one replaces
         reading = "spread"
-    install_bank(model, bank, reading=reading, k=int(k), components=None, calibration_size=None, fitted_with=None)
+    install_bank(model, bank, reading=reading, k=int(k), components=None, calibration_size=None, length_range=None,
+                 made_outlier_auroc=None, fitted_with=None)
 
 
 def holds_fit(model: nn.Module) -> bool:
@@ -174,7 +175,8 @@ def clear_bank(model: nn.Module) -> None:
     if hasattr(model, BANK):
         delattr(model, BANK)
     model.config.set_uncertainty(reading="spread", direction=None, bank_size=0, bank_weights=None,
-                                 length_buckets=None, components=None, calibration_size=None, fitted_with=None)
+                                 length_buckets=None, components=None, calibration_size=None, length_range=None,
+                                 made_outlier_auroc=None, fitted_with=None)
 
 
 def stale_bank(model: nn.Module) -> bool:

@@ -46,6 +46,9 @@ class UncertaintyConfig:
         length_range: the calibrated reading's `[low, high]` input lengths of its calibration rows (DNA bases, text
             tokens; None: images, or any length): a DNA batch of another length serves None with a warning, a
             sentence outside it NaN.
+        made_outlier_auroc: the calibrated reading's AUROC against outliers made for the purpose at its fit (the
+            calibration rows shuffled within themselves); below `fitting.SEES_OUTLIERS` it cannot see outliers, and
+            the fit and the card say so.
         fitted_with: what the calibrated reading was fitted with (`conformal.FITTED_SETTINGS`: k, components,
             direction, calibration_size, length_range): where the block names other values now, `uncertainty` is None, with one
             warning naming the line that fits again.
@@ -60,6 +63,7 @@ class UncertaintyConfig:
     components: list[str] | None = None
     calibration_size: list[int] | None = None
     length_range: list[int] | None = None
+    made_outlier_auroc: float | None = None
     fitted_with: dict | None = None
 
     @classmethod
