@@ -72,7 +72,7 @@ def main() -> None:
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     # the saved model's calibrated `uncertainty` (docs/usage.md): a bank of training images, half of them ranked against
     images = raw.select(range(min(len(raw), 5000)))[preset.image_column]
-    trainer.model.insub.fit_uncertainty(preset.image_processor()(list(images), return_tensors="pt"))
+    trainer.model.fit_uncertainty(list(images), processor=preset.image_processor())
     save_final_model(
         trainer, push, f"{data_args.dataset} ({data_args.split} split, {len(train)} images), SimCLR augmentations."
     )

@@ -107,7 +107,8 @@ def save_text_checkpoint(folder: Path) -> None:
     text_model = InSubModel(tiny_bert_config(num_heads=3))
     words = "the a cat dog sat ran on under mat tree today quickly".split()
     rng = torch.Generator().manual_seed(0)
-    sentences = [" ".join(words[i] for i in torch.randint(0, len(words), (6,), generator=rng)) for _ in range(80)]
+    lengths = torch.randint(2, 40, (80,), generator=rng).tolist()  # the token counts the docs' sentences have
+    sentences = [" ".join(words[i] for i in torch.randint(0, len(words), (n,), generator=rng)) for n in lengths]
     text_model.fit_uncertainty(tokenizer(sentences, padding=True, return_tensors="pt"))
     save_pretrained_atomic(text_model, folder / "runs/text/scd_insub_m3/model", processor=tokenizer)
 

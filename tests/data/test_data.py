@@ -61,7 +61,7 @@ def test_grey_images_for_a_colour_model_get_a_clear_error():
 
 def cifar_like(tmp_path, n=6):
     features = Features({"img": Image(), "label": ClassLabel(names=[str(i) for i in range(10)])})
-    ds = Dataset.from_dict({"img": rgb_images(n), "label": list(range(n))}, features=features)
+    ds = Dataset.from_dict({"img": rgb_images(n), "label": [i % 10 for i in range(n)]}, features=features)
     folder = tmp_path / "cifar10_local"
     folder.mkdir()
     ds.to_parquet(str(folder / "train.parquet"))
@@ -96,7 +96,7 @@ def test_pretraining_example_runs_on_a_local_cifar10_copy(tmp_path, batch_views)
     import sys
     from pathlib import Path
 
-    folder = cifar_like(tmp_path, n=8)
+    folder = cifar_like(tmp_path, n=48)  # 24 in the bank, 24 to calibrate against (at least 20)
     script = Path(__file__).resolve().parents[2] / "examples" / "pretrain_simclr.py"
     out = tmp_path / "run"
     result = subprocess.run(
@@ -108,4 +108,4 @@ def test_pretraining_example_runs_on_a_local_cifar10_copy(tmp_path, batch_views)
     assert result.returncode == 0, result.stderr[-2000:]
     assert (out / "model" / "model.safetensors").exists()
     block = __import__("json").loads((out / "model" / "config.json").read_text())["uncertainty"]
-    assert block["reading"] == "calibrated" and block["bank_size"] == 4 and block["calibration_size"][1] == 4
+    assert block["reading"] == "calibrated" and block["bank_size"] == 24 and block["calibration_size"][1] == 24

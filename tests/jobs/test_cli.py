@@ -58,6 +58,7 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
         "demo", "--output_dir", str(out), "--data_source", "bundled", "--train_per_class", "8",
         "--test_per_class", "4", "--num_train_epochs", "2", "--per_device_train_batch_size", "16", "--width", "0.0625", "--ood_images", "20",
         "--head_hidden_size", "32", "--num_heads", "3", "--knn_k", "3", "--lr_scheduler_type", "constant",
+        "--calibration_fraction", "0.25",  # 20 held-out images: the fewest a calibrated uncertainty takes
     ])
     assert code == 0
     printed = capsys.readouterr().out
@@ -120,7 +121,7 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     # shuffled images, the calibration scores of the held-out training images); its Hub folder loaded without
     # insub-hf tells test images from uniform noise (higher = OOD), and its card says what the number is
     block = fresh.config.uncertainty
-    assert block["reading"] == "calibrated" and block["calibration_size"][1] == 16 and block["bank_size"] == 64
+    assert block["reading"] == "calibrated" and block["calibration_size"][1] == 20 and block["bank_size"] == 60
     assert insub["fitted_uncertainty"] == block and 0 <= insub["flag_rate"] <= 1
     assert "uncertainty" in insub["ood"]["uniform"] and "calibrated" in printed
     folder = tmp_path / "hub_folder"
@@ -128,7 +129,7 @@ def test_demo_end_to_end_on_a_tiny_budget(tmp_path, capsys):
                  "--row", "insub_m3", "--repo_id", "someone/insub-demo", "--folder", str(folder)]) == 0
     card = (folder / "README.md").read_text()
     assert "uncertainty = out.uncertainty   # (B,): in [0, 1]: the share of held-out in-distribution inputs" in card
-    assert "**calibrated, in [0, 1]**" in card and "the 16 calibration inputs" in card
+    assert "**calibrated, in [0, 1]**" in card and "the 20 calibration inputs" in card
     # what the run trained on and measured, from its own results.json
     assert "datasets:\n- zalando-datasets/fashion_mnist" in card and "training images of fashion_mnist: the bundled" in card
     assert "| Fashion-MNIST | test (40 images) | Accuracy |" in card and "- lr_scheduler_type: constant" in card
@@ -169,7 +170,7 @@ def test_the_demo_runs_each_new_objective(tmp_path, capsys, objective):
     code = main([
         "demo", "--objective", objective, "--output_dir", str(out), "--data_source", "bundled", "--train_per_class",
         "4", "--test_per_class", "2", "--num_train_epochs", "1", "--per_device_train_batch_size", "16", "--width", "0.0625", "--ood_images",
-        "10", "--head_hidden_size", "16", "--num_heads", "2", "--knn_k", "3",
+        "10", "--head_hidden_size", "16", "--num_heads", "2", "--knn_k", "3", "--calibration_fraction", "0.5",
     ])
     assert code == 0
     printed = capsys.readouterr().out
@@ -295,7 +296,7 @@ def test_every_example_script_prints_its_help(script, capsys, monkeypatch):
 def test_genomics_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     rng = __import__("random").Random(0)
     fasta = tmp_path / "upstream.fasta"
-    fasta.write_text("".join(f">s{i}\n{''.join(rng.choice('ACGT') for _ in range(120))}\n" for i in range(32)))
+    fasta.write_text("".join(f">s{i}\n{''.join(rng.choice('ACGT') for _ in range(120))}\n" for i in range(40)))
     labelled = tmp_path / "labelled.csv"
     labelled.write_text("sequence,label\n" + "".join(
         f"{''.join(rng.choice('ACGT') for _ in range(60))},{i % 2}\n" for i in range(40)))
