@@ -1,11 +1,16 @@
 import faulthandler
 import os
+import tempfile
 
-import pytest
-import torch
+# remote code is cached by the commit it came from, and the tests' fake Hub repos reuse one commit: each session
+# imports the code it saved, never a cached copy of an earlier session's (set before transformers reads it)
+os.environ["HF_MODULES_CACHE"] = tempfile.mkdtemp(prefix="insub-hf-test-modules-")
 
-import insub_hf  # noqa: F401  (registers the Auto classes)
-from insub_hf import InSubConfig
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import insub_hf  # noqa: F401, E402  (registers the Auto classes)
+from insub_hf import InSubConfig  # noqa: E402
 
 TINY_VIT = dict(
     model_type="vit", image_size=32, patch_size=4, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

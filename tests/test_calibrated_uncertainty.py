@@ -24,7 +24,34 @@ from .conftest import tiny_config
 def test_a_conformal_rank_is_the_share_of_strictly_lower_reference_scores():
     reference = torch.tensor([0.1, 0.2, 0.2, 0.5])  # sorted
     got = conformal_rank(torch.tensor([0.0, 0.1, 0.2, 0.3, 0.5, 0.9]), reference)
-    torch.testing.assert_close(got, torch.tensor([0.0, 0.0, 0.25, 0.75, 0.75, 1.0]))  # counted by hand
+    torch.testing.assert_close(got, torch.tensor([0.0, 0.0, 1, 3, 3, 4]) / 5)  # counted by hand, among n + 1 = 5
+    # one minus the conformal p-value (1 + #{reference >= s}) / (n + 1), ties counted against the input
+    p_values = torch.tensor([(1 + (reference >= s).sum().item()) / 5 for s in (0.0, 0.1, 0.2, 0.3, 0.5, 0.9)])
+    torch.testing.assert_close(got, 1 - p_values)
+
+
+@pytest.mark.parametrize("n", [20, 21, 30, 99, 100, 1000])
+def test_the_rank_s_guarantee_holds_with_no_slack_on_exchangeable_scores(n):
+    """Scores drawn alike (on a coarse lattice, so ties happen): every rank is one of the n + 1 lattice values
+    j / (n + 1) in [0, 1), and P(u > 1 - a) <= a at every a, over many draws, within the Monte-Carlo error only."""
+    generator = torch.Generator().manual_seed(n)
+    draws = 20000
+    reference = torch.randint(0, 50, (draws, n), generator=generator).float().sort(dim=1).values  # ties
+    new = torch.randint(0, 50, (draws, 1), generator=generator).float()
+    ranks = torch.stack([conformal_rank(new[i], reference[i]) for i in range(0, draws, 50)])  # a calibration each
+    counts = (reference < new).sum(dim=1).float()  # the same, for every draw at once
+    torch.testing.assert_close(ranks.flatten(), counts[::50] / (n + 1))
+    u = counts / (n + 1)
+    assert (u >= 0).all() and (u < 1).all()
+    torch.testing.assert_close(u * (n + 1), (u * (n + 1)).round(), rtol=0, atol=1e-3)  # on the lattice
+    for a in (0.01, 0.05, 0.1, 0.5):
+        rate = (u > 1 - a).float().mean().item()
+        assert rate <= a + 3 * (a * (1 - a) / draws) ** 0.5, (a, rate)
+    continuous = torch.rand(draws, n + 1, generator=generator)  # no ties: exactly uniform on the lattice
+    u = (continuous[:, :n] < continuous[:, n:]).sum(dim=1).float() / (n + 1)
+    exact = (torch.arange(n + 1).float() / (n + 1) > 0.95).sum().item() / (n + 1)  # lattice values above, of n + 1
+    rate = (u > 0.95).float().mean().item()
+    assert rate <= 0.05 + 3 * (0.05 * 0.95 / draws) ** 0.5 and abs(rate - exact) < 4 * (exact / draws) ** 0.5
 
 
 def test_centre_and_scale_are_numpy_s_median_and_interquartile_range():
@@ -44,9 +71,9 @@ def test_the_combination_is_the_larger_standardised_score_ranked_on_split_b():
     scores = CalibrationScores.fitted(split_a, split_b)
     torch.testing.assert_close(scores.centre_scale, torch.tensor([[2.0, 2.0], [10.0, 20.0]]))
     torch.testing.assert_close(scores.combined_scores, torch.tensor([0.0, 0.5, 2.0, 2.0]))
-    # new inputs: maxima 0.25 -> 1 below; 1.0 -> 2 below; 3.0 -> all 4 below
+    # new inputs: maxima 0.25 -> 1 below; 1.0 -> 2 below; 3.0 -> all 4 below (among n + 1 = 5)
     got = scores(torch.tensor([[2.5, 4.0, 0.0], [10.0, 10.0, 70.0]]))
-    torch.testing.assert_close(got, torch.tensor([0.25, 0.5, 1.0]))
+    torch.testing.assert_close(got, torch.tensor([0.2, 0.4, 0.8]))
     torch.testing.assert_close(combined(split_b, scores.centre_scale), torch.tensor([2.0, 2.0, 0.0, 0.5]))
 
 
@@ -59,8 +86,8 @@ def test_about_five_percent_of_exchangeable_inputs_are_flagged_at_0_95():
     scores = CalibrationScores.fitted(draw(1000), draw(2000))
     rates = [(scores(draw(5000)) > 0.95).float().mean().item() for _ in range(5)]
     assert 0.04 < np.mean(rates) < 0.06, rates
-    far = torch.tensor([[1000.0, 1.0], [0.0, 1000.0]])  # far out on either reading
-    assert (scores(far) == 1.0).all()
+    far = torch.tensor([[1000.0, 1.0], [0.0, 1000.0]])  # far out on either reading: above all 2,000
+    assert (scores(far) == 2000 / 2001).all()
 
 
 def test_the_expected_flag_band_counts_every_equally_likely_ordering():
@@ -174,7 +201,8 @@ def test_the_calibrated_reading_is_read_from_the_bank_and_the_spread_as_fitted()
             parts.append(out.head_spread)
         calibration = model.knn_bank.calibration
         standardised = ((torch.stack(parts) - calibration.centre_scale[:, :1]) / calibration.centre_scale[:, 1:]).amax(0)
-    expected = (calibration.combined_scores[None, :] < standardised[:, None]).float().mean(dim=1)
+    expected = (calibration.combined_scores[None, :] < standardised[:, None]).float().sum(dim=1) / (
+        calibration.combined_scores.shape[0] + 1)
     torch.testing.assert_close(out.uncertainty, expected)
 
 
@@ -249,7 +277,8 @@ def test_one_number_through_the_class_a_reload_automodel_without_insub_hf_the_de
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(commit)
     run = subprocess.run([sys.executable, "-c", REMOTE_READ], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=300, env=dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(tmp_path / "hub")))
+                         timeout=300, env=dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(tmp_path / "hub"),
+                                      HF_MODULES_CACHE=str(tmp_path / "modules")))  # this run's code, not a cached one
     assert run.returncode == 0 and "same number" in run.stdout, run.stderr[-3000:]
     _, through_score = Encoder(ScoreArguments(model=str(tmp_path / "model"), dataset="unused"))(images)
     torch.testing.assert_close(through_score, expected, rtol=0, atol=0)

@@ -28,8 +28,8 @@ def expected_flag_band(calibration_size: int, inputs: int, threshold: float = FL
     calibration inputs flags above `threshold`, when both are drawn alike: `(expected, low, high)`, the central
     `level` band of that share.
 
-    A reading u = (calibration scores below s) / n is above `threshold` when s is above the c-th lowest of the n
-    calibration scores, c the lowest count with c / n > threshold. Each new input is then above it with probability
+    A reading u = (calibration scores below s) / (n + 1) is above `threshold` when s is above the c-th lowest of the
+    n calibration scores, c the lowest count with c / (n + 1) > threshold. Each new input is then above it with probability
     1 - F(S_(c)), which is Beta(n + 1 - c, c) over the calibration draw; so the count among m inputs is
     beta-binomial (m, n + 1 - c, c): both the calibration sample and the scored one move the share (at
     n = m = 1,000 and 0.95: 5.0 %, with a 95 % band of 3.2-7.0 %).
@@ -39,7 +39,7 @@ def expected_flag_band(calibration_size: int, inputs: int, threshold: float = FL
     n, m = int(calibration_size), int(inputs)
     # the lowest count of calibration scores below an input that reads above the threshold, in the reading's own
     # float32 arithmetic (`conformal_rank`, `flag_rate`), so that 950 / 1,000 counts as the reading does
-    above = (torch.arange(n + 1).float() / n > threshold).nonzero()
+    above = (torch.arange(n + 1).float() / (n + 1) > threshold).nonzero()
     if len(above) == 0:  # no reading can be above the threshold
         return 0.0, 0.0, 0.0
     c = int(above[0])

@@ -4,10 +4,12 @@ held-out in-distribution calibration inputs (B), none of which the standardisati
 for the combination.
 
 Read a calibrated `uncertainty` u as: the share of the held-out in-distribution calibration inputs that look more
-typical than this input. For an input drawn like the calibration inputs, u is uniform on {0, 1/n, ..., 1} (n: split
-B's rows), so `u > 0.95` flags about 5 % of in-distribution inputs, by construction (Vovk et al., "Algorithmic
-Learning in a Random World", 2005; Bates et al., "Testing for outliers with conformal p-values", Annals of
-Statistics 2023). The readings are standardised (median, interquartile range) rather than ranked on A: ranks on
+typical than this input, counted among n + 1 (the n calibration inputs and this one): u = #{calibration < s} / (n + 1)
+(n: split B's rows), so that 1 - u = (1 + #{calibration >= s}) / (n + 1) is exactly the conformal p-value. For an
+input drawn like the calibration inputs, u is uniform on {0, 1/(n+1), ..., n/(n+1)} (ties only lower it), so
+P(u > 1 - a) <= a for every a and n, and `u > 0.95` flags at most, and about, 5 % of in-distribution inputs, by
+construction (Vovk et al., "Algorithmic Learning in a Random World", 2005; Bates et al., "Testing for outliers with
+conformal p-values", Annals of Statistics 2023). The readings are standardised (median, interquartile range) rather than ranked on A: ranks on
 finitely many rows tie at their top, exactly where the 5 % is decided; standardised scores do not tie.
 """
 
@@ -30,10 +32,11 @@ def fitted_settings(block) -> dict:
 
 
 def conformal_rank(scores: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    """`(N,)` in [0, 1]: for each of `scores (N,)`, the share of `reference (n,)` (sorted ascending, n >= 1) that is
-    strictly lower, i.e. of the calibration inputs that look more typical (higher score = less typical)."""
+    """`(N,)` in [0, n/(n+1)]: for each of `scores (N,)`, how many of `reference (n,)` (sorted ascending, n >= 1) are
+    strictly lower (calibration inputs that look more typical; higher score = less typical), over n + 1: one minus
+    the conformal p-value."""
     counted = torch.searchsorted(reference, scores.to(reference.dtype).contiguous(), side="left")
-    return counted.float() / reference.shape[0]
+    return counted.float() / (reference.shape[0] + 1)
 
 
 def centre_and_scale(scores: torch.Tensor) -> torch.Tensor:

@@ -26,8 +26,8 @@ CALIBRATION_ROWS = 2000
 # The served reading's AUROC against the made outliers below which a fit warns that it cannot see outliers (0.5 is
 # chance; the shuffled inputs are the easiest outliers there are)
 SEES_OUTLIERS = 0.6
-# Calibration rows needed at least: with n of them, an in-distribution input lands above all n with chance 1 / (n + 1),
-# which `uncertainty > 0.95` flags; from 20 rows that is at most 5 %
+# Calibration rows needed at least: with n of them the largest `uncertainty` is n / (n + 1), which exceeds 0.95 (the
+# threshold the package documents) only from n = 20
 MIN_CALIBRATION_ROWS = 20
 # Bank rows whose readings give each reading's centre and scale, at most
 STANDARDISE_ROWS = 2000
@@ -196,8 +196,8 @@ def fit_uncertainty(model, inputs, calibration_inputs=None, k: int | None = None
         calibration_inputs = rows(calibration_inputs, torch.randperm(held, generator=generator)[:CALIBRATION_ROWS])
     size, bank_rows = calibration_inputs[main].shape[0], inputs[main].shape[0]
     if size < MIN_CALIBRATION_ROWS:
-        raise ValueError(f"fit_uncertainty: {size} calibration rows are too few; `uncertainty > 0.95` flags about 5 % "
-                         f"of in-distribution inputs only from {MIN_CALIBRATION_ROWS} of them (hundreds for a "
+        raise ValueError(f"fit_uncertainty: {size} calibration rows are too few; `uncertainty > 0.95` can flag an input "
+                         f"only from {MIN_CALIBRATION_ROWS} of them (hundreds for a "
                          f"useful reading): give more inputs (or calibration_inputs).")
     chosen = model.config.uncertainty["k"] if k is None else k
     if chosen > bank_rows - 1:  # a bank row's own k-th neighbour other than itself standardises the reading
