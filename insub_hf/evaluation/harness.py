@@ -21,6 +21,7 @@ from .features import FeatureSet, extract_features
 from .flagging import flag_rate
 from .image_data import ImageEvaluationData
 from .knn import knn_accuracy
+from ..uncertainty.readings import is_calibrated, reads_lengths
 from ..uncertainty.settings import DEFAULT_K
 from .ood_detector import FeatureBank, calibration_noise
 from .probes import ProbeArguments, balanced_label_subset, fit_probes, member_probabilities, train_val_split
@@ -97,7 +98,7 @@ def models_reading(model, features: FeatureSet) -> torch.Tensor | None:
     representation and spread), as its forward reads it; None where its reading is not fitted or reads token
     lengths."""
     inner = getattr(model, "insub", model)
-    if inner.heads is None or inner.config.uncertainty["reading"] == "spread_by_length":
+    if inner.heads is None or reads_lengths(inner.config.uncertainty):
         return None
     device = next(inner.parameters()).device
     spread = inner.oriented_spread(features.head_sigma.to(device))
@@ -270,7 +271,7 @@ class MethodEvaluator:
             modality=self.models[0].config.modality,
         )
         if test_free is not None and "uncertainty" in test_free and len(self.models) == 1 and (
-                getattr(self.models[0], "insub", self.models[0]).config.uncertainty["reading"] == "calibrated"):
+                is_calibrated(getattr(self.models[0], "insub", self.models[0]).config.uncertainty)):
             results.flag_rate = flag_rate(test_free["uncertainty"])
         bins = metrics.reliability_bins(test_probs.mean(dim=1), data.test_labels)
         arrays = {"reliability": bins, "scores": {"in": ood_scores(test_probs, test_sigma, test_free)}}

@@ -11,7 +11,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from ..uncertainty.readings import served_reading
+from ..uncertainty.readings import is_calibrated, reads_bank, reads_lengths, served_reading
 
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "modelcard_template.md"
@@ -311,10 +311,10 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
         eval_table=eval_table(eval_results) if eval_results else "", notes=card.notes, citation=CITATION,
         insub_version=__version__, transformers_version=transformers.__version__,
         direction=block["direction"], calibration=CALIBRATION_SETS[main_input],
-        bank={"k": block["k"], "size": block["bank_size"]} if block["reading"] == "knn" else None,
-        by_length=block["reading"] == "spread_by_length", hyperparameters=card.hyperparameters,
+        bank={"k": block["k"], "size": block["bank_size"]} if reads_bank(block) else None,
+        by_length=reads_lengths(block), hyperparameters=card.hyperparameters,
         served=getattr(served_reading(block), "comment", None),
-        calibrated=None if block["reading"] != "calibrated" else {
+        calibrated=None if not is_calibrated(block) else {
             "components": block["components"], "direction": block["direction"], "k": block["k"],
             "bank": block["bank_size"], "calibration": block["calibration_size"][1]},
         detector=_detector_facts(block, card.detector), provenance=card.provenance,

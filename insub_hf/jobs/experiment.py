@@ -21,6 +21,7 @@ from ..model.configuration_insub import InSubConfig
 from ..hub import final_push_target, push_model_to_hub
 from ..model.modeling_insub import InSubForPreTraining
 from ..training.trainer import InSubTrainingArguments
+from ..uncertainty.readings import is_calibrated
 from .arguments import UNTRAINED_FIELDS, hyperparameters, recorded_training
 from .pretraining import PretrainingResult, pretrain
 
@@ -278,7 +279,7 @@ def record_direction(model_dir: str | Path, direction: int | None) -> None:
     path = Path(model_dir) / "config.json"
     config = json.loads(path.read_text())
     block = config.get("uncertainty") or {}
-    if block.get("reading") == "calibrated":  # fitted with the model (`fit_uncertainty`), which fixed its direction
+    if is_calibrated(block):  # fitted with the model (`fit_uncertainty`), which fixed its direction
         return
     if config.get("uncertainty") is not None and block.get("direction") == direction:
         return

@@ -33,6 +33,7 @@ from ..evaluation.harness import summarize
 from ..evaluation.metrics import fit_temperature, fpr_at_tpr, ood_auroc
 from ..evaluation.metrics.ood import auroc_interval
 from ..evaluation.ood_detector import kth_neighbour_distance
+from ..uncertainty.readings import is_calibrated
 from ..uncertainty.settings import DEFAULT_K
 from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from ..evaluation.text_ood_sets import shuffled_words
@@ -310,7 +311,7 @@ def score(args: ScoreArguments) -> dict:
         "ood_fpr95": {name: fpr_at_tpr(t, o, higher_is_in=False) for name, (t, o) in scores.items()},
     }
     block = encoder.model.config.uncertainty if encoder.insub else {}
-    calibrated = test_uncertainty is not None and block.get("reading") == "calibrated"
+    calibrated = test_uncertainty is not None and is_calibrated(block)
     if calibrated:  # what a threshold at 0.95 does on in-distribution data (a reading in [0, 1] ranked on them)
         results["flag_rate"] = flagged(test_uncertainty, block["calibration_size"][1])
     out = Path(args.output_dir)

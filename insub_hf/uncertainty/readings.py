@@ -164,6 +164,21 @@ READINGS: dict[str, Reading] = {r.name: r for r in (SpreadReading(), LengthSprea
                                                     CalibratedReading())}
 
 
+def is_calibrated(block) -> bool:
+    """Whether an uncertainty block (a dict, or None) names the calibrated reading, what `fit_uncertainty` fits."""
+    return (block or {}).get("reading") == CalibratedReading.name
+
+
+def reads_lengths(block) -> bool:
+    """Whether an uncertainty block (a dict) names a reading of token counts (`LengthSpreadReading`)."""
+    return (block or {}).get("reading") == LengthSpreadReading.name
+
+
+def reads_bank(block) -> bool:
+    """Whether an uncertainty block (a dict) names the k-NN distance alone (`KnnReading`)."""
+    return (block or {}).get("reading") == KnnReading.name
+
+
 def served_reading(block) -> Reading | None:
     """The reading a config's `uncertainty` block (the dict) serves, or None where it is not fitted (the model's
     `uncertainty` is then None)."""
