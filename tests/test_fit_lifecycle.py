@@ -294,3 +294,17 @@ def test_a_reading_that_cannot_see_outliers_says_so(caplog):
     with caplog.at_level("WARNING"):
         fitted = model.fit_uncertainty(smooth.contiguous(), k=5)  # images with structure: shuffling destroys it
     assert fitted.sees_outliers and fitted.auroc > 0.65 and "cannot see outliers" not in caplog.text
+
+
+def test_rows_also_in_finds_exact_repeats_only():
+    from insub_hf.uncertainty.fitting import rows_also_in
+
+    first = torch.rand(50, 3, 4, 4, generator=torch.Generator().manual_seed(0))
+    second = torch.rand(20, 3, 4, 4, generator=torch.Generator().manual_seed(1))
+    second[[2, 11, 17]] = first[[40, 0, 40]]  # repeats, one of them twice
+    second[5] = first[7] + 1e-6  # close, not the same
+    expected = torch.zeros(20, dtype=torch.bool)
+    expected[[2, 11, 17]] = True
+    assert torch.equal(rows_also_in(first, second), expected)
+    brute = torch.tensor([any(torch.equal(row, other) for other in first) for row in second])  # every pair compared
+    assert torch.equal(rows_also_in(first, second), brute)

@@ -39,7 +39,7 @@ from ..model.model_files import CARD_ONLY_KEY
 from ..evaluation.ood_detector import CALIBRATION_SEED
 from ..hub import final_push_target, save_for_hub, upload_hub_folder
 from ..uncertainty.knn import encoder_and_heads_fingerprint
-from ..uncertainty.fitting import CALIBRATION_ROWS
+from ..uncertainty.fitting import CALIBRATION_ROWS, rows_also_in
 from ..training.training_args import TRAINER_FIELDS
 from ..validation import CheckedArguments, checked
 from . import compare, genomics, text, text_reading
@@ -167,13 +167,21 @@ def fit_shipped(model, inputs: dict[str, torch.Tensor], bank: int):
     inner = getattr(model, "insub", model)
     rows = len(next(iter(inputs.values())))
     if rows - bank >= MIN_DETECTOR_BANK:
-        fitted = inner.fit_uncertainty({name: value[:bank] for name, value in inputs.items()},
-                                       {name: value[bank:bank + CALIBRATION_ROWS] for name, value in inputs.items()})
+        banked = {name: value[:bank] for name, value in inputs.items()}
+        held = {name: value[bank:bank + CALIBRATION_ROWS] for name, value in inputs.items()}
+        main = inner.encoder.main_input_name
+        again = rows_also_in(banked[main], held[main])  # e.g. a window of a sequence the genome holds twice
+        if again.any():
+            print(f"[release] {int(again.sum())} of the {len(again)} calibration rows are also bank rows (the same "
+                  "input twice in the data): left out of the calibration", flush=True)
+            held = {name: value[~again] for name, value in held.items()}
+        fitted = inner.fit_uncertainty(banked, held)
     else:
         fitted = inner.fit_uncertainty(inputs)
     print(f"[release] the calibrated uncertainty: a bank of {fitted.bank_size} rows (k = {fitted.k}), "
           f"{fitted.calibration_size[1]} held-out rows to rank against, the readings {fitted.components} (the "
-          f"spread's AUROC against shuffled inputs {100 * fitted.spread_auroc:.1f} %)", flush=True)
+          f"spread's AUROC against shuffled inputs {100 * fitted.spread_auroc:.1f} %, the served reading's "
+          f"{100 * fitted.auroc:.1f} %)", flush=True)
     return fitted
 
 

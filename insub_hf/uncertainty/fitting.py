@@ -124,19 +124,20 @@ def rows(inputs: dict[str, torch.Tensor], index: torch.Tensor) -> dict[str, torc
     return {name: value[index] for name, value in inputs.items() if value is not None}
 
 
-def shared_rows(first: torch.Tensor, second: torch.Tensor) -> int:
-    """How many rows of `second (M, ...)` are also rows of `first (N, ...)`, compared whole (a random projection
-    finds the candidates, exact equality decides)."""
+def rows_also_in(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """`(M,)` bool: which rows of `second (M, ...)` are also rows of `first (N, ...)`, compared whole (a random
+    projection finds the candidates, exact equality decides)."""
     a, b = first.flatten(1).double(), second.flatten(1).double()
+    found = torch.zeros(b.shape[0], dtype=torch.bool)
     if a.shape[1] != b.shape[1]:
-        return 0
+        return found
     weights = torch.rand(a.shape[1], generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     keys_a, keys_b = a @ weights, b @ weights
-    candidates = torch.isin(keys_b, keys_a).nonzero().flatten()
-    if candidates.numel() == 0:
-        return 0
-    position = {key: i for i, key in enumerate(keys_a.tolist())}
-    return sum(bool(torch.equal(a[position[keys_b[j].item()]], b[j])) for j in candidates.tolist())
+    candidates = torch.isin(keys_b, keys_a).nonzero().flatten()  # rows whose projection is one of `first`'s
+    order = keys_a.argsort()
+    match = order[torch.searchsorted(keys_a[order], keys_b[candidates]).clamp(max=len(order) - 1)]
+    found[candidates] = (a[match] == b[candidates]).all(dim=1)
+    return found
 
 
 def input_length_range(inputs: dict[str, torch.Tensor], main: str) -> list[int] | None:
@@ -186,7 +187,7 @@ def fit_uncertainty(model, inputs, calibration_inputs=None, k: int | None = None
         taken = min(CALIBRATION_ROWS, n // 2)
         calibration_inputs, inputs = rows(inputs, order[:taken]), rows(inputs, order[taken:])
     else:
-        shared = shared_rows(inputs[main], calibration_inputs[main])
+        shared = int(rows_also_in(inputs[main], calibration_inputs[main]).sum())
         if shared:
             raise ValueError(f"fit_uncertainty(calibration_inputs=...): {shared} of its rows are also rows of `inputs` "
                              "(the bank); calibration rows must be held out from it, or the 5 % at 0.95 does not "
