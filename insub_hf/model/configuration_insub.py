@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import warnings
 from typing import Any
@@ -19,7 +18,7 @@ from ..objectives import OBJECTIVE_CONFIGS, ObjectiveConfig
 from ..recipes import DNA, DNA_ENCODER, IMAGE, TEXT
 from ..compat import (FORMER_CONFIG_KEYS, former_keys_into_block, from_former_keys, warn_former,
                       with_fitted_record)
-from ..uncertainty.settings import UncertaintyBlock, UncertaintyConfig
+from ..uncertainty.settings import UncertaintyBlock, UncertaintyConfig, UncertaintySettings
 from ..validation import check_choice, check_range
 
 HEAD_NORMS = ("batchnorm", "none")
@@ -131,7 +130,7 @@ def _check_unknown_keys(kwargs: dict[str, Any], encoder_keys: set[str], objectiv
         )
 
 
-class InSubConfig(PretrainedConfig):
+class InSubConfig(UncertaintySettings, PretrainedConfig):
     r"""Architecture of an InSub model (Vahidi et al., AAAI 2024).
 
     The encoder is either a nested transformers config (`encoder_config`: ViT, ResNet, BERT-style, the genomic
@@ -345,33 +344,6 @@ class InSubConfig(PretrainedConfig):
     def objective_options(self) -> ObjectiveConfig:
         """`objective_config` as its objective's typed, checked config (e.g. `SimCLRConfig`)."""
         return OBJECTIVE_CONFIGS[self.objective].from_dict(self.objective_config, self.objective)
-
-    @property
-    def uncertainty_options(self) -> UncertaintyConfig:
-        """`uncertainty` as a typed `UncertaintyConfig`."""
-        given = self.uncertainty
-        return given if isinstance(given, UncertaintyConfig) else UncertaintyConfig.from_dict(given)
-
-    def checked_uncertainty(self, replace: Any = None, **changes: Any) -> UncertaintyConfig:
-        """The `uncertainty` block with some values changed (`UncertaintyConfig` fields), or `replace`d whole (a dict
-        or an `UncertaintyConfig`), checked as a whole; nothing is installed."""
-        if replace is not None and not isinstance(replace, (dict, UncertaintyConfig)):
-            raise ValueError("InSubConfig.uncertainty must be a dict of UncertaintyConfig fields (reading, direction, "
-                             f"k, bank_size, bank_weights, length_buckets, ...), got {replace!r}.")
-        base = self.uncertainty_options if replace is None else (
-            replace if isinstance(replace, UncertaintyConfig) else UncertaintyConfig.from_dict(replace))
-        return dataclasses.replace(base, **changes).check(self.modality)
-
-    def install_uncertainty(self, block: UncertaintyConfig) -> None:
-        """Makes the checked `block` the config's `uncertainty`, in one assignment."""
-        PretrainedConfig.__setattr__(self, "uncertainty", UncertaintyBlock(block.to_dict(), self.modality))
-
-    def set_uncertainty(self, **changes: Any) -> UncertaintyConfig:
-        """Replaces some of the `uncertainty` block's values (`UncertaintyConfig` fields), checked as a whole;
-        returns the block."""
-        block = self.checked_uncertainty(**changes)
-        self.install_uncertainty(block)
-        return block
 
     def _check_values(self) -> None:
         check_choice("InSubConfig.normalize_heads", self.normalize_heads, (True, False))

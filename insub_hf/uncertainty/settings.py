@@ -8,6 +8,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from transformers import PretrainedConfig
+
 from ..validation import check_choice, check_range
 from .readings import READINGS
 
@@ -114,3 +116,36 @@ class UncertaintyBlock(dict):
 
     def __reduce__(self):  # copies and pickles rebuild it whole, never item by item through the check
         return type(self), (dict(self), self.modality)
+
+
+class UncertaintySettings:
+    """The uncertainty block's doors on `InSubConfig` (a mixin: it reads `self.uncertainty` and `self.modality`):
+    typed access, a checked change and its installation in one assignment."""
+
+    @property
+    def uncertainty_options(self) -> UncertaintyConfig:
+        """`uncertainty` as a typed `UncertaintyConfig`."""
+        given = self.uncertainty
+        return given if isinstance(given, UncertaintyConfig) else UncertaintyConfig.from_dict(given)
+
+    def checked_uncertainty(self, replace: Any = None, **changes: Any) -> UncertaintyConfig:
+        """The `uncertainty` block with some values changed (`UncertaintyConfig` fields), or `replace`d whole (a dict
+        or an `UncertaintyConfig`), checked as a whole; nothing is installed."""
+        if replace is not None and not isinstance(replace, (dict, UncertaintyConfig)):
+            raise ValueError("InSubConfig.uncertainty must be a dict of UncertaintyConfig fields (reading, direction, "
+                             f"k, bank_size, bank_weights, length_buckets, ...), got {replace!r}.")
+        base = self.uncertainty_options if replace is None else (
+            replace if isinstance(replace, UncertaintyConfig) else UncertaintyConfig.from_dict(replace))
+        return dataclasses.replace(base, **changes).check(self.modality)
+
+    def install_uncertainty(self, block: UncertaintyConfig) -> None:
+        """Makes the checked `block` the config's `uncertainty`, in one assignment."""
+        # past InSubConfig.__setattr__, which checks a whole block assigned from outside as a change
+        PretrainedConfig.__setattr__(self, "uncertainty", UncertaintyBlock(block.to_dict(), self.modality))
+
+    def set_uncertainty(self, **changes: Any) -> UncertaintyConfig:
+        """Replaces some of the `uncertainty` block's values (`UncertaintyConfig` fields), checked as a whole;
+        returns the block."""
+        block = self.checked_uncertainty(**changes)
+        self.install_uncertainty(block)
+        return block
