@@ -264,3 +264,25 @@ def test_the_card_kept_without_its_model_says_how_to_build_it_wherever_it_is_loa
     assert [line.startswith(build) for line in run.stdout.splitlines()] == [True, True], run.stdout + run.stderr
     with pytest.raises(FileNotFoundError, match=re.escape(build)):
         AutoModel.from_pretrained(kept)
+
+
+def test_the_released_dna_model_serves_only_the_window_length_it_was_calibrated_at(caplog):
+    """Windows of the DNA release's own held-out sequences at 100, 150 and 200 nt: at the calibrated length about
+    5 % above 0.95; at another length None, with a warning naming the calibrated one."""
+    from insub_hf.data import bundled_upstream_path, load_fasta_dataset
+    from insub_hf.jobs.genomics import HELD_OUT_ROWS, dna_parts, dna_windows
+
+    folder = CARDS / "insub-genomenet-dm3"
+    model = InSubModel.from_pretrained(folder).eval()
+    low, high = model.config.uncertainty["length_range"]
+    _, _, test = dna_parts(load_fasta_dataset(bundled_upstream_path())["sequence"], seed=0)
+    assert (low, high) == (150, 150)  # the release's crops
+    for length in (100, 150, 200):
+        windows = dna_windows(test, length)[:HELD_OUT_ROWS]
+        with torch.no_grad(), caplog.at_level("WARNING"):
+            served = [model(dna_one_hot=x).uncertainty for x in windows.split(500)]
+        if length == 150:
+            assert abs((torch.cat(served) > 0.95).double().mean().item() - 0.05) <= 0.015
+        else:
+            assert all(u is None for u in served)
+            assert f"calibrated on inputs of 150-150 bases and this batch has {length}" in caplog.text

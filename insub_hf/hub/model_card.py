@@ -11,6 +11,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from ..uncertainty.fitting import SEES_OUTLIERS
 from ..uncertainty.readings import is_calibrated, reads_bank, reads_lengths, served_reading
 
 
@@ -169,6 +170,13 @@ def genomics_eval_results(per_protocol: dict[str, dict], dataset_name: str) -> l
 
 
 # The scores `insub-hf score` measures OOD AUROCs by, as a card names them
+def blind_reading(block) -> str | None:
+    """The fitted reading's AUROC against its made outliers, formatted, where it is below `SEES_OUTLIERS` (the
+    reading cannot see outliers); else None."""
+    auroc = block.get("made_outlier_auroc")
+    return None if auroc is None or auroc >= SEES_OUTLIERS else f"{100 * auroc:.1f}"
+
+
 SCORE_NAMES = {"msp": "max probability", "knn": "k-NN, label-free", "uncertainty": "the model's uncertainty"}
 
 
@@ -316,7 +324,8 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
         served=getattr(served_reading(block), "comment", None),
         calibrated=None if not is_calibrated(block) else {
             "components": block["components"], "direction": block["direction"], "k": block["k"],
-            "bank": block["bank_size"], "calibration": block["calibration_size"][1]},
+            "bank": block["bank_size"], "calibration": block["calibration_size"][1],
+            "blind": blind_reading(block)},
         detector=_detector_facts(block, card.detector), provenance=card.provenance,
         requirements=" ".join(REQUIREMENTS[main_input] + (("sentence-transformers",) if sentences else ())),
         sentences=sentences,
