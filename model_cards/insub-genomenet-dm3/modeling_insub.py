@@ -1,7 +1,8 @@
-"""modeling_insub: what this folder's loaders run of the insub-hf modules checksums, encoders.base, encoders.build, encoders.modeling_genomic, encoders.registry, losses.diversity, losses.precision, model.heads, model.modeling_classification, model.modeling_insub, model.modeling_outputs, model_files, uncertainty.conformal, uncertainty.fitting, uncertainty.knn, uncertainty.reading, uncertainty.separation (documented there), bundled by `insub_hf.hub.remote_code`."""
+"""modeling_insub: what this folder's loaders run of the insub-hf modules checksums, encoders.base, encoders.build, encoders.dna_encoding, encoders.modeling_genomic, encoders.registry, losses.diversity, losses.precision, model.heads, model.model_files, model.modeling_classification, model.modeling_insub, model.modeling_outputs, uncertainty.conformal, uncertainty.fit_inputs, uncertainty.fitting, uncertainty.knn, uncertainty.reading, uncertainty.separation (documented there), bundled by `insub_hf.hub.remote_code`."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import functools
@@ -14,25 +15,29 @@ import os
 import torch
 import torch.nn.functional as F
 import warnings
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from torch import nn
+from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModel, PreTrainedModel, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 from transformers.modeling_outputs import BaseModelOutputWithPooling, SequenceClassifierOutput
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-from transformers.utils import ModelOutput
+from transformers.utils import ModelOutput, logging
 from typing import ClassVar
 from .configuration_insub import (
     BANK, COMPONENTS, CalibratedReading, DEFAULT_ENCODER, DEFAULT_K, DEFAULT_OBJECTIVES, DIVERSITY_REDUCTIONS, DNA,
-    DNA_ENCODER, FORMER_KEYS, GenomicEncoderConfig, GenomicEncoderModel, HEAD_NORMS, IMAGE, INPUT_CHECKS_DEFERRED,
-    InSubConfig, KnnReading, LENGTH_SETTINGS, LengthSpreadReading, MAX_DIVERSITY_ALPHA, MAX_DIVERSITY_WEIGHT,
-    MAX_LABELS, MODEL_READINGS, OBJECTIVE_CONFIGS, OBJECTIVE_FIELDS, OWN_ENCODERS, ObjectiveConfig, POOLINGS,
-    PRETRAINING, PROBLEM_TYPES, READINGS, Reading, Recipe, SelfGenomeNetConfig, SpreadReading, TEXT,
-    UncertaintyConfig, _BOOKKEEPING_KEYS, _OWN_KEYS, _RULES, _check_attention_heads, _check_unknown_keys,
-    check_choice, check_fields, check_finite, check_label_settings, check_length_buckets, check_range, check_rank,
-    checked, encoder_field, encoder_input, encoder_model_class, field_rule, from_former_keys, register_own_encoders,
-    standardise_by_length,
+    DNA_ENCODER, FIELD_CHECKS, FITTED_SETTINGS, FORMER_CONFIG_KEYS, GenomicEncoderConfig, GenomicEncoderModel,
+    HEAD_NORMS, IMAGE, INPUT_CHECKS_DEFERRED, InSubConfig, KnnReading, LENGTH_SETTINGS, LengthSpreadReading,
+    MAX_DIVERSITY_ALPHA, MAX_DIVERSITY_WEIGHT, MAX_LABELS, MODEL_READINGS, OBJECTIVE_CONFIGS, OBJECTIVE_FIELDS,
+    OWN_ENCODERS, ObjectiveConfig, POOLINGS, PRETRAINING, PROBLEM_TYPES, READINGS, REMOVAL_VERSION, Reading, Recipe,
+    SelfGenomeNetConfig, SpreadReading, TEXT, UncertaintyBlock, UncertaintyConfig, UncertaintySettings,
+    _BOOKKEEPING_KEYS, _OWN_KEYS, _RULES, _check_attention_heads, _check_unknown_keys, _warned, check_choice,
+    check_fields, check_finite, check_label_settings, check_length_buckets, check_range, check_rank, checked,
+    encoder_field, encoder_input, encoder_model_class, field_rule, fitted_settings, former_keys_into_block,
+    from_former_keys, is_calibrated, register_own_encoders, standardise_by_length, warn_former, warn_stale_settings,
+    with_fitted_record, within_length_range,
 )
 
 
@@ -177,6 +182,29 @@ TIMM_ENCODER = None
 BATCH_ENSEMBLE = None
 
 
+DNA_ALPHABET = "ACGT"  # channel order; the complement of channel c is channel 3 - c
+IUPAC_AMBIGUOUS = set("NRYSWKMBDHV")
+UNKNOWN_POLICIES = ("zero", "error")
+_INDEX = {base: i for i, base in enumerate(DNA_ALPHABET)}
+
+
+def one_hot_dna(sequence: str, unknown: str = "zero", name: str = "sequence") -> torch.Tensor:
+    """One-hot encodes a DNA string, case-insensitively."""
+    check_choice("unknown", unknown, UNKNOWN_POLICIES)
+    if not isinstance(sequence, str):
+        raise ValueError(f"{name}: a DNA record must be a string of bases, got {sequence!r} ({type(sequence).__name__}).")
+    if not sequence:
+        raise ValueError(f"{name}: the DNA record is empty.")
+    out = torch.zeros(len(sequence), 4)
+    for position, base in enumerate(sequence.upper()):
+        if base in _INDEX:
+            out[position, _INDEX[base]] = 1.0
+        elif base not in IUPAC_AMBIGUOUS or unknown == "error":
+            allowed = "A, C, G, T" + (" and IUPAC codes " + "".join(sorted(IUPAC_AMBIGUOUS)) if unknown == "zero" else "")
+            raise ValueError(f"{name}: character {base!r} at position {position} is not allowed; allowed: {allowed}.")
+    return out
+
+
 def upcast_half(value):
     """bf16 / fp16 tensors -> float32; float32 and float64 stay as they are."""
     return value.float() if isinstance(value, torch.Tensor) and value.dtype in (torch.float16, torch.bfloat16) else value
@@ -195,10 +223,11 @@ def in_float32(loss: F) -> F:
 
 
 def conformal_rank(scores: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    """`(N,)` in [0, 1]: for each of `scores (N,)`, the share of `reference (n,)` (sorted ascending, n >= 1) that is
-    strictly lower, i.e. of the calibration inputs that look more typical (higher score = less typical)."""
+    """`(N,)` in [0, n/(n+1)]: for each of `scores (N,)`, how many of `reference (n,)` (sorted ascending, n >= 1) are
+    strictly lower (calibration inputs that look more typical; higher score = less typical), over n + 1: one minus
+    the conformal p-value."""
     counted = torch.searchsorted(reference, scores.to(reference.dtype).contiguous(), side="left")
-    return counted.float() / reference.shape[0]
+    return counted.float() / (reference.shape[0] + 1)
 
 
 def centre_and_scale(scores: torch.Tensor) -> torch.Tensor:
@@ -278,31 +307,65 @@ class KnnBank(nn.Module):
         super().__init__()
         self.register_buffer("bank", torch.zeros(size, dim))
         self.calibration = None if calibration is None else CalibrationScores(*calibration)
-        self.versions: tuple[int, ...] | None = None  # of the weights it was checked against last
+        self.tensors: list[torch.Tensor] | None = None  # the weights checked last (None: check by SHA-256 next)
+        self.register_buffer("norms", torch.zeros(0), persistent=False)  # and their `values_fingerprint`
 
     def forward(self, representation: torch.Tensor, k: int) -> torch.Tensor:
         return knn_distance(F.normalize(representation.float(), dim=-1), self.bank.float(), k)
 
-    def check_current(self, model: nn.Module) -> None:
-        """Raises unless `model`'s encoder and heads are the weights the bank was embedded with."""
-        versions = weight_versions(model)
-        if versions == self.versions:
-            return
+    def remember(self, model: nn.Module) -> None:
+        """Keeps `model`'s tensors and their norms as the weights the bank belongs to (they were just verified)."""
+        self.tensors = guarded_tensors(model)
+        self.norms = values_fingerprint(self.tensors)
+
+    def verify(self, model: nn.Module) -> None:
+        """Raises unless the SHA-256 of `model`'s encoder and heads is the one the bank was embedded with."""
         if encoder_and_heads_fingerprint(model) != model.config.uncertainty["bank_weights"]:
             raise ValueError(
-                "InSubModel: its k-NN bank (config.uncertainty['bank_size'] rows) was embedded with other weights than the "
-                "model has now (trained or changed since), so its `uncertainty` would be distances to another "
-                "model's representations. Clear it (insub_hf.uncertainty.knn.clear_bank(model): `uncertainty` is the heads' "
-                "spread again), then, for a k-NN reading of these weights, model.set_bank(...) on the "
-                "`representation` of your in-distribution inputs."
+                "InSubModel: its k-NN bank (config.uncertainty['bank_size'] rows) was embedded with other weights than "
+                "the model has now (trained, edited or cast to another dtype since), so its `uncertainty` would be "
+                "distances to another model's representations. Fit it again on these weights: "
+                "model.fit_uncertainty(your_inputs) (or insub_hf.uncertainty.knn.clear_bank(model): `uncertainty` is "
+                "None until then)."
             )
-        self.versions = versions
+        self.remember(model)
+
+    def check_current(self, model: nn.Module) -> None:
+        """Raises unless `model`'s encoder and heads are the weights the bank was embedded with (one host read)."""
+        if self.tensors is None:
+            self.verify(model)
+        elif not torch.equal(values_fingerprint(self.tensors), self.norms):
+            self.tensors = None  # the SHA-256 says what they are now, and the message is its
+            self.verify(model)
+
+    def current(self) -> torch.Tensor:
+        """`()` bool on the device, no host read: whether the remembered tensors still have their norms (what a
+        compiled forward reads; `remember` must have run)."""
+        return (values_fingerprint(self.tensors) == self.norms).all()
+
+    def _apply(self, fn, *args, **kwargs):
+        # the model's tensors may be moved or cast with it: their norms there are checked by SHA-256 once
+        self.tensors = None
+        return super()._apply(fn, *args, **kwargs)
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        # a load_state_dict of the model reaches every child: its weights may be others (or other objects) now
+        self.tensors = None
+        return super()._load_from_state_dict(*args, **kwargs)
 
 
-def weight_versions(model: nn.Module) -> tuple[int, ...]:
-    """The in-place change counters of `model`'s (an `InSubModel`) parameters and buffers, its bank left out."""
-    return tuple(t._version for name, t in [*model.named_parameters(), *model.named_buffers()]
-                 if not name.startswith(BANK + "."))
+def guarded_tensors(model: nn.Module) -> list[torch.Tensor]:
+    """The floating parameters and buffers of `model` (an `InSubModel`), its bank left out: the weights a fit
+    belongs to."""
+    return [t for name, t in [*model.named_parameters(), *model.named_buffers()]
+            if t.is_floating_point() and not name.startswith(BANK + ".")]
+
+
+@torch.no_grad()
+def values_fingerprint(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """`(T,)` float32: the L2 norm of each of `tensors`, in one multi-tensor reduction (a change of values moves
+    it, but for one that keeps every norm, such as a tensor's sign flipped whole)."""
+    return torch.stack(torch._foreach_norm(tensors)).float()
 
 
 def encoder_and_heads_fingerprint(model: nn.Module) -> str:
@@ -313,11 +376,9 @@ def encoder_and_heads_fingerprint(model: nn.Module) -> str:
     return weights_fingerprint(model, leave_out=BANK + ".")
 
 
-def set_bank(model: nn.Module, representations: torch.Tensor, k: int, read: bool = True) -> None:
-    """Gives `model` (an `InSubModel`) the bank `representations (N, d)` (its own `representation` of
-    in-distribution inputs), recorded in its config with k and the weights it was embedded with; `read`: its
-    `uncertainty` becomes the k-NN reading (else it keeps its reading, and the bank is what `InSubOODDetector`'s
-    `knn` score searches)."""
+def new_bank(model: nn.Module, representations: torch.Tensor, k: int) -> KnnBank:
+    """A bank of `representations (N, d)` (`model`'s own `representation` of in-distribution inputs, unit length once
+    kept) on the model's device, checked and not yet installed: `install_bank` puts it in the model."""
     representations = torch.as_tensor(representations).detach()
     dim = model.encoder.output_dim
     if representations.dim() != 2 or representations.shape[1] != dim:
@@ -328,27 +389,51 @@ def set_bank(model: nn.Module, representations: torch.Tensor, k: int, read: bool
                          "more inputs or a smaller k.")
     if not torch.isfinite(representations).all():
         raise ValueError("set_bank: representations hold NaN or inf values; a bank takes finite rows only.")
+    zero = int((representations.float().norm(dim=-1) == 0).sum())
+    if zero:  # a cosine distance needs a direction: a zero row would be at distance 1 from everything
+        raise ValueError(f"set_bank: {zero} of the {representations.shape[0]} representations are all-zero rows, "
+                         "which have no direction to compare by cosine; give the `representation` of real inputs.")
     device = next(model.parameters()).device
     bank = KnnBank(*representations.shape).to(device)
     bank.bank.copy_(F.normalize(representations.float(), dim=-1))
+    return bank
+
+
+def install_bank(model: nn.Module, bank: KnnBank, **settings) -> None:
+    """Puts `bank` (with whatever it holds, e.g. calibration scores) in `model` in one step, replacing the old one
+    whole, with the uncertainty `settings` it was fitted with: the settings are checked before anything changes, so
+    a refused install leaves the previous fit serving."""
+    settings = dict(settings, bank_size=int(bank.bank.shape[0]), bank_weights=encoder_and_heads_fingerprint(model))
+    model.config.checked_uncertainty(**settings)  # raises before the model changes
     setattr(model, BANK, bank)
+    model.config.set_uncertainty(**settings)
+    bank.remember(model)
+
+
+def set_bank(model: nn.Module, representations: torch.Tensor, k: int, read: bool = True) -> None:
+    """Gives `model` (an `InSubModel`) the bank `representations (N, d)` (its own `representation` of
+    in-distribution inputs), recorded in its config with k and the weights it was embedded with; `read`: its
+    `uncertainty` becomes the k-NN reading (else it keeps its reading, and the bank is what `InSubOODDetector`'s
+    `knn` score searches)."""
+    bank = new_bank(model, representations, k)
     reading = "knn" if read else model.config.uncertainty["reading"]
     if reading == "calibrated":  # its calibration scores were of the bank this one replaces
         reading = "spread"
-    model.config.set_uncertainty(reading=reading, k=int(k), bank_size=int(representations.shape[0]),
-                                 bank_weights=encoder_and_heads_fingerprint(model), components=None,
-                                 calibration_size=None)
-    bank.versions = weight_versions(model)
+    install_bank(model, bank, reading=reading, k=int(k), components=None, calibration_size=None, length_range=None,
+                 made_outlier_auroc=None, fitted_with=None)
 
 
-def clear_bank(model: nn.Module) -> None:
-    """Takes the bank (and the calibration scores it holds) out of `model`; a k-NN or calibrated `uncertainty` is
-    the oriented spread again (None where its direction is not fixed)."""
-    if hasattr(model, BANK):
-        delattr(model, BANK)
-    reading = model.config.uncertainty["reading"]
-    model.config.set_uncertainty(reading="spread" if reading in ("knn", "calibrated") else reading, bank_size=0,
-                                 bank_weights=None, components=None, calibration_size=None)
+def bankless_copy(student: nn.Module) -> nn.Module:
+    """A copy of `student` without its k-NN bank: a teacher or target network follows the weights, not the bank."""
+    follower = copy.deepcopy(student)
+    if hasattr(follower, BANK):
+        delattr(follower, BANK)
+    return follower
+
+
+def weights_only(state: dict) -> dict:
+    """`state` (a state dict) without the bank's entries."""
+    return {name: tensor for name, tensor in state.items() if not name.startswith(BANK + ".")}
 
 
 @dataclass
@@ -525,6 +610,121 @@ def package_module(name: str, required: bool = True) -> ModuleType | None:
         ) from error
 
 
+DATASET_COLUMNS = {"pixel_values": ("image", "img", "pixel_values"),
+                   "input_ids": ("text", "sentence", "sentences"),
+                   "dna_one_hot": ("sequence", "seq", "dna")}
+TAKES = {"pixel_values": "a dict with `pixel_values (N, C, H, W)`, a float tensor or array of that shape, a list of PIL "
+                         "images or numpy images, or a datasets.Dataset with an image column",
+         "input_ids": "a dict with `input_ids (N, T)` (and `attention_mask`), a list of sentences, or a "
+                      "datasets.Dataset with a text column",
+         "dna_one_hot": "a dict with `dna_one_hot (N, L, 4)`, a float tensor of that shape, a list of DNA strings, "
+                        "or a datasets.Dataset with a sequence column"}
+
+
+def refuse(argument: str, main: str, got: str) -> ValueError:
+    return ValueError(f"fit_uncertainty({argument}=...): this model reads `{main}`; it takes {TAKES[main]}; got {got}.")
+
+
+def find_processor(model, processor, argument: str, main: str):
+    """`processor` as given, else the one saved beside the model (`name_or_path`), else a refusal naming `processor=`."""
+    if processor is not None:
+        return processor
+    source = getattr(model, "name_or_path", "") or ""
+    if source:
+        from transformers import AutoImageProcessor, AutoTokenizer
+
+        loader = AutoImageProcessor if main == "pixel_values" else AutoTokenizer
+        try:
+            return loader.from_pretrained(source)
+        except (OSError, ValueError):
+            pass
+    kind = "image processor" if main == "pixel_values" else "tokenizer"
+    raise ValueError(f"fit_uncertainty({argument}=...): raw inputs need the model's {kind}, and none is saved beside "
+                     f"it ({source or 'a model built in memory'}): pass processor=your_{kind.replace(' ', '_')}.")
+
+
+def from_dataset(dataset, argument: str, main: str):
+    """The column of `dataset` (a `datasets.Dataset`) the model reads, as a list or a tensor."""
+    for column in (main, *DATASET_COLUMNS[main]):
+        if column in dataset.column_names:
+            values = dataset[column]
+            return values if isinstance(values, (list, torch.Tensor, np.ndarray)) else list(values)
+    raise ValueError(f"fit_uncertainty({argument}=...): the dataset has columns {dataset.column_names}; this model "
+                     f"reads `{main}`: give a dataset with one of the columns {[main, *DATASET_COLUMNS[main]]} (or "
+                     f"dataset.rename_column(...)).")
+
+
+def from_raw(model, values, argument: str, main: str, processor, max_length: int | None):
+    """The encoder's inputs of a list of raw inputs (PIL or numpy images, sentences, DNA strings)."""
+    if main == "dna_one_hot":
+        pass
+
+        if not all(isinstance(v, str) for v in values):
+            raise refuse(argument, main, "a list that is not all DNA strings")
+        lengths = {len(v) for v in values}
+        if len(lengths) != 1:
+            raise ValueError(f"fit_uncertainty({argument}=...): the DNA strings have {len(lengths)} lengths "
+                             f"({sorted(lengths)[:5]}...); give windows of one length.")
+        return {main: torch.stack([one_hot_dna(v, name=f"{argument}[{i}]") for i, v in enumerate(values)])}
+    texts = all(isinstance(v, str) for v in values)
+    if (main == "input_ids") != texts:
+        what = "sentences" if texts else f"a list of {type(values[0]).__name__}"
+        raise refuse(argument, main, what)
+    processor = find_processor(model, processor, argument, main)
+    if main == "pixel_values":
+        return dict(processor(images=list(values), return_tensors="pt"))
+    limit = max_length or model.config.text_max_length(processor)
+    encoded = processor(list(values), truncation=True, max_length=limit, padding=True, return_tensors="pt")
+    return dict(encoded)
+
+
+def from_array(array, argument: str, main: str):
+    """A bare tensor or array: the main input where it has that layout (floats), numpy images as integers
+    `(N, H, W[, C])` for the processor, or token ids `(N, T)`."""
+    floating = array.is_floating_point() if isinstance(array, torch.Tensor) else array.dtype.kind == "f"
+    layout = {"pixel_values": 4, "dna_one_hot": 3, "input_ids": 2}[main]
+    if main == "pixel_values" and not floating and array.ndim in (3, 4):
+        return list(np.asarray(array))  # 8-bit images: the processor rescales and normalises them
+    if floating == (main != "input_ids") and array.ndim == layout:
+        return {main: torch.as_tensor(array)}
+    kind = "float" if floating else "integer"
+    raise refuse(argument, main, f"a {kind} array of shape {tuple(array.shape)}")
+
+
+def as_model_inputs(model, inputs, argument: str = "inputs", processor=None,
+                    max_length: int | None = None) -> dict[str, torch.Tensor]:
+    """`inputs` (any form of the module note) as the encoder's inputs: tensors with N rows each, the main input
+    finite, or a refusal in one line naming `argument`, what this model takes and what it got."""
+    main = model.encoder.main_input_name
+    if type(inputs).__name__ == "Dataset" and hasattr(inputs, "column_names"):
+        inputs = from_dataset(inputs, argument, main)
+    if isinstance(inputs, np.ndarray) and inputs.dtype.kind in "OUS":  # strings
+        inputs = inputs.tolist()
+    if isinstance(inputs, (torch.Tensor, np.ndarray)):
+        inputs = from_array(inputs, argument, main)
+    if isinstance(inputs, str):
+        raise refuse(argument, main, "one string (give a list of them)")
+    if isinstance(inputs, Sequence) and not isinstance(inputs, Mapping):
+        if len(inputs) == 0:
+            raise refuse(argument, main, "an empty list")
+        inputs = from_raw(model, inputs, argument, main, processor, max_length)
+    if not isinstance(inputs, Mapping):
+        raise refuse(argument, main, f"a {type(inputs).__name__}")
+    if main not in inputs or inputs[main] is None:
+        raise refuse(argument, main, f"a dict with keys {sorted(inputs)}")
+    tensors = {name: torch.as_tensor(inputs[name]) for name in model.encoder.input_names
+               if inputs.get(name) is not None}
+    rows = {name: value.shape[0] if value.dim() else 0 for name, value in tensors.items()}
+    if len(set(rows.values())) != 1 or rows[main] == 0:
+        raise ValueError(f"fit_uncertainty({argument}=...): its tensors must hold the same number (>= 1) of rows; "
+                         f"got {rows}.")
+    if tensors[main].is_floating_point() and not torch.isfinite(tensors[main]).all():
+        bad = int((~torch.isfinite(tensors[main].flatten(1))).any(dim=1).sum())
+        raise ValueError(f"fit_uncertainty({argument}=...): {bad} of its {rows[main]} rows hold NaN or inf values in "
+                         f"`{main}`; give finite inputs.")
+    return tensors
+
+
 def pairwise_auroc(low_scores: np.ndarray, high_scores: np.ndarray) -> float:
     """P(high > low) + P(high = low) / 2 over all pairs of `low_scores (N,)` and `high_scores (K,)` (scikit-learn's
     `roc_auc_score` with `high_scores` as the positives), counted by binary search."""
@@ -551,6 +751,8 @@ def bootstrap_auroc_interval(low_scores, high_scores, resamples: int = 200, leve
 
 
 CALIBRATION_ROWS = 2000
+SEES_OUTLIERS = 0.6
+MIN_CALIBRATION_ROWS = 20
 STANDARDISE_ROWS = 2000
 FIT_SEED = 0
 
@@ -561,7 +763,9 @@ class FittedUncertainty:
     spread's `direction` (None: left out) with the AUROC of "high spread = outlier" on the calibration inputs
     against the made outliers and its 90 % bootstrap interval, the k-NN distance's AUROC there, the bank's rows, k
     and `calibration_size`: the bank rows each reading was standardised on and the calibration rows ranked
-    against."""
+    against; `auroc`: the served (combined) reading's AUROC against the made outliers, and `sees_outliers` whether
+    it reaches `SEES_OUTLIERS` (else the fit warns: the reading does not tell inputs without structure from real
+    ones)."""
 
     components: list[str]
     direction: int | None
@@ -571,6 +775,8 @@ class FittedUncertainty:
     bank_size: int
     k: int
     calibration_size: list[int]
+    auroc: float = float("nan")
+    sees_outliers: bool = True
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -601,57 +807,133 @@ def shuffled_within(inputs: dict[str, torch.Tensor], main: str, generator: torch
     return {**inputs, main: x.clone().scatter_(1, targets, x.gather(1, order))}
 
 
+def length_order(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """`(N,)`: the rows in the order they are embedded: by token count where there is an `attention_mask` (each batch
+    then holds sentences of about one length and is cut to its longest, not the set's), else as given."""
+    mask = inputs.get("attention_mask")
+    rows = next(iter(inputs.values())).shape[0]
+    return torch.arange(rows) if mask is None else mask.sum(dim=1).argsort(stable=True)
+
+
 @torch.no_grad()
-def representations_and_spread(model, inputs: dict[str, torch.Tensor], batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+def representations_and_spread(model, inputs: dict[str, torch.Tensor], batch_size: int,
+                               progress=None) -> tuple[torch.Tensor, torch.Tensor]:
     """`(N, d)` representations and `(N,)` heads' spreads (averaged over dimensions, not oriented) of the model's
-    inputs `inputs` (tensors with N rows), in eval mode, batch by batch, on the CPU."""
+    inputs `inputs` (tensors with N rows), in eval mode, batch by batch (text by length), on the CPU; `progress`
+    (a tqdm bar) counts the rows."""
     device = next(model.parameters()).device
     names = [name for name in model.encoder.input_names if inputs.get(name) is not None]
-    rows = inputs[model.encoder.main_input_name].shape[0]
+    order = length_order(inputs)
+    mask = inputs.get("attention_mask")
     representations, spreads = [], []
-    for start in range(0, rows, batch_size):
-        batch = {name: inputs[name][start:start + batch_size].to(device) for name in names}
-        representation = model.get_representation(**batch)
+    for start in range(0, order.shape[0], batch_size):
+        index = order[start:start + batch_size]
+        batch = {name: inputs[name][index] for name in names}
+        if mask is not None:  # padding past the batch's longest sentence changes nothing under the mask: cut it
+            longest = int(batch["attention_mask"].sum(dim=1).max())
+            batch = {name: value[:, :longest] if value.dim() == 2 else value for name, value in batch.items()}
+        representation = model.get_representation(**{name: value.to(device) for name, value in batch.items()})
         sigma = head_spread(model.embed_heads(representation), model.config.diversity_eps)  # (B, q)
         spreads.append(sigma.mean(dim=-1).float().cpu())
         representations.append(representation.float().cpu())
-    return torch.cat(representations), torch.cat(spreads)
+        if progress is not None:
+            progress.update(index.shape[0])
+    back = order.argsort()  # to the rows' own order
+    return torch.cat(representations)[back], torch.cat(spreads)[back]
 
 
 def rows(inputs: dict[str, torch.Tensor], index: torch.Tensor) -> dict[str, torch.Tensor]:
     return {name: value[index] for name, value in inputs.items() if value is not None}
 
 
-def fit_uncertainty(model, inputs: dict[str, torch.Tensor], calibration_inputs: dict[str, torch.Tensor] | None = None,
-                    k: int | None = None, batch_size: int = 256, seed: int = FIT_SEED) -> FittedUncertainty:
-    """Fits `model`'s (an `InSubModel`) calibrated `uncertainty` on in-distribution inputs."""
-    generator = torch.Generator().manual_seed(seed)
+def rows_also_in(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """`(M,)` bool: which rows of `second (M, ...)` are also rows of `first (N, ...)`, compared whole (a random
+    projection finds the candidates, exact equality decides)."""
+    a, b = first.flatten(1).double(), second.flatten(1).double()
+    found = torch.zeros(b.shape[0], dtype=torch.bool)
+    if a.shape[1] != b.shape[1]:
+        return found
+    weights = torch.rand(a.shape[1], generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    keys_a, keys_b = a @ weights, b @ weights
+    candidates = torch.isin(keys_b, keys_a).nonzero().flatten()  # rows whose projection is one of `first`'s
+    order = keys_a.argsort()
+    match = order[torch.searchsorted(keys_a[order], keys_b[candidates]).clamp(max=len(order) - 1)]
+    found[candidates] = (a[match] == b[candidates]).all(dim=1)
+    return found
+
+
+def input_length_range(inputs: dict[str, torch.Tensor], main: str) -> list[int] | None:
+    """`[low, high]` lengths of `inputs`' rows (DNA bases, text tokens the `attention_mask` keeps); None for images."""
+    if main == "dna_one_hot":
+        return [inputs[main].shape[1]] * 2
+    if main != "input_ids":
+        return None
+    mask = inputs.get("attention_mask")
+    counts = mask.sum(dim=1) if mask is not None else torch.full((inputs[main].shape[0],), inputs[main].shape[1])
+    return [int(counts.min()), int(counts.max())]
+
+
+def checked_arguments(k, batch_size: int) -> None:
+    if k is not None:
+        check_range("fit_uncertainty: k", k, low=1, integer=True)
+    check_range("fit_uncertainty: batch_size", batch_size, low=1, integer=True)
+
+
+def fit_uncertainty(model, inputs, calibration_inputs=None, k: int | None = None, batch_size: int = 256,
+                    seed: int = FIT_SEED, processor=None, show_progress: bool | None = None) -> FittedUncertainty:
+    """Fits `model`'s (an `InSubModel`) calibrated `uncertainty` on in-distribution inputs, and installs it whole,
+    replacing the previous fit only once every part is built and checked: a refused fit changes nothing."""
+    checked_arguments(k, batch_size)
     main = model.encoder.main_input_name
+    inputs = as_model_inputs(model, inputs, "inputs", processor)
+    if calibration_inputs is not None:
+        calibration_inputs = as_model_inputs(model, calibration_inputs, "calibration_inputs", processor)
+    generator = torch.Generator().manual_seed(seed)
     n = inputs[main].shape[0]
     order = torch.randperm(n, generator=generator)
     if calibration_inputs is None:
         taken = min(CALIBRATION_ROWS, n // 2)
         calibration_inputs, inputs = rows(inputs, order[:taken]), rows(inputs, order[taken:])
     else:
+        shared = int(rows_also_in(inputs[main], calibration_inputs[main]).sum())
+        if shared:
+            raise ValueError(f"fit_uncertainty(calibration_inputs=...): {shared} of its rows are also rows of `inputs` "
+                             "(the bank); calibration rows must be held out from it, or the 5 % at 0.95 does not "
+                             "hold. Give other rows, or leave calibration_inputs out (then half of `inputs` is held "
+                             "out).")
         held = calibration_inputs[main].shape[0]
         calibration_inputs = rows(calibration_inputs, torch.randperm(held, generator=generator)[:CALIBRATION_ROWS])
-    size = calibration_inputs[main].shape[0]
-    if size < 2 or inputs[main].shape[0] < 2:
-        raise ValueError(f"fit_uncertainty: {inputs[main].shape[0]} bank rows and {size} calibration rows are too few; "
-                         "give at least 2 of each (hundreds for a useful reading).")
+    size, bank_rows = calibration_inputs[main].shape[0], inputs[main].shape[0]
+    if size < MIN_CALIBRATION_ROWS:
+        raise ValueError(f"fit_uncertainty: {size} calibration rows are too few; `uncertainty > 0.95` can flag an input "
+                         f"only from {MIN_CALIBRATION_ROWS} of them (hundreds for a "
+                         f"useful reading): give more inputs (or calibration_inputs).")
+    chosen = model.config.uncertainty["k"] if k is None else k
+    if chosen > bank_rows - 1:  # a bank row's own k-th neighbour other than itself standardises the reading
+        if k is not None:
+            raise ValueError(f"fit_uncertainty: k={k} needs at least {k + 1} bank rows, got {bank_rows}; give more "
+                             f"inputs or a smaller k (at most {bank_rows - 1}).")
+        if bank_rows < 2:
+            raise ValueError(f"fit_uncertainty: {bank_rows} bank rows are too few; give at least 2 (hundreds for a "
+                             "useful reading).")
+        logging.get_logger(__name__).warning(f"fit_uncertainty: the config's k={chosen} needs {chosen + 1} bank rows, got {bank_rows}; "
+                       f"fitting k={bank_rows - 1} (pass k=... to choose).")
+        chosen = bank_rows - 1
+    k = int(chosen)
+    total = bank_rows + 2 * size
+    progress = tqdm(total=total, desc="fit_uncertainty: embedding rows", unit="row", mininterval=10,
+                    disable=(total < 2000) if show_progress is None else not show_progress)
     was_training = model.training
     model.eval()
-    clear_bank(model)
     try:
-        bank, bank_spread = representations_and_spread(model, inputs, batch_size)
-        calibration, spread = representations_and_spread(model, calibration_inputs, batch_size)
+        bank, bank_spread = representations_and_spread(model, inputs, batch_size, progress)
+        calibration, spread = representations_and_spread(model, calibration_inputs, batch_size, progress)
         outliers = shuffled_within(calibration_inputs, main, generator)
-        outlier_representation, outlier_spread = representations_and_spread(model, outliers, batch_size)
+        outlier_representation, outlier_spread = representations_and_spread(model, outliers, batch_size, progress)
     finally:
         model.train(was_training)
-    k = min(model.config.uncertainty["k"] if k is None else k, bank.shape[0] - 1)
-    set_bank(model, bank, k, read=False)
-    knn_bank = getattr(model, BANK)
+        progress.close()
+    knn_bank = new_bank(model, bank, k)
     device = knn_bank.bank.device  # the features came back to the CPU; the bank is where the model is
     knn = knn_bank(calibration.to(device), k).cpu()
     low, high = bootstrap_auroc_interval(spread, outlier_spread)
@@ -663,13 +945,34 @@ def fit_uncertainty(model, inputs: dict[str, torch.Tensor], calibration_inputs: 
     own_knn = knn_distance(torch.nn.functional.normalize(bank[own], dim=-1), knn_bank.bank.cpu(), k + 1)
     standardise = torch.stack([own_knn] + ([direction * bank_spread[own]] if direction is not None else []))
     scores = torch.stack([knn] + ([direction * spread] if direction is not None else []))  # (C, n_calibration)
+    settings = dict(reading="calibrated", k=k, direction=direction, components=components,
+                    calibration_size=[len(own), size], length_buckets=None,
+                    length_range=input_length_range(calibration_inputs, main))
+    settings["fitted_with"] = fitted_settings(settings)
     knn_bank.calibration = CalibrationScores.fitted(standardise, scores).to(device)
-    model.config.set_uncertainty(reading="calibrated", direction=direction, components=components,
-                                 calibration_size=[len(own), size])
-    return FittedUncertainty(
-        components, direction, pairwise_auroc(spread, outlier_spread), [low, high],
-        pairwise_auroc(knn, knn_bank(outlier_representation.to(device), k).cpu()), bank.shape[0], k,
-        [len(own), size])
+    outlier_knn = knn_bank(outlier_representation.to(device), k).cpu()
+    outlier_scores = torch.stack([outlier_knn] + ([direction * outlier_spread] if direction is not None else []))
+    centre_scale = knn_bank.calibration.centre_scale.cpu()
+    auroc = pairwise_auroc(combined(scores, centre_scale), combined(outlier_scores, centre_scale))
+    settings["made_outlier_auroc"] = round(auroc, 4)
+    fitted = FittedUncertainty(
+        components, direction, pairwise_auroc(spread, outlier_spread), [low, high], pairwise_auroc(knn, outlier_knn),
+        bank.shape[0], k, [len(own), size], auroc, auroc >= SEES_OUTLIERS)
+    if not fitted.sees_outliers:
+        logging.get_logger(__name__).warning(
+            f"fit_uncertainty: the fitted reading tells the calibration rows from the same rows shuffled within "
+            f"themselves (no structure left) with AUROC {100 * auroc:.1f} % (50 % is chance), so it cannot see "
+            "outliers: `uncertainty` will not flag them. Fit on more data, or use another encoder "
+            "(docs/usage.md, 'A reading that cannot see outliers').")
+    install_bank(model, knn_bank, **settings)
+    return fitted
+
+
+@torch.compiler.disable
+def check_bank(model) -> None:
+    """`KnnBank.check_current` of `model`'s bank, run eagerly (inside a compiled forward only where the bank has not
+    been checked yet: a model just loaded, moved or cast)."""
+    getattr(model, BANK).check_current(model)
 
 
 class UncertaintyReading:
@@ -684,35 +987,55 @@ class UncertaintyReading:
             calibration = None if block.calibration_size is None else (len(block.components), *block.calibration_size)
             setattr(self, BANK, KnnBank(block.bank_size, self.encoder.output_dim, calibration))
 
-    def check_reading_current(self) -> None:
+    def check_reading_current(self) -> torch.Tensor | None:
         """Refuses a k-NN bank embedded with other weights (`KnnBank.check_current`); call before a train-mode
-        forward moves BatchNorm's statistics. Compiled forwards skip it: it reads counters on the host."""
-        if hasattr(self, BANK) and not torch.compiler.is_compiling():
-            getattr(self, BANK).check_current(self)
+        forward moves BatchNorm's statistics. A compiled forward reads nothing on the host: it returns `()` bool on
+        the device (`KnnBank.current`), which `guarded` applies to the served number; eager: None."""
+        if not hasattr(self, BANK):
+            return None
+        bank = getattr(self, BANK)
+        if not torch.compiler.is_compiling() or bank.tensors is None:
+            check_bank(self)
+            return None
+        return bank.current()
+
+    @staticmethod
+    def guarded(uncertainty: torch.Tensor | None, current: torch.Tensor | None) -> torch.Tensor | None:
+        """`uncertainty (B,)`, or NaN for every row where a compiled forward found the weights changed since the fit
+        (`current`, `()` bool): never a number of another model's fit."""
+        if uncertainty is None or current is None:
+            return uncertainty
+        return torch.where(current, uncertainty, torch.full_like(uncertainty, float("nan")))
 
     def oriented_spread(self, spread: torch.Tensor) -> torch.Tensor:
         """`(B,)`: the heads' mean spread `(B,)` read in `config.uncertainty['direction']` (as it is where None)."""
         return (self.config.uncertainty["direction"] or 1) * spread
 
     def read_uncertainty(self, representation: torch.Tensor, spread: torch.Tensor, input_ids: torch.Tensor | None,
-                         attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+                         attention_mask: torch.Tensor | None,
+                         dna_one_hot: torch.Tensor | None = None) -> torch.Tensor | None:
         """`(B,)`: `uncertainty` as `config.uncertainty['reading']` says (`readings.READINGS`), from the
-        representations `(B, d)` and the oriented spread `(B,)` (with the token counts of `attention_mask`, or of
-        `input_ids` without one); None where the reading is not fitted."""
+        representations `(B, d)` and the oriented spread `(B,)` (with the lengths of the batch: token counts of
+        `attention_mask`, or of `input_ids` without one; bases of `dna_one_hot (B, L, 4)`); None where the reading is
+        not fitted."""
 
-        def lengths() -> torch.Tensor:
+        def lengths() -> torch.Tensor | int | None:
+            if dna_one_hot is not None:
+                return dna_one_hot.shape[1]  # one length for the batch, known without reading the device
+            if input_ids is None:
+                return None
             return (attention_mask.sum(dim=1) if attention_mask is not None
                     else torch.full((input_ids.shape[0],), input_ids.shape[1], device=input_ids.device))
 
         return READINGS[self.config.uncertainty["reading"]].read(self, representation, spread, lengths)
 
     def fit_uncertainty(self, inputs, calibration_inputs=None, k: int | None = None, batch_size: int = 256,
-                        seed: int = FIT_SEED) -> FittedUncertainty:
-        """Fits the calibrated `uncertainty` in [0, 1] on your in-distribution inputs (`fitting.fit_uncertainty`:
-        `inputs`, the encoder's inputs as tensors with N rows, e.g. a processor's output; `calibration_inputs`,
-        held-out rows the model was not trained on, else taken from `inputs`). `save_pretrained` keeps it."""
-        return fit_uncertainty(self, dict(inputs), None if calibration_inputs is None else dict(calibration_inputs),
-                               k, batch_size, seed)
+                        seed: int = FIT_SEED, processor=None, show_progress: bool | None = None) -> FittedUncertainty:
+        """Fits the calibrated `uncertainty` in [0, 1] on your in-distribution inputs (`fitting.fit_uncertainty`):
+        `inputs`, what the model's processor takes (PIL images, a numpy array, sentences, a `datasets.Dataset`) or
+        its output (tensors with N rows); `calibration_inputs`, held-out rows the model was not trained on, else
+        taken from `inputs`. A refused fit leaves the previous one serving; `save_pretrained` keeps it."""
+        return fit_uncertainty(self, inputs, calibration_inputs, k, batch_size, seed, processor, show_progress)
 
     def set_bank(self, representations: torch.Tensor, k: int | None = None, read: bool = True):
         """Makes `uncertainty` the cosine distance to the k-th nearest (`k`, default the config's) of `representations
@@ -720,6 +1043,15 @@ class UncertaintyReading:
         (`knn.set_bank`; `read=False` keeps the reading, for `InSubOODDetector` to measure the bank)."""
         set_bank(self, representations, self.config.uncertainty["k"] if k is None else k, read)
         return self
+
+    def follower_copy(self):
+        """A copy of this model without its k-NN bank: what a teacher or target network (DINO, BYOL) follows is the
+        weights, not the bank."""
+        return bankless_copy(self)
+
+    def weights_state(self) -> dict:
+        """`state_dict()` without the bank's entries: what a follower (`follower_copy`) loads."""
+        return weights_only(self.state_dict())
 
     def set_length_buckets(self, settings: dict):
         """Makes a text model's `uncertainty` its oriented spread standardised within token-count buckets:
@@ -791,7 +1123,7 @@ class InSubPreTrainedModel(PreTrainedModel):
         changed, truncated or garbage file is refused, naming it), refusing a local path that does not exist (rather
         than trying it as a Hub repo id) and naming what does not fit (`model_files.checked_from_pretrained`). A remote
         copy where insub-hf is absent loads as transformers does."""
-        files = package_module("model_files", required=False)
+        files = package_module("model.model_files", required=False)
         if files is None:
             return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         return files.checked_from_pretrained(cls, super().from_pretrained, pretrained_model_name_or_path, *args, **kwargs)
@@ -806,7 +1138,7 @@ class InSubPreTrainedModel(PreTrainedModel):
             repo_id = kwargs.pop("repo_id", None) or os.path.basename(os.path.normpath(save_directory))
             self.save_pretrained(save_directory, *args, remote_code=remote_code is not False, **kwargs)
             return self.push_to_hub(repo_id, token=kwargs.get("token"))
-        files = package_module("model_files", required=False)
+        files = package_module("model.model_files", required=False)
         if files is None:
             return super().save_pretrained(save_directory, *args, **kwargs)
         files.checked_save_pretrained(self, super().save_pretrained, save_directory, *args, remote_code=remote_code,
@@ -943,7 +1275,7 @@ class InSubModel(InSubPreTrainedModel, UncertaintyReading):
     ) -> InSubModelOutput | tuple:
         """`output_hidden_states` and `output_attentions` (default: the config's) pass through to a transformers
         encoder that has them, and are refused by name elsewhere."""
-        self.check_reading_current()
+        current = self.check_reading_current()
         pixel_values, main = self.positional_main_input(pixel_values, dict(input_ids=input_ids, dna_one_hot=dna_one_hot))
         input_ids, dna_one_hot = main["input_ids"], main["dna_one_hot"]
         encoded = self.encode(
@@ -959,7 +1291,8 @@ class InSubModel(InSubPreTrainedModel, UncertaintyReading):
             head_embeddings=z,
             mean_embedding=z.mean(dim=1),
             sigma=sigma,
-            uncertainty=self.read_uncertainty(representation, spread, input_ids, attention_mask),
+            uncertainty=self.guarded(
+                self.read_uncertainty(representation, spread, input_ids, attention_mask, dna_one_hot), current),
             pooler_output=representation,
             last_hidden_state=encoded.last_hidden_state,
             hidden_states=encoded.hidden_states,

@@ -1,4 +1,4 @@
-"""configuration_insub: what this folder's loaders run of the insub-hf modules encoders.base, encoders.build, encoders.configuration_resnet_cifar, encoders.modeling_resnet_cifar, encoders.presets, encoders.registry, model.configuration_insub, objectives, objectives.base, objectives.simclr, recipes, uncertainty.conformal, uncertainty.knn, uncertainty.length, uncertainty.readings, uncertainty.settings, validation (documented there), bundled by `insub_hf.hub.remote_code`."""
+"""configuration_insub: what this folder's loaders run of the insub-hf modules compat, encoders.base, encoders.build, encoders.configuration_resnet_cifar, encoders.modeling_resnet_cifar, encoders.presets, encoders.registry, model.configuration_insub, objectives, objectives.base, objectives.simclr, recipes, uncertainty.conformal, uncertainty.knn, uncertainty.length, uncertainty.readings, uncertainty.settings, validation (documented there), bundled by `insub_hf.hub.remote_code`."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from transformers import AutoConfig, AutoModel, PreTrainedModel, PretrainedConfi
 from transformers.configuration_utils import SubConfigSpec
 from transformers.modeling_outputs import BaseModelOutputWithPoolingAndNoAttention
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+from transformers.utils import logging
 from typing import ClassVar
 
 
@@ -406,7 +407,70 @@ DNA = Recipe("genomenet", num_heads=5, diversity_alpha=0.08, diversity_weight=1.
 DNA_ENCODER = {"model_type": "insub_genomic"}
 
 
+REMOVAL_VERSION = "0.3.0"
+
+
+FORMER_CONFIG_KEYS = {"uncertainty_reading": "reading", "uncertainty_direction": "direction", "knn_k": "k",
+                      "knn_bank_size": "bank_size", "knn_bank_weights": "bank_weights",
+                      "length_standardisation": "length_buckets"}
+
+
+_warned: set[str] = set()
+
+
+def warn_former(former: str, now: str, stacklevel: int = 3, way_out: str = "") -> None:
+    """Warns once per process that `former` is `now` and that the former form goes in `REMOVAL_VERSION`
+    (`way_out`: what to do, where it is not to write the new form)."""
+    if former in _warned:
+        return
+    _warned.add(former)
+    warnings.warn(f"{former} is {now} now; the former form stops working in insub-hf {REMOVAL_VERSION}"
+                  f"{way_out}.", FutureWarning, stacklevel=stacklevel)
+
+
+def from_former_keys(kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """Pops the flat `FORMER_CONFIG_KEYS` out of a config's keyword arguments `kwargs`, warning once, and returns
+    them as the uncertainty block's values, each as given (None where there are none)."""
+    found = {FORMER_CONFIG_KEYS[key]: kwargs.pop(key) for key in list(kwargs) if key in FORMER_CONFIG_KEYS}
+    for key, block_key in FORMER_CONFIG_KEYS.items():
+        if block_key in found:
+            warn_former(f"InSubConfig({key}=...)", f"InSubConfig(uncertainty={{{block_key!r}: ...}})", 4)
+    return found or None
+
+
+def with_fitted_record(block: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A calibrated uncertainty block written before it recorded `fitted_with` (insub-hf up to commit ec29209), given
+    the record of the values it was saved with: they are what its calibration was fitted with."""
+    pass
+    pass
+
+    if not isinstance(block, dict) or not is_calibrated(block) or block.get("fitted_with") is not None:
+        return block
+
+    filled = {"k": 50, "length_range": None, **block}  # the defaults of the version that wrote it
+    return {**block, "fitted_with": fitted_settings({key: filled.get(key) for key in FITTED_SETTINGS})}
+
+
+def former_keys_into_block(config_dict: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`config_dict` (a config.json's) with the flat `FORMER_CONFIG_KEYS` among `kwargs` (a `from_pretrained`'s,
+    popped, warning once) written into its uncertainty block, each as given; `config_dict` itself where none."""
+    given = from_former_keys(kwargs)
+    if not given:
+        return config_dict
+    config_dict = dict(config_dict)
+    block = from_former_keys(config_dict) or dict(config_dict.get("uncertainty") or {})
+    config_dict["uncertainty"] = {**with_fitted_record(block), **given}
+    return config_dict
+
+
 COMPONENTS = ("knn", "spread")
+FITTED_SETTINGS = ("k", "components", "direction", "calibration_size", "length_range")
+
+
+def fitted_settings(block) -> dict:
+    """The values of `FITTED_SETTINGS` in `block` (a dict), as `fitted_with` records them (lists as lists)."""
+    return {key: list(block[key]) if isinstance(block.get(key), (list, tuple)) else block.get(key)
+            for key in FITTED_SETTINGS}
 
 
 BANK = "knn_bank"
@@ -532,17 +596,68 @@ class CalibratedReading(Reading):
                              f"standardised on and the calibration rows ranked against; got {sizes!r}.")
         for i, size in enumerate(sizes):
             check_range(f"{name}['calibration_size'][{i}]", size, low=1, integer=True)
+        length_range = block.length_range
+        if length_range is not None and not (isinstance(length_range, (list, tuple)) and len(length_range) == 2
+                                             and all(isinstance(v, int) and v >= 1 for v in length_range)
+                                             and length_range[0] <= length_range[1]):
+            raise ValueError(f"{name}['length_range'] must be [low, high], the calibration rows' shortest and longest "
+                             f"input (ints >= 1, low <= high), or None; got {length_range!r}.")
+        fitted = block.fitted_with
+        if not isinstance(fitted, dict) or set(fitted) != set(FITTED_SETTINGS):
+            raise ValueError(f"{name}['fitted_with'] must record the settings the calibration was fitted with, a dict "
+                             f"with keys {list(FITTED_SETTINGS)} (fit_uncertainty writes it); got {fitted!r}.")
 
     def read(self, model, representation, spread, lengths):
         block = model.config.uncertainty
+        if fitted_settings(block) != block["fitted_with"]:
+            warn_stale_settings(block)
+            return None
         scores = [getattr(model, BANK)(representation, block["k"])]
         if "spread" in block["components"]:
             scores.append(spread)
-        return getattr(model, BANK).calibration(torch.stack(scores))
+        return within_length_range(block["length_range"], lengths(),
+                                   getattr(model, BANK).calibration(torch.stack(scores)))
+
+
+def within_length_range(length_range, lengths, uncertainty: torch.Tensor) -> torch.Tensor | None:
+    """`uncertainty (B,)` where the inputs' `lengths` lie in the calibration rows' `length_range` ([low, high], None:
+    any): a DNA batch of another window length (`lengths` an int) is None with one warning; a text batch's sentences
+    outside it (`lengths (B,)`, token counts) are NaN, decided on the device. The 5 % at 0.95 holds only for inputs
+    like the calibration rows."""
+    if length_range is None or lengths is None:
+        return uncertainty
+    low, high = length_range
+    if isinstance(lengths, int):
+        if low <= lengths <= high:
+            return uncertainty
+        logging.get_logger(__name__).warning_once(
+            f"InSubModel: `uncertainty` was calibrated on inputs of {low}-{high} bases and this batch has {lengths}, so "
+            f"it is None: its 5 % at 0.95 holds only at the calibrated lengths. Cut the inputs to {low}-{high} bases, "
+            "or fit at this length: model.fit_uncertainty(your_inputs_of_this_length).")
+        return None
+    inside = (lengths >= low) & (lengths <= high)
+    return torch.where(inside, uncertainty, torch.full_like(uncertainty, float("nan")))
+
+
+def warn_stale_settings(block) -> None:
+    """Says once per change that the calibration was fitted with other settings (`block['fitted_with']`) than
+    `block` (a dict) names now."""
+    now, fitted = fitted_settings(block), block["fitted_with"]
+    said = ", ".join(f"{key} {fitted.get(key)!r} -> {now[key]!r}" for key in FITTED_SETTINGS
+                     if fitted.get(key) != now[key])
+    logging.get_logger(__name__).warning_once(
+        f"InSubModel: config.uncertainty changed since the calibration was fitted ({said}), so `uncertainty` is None: "
+        f"its ranks belong to the fitted settings. Fit again with them: model.fit_uncertainty(your_inputs, "
+        f"k={block['k']}).")
 
 
 READINGS: dict[str, Reading] = {r.name: r for r in (SpreadReading(), LengthSpreadReading(), KnnReading(),
                                                     CalibratedReading())}
+
+
+def is_calibrated(block) -> bool:
+    """Whether an uncertainty block (a dict, or None) names the calibrated reading, what `fit_uncertainty` fits."""
+    return (block or {}).get("reading") == CalibratedReading.name
 
 
 MODEL_READINGS = tuple(READINGS)
@@ -562,6 +677,9 @@ class UncertaintyConfig:
     length_buckets: dict | None = None
     components: list[str] | None = None
     calibration_size: list[int] | None = None
+    length_range: list[int] | None = None
+    made_outlier_auroc: float | None = None
+    fitted_with: dict | None = None
 
     @classmethod
     def from_dict(cls, values: dict[str, Any] | None) -> UncertaintyConfig:
@@ -579,6 +697,9 @@ class UncertaintyConfig:
     def check(self, modality: str) -> UncertaintyConfig:
         """Raises, naming the field and what it allows, unless the settings make one reading for a `modality` model."""
         check_choice("InSubConfig.uncertainty['reading']", self.reading, MODEL_READINGS)
+        if isinstance(self.direction, bool):  # a bool is an int to Python: True would read as +1
+            raise ValueError(f"InSubConfig.uncertainty['direction'] must be one of [1, -1, None], got {self.direction!r}"
+                             " (a bool; +1 reads high spread as unusual, -1 low).")
         check_choice("InSubConfig.uncertainty['direction']", self.direction, (1, -1, None))
         check_range("InSubConfig.uncertainty['bank_size']", self.bank_size, low=0, integer=True)
         check_range("InSubConfig.uncertainty['k']", self.k, low=1, integer=True)
@@ -588,21 +709,59 @@ class UncertaintyConfig:
         return self
 
 
-FORMER_KEYS = {"uncertainty_reading": "reading", "uncertainty_direction": "direction", "knn_k": "k",
-               "knn_bank_size": "bank_size", "knn_bank_weights": "bank_weights",
-               "length_standardisation": "length_buckets"}
+class UncertaintyBlock(dict):
+    """`InSubConfig.uncertainty` as the config holds it: a dict (saved, compared and read as one) whose item
+    assignment and `update` are checked as `set_uncertainty` checks a change, so that `config.uncertainty['k'] = 100`
+    is refused where it is written, not deep inside a later forward."""
+
+    def __init__(self, values: dict[str, Any], modality: str):
+        super().__init__(values)
+        self.modality = modality
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        UncertaintyConfig.from_dict({**self, key: value}).check(self.modality)
+        super().__setitem__(key, value)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        changed = {**self, **dict(*args, **kwargs)}
+        UncertaintyConfig.from_dict(changed).check(self.modality)
+        super().update(changed)
+
+    def __reduce__(self):  # copies and pickles rebuild it whole, never item by item through the check
+        return type(self), (dict(self), self.modality)
 
 
-def from_former_keys(kwargs: dict[str, Any]) -> dict[str, Any] | None:
-    """Pops the flat `FORMER_KEYS` out of a config's keyword arguments `kwargs` and returns them as the block's
-    values (None where there are none). A former folder said k = 10 for a bank it did not have: without a bank its
-    k is the one default, so that a bank set later reads as every other does."""
-    found = {FORMER_KEYS[key]: kwargs.pop(key) for key in list(kwargs) if key in FORMER_KEYS}
-    if not found:
-        return None
-    if not found.get("bank_size"):
-        found.pop("k", None)
-    return found
+class UncertaintySettings:
+    """The uncertainty block's doors on `InSubConfig` (a mixin: it reads `self.uncertainty` and `self.modality`):
+    typed access, a checked change and its installation in one assignment."""
+
+    @property
+    def uncertainty_options(self) -> UncertaintyConfig:
+        """`uncertainty` as a typed `UncertaintyConfig`."""
+        given = self.uncertainty
+        return given if isinstance(given, UncertaintyConfig) else UncertaintyConfig.from_dict(given)
+
+    def checked_uncertainty(self, replace: Any = None, **changes: Any) -> UncertaintyConfig:
+        """The `uncertainty` block with some values changed (`UncertaintyConfig` fields), or `replace`d whole (a dict
+        or an `UncertaintyConfig`), checked as a whole; nothing is installed."""
+        if replace is not None and not isinstance(replace, (dict, UncertaintyConfig)):
+            raise ValueError("InSubConfig.uncertainty must be a dict of UncertaintyConfig fields (reading, direction, "
+                             f"k, bank_size, bank_weights, length_buckets, ...), got {replace!r}.")
+        base = self.uncertainty_options if replace is None else (
+            replace if isinstance(replace, UncertaintyConfig) else UncertaintyConfig.from_dict(replace))
+        return dataclasses.replace(base, **changes).check(self.modality)
+
+    def install_uncertainty(self, block: UncertaintyConfig) -> None:
+        """Makes the checked `block` the config's `uncertainty`, in one assignment."""
+        # past InSubConfig.__setattr__, which checks a whole block assigned from outside as a change
+        PretrainedConfig.__setattr__(self, "uncertainty", UncertaintyBlock(block.to_dict(), self.modality))
+
+    def set_uncertainty(self, **changes: Any) -> UncertaintyConfig:
+        """Replaces some of the `uncertainty` block's values (`UncertaintyConfig` fields), checked as a whole;
+        returns the block."""
+        block = self.checked_uncertainty(**changes)
+        self.install_uncertainty(block)
+        return block
 
 
 HEAD_NORMS = ("batchnorm", "none")
@@ -668,6 +827,7 @@ _BOOKKEEPING_KEYS = {
     "model_type", "transformers_version", "auto_map", "custom_pipelines", "architectures", "torch_dtype", "dtype",
     "name_or_path", "num_labels", "output_attentions", "output_hidden_states", "use_cache", "attn_implementation",
     "experts_implementation", "rope_scaling", "rope_theta", "per_layer_config", "tie_word_embeddings",
+    "insub_card_only",  # a card-only folder's build line (`model_files.CARD_ONLY_KEY`), which its loading says
 }
 
 
@@ -703,7 +863,7 @@ def _check_unknown_keys(kwargs: dict[str, Any], encoder_keys: set[str], objectiv
         )
 
 
-class InSubConfig(PretrainedConfig):
+class InSubConfig(UncertaintySettings, PretrainedConfig):
     r"""Architecture of an InSub model (Vahidi et al., AAAI 2024)."""
 
     model_type = "insub"
@@ -729,14 +889,34 @@ class InSubConfig(PretrainedConfig):
     uncertainty: dict | None = None
 
     def __setattr__(self, key: str, value: Any) -> None:
-        # a field of the encoder set on the top-level config goes to the encoder's config (read it there:
-        # config.encoder_config.<field>), so that what save_pretrained writes, from_pretrained reads
+        if key in FIELD_CHECKS and key in self.__dict__:  # a change after construction, checked where it is written
+            FIELD_CHECKS[key](value)
+        if key == "uncertainty" and isinstance(self.__dict__.get(key), UncertaintyBlock):  # a whole block, after
+            self.install_uncertainty(self.checked_uncertainty(replace=value))  # construction, is checked as a change
+            return
+        # a field of the encoder written on the top-level config (a former form) goes to the encoder's config, so
+        # that what save_pretrained writes, from_pretrained reads; reading it back there answers from the encoder
         encoder = self.__dict__.get("encoder_config")
         if (isinstance(encoder, PretrainedConfig) and not key.startswith("_") and key not in _OWN_KEYS
                 and key in encoder.to_dict()):
+            warn_former(f"InSubConfig.{key}", f"InSubConfig.encoder_config.{key}")
             setattr(encoder, key, value)
+            self.__dict__.setdefault("_encoder_fields_written", set()).add(key)
             return
         super().__setattr__(key, value)
+
+    def __getattr__(self, key: str) -> Any:
+        # only what was written here (`__setattr__`): libraries probe configs with hasattr, and an encoder field
+        # answered to them would change what they do
+        if key in self.__dict__.get("_encoder_fields_written", ()):
+            warn_former(f"InSubConfig.{key}", f"InSubConfig.encoder_config.{key}")
+            return getattr(self.__dict__["encoder_config"], key)
+        raise AttributeError(f"'InSubConfig' object has no attribute {key!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out.pop("_encoder_fields_written", None)  # bookkeeping of `__setattr__`: the values are the encoder's
+        return out
 
     def __post_init__(self, **kwargs: Any) -> None:
         if self.encoder_config is not None and self.timm_model_name is not None:
@@ -772,7 +952,7 @@ class InSubConfig(PretrainedConfig):
                 "InSubConfig.head_hidden_sizes must be a list of hidden widths (e.g. [2048]; [] for one Linear layer), "
                 f"got {self.head_hidden_sizes!r}."
             )
-        given = sorted(set(kwargs) & set(FORMER_KEYS))
+        given = sorted(set(kwargs) & set(FORMER_CONFIG_KEYS))
         former = from_former_keys(kwargs)
         if former is not None:
             if self.uncertainty is not None:
@@ -785,6 +965,11 @@ class InSubConfig(PretrainedConfig):
         )
         if "num_labels" in kwargs:  # before transformers builds an id2label entry per class
             check_label_settings(kwargs["num_labels"], kwargs.get("problem_type"))
+            names = self.id2label  # transformers would replace given names by LABEL_i ones, saying so in a log line
+            given = names is not None and any(str(v) != f"LABEL_{k}" for k, v in names.items())
+            if given and kwargs["num_labels"] is not None and len(names) != kwargs["num_labels"]:
+                raise ValueError(f"InSubConfig.id2label has {len(names)} names but num_labels={kwargs['num_labels']}: "
+                                 "give one name per class (or leave num_labels out: it follows id2label).")
         if self.objective is None:
             self.objective = DEFAULT_OBJECTIVES.get(encoder_input(self), "simclr")
         self.timm_kwargs = dict(self.timm_kwargs or {})
@@ -792,6 +977,12 @@ class InSubConfig(PretrainedConfig):
             self.timm_kwargs.setdefault("dynamic_img_size", True)  # local crops are smaller than global ones
         super().__post_init__(**kwargs)
         self._check_values()
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> InSubConfig:
+        """`PretrainedConfig.from_dict`, with the flat keys of a former config among `kwargs` (`knn_k=7`, as
+        `from_pretrained` passes them on) kept as given in the uncertainty block, with their warning."""
+        return super().from_dict(former_keys_into_block(config_dict, kwargs), **kwargs)
 
     @classmethod
     def for_images(cls, **overrides: Any) -> InSubConfig:
@@ -844,19 +1035,6 @@ class InSubConfig(PretrainedConfig):
         """`objective_config` as its objective's typed, checked config (e.g. `SimCLRConfig`)."""
         return OBJECTIVE_CONFIGS[self.objective].from_dict(self.objective_config, self.objective)
 
-    @property
-    def uncertainty_options(self) -> UncertaintyConfig:
-        """`uncertainty` as a typed `UncertaintyConfig`."""
-        given = self.uncertainty
-        return given if isinstance(given, UncertaintyConfig) else UncertaintyConfig.from_dict(given)
-
-    def set_uncertainty(self, **changes: Any) -> UncertaintyConfig:
-        """Replaces some of the `uncertainty` block's values (`UncertaintyConfig` fields), checked as a whole;
-        returns the block."""
-        block = dataclasses.replace(self.uncertainty_options, **changes).check(self.modality)
-        self.uncertainty = block.to_dict()
-        return block
-
     def _check_values(self) -> None:
         check_choice("InSubConfig.normalize_heads", self.normalize_heads, (True, False))
         check_choice("InSubConfig.freeze_encoder", self.freeze_encoder, (True, False))
@@ -891,20 +1069,26 @@ class InSubConfig(PretrainedConfig):
         if self.uncertainty is not None and not isinstance(self.uncertainty, (dict, UncertaintyConfig)):
             raise ValueError("InSubConfig.uncertainty must be a dict of UncertaintyConfig fields (reading, direction, "
                              f"k, bank_size, bank_weights, length_buckets), got {self.uncertainty!r}.")
+        if isinstance(self.uncertainty, dict):
+            self.uncertainty = with_fitted_record(dict(self.uncertainty))
         self.set_uncertainty()
-        check_choice("InSubConfig.head_norm", self.head_norm, HEAD_NORMS)
-        check_choice("InSubConfig.pooling", self.pooling, POOLINGS)
-        check_range("InSubConfig.num_heads", self.num_heads, low=1, integer=True)
-        check_range("InSubConfig.head_output_size", self.head_output_size, low=1, integer=True)
+        for key, check in FIELD_CHECKS.items():
+            check(getattr(self, key))
         for i, size in enumerate(self.head_hidden_sizes):
             check_range(f"InSubConfig.head_hidden_sizes[{i}]", size, low=1, integer=True)
-        # alpha is a spread of unit vectors (at most 1 per dimension); lambda beyond MAX_DIVERSITY_WEIGHT overflows the
-        # loss in float32 long before it means anything (the authors' largest is 1.5)
-        check_range("InSubConfig.diversity_alpha", self.diversity_alpha, low=0.0, high=MAX_DIVERSITY_ALPHA)
-        check_range("InSubConfig.diversity_weight", self.diversity_weight, low=0.0, high=MAX_DIVERSITY_WEIGHT)
-        check_range("InSubConfig.diversity_eps", self.diversity_eps, low=0.0, low_inclusive=False)
-        check_choice("InSubConfig.diversity_reduction", self.diversity_reduction, DIVERSITY_REDUCTIONS)
-        check_range("InSubConfig.batch_ensemble_size", self.batch_ensemble_size, low=1, integer=True)
+
+
+FIELD_CHECKS = {
+    "head_norm": lambda v: check_choice("InSubConfig.head_norm", v, HEAD_NORMS),
+    "pooling": lambda v: check_choice("InSubConfig.pooling", v, POOLINGS),
+    "num_heads": lambda v: check_range("InSubConfig.num_heads", v, low=1, integer=True),
+    "head_output_size": lambda v: check_range("InSubConfig.head_output_size", v, low=1, integer=True),
+    "diversity_alpha": lambda v: check_range("InSubConfig.diversity_alpha", v, low=0.0, high=MAX_DIVERSITY_ALPHA),
+    "diversity_weight": lambda v: check_range("InSubConfig.diversity_weight", v, low=0.0, high=MAX_DIVERSITY_WEIGHT),
+    "diversity_eps": lambda v: check_range("InSubConfig.diversity_eps", v, low=0.0, low_inclusive=False),
+    "diversity_reduction": lambda v: check_choice("InSubConfig.diversity_reduction", v, DIVERSITY_REDUCTIONS),
+    "batch_ensemble_size": lambda v: check_range("InSubConfig.batch_ensemble_size", v, low=1, integer=True),
+}
 
 
 _OWN_KEYS = set(InSubConfig.__dataclass_fields__) | set(PretrainedConfig.__dataclass_fields__) | _BOOKKEEPING_KEYS | {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numpy as np
+import sys
 import torch
 from PIL import Image
 from torchvision.transforms.v2 import functional as TF
@@ -14,8 +15,9 @@ from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from transformers.processing_utils import ImagesKwargs
 from .image_processing_pil_insub import (
     ALLOWED_INPUTS, INTEGER_RANGES, InSubImageProcessorFields, InSubImageProcessorKwargs, LUMA, NUM_CHANNELS,
-    SETTINGS, SIXTEEN_BIT_MODES, _refuse, _side, _unit_range, check_crop_fits, check_processor_fields,
-    check_processor_settings, check_unit_images, normalize_images, read_image, stack_processed, to_channels,
+    SETTINGS, SIXTEEN_BIT_MODES, STOCK_PIPELINES, _refuse, _side, _unit_range, check_crop_fits,
+    check_not_under_a_stock_pipeline, check_processor_fields, check_processor_settings, check_unit_images,
+    checked_images, normalize_images, read_image, stack_processed, to_channels,
 )
 
 

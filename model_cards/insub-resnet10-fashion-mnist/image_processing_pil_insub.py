@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numpy as np
+import sys
 import torch
 from PIL import Image
 from transformers.image_processing_backends import PilBackend
@@ -137,6 +138,12 @@ class InSubImageProcessorFields:
         kwargs["do_convert_rgb"] = False  # the rest of the conversion is to_channels', to the model's channel count
         return read_image(image, num_channels), num_channels
 
+    def preprocess(self, images, *args, **kwargs) -> BatchFeature:
+        """transformers' preprocessing of `checked_images(images)`; refused under transformers' stock image
+        pipelines (`check_not_under_a_stock_pipeline`)."""
+        check_not_under_a_stock_pipeline(type(self).__name__)
+        return super().preprocess(checked_images(images), *args, **kwargs)
+
     def _validate_preprocess_kwargs(self, **kwargs) -> None:
         """transformers' checks, then `check_processor_settings` on the settings of this call (a call's own
         `do_rescale=False` or `image_std` is refused as a built processor's is)."""
@@ -152,6 +159,20 @@ class InSubImageProcessorPil(InSubImageProcessorFields, PilBackend):
         image, num_channels = self._channels(image, kwargs)
         array = super().process_image(image, **kwargs)
         return to_channels(torch.from_numpy(np.ascontiguousarray(array)), num_channels).numpy()
+
+    def resize(self, image: np.ndarray, size, resample=None, reducing_gap=None, **kwargs) -> np.ndarray:
+        """transformers' PIL resize for uint8 images; a float image (16-bit or float input, `(C, H, W)` in [0, 1]) is
+        resized channel by channel as a 32-bit float PIL image (mode "F"), where transformers' would go through 8
+        bits, to the size transformers' gives."""
+        if not np.issubdtype(image.dtype, np.floating):
+            return super().resize(image, size, resample=resample, reducing_gap=reducing_gap, **kwargs)
+        shape = super().resize(np.zeros((1, *image.shape[-2:]), dtype=np.uint8), size, resample=resample).shape[-2:]
+        resample = resample if isinstance(resample, (PILImageResampling, int)) else PILImageResampling.BILINEAR
+        return np.stack([
+            np.asarray(Image.fromarray(channel.astype(np.float32)).resize(  # mode "F"
+                (shape[1], shape[0]), resample=resample, reducing_gap=reducing_gap))
+            for channel in image
+        ])
 
     def _preprocess(self, images: list[np.ndarray], do_resize, size, resample, do_center_crop, crop_size, do_rescale,
                     rescale_factor, do_normalize, image_mean, image_std, return_tensors=None, num_channels=None,
@@ -170,6 +191,50 @@ class InSubImageProcessorPil(InSubImageProcessorFields, PilBackend):
                 image = normalize_images(torch.from_numpy(image), image_mean, image_std).numpy()
             out.append(image)
         return stack_processed(out, return_tensors)
+
+
+STOCK_PIPELINES = {"transformers.pipelines.image_feature_extraction": "ImageFeatureExtractionPipeline",
+                   "transformers.pipelines.image_classification": "ImageClassificationPipeline"}
+
+
+def check_not_under_a_stock_pipeline(processor: str) -> None:
+    """Refuses, in one line with the ways that read every image, a call made by the `preprocess` of one of
+    `STOCK_PIPELINES` (a few frames up; the InSub pipelines' own `preprocess` is other code)."""
+    codes = {getattr(sys.modules[module], name).preprocess.__code__
+             for module, name in STOCK_PIPELINES.items() if module in sys.modules}
+    frame = sys._getframe(1)
+    for _ in range(6):
+        if frame is None:
+            return
+        if frame.f_code in codes:
+            raise ValueError(
+                f"{processor} under transformers' own image pipeline, which makes every image 8-bit RGB first (a "
+                "16-bit image clipped at 255): pass pipeline_class=InSubImageFeatureExtractionPipeline (or "
+                "InSubImageClassificationPipeline) from insub_hf, call insub_hf.register_pipelines() once, or give "
+                "pipeline() a folder that holds pipeline_insub.py (save_pretrained writes it) with "
+                "trust_remote_code=True."
+            )
+        frame = frame.f_back
+
+
+def checked_images(images):
+    """`images` (one image or a list) as the backends read them, refused in one line where they cannot be: no images,
+    an image with no pixels. A 2-D array or tensor `(H, W)` is one grey image (`(1, H, W)`), which transformers'
+    own reading cannot tell from a list of rows."""
+    single = not isinstance(images, (list, tuple))
+    items = [images] if single else list(images)
+    if not items:
+        raise ValueError("InSubImageProcessor: got no images; give an image (PIL, array or tensor) or a list of them.")
+    out = []
+    for i, image in enumerate(items):
+        shape = image.size[::-1] if isinstance(image, Image.Image) else tuple(getattr(image, "shape", ()))
+        if 0 in shape:
+            raise ValueError(f"InSubImageProcessor: image {i} has no pixels (shape {shape}); give images of at least "
+                             "1x1 pixels.")
+        if isinstance(image, (np.ndarray, torch.Tensor)) and image.ndim == 2:
+            image = image[None]
+        out.append(image)
+    return out[0] if single else out
 
 
 def stack_processed(images: list, return_tensors) -> BatchFeature:
