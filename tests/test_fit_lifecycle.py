@@ -262,22 +262,6 @@ def test_dna_of_another_length_than_the_calibration_serves_none_with_one_warning
     assert model.config.uncertainty["length_range"] == [40, 40]
 
 
-def test_sentences_outside_the_calibrated_token_counts_are_nan(tmp_path):
-    model, tokenizer = text_model_and_tokenizer(tmp_path)
-    rng = np.random.default_rng(0)
-    sentences = [" ".join(f"w{i}" for i in rng.integers(0, 40, rng.integers(4, 12))) for _ in range(80)]
-    model.fit_uncertainty(sentences, k=5, processor=tokenizer)
-    low, high = model.config.uncertainty["length_range"]
-    held = torch.randperm(80, generator=torch.Generator().manual_seed(0))[:40].tolist()  # the fit's calibration half
-    counts = [len(sentences[i].split()) + 2 for i in held]  # one token a word, plus [CLS] and [SEP]
-    assert (low, high) == (min(counts), max(counts))
-    queries = ["w1 w2", " ".join(["w3"] * 8), " ".join(["w4"] * 30)]
-    with torch.no_grad():
-        served = model(**tokenizer(queries, padding=True, return_tensors="pt")).uncertainty
-    inside = [low <= len(q.split()) + 2 <= high for q in queries]
-    assert torch.isnan(served).tolist() == [not i for i in inside] and inside == [False, True, False]
-
-
 def test_a_reading_that_cannot_see_outliers_says_so(caplog):
     torch.manual_seed(0)
     model = InSubModel(tiny_config()).eval()

@@ -233,7 +233,11 @@ def _usage(config, main_input: str, auto_class: str, repo_id: str, processor: bo
         call = "(**inputs)"
         batch = "dict(inputs)"
     elif main_input == "dna_one_hot":
-        inputs = ("sequence = \"ACGT\" * 50  # (B, L, 4) one-hot, channels A, C, G, T\n"
+        fitted = config.uncertainty["length_range"]  # the window length its uncertainty was calibrated at
+        length = fitted[0] if fitted else 200
+        said = f"{length} bases, the windows its uncertainty was calibrated on; " if fitted else ""
+        inputs = (f"sequence = (\"ACGT\" * {-(-length // 4)})[:{length}]  # {said}(B, L, 4) one-hot, channels A, C, "
+                  "G, T\n"
                   "dna_one_hot = torch.nn.functional.one_hot(torch.tensor([\"ACGT\".index(b) for b in sequence]), 4)"
                   ".float()[None]")
         call = "(dna_one_hot=dna_one_hot)"

@@ -45,9 +45,8 @@ class UncertaintyConfig:
             on validation data (`conformal.COMPONENTS`).
         calibration_size: the calibrated reading's `[n_a, n_b]`: the bank rows each reading was standardised on, and
             the held-out calibration inputs the combination is ranked against.
-        length_range: the calibrated reading's `[low, high]` input lengths of its calibration rows (DNA bases, text
-            tokens; None: images, or any length): a DNA batch of another length serves None with a warning, a
-            sentence outside it NaN.
+        length_range: the calibrated reading's `[low, high]` window lengths of its calibration rows (a DNA model's;
+            None: any length): a DNA batch of another length serves None with a warning.
         made_outlier_auroc: the calibrated reading's AUROC against outliers made for the purpose at its fit (the
             calibration rows shuffled within themselves); below `fitting.SEES_OUTLIERS` it cannot see outliers, and
             the fit and the card say so.
