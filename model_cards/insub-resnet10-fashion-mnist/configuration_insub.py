@@ -620,23 +620,19 @@ class CalibratedReading(Reading):
 
 
 def within_length_range(length_range, lengths, uncertainty: torch.Tensor) -> torch.Tensor | None:
-    """`uncertainty (B,)` where the inputs' `lengths` lie in the calibration rows' `length_range` ([low, high], None:
-    any): a DNA batch of another window length (`lengths` an int) is None with one warning; a text batch's sentences
-    outside it (`lengths (B,)`, token counts) are NaN, decided on the device. The 5 % at 0.95 holds only for inputs
+    """`uncertainty (B,)` where the batch's window length `lengths` (an int, a DNA batch's) lies in the calibration
+    rows' `length_range` ([low, high], None: any), else None with one warning: the 5 % at 0.95 holds only for inputs
     like the calibration rows."""
-    if length_range is None or lengths is None:
+    if length_range is None or not isinstance(lengths, int):
         return uncertainty
     low, high = length_range
-    if isinstance(lengths, int):
-        if low <= lengths <= high:
-            return uncertainty
-        logging.get_logger(__name__).warning_once(
-            f"InSubModel: `uncertainty` was calibrated on inputs of {low}-{high} bases and this batch has {lengths}, so "
-            f"it is None: its 5 % at 0.95 holds only at the calibrated lengths. Cut the inputs to {low}-{high} bases, "
-            "or fit at this length: model.fit_uncertainty(your_inputs_of_this_length).")
-        return None
-    inside = (lengths >= low) & (lengths <= high)
-    return torch.where(inside, uncertainty, torch.full_like(uncertainty, float("nan")))
+    if low <= lengths <= high:
+        return uncertainty
+    logging.get_logger(__name__).warning_once(
+        f"InSubModel: `uncertainty` was calibrated on inputs of {low}-{high} bases and this batch has {lengths}, so it "
+        f"is None: its 5 % at 0.95 holds only at the calibrated lengths. Cut the inputs to {low}-{high} bases, or fit "
+        "at this length: model.fit_uncertainty(your_inputs_of_this_length).")
+    return None
 
 
 def warn_stale_settings(block) -> None:
