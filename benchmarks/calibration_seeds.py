@@ -19,11 +19,10 @@ import statistics
 from pathlib import Path
 
 import torch
-from scipy.stats import betabinom
 
 from insub_hf import InSubModel
 from insub_hf.data import load_fashion_mnist
-from insub_hf.evaluation.flagging import FLAG_THRESHOLD, expected_flag_band
+from insub_hf.evaluation.flagging import FLAG_THRESHOLD, expected_flag_band, flag_count_distribution
 from insub_hf.jobs.demo import DemoArguments, demo_evaluation_data
 from insub_hf.jobs.experiment import calibration_split
 
@@ -63,8 +62,7 @@ def main() -> None:
         rows = test["pixel_values"].shape[0]
         n = min(options.calibration_rows, len(held))
         expected, low, high = expected_flag_band(n, rows)
-        c = int((torch.arange(n + 1).float() / (n + 1) > FLAG_THRESHOLD).nonzero()[0])
-        theory_sd = float(betabinom(rows, n + 1 - c, c).std()) / rows
+        theory_sd = float(flag_count_distribution(n, rows).std()) / rows
         print(f"[seeds] {run}: bank {len(kept)} pretraining images, {n} of the {len(held)} held-out images per seed, "
               f"flag rate on {note[0]}", flush=True)
         for name in ("baseline", "insub_m5"):

@@ -71,14 +71,13 @@ def from_former_keys(kwargs: dict[str, Any]) -> dict[str, Any] | None:
 def with_fitted_record(block: dict[str, Any] | None) -> dict[str, Any] | None:
     """A calibrated uncertainty block written before it recorded `fitted_with` (insub-hf up to commit ec29209), given
     the record of the values it was saved with: they are what its calibration was fitted with."""
-    from .uncertainty.conformal import FITTED_SETTINGS, fitted_settings
+    from .uncertainty.conformal import fitted_settings
     from .uncertainty.readings import is_calibrated
+    from .uncertainty.settings import DEFAULT_K
 
     if not isinstance(block, dict) or not is_calibrated(block) or block.get("fitted_with") is not None:
         return block
-
-    filled = {"k": 50, "length_range": None, **block}  # the defaults of the version that wrote it
-    return {**block, "fitted_with": fitted_settings({key: filled.get(key) for key in FITTED_SETTINGS})}
+    return {**block, "fitted_with": fitted_settings({"k": DEFAULT_K, **block})}  # k: the default, where left out
 
 
 def former_keys_into_block(config_dict: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:

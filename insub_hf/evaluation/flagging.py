@@ -22,17 +22,15 @@ def flag_rate(uncertainty: torch.Tensor, threshold: float = FLAG_THRESHOLD) -> f
     return float((uncertainty.float() > threshold).double().mean())
 
 
-def expected_flag_band(calibration_size: int, inputs: int, threshold: float = FLAG_THRESHOLD,
-                       level: float = 0.95) -> tuple[float, float, float]:
-    """What share of `inputs` in-distribution inputs a calibrated `uncertainty` ranked among `calibration_size`
-    calibration inputs flags above `threshold`, when both are drawn alike: `(expected, low, high)`, the central
-    `level` band of that share.
+def flag_count_distribution(calibration_size: int, inputs: int, threshold: float = FLAG_THRESHOLD):
+    """How many of `inputs` in-distribution inputs a calibrated `uncertainty` ranked among `calibration_size`
+    calibration inputs flags above `threshold`, when both are drawn alike: a frozen `scipy.stats.betabinom` (None
+    where no reading can be above the threshold).
 
     A reading u = (calibration scores below s) / (n + 1) is above `threshold` when s is above the c-th lowest of the
     n calibration scores, c the lowest count with c / (n + 1) > threshold. Each new input is then above it with probability
     1 - F(S_(c)), which is Beta(n + 1 - c, c) over the calibration draw; so the count among m inputs is
-    beta-binomial (m, n + 1 - c, c): both the calibration sample and the scored one move the share (at
-    n = m = 1,000 and 0.95: 5.0 %, with a 95 % band of 3.2-7.0 %).
+    beta-binomial (m, n + 1 - c, c): both the calibration sample and the scored one move the share.
     """
     from scipy.stats import betabinom
 
@@ -40,10 +38,20 @@ def expected_flag_band(calibration_size: int, inputs: int, threshold: float = FL
     # the lowest count of calibration scores below an input that reads above the threshold, in the reading's own
     # float32 arithmetic (`conformal_rank`, `flag_rate`), so that 950 / 1,000 counts as the reading does
     above = (torch.arange(n + 1).float() / (n + 1) > threshold).nonzero()
-    if len(above) == 0:  # no reading can be above the threshold
-        return 0.0, 0.0, 0.0
+    if len(above) == 0:
+        return None
     c = int(above[0])
-    counts = betabinom(m, n + 1 - c, c)
+    return betabinom(m, n + 1 - c, c)
+
+
+def expected_flag_band(calibration_size: int, inputs: int, threshold: float = FLAG_THRESHOLD,
+                       level: float = 0.95) -> tuple[float, float, float]:
+    """The share of `inputs` in-distribution inputs flagged above `threshold` (`flag_count_distribution`):
+    `(expected, low, high)`, the central `level` band of that share (at n = m = 1,000 and 0.95: 5.0 %, with a 95 %
+    band of 3.2-7.0 %)."""
+    counts, m = flag_count_distribution(calibration_size, inputs, threshold), int(inputs)
+    if counts is None:  # no reading can be above the threshold
+        return 0.0, 0.0, 0.0
     tail = (1 - level) / 2
     return float(counts.mean()) / m, float(counts.ppf(tail)) / m, float(counts.ppf(1 - tail)) / m
 

@@ -18,7 +18,7 @@ from ..objectives import OBJECTIVE_CONFIGS, ObjectiveConfig
 from ..recipes import DNA, DNA_ENCODER, IMAGE, TEXT
 from ..compat import (FORMER_CONFIG_KEYS, former_keys_into_block, from_former_keys, warn_former,
                       with_fitted_record)
-from ..uncertainty.settings import UncertaintyBlock, UncertaintyConfig, UncertaintySettings
+from ..uncertainty.settings import UncertaintyBlock, UncertaintySettings
 from ..validation import check_choice, check_range
 
 HEAD_NORMS = ("batchnorm", "none")
@@ -376,12 +376,9 @@ class InSubConfig(UncertaintySettings, PretrainedConfig):
                 f"got {given!r}."
             )
         self.objective_config = (given if isinstance(given, ObjectiveConfig) else self.objective_options).to_dict()
-        if self.uncertainty is not None and not isinstance(self.uncertainty, (dict, UncertaintyConfig)):
-            raise ValueError("InSubConfig.uncertainty must be a dict of UncertaintyConfig fields (reading, direction, "
-                             f"k, bank_size, bank_weights, length_buckets), got {self.uncertainty!r}.")
-        if isinstance(self.uncertainty, dict):
-            self.uncertainty = with_fitted_record(dict(self.uncertainty))
-        self.set_uncertainty()
+        given = self.uncertainty  # a dict, an UncertaintyConfig or None (the defaults); anything else is refused
+        self.install_uncertainty(self.checked_uncertainty(
+            replace=with_fitted_record(dict(given)) if isinstance(given, dict) else given))
         for key, check in FIELD_CHECKS.items():
             check(getattr(self, key))
         for i, size in enumerate(self.head_hidden_sizes):

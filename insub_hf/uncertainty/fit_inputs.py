@@ -56,7 +56,7 @@ def from_dataset(dataset, argument: str, main: str):
                      f"dataset.rename_column(...)).")
 
 
-def from_raw(model, values, argument: str, main: str, processor, max_length: int | None):
+def from_raw(model, values, argument: str, main: str, processor):
     """The encoder's inputs of a list of raw inputs (PIL or numpy images, sentences, DNA strings)."""
     if main == "dna_one_hot":
         from ..encoders.dna_encoding import one_hot_dna
@@ -75,7 +75,7 @@ def from_raw(model, values, argument: str, main: str, processor, max_length: int
     processor = find_processor(model, processor, argument, main)
     if main == "pixel_values":
         return dict(processor(images=list(values), return_tensors="pt"))
-    limit = max_length or model.config.text_max_length(processor)
+    limit = model.config.text_max_length(processor)
     encoded = processor(list(values), truncation=True, max_length=limit, padding=True, return_tensors="pt")
     return dict(encoded)
 
@@ -93,8 +93,7 @@ def from_array(array, argument: str, main: str):
     raise refuse(argument, main, f"a {kind} array of shape {tuple(array.shape)}")
 
 
-def as_model_inputs(model, inputs, argument: str = "inputs", processor=None,
-                    max_length: int | None = None) -> dict[str, torch.Tensor]:
+def as_model_inputs(model, inputs, argument: str = "inputs", processor=None) -> dict[str, torch.Tensor]:
     """`inputs` (any form of the module note) as the encoder's inputs: tensors with N rows each, the main input
     finite, or a refusal in one line naming `argument`, what this model takes and what it got."""
     main = model.encoder.main_input_name
@@ -109,7 +108,7 @@ def as_model_inputs(model, inputs, argument: str = "inputs", processor=None,
     if isinstance(inputs, Sequence) and not isinstance(inputs, Mapping):
         if len(inputs) == 0:
             raise refuse(argument, main, "an empty list")
-        inputs = from_raw(model, inputs, argument, main, processor, max_length)
+        inputs = from_raw(model, inputs, argument, main, processor)
     if not isinstance(inputs, Mapping):
         raise refuse(argument, main, f"a {type(inputs).__name__}")
     if main not in inputs or inputs[main] is None:

@@ -194,8 +194,8 @@ def fit_uncertainty(model, inputs, calibration_inputs=None, k: int | None = None
     size, bank_rows = calibration_inputs[main].shape[0], inputs[main].shape[0]
     if size < MIN_CALIBRATION_ROWS:
         raise ValueError(f"fit_uncertainty: {size} calibration rows are too few; `uncertainty > 0.95` can flag an input "
-                         f"only from {MIN_CALIBRATION_ROWS} of them (hundreds for a "
-                         f"useful reading): give more inputs (or calibration_inputs).")
+                         f"only from {MIN_CALIBRATION_ROWS} of them (hundreds for a useful reading): give more inputs "
+                         "(or calibration_inputs).")
     chosen = model.config.uncertainty["k"] if k is None else k
     if chosen > bank_rows - 1:  # a bank row's own k-th neighbour other than itself standardises the reading
         if k is not None:
@@ -204,8 +204,8 @@ def fit_uncertainty(model, inputs, calibration_inputs=None, k: int | None = None
         if bank_rows < 2:
             raise ValueError(f"fit_uncertainty: {bank_rows} bank rows are too few; give at least 2 (hundreds for a "
                              "useful reading).")
-        logging.get_logger(__name__).warning(f"fit_uncertainty: the config's k={chosen} needs {chosen + 1} bank rows, got {bank_rows}; "
-                       f"fitting k={bank_rows - 1} (pass k=... to choose).")
+        logging.get_logger(__name__).warning(f"fit_uncertainty: the config's k={chosen} needs {chosen + 1} bank rows, "
+                                             f"got {bank_rows}; fitting k={bank_rows - 1} (pass k=... to choose).")
         chosen = bank_rows - 1
     k = int(chosen)
     total = bank_rows + 2 * size

@@ -141,10 +141,10 @@ def install_bank(model: nn.Module, bank: KnnBank, **settings) -> None:
     """Puts `bank` (with whatever it holds, e.g. calibration scores) in `model` in one step, replacing the old one
     whole, with the uncertainty `settings` it was fitted with: the settings are checked before anything changes, so
     a refused install leaves the previous fit serving."""
-    settings = dict(settings, bank_size=int(bank.bank.shape[0]), bank_weights=encoder_and_heads_fingerprint(model))
-    model.config.checked_uncertainty(**settings)  # raises before the model changes
+    block = model.config.checked_uncertainty(  # raises before the model changes
+        **settings, bank_size=int(bank.bank.shape[0]), bank_weights=encoder_and_heads_fingerprint(model))
     setattr(model, BANK, bank)
-    model.config.set_uncertainty(**settings)
+    model.config.install_uncertainty(block)
     bank.remember(model)
 
 
@@ -174,9 +174,8 @@ def clear_bank(model: nn.Module) -> None:
     the chosen `k` stays."""
     if hasattr(model, BANK):
         delattr(model, BANK)
-    model.config.set_uncertainty(reading="spread", direction=None, bank_size=0, bank_weights=None,
-                                 length_buckets=None, components=None, calibration_size=None, length_range=None,
-                                 made_outlier_auroc=None, fitted_with=None)
+    # every other value at its default: an unfitted block, whatever fields a fit fills
+    model.config.install_uncertainty(model.config.checked_uncertainty(replace={"k": model.config.uncertainty["k"]}))
 
 
 def stale_bank(model: nn.Module) -> bool:
