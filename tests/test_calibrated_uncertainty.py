@@ -64,11 +64,62 @@ def test_centre_and_scale_are_numpy_s_median_and_interquartile_range():
     torch.testing.assert_close(constant, torch.tensor([[2.0, 1.0]]))
 
 
-def test_the_combination_is_the_larger_standardised_score_ranked_on_split_b():
+def numpy_fisher(reference: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Fisher's combination written apart from the package: each component's p = 1 - F(s), F the rows' empirical CDF
+    interpolated by numpy between them (the j-th lowest row at (j + 1) / (n + 1)), exponential tails past the ends
+    with the rows' IQR as scale; the statistic is scipy's Fisher statistic over 2 (scipy sums -2 log p)."""
+    from scipy.stats import combine_pvalues
+
+    reference = np.sort(reference, axis=1)
+    n = reference.shape[1]
+    out = []
+    for column in scores.T:
+        p = []
+        for ref, s in zip(reference, column):
+            scale = np.subtract(*np.percentile(ref, [75, 25])) or 1.0
+            if s > ref[-1]:
+                p.append(np.exp(-(s - ref[-1]) / scale) / (n + 1))
+            elif s < ref[0]:
+                p.append(1 - np.exp(-(ref[0] - s) / scale) / (n + 1))
+            else:
+                p.append(1 - np.interp(s, ref, np.arange(1, n + 1)) / (n + 1))
+        out.append(combine_pvalues(p, method="fisher").statistic / 2)
+    return np.array(out)
+
+
+def test_fisher_s_combination_matches_an_independent_computation_and_never_ties():
+    from insub_hf.uncertainty.conformal import fisher, surprise
+
+    rng = np.random.default_rng(0)
+    reference = np.sort(rng.normal(size=(2, 40)) * np.array([[1.0], [30.0]]), axis=1)  # two unlike scales, sorted
+    scores = np.concatenate([rng.normal(size=(2, 200)) * np.array([[2.0], [60.0]]),
+                             np.array([[-50.0, 50.0, 0.0], [0.0, 0.0, 5000.0]])], axis=1)  # past both ends
+    got = fisher(torch.from_numpy(reference).float(), torch.from_numpy(scores).float())
+    np.testing.assert_allclose(got.numpy(), numpy_fisher(reference.astype(np.float32), scores.astype(np.float32)),
+                               rtol=1e-5, atol=1e-6)
+    line = torch.linspace(-200, 200, 5001)[None]  # strictly increasing in each component, past every row too
+    assert (surprise(torch.from_numpy(reference[:1]).float(), line)[0].diff() > 0).all()
+
+
+def test_the_calibration_ranks_fisher_s_statistic_of_split_b():
+    from insub_hf.uncertainty.conformal import fisher
+
+    generator = torch.Generator().manual_seed(0)
+    split_a, split_b = torch.randn(2, 30, generator=generator), torch.randn(2, 9, generator=generator)
+    scores = CalibrationScores.fitted(split_a, split_b)
+    torch.testing.assert_close(scores.reference, split_a.sort(dim=1).values)
+    b = fisher(scores.reference, split_b).sort().values
+    torch.testing.assert_close(scores.combined_scores, b)
+    new = torch.randn(2, 50, generator=generator)
+    expected = (b[None, :] < fisher(scores.reference, new)[:, None]).float().sum(dim=1) / 10
+    torch.testing.assert_close(scores(new), expected)
+
+
+def test_the_former_combination_is_the_larger_standardised_score_ranked_on_split_b():
     # split A: component 0 has median 2, IQR 2; component 1 has median 10, IQR 20 (worked out by hand)
     split_a = torch.tensor([[1.0, 2.0, 3.0, 0.0, 4.0], [0.0, 10.0, 20.0, -10.0, 30.0]])
     split_b = torch.tensor([[2.0, 6.0, 1.0, 3.0], [50.0, 10.0, 10.0, 10.0]])  # standardised maxima 2, 2, 0, 0.5
-    scores = CalibrationScores.fitted(split_a, split_b)
+    scores = CalibrationScores.fitted(split_a, split_b, "max_z")
     torch.testing.assert_close(scores.centre_scale, torch.tensor([[2.0, 2.0], [10.0, 20.0]]))
     torch.testing.assert_close(scores.combined_scores, torch.tensor([0.0, 0.5, 2.0, 2.0]))
     # new inputs: maxima 0.25 -> 1 below; 1.0 -> 2 below; 3.0 -> all 4 below (among n + 1 = 5)
@@ -200,8 +251,8 @@ def test_the_calibrated_reading_is_read_from_the_bank_and_the_spread_as_fitted()
         if "spread" in block["components"]:
             parts.append(out.head_spread)
         calibration = model.knn_bank.calibration
-        standardised = ((torch.stack(parts) - calibration.centre_scale[:, :1]) / calibration.centre_scale[:, 1:]).amax(0)
-    expected = (calibration.combined_scores[None, :] < standardised[:, None]).float().sum(dim=1) / (
+        statistic = torch.from_numpy(numpy_fisher(calibration.reference.numpy(), torch.stack(parts).numpy())).float()
+    expected = (calibration.combined_scores[None, :] < statistic[:, None]).float().sum(dim=1) / (
         calibration.combined_scores.shape[0] + 1)
     torch.testing.assert_close(out.uncertainty, expected)
 
@@ -223,13 +274,16 @@ def test_training_after_fitting_drops_the_reading_rather_than_serve_another_mode
 def test_a_calibrated_config_that_misses_a_part_is_refused_naming_it():
     with pytest.raises(ValueError, match=r"'calibrated' needs a k-NN bank"):
         tiny_config(uncertainty={"reading": "calibrated"})
-    base = {"reading": "calibrated", "bank_size": 10, "k": 5, "calibration_size": [3, 6], "direction": None}
+    base = {"reading": "calibrated", "bank_size": 10, "k": 5, "calibration_size": [3, 6], "direction": None,
+            "combination": "fisher"}
     with pytest.raises(ValueError, match=r"components'\] must list the combined readings, 'knn' first"):
         tiny_config(uncertainty={**base, "components": ["spread"]})
     with pytest.raises(ValueError, match=r"'spread', which needs the spread's direction"):
         tiny_config(uncertainty={**base, "components": ["knn", "spread"]})
     with pytest.raises(ValueError, match=r"calibration_size'\] must be \[n_a, n_b\]"):
         tiny_config(uncertainty={**base, "components": ["knn"], "calibration_size": [3]})
+    with pytest.raises(ValueError, match=r"combination'\].*'fisher', 'max_z'"):
+        tiny_config(uncertainty={**base, "components": ["knn"], "combination": "mean"})
 
 
 REMOTE_READ = """

@@ -7,6 +7,7 @@ the package's words before any forward."""
 from __future__ import annotations
 
 import json
+import logging
 import warnings
 
 import numpy as np
@@ -176,6 +177,39 @@ def test_a_folder_saved_before_the_record_loads_with_its_own_fit(tmp_path):
     torch.testing.assert_close(served(loaded), served(model), rtol=0, atol=0)
 
 
+def test_a_folder_fitted_with_the_former_combination_serves_it_and_says_how_to_refit(tmp_path, caplog):
+    """A folder of insub-hf up to commit 9637199: its calibration holds each reading's centre and scale and the
+    larger standardised score's ranks, and its config names no combination. It loads with that combination filled
+    in, serves the numbers it served, and says once how to fit Fisher's rule."""
+    from insub_hf.uncertainty.conformal import CalibrationScores, centre_and_scale, combined, conformal_rank
+
+    model, _ = fitted_model()
+    fisher_scores = model.knn_bank.calibration
+    former = CalibrationScores(*fisher_scores.reference.shape, fisher_scores.combined_scores.shape[0], "max_z")
+    former.centre_scale.copy_(centre_and_scale(fisher_scores.reference))
+    former.combined_scores.copy_(fisher_scores.combined_scores)
+    model.knn_bank.calibration = former
+    model.save_pretrained(tmp_path / "m")
+    path = tmp_path / "m" / "config.json"
+    saved = json.loads(path.read_text())
+    del saved["uncertainty"]["combination"], saved["uncertainty"]["fitted_with"]["combination"]
+    path.write_text(json.dumps(saved))
+    logging.Logger.warning_once.cache_clear()  # said once per process: maybe already, by another test's folder
+    with caplog.at_level("WARNING"):
+        loaded = InSubModel.from_pretrained(tmp_path / "m", check_config_pairing=False).eval()  # edited on purpose
+    assert loaded.config.uncertainty["combination"] == "max_z"
+    assert loaded.config.uncertainty["fitted_with"]["combination"] == "max_z"
+    assert "larger standardised score" in caplog.text and "model.fit_uncertainty(your_inputs)" in caplog.text
+    with torch.no_grad():
+        out = loaded(pixel_values=QUERIES)
+        parts = torch.stack([loaded.knn_bank(out.representation, 5)] + (
+            [out.head_spread] if "spread" in loaded.config.uncertainty["components"] else []))
+    expected = conformal_rank(combined(parts, former.centre_scale), former.combined_scores)
+    torch.testing.assert_close(out.uncertainty, expected, rtol=0, atol=0)
+    loaded.fit_uncertainty(torch.rand(80, 3, 32, 32, generator=torch.Generator().manual_seed(1)), k=5)
+    assert loaded.config.uncertainty["combination"] == "fisher" and hasattr(loaded.knn_bank.calibration, "reference")
+
+
 def image_processor() -> InSubImageProcessor:
     return InSubImageProcessor.for_images(32, 3, [0.5] * 3, [0.25] * 3)
 
@@ -274,9 +308,10 @@ def test_a_reading_that_cannot_see_outliers_says_so(caplog):
     caplog.clear()
     ramp = torch.linspace(0, 1, 32)
     angle = torch.rand(80, 1, 1, 1, generator=torch.Generator().manual_seed(2)) * 6.28
-    smooth = (ramp[None, None, :, None] * angle.cos() + ramp[None, None, None, :] * angle.sin()).expand(80, 3, 32, 32)
+    phase = ramp[None, None, :, None] * angle.cos() + ramp[None, None, None, :] * angle.sin()
+    stripes = (0.5 + 0.5 * torch.sin(6 * phase)).expand(80, 3, 32, 32)
     with caplog.at_level("WARNING"):
-        fitted = model.fit_uncertainty(smooth.contiguous(), k=5)  # images with structure: shuffling destroys it
+        fitted = model.fit_uncertainty(stripes.contiguous(), k=5)  # images with structure: shuffling destroys it
     assert fitted.sees_outliers and fitted.auroc > 0.65 and "cannot see outliers" not in caplog.text
 
 

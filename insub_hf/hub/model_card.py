@@ -327,7 +327,8 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
         by_length=reads_lengths(block), hyperparameters=card.hyperparameters,
         served=getattr(served_reading(block), "comment", None),
         calibrated=None if not is_calibrated(block) else {
-            "components": block["components"], "direction": block["direction"], "k": block["k"],
+            "components": block["components"], "combination": block["combination"], "direction": block["direction"],
+            "k": block["k"],
             "bank": block["bank_size"], "calibration": block["calibration_size"][1],
             "blind": blind_reading(block)},
         detector=_detector_facts(block, card.detector), provenance=card.provenance,

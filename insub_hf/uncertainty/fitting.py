@@ -1,8 +1,8 @@
 """Fitting a model's calibrated `uncertainty` (`InSubModel.fit_uncertainty`, the one call every job and a user
 make): a k-NN bank of in-distribution representations, the heads' spread's direction fixed against outliers made
-for the purpose (the calibration inputs with their pixels, tokens or bases shuffled within each input: never a data
-set an evaluation reports), and the calibration scores of two held-out splits (`conformal.CalibrationScores`), all
-saved with the weights."""
+for the purpose (bank rows with their pixels, tokens or bases shuffled within each input: never a data set an
+evaluation reports), and the calibrated reading's scores (`conformal.CalibrationScores`: each reading's values on
+bank rows, and the combination's on held-out calibration rows), all saved with the weights."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 from transformers.utils import logging
 
 from ..validation import check_range
-from .conformal import CalibrationScores, combined, fitted_settings
+from .conformal import CalibrationScores, fitted_settings
 from .fit_inputs import as_model_inputs
 from .knn import install_bank, knn_distance, new_bank
 from .separation import bootstrap_auroc_interval, pairwise_auroc
@@ -40,7 +40,7 @@ class FittedUncertainty:
     """What `fit_uncertainty` fitted: `components` combined ("knn", then "spread" where its direction held), the
     spread's `direction` (None: left out) with the AUROC of "high spread = outlier" on the calibration inputs
     against the made outliers and its 90 % bootstrap interval, the k-NN distance's AUROC there, the bank's rows, k
-    and `calibration_size`: the bank rows each reading was standardised on and the calibration rows ranked
+    and `calibration_size`: the bank rows each reading's p-values are read on and the calibration rows ranked
     against; `auroc`: the served (combined) reading's AUROC against the made outliers, and `sees_outliers` whether
     it reaches `SEES_OUTLIERS` (else the fit warns: the reading does not tell inputs without structure from real
     ones)."""
@@ -197,7 +197,7 @@ def fit_uncertainty(model, inputs, calibration_inputs=None, k: int | None = None
                          f"only from {MIN_CALIBRATION_ROWS} of them (hundreds for a useful reading): give more inputs "
                          "(or calibration_inputs).")
     chosen = model.config.uncertainty["k"] if k is None else k
-    if chosen > bank_rows - 1:  # a bank row's own k-th neighbour other than itself standardises the reading
+    if chosen > bank_rows - 1:  # a bank row's own k-th neighbour other than itself places the reading
         if k is not None:
             raise ValueError(f"fit_uncertainty: k={k} needs at least {k + 1} bank rows, got {bank_rows}; give more "
                              f"inputs or a smaller k (at most {bank_rows - 1}).")
@@ -208,7 +208,12 @@ def fit_uncertainty(model, inputs, calibration_inputs=None, k: int | None = None
                                              f"got {bank_rows}; fitting k={bank_rows - 1} (pass k=... to choose).")
         chosen = bank_rows - 1
     k = int(chosen)
-    total = bank_rows + 2 * size
+    # A: bank rows whose readings place each reading's values (each searched without itself), and of which the
+    # outliers are made that fix the spread's direction; B, the calibration rows, only ranks: the guarantee needs
+    # only the calibration rows unseen by every choice of the fit
+    own = torch.randperm(bank_rows, generator=generator)[:STANDARDISE_ROWS]
+    made = shuffled_within(rows(inputs, own), main, generator)
+    total = bank_rows + size + len(own)
     progress = tqdm(total=total, desc="fit_uncertainty: embedding rows", unit="row", mininterval=10,
                     disable=(total < 2000) if show_progress is None else not show_progress)
     was_training = model.training
@@ -216,41 +221,37 @@ def fit_uncertainty(model, inputs, calibration_inputs=None, k: int | None = None
     try:
         bank, bank_spread = representations_and_spread(model, inputs, batch_size, progress)
         calibration, spread = representations_and_spread(model, calibration_inputs, batch_size, progress)
-        outliers = shuffled_within(calibration_inputs, main, generator)
-        outlier_representation, outlier_spread = representations_and_spread(model, outliers, batch_size, progress)
+        made_representation, made_spread = representations_and_spread(model, made, batch_size, progress)
     finally:
         model.train(was_training)
         progress.close()
     knn_bank = new_bank(model, bank, k)
     device = knn_bank.bank.device  # the features came back to the CPU; the bank is where the model is
-    knn = knn_bank(calibration.to(device), k).cpu()
-    low, high = bootstrap_auroc_interval(spread, outlier_spread)
+    low, high = bootstrap_auroc_interval(bank_spread[own], made_spread)
     direction = 1 if low > 0.5 else (-1 if high < 0.5 else None)
     components = ["knn"] + (["spread"] if direction is not None else [])
-    # each reading's centre and scale from bank rows (their k-th neighbour other than themselves), so that every
-    # calibration row ranks the combination: the guarantee needs only the calibration rows unseen by the fit
-    own = torch.randperm(bank.shape[0], generator=generator)[:STANDARDISE_ROWS]
     own_knn = knn_distance(torch.nn.functional.normalize(bank[own], dim=-1), knn_bank.bank.cpu(), k + 1)
-    standardise = torch.stack([own_knn] + ([direction * bank_spread[own]] if direction is not None else []))
-    scores = torch.stack([knn] + ([direction * spread] if direction is not None else []))  # (C, n_calibration)
-    settings = dict(reading="calibrated", k=k, direction=direction, components=components,
+    made_knn = knn_bank(made_representation.to(device), k).cpu()
+    knn = knn_bank(calibration.to(device), k).cpu()
+    # (C, rows) each: the readings of A, of the outliers made of A, and of the calibration rows B
+    reference, made_scores, scores = (torch.stack([knn_reading] + ([direction * spread_reading] if direction else []))
+                                      for knn_reading, spread_reading in ((own_knn, bank_spread[own]),
+                                                                          (made_knn, made_spread), (knn, spread)))
+    calibration_scores = CalibrationScores.fitted(reference, scores)
+    auroc = pairwise_auroc(calibration_scores.statistic(reference), calibration_scores.statistic(made_scores))
+    knn_bank.calibration = calibration_scores.to(device)
+    settings = dict(reading="calibrated", k=k, direction=direction, components=components, combination="fisher",
                     calibration_size=[len(own), size], length_buckets=None,
-                    length_range=input_length_range(calibration_inputs, main))
+                    length_range=input_length_range(calibration_inputs, main), made_outlier_auroc=round(auroc, 4))
     settings["fitted_with"] = fitted_settings(settings)
-    knn_bank.calibration = CalibrationScores.fitted(standardise, scores).to(device)
-    outlier_knn = knn_bank(outlier_representation.to(device), k).cpu()
-    outlier_scores = torch.stack([outlier_knn] + ([direction * outlier_spread] if direction is not None else []))
-    centre_scale = knn_bank.calibration.centre_scale.cpu()
-    auroc = pairwise_auroc(combined(scores, centre_scale), combined(outlier_scores, centre_scale))
-    settings["made_outlier_auroc"] = round(auroc, 4)
     fitted = FittedUncertainty(
-        components, direction, pairwise_auroc(spread, outlier_spread), [low, high], pairwise_auroc(knn, outlier_knn),
-        bank.shape[0], k, [len(own), size], auroc, auroc >= SEES_OUTLIERS)
+        components, direction, pairwise_auroc(bank_spread[own], made_spread), [low, high],
+        pairwise_auroc(own_knn, made_knn), bank.shape[0], k, [len(own), size], auroc, auroc >= SEES_OUTLIERS)
     if not fitted.sees_outliers:
         logging.get_logger(__name__).warning(
-            f"fit_uncertainty: the fitted reading tells the calibration rows from the same rows shuffled within "
-            f"themselves (no structure left) with AUROC {100 * auroc:.1f} % (50 % is chance), so it cannot see "
-            "outliers: `uncertainty` will not flag them. Fit on more data, or use another encoder "
+            f"fit_uncertainty: the fitted reading tells in-distribution rows from the same rows shuffled within "
+            f"themselves (no structure left, or only local) with AUROC {100 * auroc:.1f} % (50 % is chance), so it "
+            "cannot see outliers: `uncertainty` will not flag them. Fit on more data, or use another encoder "
             "(docs/usage.md, 'A reading that cannot see outliers').")
     install_bank(model, knn_bank, **settings)
     return fitted

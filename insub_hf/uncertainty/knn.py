@@ -40,7 +40,7 @@ class KnnBank(nn.Module):
     SHA-256 decides once. A bank of other weights is refused, never served."""
 
     def __init__(self, size: int, dim: int, calibration: tuple[int, int, int] | None = None):
-        """`calibration`: (components, n_a, n_b) of the calibrated reading's scores (`conformal.CalibrationScores`,
+        """`calibration`: (components, n_a, n_b, combination) of the calibrated reading's scores (`conformal.CalibrationScores`,
         the module `calibration`), which belong to the same weights as the bank; None: none."""
         super().__init__()
         self.register_buffer("bank", torch.zeros(size, dim))
@@ -157,7 +157,8 @@ def set_bank(model: nn.Module, representations: torch.Tensor, k: int, read: bool
     reading = "knn" if read else model.config.uncertainty["reading"]
     if reading == "calibrated":  # its calibration scores were of the bank this one replaces
         reading = "spread"
-    install_bank(model, bank, reading=reading, k=int(k), components=None, calibration_size=None, length_range=None,
+    install_bank(model, bank, reading=reading, k=int(k), components=None, combination=None, calibration_size=None,
+                 length_range=None,
                  made_outlier_auroc=None, fitted_with=None)
 
 

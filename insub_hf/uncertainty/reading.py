@@ -27,7 +27,8 @@ class UncertaintyReading:
         the saved weights to fill (none where the config has none)."""
         block = self.config.uncertainty_options
         if block.bank_size:
-            calibration = None if block.calibration_size is None else (len(block.components), *block.calibration_size)
+            calibration = None if block.calibration_size is None else (
+                len(block.components), *block.calibration_size, block.combination)
             setattr(self, BANK, KnnBank(block.bank_size, self.encoder.output_dim, calibration))
 
     def check_reading_current(self) -> torch.Tensor | None:

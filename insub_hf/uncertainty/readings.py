@@ -12,7 +12,7 @@ import torch
 from transformers.utils import logging
 
 from ..validation import check_choice, check_range
-from .conformal import COMPONENTS, FITTED_SETTINGS, fitted_settings
+from .conformal import COMBINATIONS, COMPONENTS, FITTED_SETTINGS, fitted_settings
 from .knn import BANK
 from .length import check_length_buckets, standardise_by_length
 
@@ -79,7 +79,7 @@ class KnnReading(Reading):
 
 class CalibratedReading(Reading):
     name = "calibrated"
-    title = "calibrated rank of the k-NN distance and the heads' spread"
+    title = "calibrated rank of the k-NN distance and the heads' spread (Fisher's rule)"
     comment = ("in [0, 1]: the share of held-out in-distribution inputs that look more typical; "
                "> 0.95 flags about 5 % of in-distribution inputs")
 
@@ -96,13 +96,14 @@ class CalibratedReading(Reading):
             check_choice(f"{name}['components']", component, COMPONENTS)
         if len(set(components)) != len(components):
             raise ValueError(f"{name}['components'] lists a reading twice: {components!r}.")
+        check_choice(f"{name}['combination']", block.combination, COMBINATIONS)
         if "spread" in components and block.direction is None:
             raise ValueError(f"{name}['components'] holds 'spread', which needs the spread's direction "
                              "(uncertainty['direction'] +1 or -1).")
         sizes = block.calibration_size
         if not isinstance(sizes, (list, tuple)) or len(sizes) != 2:
-            raise ValueError(f"{name}['calibration_size'] must be [n_a, n_b], the bank rows each reading was "
-                             f"standardised on and the calibration rows ranked against; got {sizes!r}.")
+            raise ValueError(f"{name}['calibration_size'] must be [n_a, n_b], the bank rows each reading's "
+                             f"p-values are read on and the calibration rows ranked against; got {sizes!r}.")
         for i, size in enumerate(sizes):
             check_range(f"{name}['calibration_size'][{i}]", size, low=1, integer=True)
         length_range = block.length_range

@@ -41,9 +41,11 @@ class UncertaintyConfig:
             other weights (trained further since) is dropped when saved and refused when loaded.
         length_buckets: the "spread_by_length" reading's settings, fitted on validation sentences
             (`length.fit_length_buckets`): `length_edges`, `length_mean`, `length_std` and `direction`.
-        components: the calibrated reading's combined readings, "knn" first, then "spread" where its direction held
-            on validation data (`conformal.COMPONENTS`).
-        calibration_size: the calibrated reading's `[n_a, n_b]`: the bank rows each reading was standardised on, and
+        components: the calibrated reading's combined readings, in `conformal.COMPONENTS` order ("spread" only where
+            its direction held), as the fit chose them against the outliers it made (`conformal.choose_components`).
+        combination: how the components make one score: "fisher" (their p-values by Fisher's rule, every fit) or
+            "max_z" (the larger standardised score: folders fitted up to commit 9637199).
+        calibration_size: the calibrated reading's `[n_a, n_b]`: the bank rows each reading's p-values are read on, and
             the held-out calibration inputs the combination is ranked against.
         length_range: the calibrated reading's `[low, high]` window lengths of its calibration rows (a DNA model's;
             None: any length): a DNA batch of another length serves None with a warning.
@@ -51,7 +53,7 @@ class UncertaintyConfig:
             calibration rows shuffled within themselves); below `fitting.SEES_OUTLIERS` it cannot see outliers, and
             the fit and the card say so.
         fitted_with: what the calibrated reading was fitted with (`conformal.FITTED_SETTINGS`: k, components,
-            direction, calibration_size, length_range): where the block names other values now, `uncertainty` is None, with one
+            combination, direction, calibration_size, length_range): where the block names other values now, `uncertainty` is None, with one
             warning naming the line that fits again.
     """
 
@@ -62,6 +64,7 @@ class UncertaintyConfig:
     bank_weights: str | None = None
     length_buckets: dict | None = None
     components: list[str] | None = None
+    combination: str | None = None
     calibration_size: list[int] | None = None
     length_range: list[int] | None = None
     made_outlier_auroc: float | None = None
