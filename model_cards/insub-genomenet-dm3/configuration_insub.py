@@ -337,16 +337,32 @@ def from_former_keys(kwargs: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def with_fitted_record(block: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A calibrated uncertainty block written before it recorded `fitted_with` (insub-hf up to commit ec29209), given
-    the record of the values it was saved with: they are what its calibration was fitted with."""
+    """A calibrated uncertainty block written before it recorded `fitted_with` (insub-hf up to commit ec29209) or
+    its `combination` (up to commit 9637199), given both as it was fitted: the values it was saved with, and the
+    larger standardised score ("max_z"), whose ranks still hold their 5 % (said once: a new fit combines by
+    Fisher's rule)."""
+    from transformers.utils import logging
+
+    pass
     pass
     pass
 
-    if not isinstance(block, dict) or not is_calibrated(block) or block.get("fitted_with") is not None:
+    if not isinstance(block, dict) or not is_calibrated(block):
         return block
-
-    filled = {"k": 50, "length_range": None, **block}  # the defaults of the version that wrote it
-    return {**block, "fitted_with": fitted_settings({key: filled.get(key) for key in FITTED_SETTINGS})}
+    if block.get("combination") is not None and block.get("fitted_with") is not None:
+        return block
+    block = dict(block)
+    if block.get("combination") is None:
+        block["combination"] = "max_z"
+        logging.get_logger(__name__).warning_once(
+            "InSubConfig: this calibrated `uncertainty` was fitted by an insub-hf up to commit 9637199, which combined "
+            "its readings by the larger standardised score (still 5 % above 0.95, but up to several AUROC points under "
+            "its better reading); fit it again for Fisher's rule: model.fit_uncertainty(your_inputs).")
+    if block.get("fitted_with") is None:
+        block["fitted_with"] = fitted_settings({"k": DEFAULT_K, **block})  # k: the default, where left out
+    elif "combination" not in block["fitted_with"]:
+        block["fitted_with"] = {**block["fitted_with"], "combination": "max_z"}
+    return block
 
 
 def former_keys_into_block(config_dict: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -362,7 +378,8 @@ def former_keys_into_block(config_dict: dict[str, Any], kwargs: dict[str, Any]) 
 
 
 COMPONENTS = ("knn", "spread")
-FITTED_SETTINGS = ("k", "components", "direction", "calibration_size", "length_range")
+COMBINATIONS = ("fisher", "max_z")
+FITTED_SETTINGS = ("k", "components", "combination", "direction", "calibration_size", "length_range")
 
 
 def fitted_settings(block) -> dict:
@@ -468,7 +485,7 @@ class KnnReading(Reading):
 
 class CalibratedReading(Reading):
     name = "calibrated"
-    title = "calibrated rank of the k-NN distance and the heads' spread"
+    title = "calibrated rank of the k-NN distance and the heads' spread (Fisher's rule)"
     comment = ("in [0, 1]: the share of held-out in-distribution inputs that look more typical; "
                "> 0.95 flags about 5 % of in-distribution inputs")
 
@@ -485,13 +502,14 @@ class CalibratedReading(Reading):
             check_choice(f"{name}['components']", component, COMPONENTS)
         if len(set(components)) != len(components):
             raise ValueError(f"{name}['components'] lists a reading twice: {components!r}.")
+        check_choice(f"{name}['combination']", block.combination, COMBINATIONS)
         if "spread" in components and block.direction is None:
             raise ValueError(f"{name}['components'] holds 'spread', which needs the spread's direction "
                              "(uncertainty['direction'] +1 or -1).")
         sizes = block.calibration_size
         if not isinstance(sizes, (list, tuple)) or len(sizes) != 2:
-            raise ValueError(f"{name}['calibration_size'] must be [n_a, n_b], the bank rows each reading was "
-                             f"standardised on and the calibration rows ranked against; got {sizes!r}.")
+            raise ValueError(f"{name}['calibration_size'] must be [n_a, n_b], the bank rows each reading's "
+                             f"p-values are read on and the calibration rows ranked against; got {sizes!r}.")
         for i, size in enumerate(sizes):
             check_range(f"{name}['calibration_size'][{i}]", size, low=1, integer=True)
         length_range = block.length_range
@@ -570,6 +588,7 @@ class UncertaintyConfig:
     bank_weights: str | None = None
     length_buckets: dict | None = None
     components: list[str] | None = None
+    combination: str | None = None
     calibration_size: list[int] | None = None
     length_range: list[int] | None = None
     made_outlier_auroc: float | None = None
@@ -960,12 +979,9 @@ class InSubConfig(UncertaintySettings, PretrainedConfig):
                 f"got {given!r}."
             )
         self.objective_config = (given if isinstance(given, ObjectiveConfig) else self.objective_options).to_dict()
-        if self.uncertainty is not None and not isinstance(self.uncertainty, (dict, UncertaintyConfig)):
-            raise ValueError("InSubConfig.uncertainty must be a dict of UncertaintyConfig fields (reading, direction, "
-                             f"k, bank_size, bank_weights, length_buckets), got {self.uncertainty!r}.")
-        if isinstance(self.uncertainty, dict):
-            self.uncertainty = with_fitted_record(dict(self.uncertainty))
-        self.set_uncertainty()
+        given = self.uncertainty  # a dict, an UncertaintyConfig or None (the defaults); anything else is refused
+        self.install_uncertainty(self.checked_uncertainty(
+            replace=with_fitted_record(dict(given)) if isinstance(given, dict) else given))
         for key, check in FIELD_CHECKS.items():
             check(getattr(self, key))
         for i, size in enumerate(self.head_hidden_sizes):

@@ -27,7 +27,7 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 from transformers.utils import ModelOutput, logging
 from typing import ClassVar
 from .configuration_insub import (
-    BANK, BASE_WIDTHS, BLOCKS, COMPONENTS, CalibratedReading, CifarBasicBlock, CifarBottleneckBlock,
+    BANK, BASE_WIDTHS, BLOCKS, COMBINATIONS, COMPONENTS, CalibratedReading, CifarBasicBlock, CifarBottleneckBlock,
     CifarResNetConfig, CifarResNetModel, DEFAULT_ENCODER, DEFAULT_K, DEFAULT_OBJECTIVES, DIVERSITY_REDUCTIONS, DNA,
     DNA_ENCODER, EXPANSION, FIELD_CHECKS, FITTED_SETTINGS, FORMER_CONFIG_KEYS, HEAD_NORMS, IMAGE,
     INPUT_CHECKS_DEFERRED, InSubConfig, KnnReading, LENGTH_SETTINGS, LengthSpreadReading, MAX_DIVERSITY_ALPHA,
@@ -280,31 +280,69 @@ def centre_and_scale(scores: torch.Tensor) -> torch.Tensor:
 
 def combined(scores: torch.Tensor, centre_scale: torch.Tensor) -> torch.Tensor:
     """`(N,)`: the largest of each input's component scores `(C, N)`, each standardised by its `(C, 2)` centre and
-    scale (an input unusual by any reading is unusual)."""
+    scale: the "max_z" combination."""
     return ((scores.float() - centre_scale[:, :1]) / centre_scale[:, 1:]).amax(dim=0)
 
 
-class CalibrationScores(nn.Module):
-    """The calibrated reading's reference, saved with the weights: per component (`COMPONENTS` that the model's
-    config lists) its centre and scale on A `(C, 2)`, and the sorted combined scores `(n_b,)` of the calibration
-    inputs B. Called on the component scores `(C, B)` it gives `(B,)` in [0, 1]."""
+def surprise(reference: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """`(C, N)` float64: -log p of each of `scores (C, N)` among its component's sorted rows `reference (C, n)`, where
+    p = 1 - F(s) and F(s) = (i + t) / (n + 1): i of the n rows are below s, and t in (0, 1] places s between the rows
+    around it (linearly), below the first (exp(-(first - s) / scale)) or past the last (1 - exp(-(s - last) / scale),
+    whose -log p is then exactly (s - last) / scale + log(n + 1)); scale: the rows' interquartile range
+    (`centre_and_scale`). F is continuous and strictly increasing: no ties, and no input past every row is lost."""
+    reference, scores = reference.double(), scores.double()
+    n = reference.shape[1]
+    scale = centre_and_scale(reference)[:, 1:].double()  # (C, 1)
+    below = torch.searchsorted(reference, scores.contiguous(), side="left")  # (C, N)
+    lower = reference.gather(1, (below - 1).clamp(min=0))
+    upper = reference.gather(1, below.clamp(max=n - 1))
+    between = ((scores - lower) / (upper - lower).clamp_min(torch.finfo(torch.float64).tiny)).clamp(0, 1)
+    t = torch.where(below == 0, torch.exp(-(reference[:, :1] - scores).clamp_min(0) / scale), between)
+    inside = -torch.log1p(-(below + t) / (n + 1))
+    past = (scores - reference[:, -1:]) / scale + math.log(n + 1)
+    return torch.where(below == n, past, inside)
 
-    def __init__(self, components: int, size_a: int, size_b: int):
-        """`size_a`: A's rows (recorded in the config; the centres and scales are what is kept of them)."""
+
+def fisher(reference: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """`(N,)` float32: Fisher's combination of the components' p-values, the sum over components of
+    `surprise(reference, scores)`; for one component, a strictly increasing function of its score."""
+    return surprise(reference, scores).sum(dim=0).float()
+
+
+class CalibrationScores(nn.Module):
+    """The calibrated reading's reference, saved with the weights: per component (the `COMPONENTS` that the model's
+    config lists) its sorted scores on A `reference (C, n_a)` ("fisher"; "max_z": its centre and scale on A
+    `centre_scale (C, 2)`), and the sorted combined scores `(n_b,)` of the calibration inputs B. Called on the
+    component scores `(C, B)` it gives `(B,)` in [0, 1]."""
+
+    def __init__(self, components: int, size_a: int, size_b: int, combination: str = "fisher"):
         super().__init__()
-        self.register_buffer("centre_scale", torch.ones(components, 2))
+        self.combination = combination
+        if combination == "fisher":
+            self.register_buffer("reference", torch.zeros(components, size_a))
+        else:
+            self.register_buffer("centre_scale", torch.ones(components, 2))
         self.register_buffer("combined_scores", torch.zeros(size_b))
 
+    def statistic(self, scores: torch.Tensor) -> torch.Tensor:
+        """`(N,)`: the combination of the component scores `(C, N)` that B's scores are of."""
+        if self.combination == "fisher":
+            return fisher(self.reference, scores)
+        return combined(scores, self.centre_scale)
+
     def forward(self, scores: torch.Tensor) -> torch.Tensor:
-        return conformal_rank(combined(scores, self.centre_scale), self.combined_scores)
+        return conformal_rank(self.statistic(scores), self.combined_scores)
 
     @classmethod
-    def fitted(cls, split_a: torch.Tensor, split_b: torch.Tensor) -> CalibrationScores:
+    def fitted(cls, split_a: torch.Tensor, split_b: torch.Tensor, combination: str = "fisher") -> CalibrationScores:
         """From the component scores `(C, n_a)` of A (bank rows, each searched without itself) and `(C, n_b)` of
         the calibration inputs B (held out, not in the bank)."""
-        module = cls(split_a.shape[0], split_a.shape[1], split_b.shape[1])
-        module.centre_scale.copy_(centre_and_scale(split_a))
-        module.combined_scores.copy_(combined(split_b, module.centre_scale).sort().values)
+        module = cls(split_a.shape[0], split_a.shape[1], split_b.shape[1], combination)
+        if combination == "fisher":
+            module.reference.copy_(split_a.float().sort(dim=1).values)
+        else:
+            module.centre_scale.copy_(centre_and_scale(split_a))
+        module.combined_scores.copy_(module.statistic(split_b).sort().values)
         return module
 
 
@@ -339,7 +377,7 @@ class KnnBank(nn.Module):
     cosine distance of each to its k-th nearest bank row."""
 
     def __init__(self, size: int, dim: int, calibration: tuple[int, int, int] | None = None):
-        """`calibration`: (components, n_a, n_b) of the calibrated reading's scores (`conformal.CalibrationScores`,
+        """`calibration`: (components, n_a, n_b, combination) of the calibrated reading's scores (`conformal.CalibrationScores`,
         the module `calibration`), which belong to the same weights as the bank; None: none."""
         super().__init__()
         self.register_buffer("bank", torch.zeros(size, dim))
@@ -440,10 +478,10 @@ def install_bank(model: nn.Module, bank: KnnBank, **settings) -> None:
     """Puts `bank` (with whatever it holds, e.g. calibration scores) in `model` in one step, replacing the old one
     whole, with the uncertainty `settings` it was fitted with: the settings are checked before anything changes, so
     a refused install leaves the previous fit serving."""
-    settings = dict(settings, bank_size=int(bank.bank.shape[0]), bank_weights=encoder_and_heads_fingerprint(model))
-    model.config.checked_uncertainty(**settings)  # raises before the model changes
+    block = model.config.checked_uncertainty(  # raises before the model changes
+        **settings, bank_size=int(bank.bank.shape[0]), bank_weights=encoder_and_heads_fingerprint(model))
     setattr(model, BANK, bank)
-    model.config.set_uncertainty(**settings)
+    model.config.install_uncertainty(block)
     bank.remember(model)
 
 
@@ -456,7 +494,8 @@ def set_bank(model: nn.Module, representations: torch.Tensor, k: int, read: bool
     reading = "knn" if read else model.config.uncertainty["reading"]
     if reading == "calibrated":  # its calibration scores were of the bank this one replaces
         reading = "spread"
-    install_bank(model, bank, reading=reading, k=int(k), components=None, calibration_size=None, length_range=None,
+    install_bank(model, bank, reading=reading, k=int(k), components=None, combination=None, calibration_size=None,
+                 length_range=None,
                  made_outlier_auroc=None, fitted_with=None)
 
 
@@ -691,7 +730,7 @@ def from_dataset(dataset, argument: str, main: str):
                      f"dataset.rename_column(...)).")
 
 
-def from_raw(model, values, argument: str, main: str, processor, max_length: int | None):
+def from_raw(model, values, argument: str, main: str, processor):
     """The encoder's inputs of a list of raw inputs (PIL or numpy images, sentences, DNA strings)."""
     if main == "dna_one_hot":
         pass
@@ -710,7 +749,7 @@ def from_raw(model, values, argument: str, main: str, processor, max_length: int
     processor = find_processor(model, processor, argument, main)
     if main == "pixel_values":
         return dict(processor(images=list(values), return_tensors="pt"))
-    limit = max_length or model.config.text_max_length(processor)
+    limit = model.config.text_max_length(processor)
     encoded = processor(list(values), truncation=True, max_length=limit, padding=True, return_tensors="pt")
     return dict(encoded)
 
@@ -728,8 +767,7 @@ def from_array(array, argument: str, main: str):
     raise refuse(argument, main, f"a {kind} array of shape {tuple(array.shape)}")
 
 
-def as_model_inputs(model, inputs, argument: str = "inputs", processor=None,
-                    max_length: int | None = None) -> dict[str, torch.Tensor]:
+def as_model_inputs(model, inputs, argument: str = "inputs", processor=None) -> dict[str, torch.Tensor]:
     """`inputs` (any form of the module note) as the encoder's inputs: tensors with N rows each, the main input
     finite, or a refusal in one line naming `argument`, what this model takes and what it got."""
     main = model.encoder.main_input_name
@@ -744,7 +782,7 @@ def as_model_inputs(model, inputs, argument: str = "inputs", processor=None,
     if isinstance(inputs, Sequence) and not isinstance(inputs, Mapping):
         if len(inputs) == 0:
             raise refuse(argument, main, "an empty list")
-        inputs = from_raw(model, inputs, argument, main, processor, max_length)
+        inputs = from_raw(model, inputs, argument, main, processor)
     if not isinstance(inputs, Mapping):
         raise refuse(argument, main, f"a {type(inputs).__name__}")
     if main not in inputs or inputs[main] is None:
@@ -799,7 +837,7 @@ class FittedUncertainty:
     """What `fit_uncertainty` fitted: `components` combined ("knn", then "spread" where its direction held), the
     spread's `direction` (None: left out) with the AUROC of "high spread = outlier" on the calibration inputs
     against the made outliers and its 90 % bootstrap interval, the k-NN distance's AUROC there, the bank's rows, k
-    and `calibration_size`: the bank rows each reading was standardised on and the calibration rows ranked
+    and `calibration_size`: the bank rows each reading's p-values are read on and the calibration rows ranked
     against; `auroc`: the served (combined) reading's AUROC against the made outliers, and `sees_outliers` whether
     it reaches `SEES_OUTLIERS` (else the fit warns: the reading does not tell inputs without structure from real
     ones)."""
@@ -939,21 +977,26 @@ def fit_uncertainty(model, inputs, calibration_inputs=None, k: int | None = None
     size, bank_rows = calibration_inputs[main].shape[0], inputs[main].shape[0]
     if size < MIN_CALIBRATION_ROWS:
         raise ValueError(f"fit_uncertainty: {size} calibration rows are too few; `uncertainty > 0.95` can flag an input "
-                         f"only from {MIN_CALIBRATION_ROWS} of them (hundreds for a "
-                         f"useful reading): give more inputs (or calibration_inputs).")
+                         f"only from {MIN_CALIBRATION_ROWS} of them (hundreds for a useful reading): give more inputs "
+                         "(or calibration_inputs).")
     chosen = model.config.uncertainty["k"] if k is None else k
-    if chosen > bank_rows - 1:  # a bank row's own k-th neighbour other than itself standardises the reading
+    if chosen > bank_rows - 1:  # a bank row's own k-th neighbour other than itself places the reading
         if k is not None:
             raise ValueError(f"fit_uncertainty: k={k} needs at least {k + 1} bank rows, got {bank_rows}; give more "
                              f"inputs or a smaller k (at most {bank_rows - 1}).")
         if bank_rows < 2:
             raise ValueError(f"fit_uncertainty: {bank_rows} bank rows are too few; give at least 2 (hundreds for a "
                              "useful reading).")
-        logging.get_logger(__name__).warning(f"fit_uncertainty: the config's k={chosen} needs {chosen + 1} bank rows, got {bank_rows}; "
-                       f"fitting k={bank_rows - 1} (pass k=... to choose).")
+        logging.get_logger(__name__).warning(f"fit_uncertainty: the config's k={chosen} needs {chosen + 1} bank rows, "
+                                             f"got {bank_rows}; fitting k={bank_rows - 1} (pass k=... to choose).")
         chosen = bank_rows - 1
     k = int(chosen)
-    total = bank_rows + 2 * size
+    # A: bank rows whose readings place each reading's values (each searched without itself), and of which the
+    # outliers are made that fix the spread's direction; B, the calibration rows, only ranks: the guarantee needs
+    # only the calibration rows unseen by every choice of the fit
+    own = torch.randperm(bank_rows, generator=generator)[:STANDARDISE_ROWS]
+    made = shuffled_within(rows(inputs, own), main, generator)
+    total = bank_rows + size + len(own)
     progress = tqdm(total=total, desc="fit_uncertainty: embedding rows", unit="row", mininterval=10,
                     disable=(total < 2000) if show_progress is None else not show_progress)
     was_training = model.training
@@ -961,41 +1004,37 @@ def fit_uncertainty(model, inputs, calibration_inputs=None, k: int | None = None
     try:
         bank, bank_spread = representations_and_spread(model, inputs, batch_size, progress)
         calibration, spread = representations_and_spread(model, calibration_inputs, batch_size, progress)
-        outliers = shuffled_within(calibration_inputs, main, generator)
-        outlier_representation, outlier_spread = representations_and_spread(model, outliers, batch_size, progress)
+        made_representation, made_spread = representations_and_spread(model, made, batch_size, progress)
     finally:
         model.train(was_training)
         progress.close()
     knn_bank = new_bank(model, bank, k)
     device = knn_bank.bank.device  # the features came back to the CPU; the bank is where the model is
-    knn = knn_bank(calibration.to(device), k).cpu()
-    low, high = bootstrap_auroc_interval(spread, outlier_spread)
+    low, high = bootstrap_auroc_interval(bank_spread[own], made_spread)
     direction = 1 if low > 0.5 else (-1 if high < 0.5 else None)
     components = ["knn"] + (["spread"] if direction is not None else [])
-    # each reading's centre and scale from bank rows (their k-th neighbour other than themselves), so that every
-    # calibration row ranks the combination: the guarantee needs only the calibration rows unseen by the fit
-    own = torch.randperm(bank.shape[0], generator=generator)[:STANDARDISE_ROWS]
     own_knn = knn_distance(torch.nn.functional.normalize(bank[own], dim=-1), knn_bank.bank.cpu(), k + 1)
-    standardise = torch.stack([own_knn] + ([direction * bank_spread[own]] if direction is not None else []))
-    scores = torch.stack([knn] + ([direction * spread] if direction is not None else []))  # (C, n_calibration)
-    settings = dict(reading="calibrated", k=k, direction=direction, components=components,
+    made_knn = knn_bank(made_representation.to(device), k).cpu()
+    knn = knn_bank(calibration.to(device), k).cpu()
+    # (C, rows) each: the readings of A, of the outliers made of A, and of the calibration rows B
+    reference, made_scores, scores = (torch.stack([knn_reading] + ([direction * spread_reading] if direction else []))
+                                      for knn_reading, spread_reading in ((own_knn, bank_spread[own]),
+                                                                          (made_knn, made_spread), (knn, spread)))
+    calibration_scores = CalibrationScores.fitted(reference, scores)
+    auroc = pairwise_auroc(calibration_scores.statistic(reference), calibration_scores.statistic(made_scores))
+    knn_bank.calibration = calibration_scores.to(device)
+    settings = dict(reading="calibrated", k=k, direction=direction, components=components, combination="fisher",
                     calibration_size=[len(own), size], length_buckets=None,
-                    length_range=input_length_range(calibration_inputs, main))
+                    length_range=input_length_range(calibration_inputs, main), made_outlier_auroc=round(auroc, 4))
     settings["fitted_with"] = fitted_settings(settings)
-    knn_bank.calibration = CalibrationScores.fitted(standardise, scores).to(device)
-    outlier_knn = knn_bank(outlier_representation.to(device), k).cpu()
-    outlier_scores = torch.stack([outlier_knn] + ([direction * outlier_spread] if direction is not None else []))
-    centre_scale = knn_bank.calibration.centre_scale.cpu()
-    auroc = pairwise_auroc(combined(scores, centre_scale), combined(outlier_scores, centre_scale))
-    settings["made_outlier_auroc"] = round(auroc, 4)
     fitted = FittedUncertainty(
-        components, direction, pairwise_auroc(spread, outlier_spread), [low, high], pairwise_auroc(knn, outlier_knn),
-        bank.shape[0], k, [len(own), size], auroc, auroc >= SEES_OUTLIERS)
+        components, direction, pairwise_auroc(bank_spread[own], made_spread), [low, high],
+        pairwise_auroc(own_knn, made_knn), bank.shape[0], k, [len(own), size], auroc, auroc >= SEES_OUTLIERS)
     if not fitted.sees_outliers:
         logging.get_logger(__name__).warning(
-            f"fit_uncertainty: the fitted reading tells the calibration rows from the same rows shuffled within "
-            f"themselves (no structure left) with AUROC {100 * auroc:.1f} % (50 % is chance), so it cannot see "
-            "outliers: `uncertainty` will not flag them. Fit on more data, or use another encoder "
+            f"fit_uncertainty: the fitted reading tells in-distribution rows from the same rows shuffled within "
+            f"themselves (no structure left, or only local) with AUROC {100 * auroc:.1f} % (50 % is chance), so it "
+            "cannot see outliers: `uncertainty` will not flag them. Fit on more data, or use another encoder "
             "(docs/usage.md, 'A reading that cannot see outliers').")
     install_bank(model, knn_bank, **settings)
     return fitted
@@ -1017,7 +1056,8 @@ class UncertaintyReading:
         the saved weights to fill (none where the config has none)."""
         block = self.config.uncertainty_options
         if block.bank_size:
-            calibration = None if block.calibration_size is None else (len(block.components), *block.calibration_size)
+            calibration = None if block.calibration_size is None else (
+                len(block.components), *block.calibration_size, block.combination)
             setattr(self, BANK, KnnBank(block.bank_size, self.encoder.output_dim, calibration))
 
     def check_reading_current(self) -> torch.Tensor | None:
