@@ -323,3 +323,20 @@ def test_a_folder_whose_sentence_length_was_edited_to_nonsense_is_refused_naming
     with pytest.raises(ValueError, match=rf"max_seq_length={length!r} \(insub_sentence_config.json of the folder\) "
                                          r"must be an integer >= 2"):
         SentenceTransformer(str(folder), trust_remote_code=True)
+
+
+def test_a_reading_given_through_the_former_card_field_still_reaches_the_folder_with_one_warning(tmp_path, encoder):
+    from insub_hf.hub import save_for_hub
+    from insub_hf.hub.model_card import HubCard
+
+    bank = torch.nn.functional.normalize(encoder.encode(BANK).embeddings, dim=1)
+    settings = {"reading": "knn", "k": 3, "bank": bank}
+    with pytest.warns(FutureWarning, match=r"HubCard\(sentence_uncertainty=\.\.\.\) is .*save_sentence_transformer"):
+        save_for_hub(encoder.model, tmp_path / "former", "former",
+                     HubCard(tokenizer=encoder.tokenizer, sentence_uncertainty=settings))
+    assert encoder.model.config.uncertainty["reading"] == "spread"  # the caller's model is left as it was
+    now = encoder.save_sentence_transformer(tmp_path / "now", uncertainty=settings)
+    former = InSubModel.from_pretrained(tmp_path / "former").eval()
+    current = InSubModel.from_pretrained(now).eval()
+    assert former.config.uncertainty["reading"] == current.config.uncertainty["reading"] == "knn"
+    torch.testing.assert_close(former.knn_bank.bank, current.knn_bank.bank, rtol=0, atol=0)

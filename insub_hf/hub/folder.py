@@ -16,6 +16,7 @@ from typing import Any
 from huggingface_hub import ModelCard
 
 from ..checksums import add_checksums
+from ..compat import warn_former
 from .model_card import HubCard, is_sentence_model, model_card
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
@@ -167,15 +168,11 @@ def save_for_hub(
     folder.mkdir(parents=True, exist_ok=True)
     if card.processor is not None:  # before the model: its remote code covers the processor
         card.processor.save_pretrained(folder)
-    uncertainty = card.sentence_uncertainty
-    reading = uncertainty.get("reading", "spread") if uncertainty else "spread"
-    if reading != "spread":  # the model reads it itself: one number on every path
-        model = copy.deepcopy(model)  # the folder's model does; the caller's stays as it was
-        insub = getattr(model, "insub", model)
-        if reading == "knn":
-            insub.set_bank(uncertainty["bank"], uncertainty.get("k"))
-        else:
-            insub.set_length_buckets(uncertainty)
+    if card.sentence_uncertainty is not None:  # the former door: a reading that travelled through the card
+        warn_former("HubCard(sentence_uncertainty=...)", "InSubSentenceEncoder.save_sentence_transformer(path, "
+                    "uncertainty=...) (or model.with_reading(settings) before saving)", 3)
+        model = copy.deepcopy(model)  # the caller's stays as it was
+        getattr(model, "insub", model).apply_reading(card.sentence_uncertainty)
     model.save_pretrained(folder, remote_code=True, max_shard_size=max_shard_size)
     if card.tokenizer is not None:
         tokenizer = card.tokenizer

@@ -56,10 +56,9 @@ class HubCard:
             snippet then reads images through it.
         detector: the `insub_hf.evaluation.InSubOODDetector` fitted on the model (its bank is in the weights, its k and
             direction in the config): the card states how the head spread's direction was fixed.
-        sentence_uncertainty: a text model's reading of its `uncertainty`, chosen on validation data:
-            `{"reading": "knn", "k": k, "bank": (N, d)}` (the model stores the bank: `InSubModel.set_bank`) or a
-            `spread_by_length` reading's settings (kept in its config: `InSubModel.set_length_buckets`).
-            Either is the saved model's `uncertainty` on every path. None: the model's own `uncertainty`.
+        sentence_uncertainty: former: a reading set on the model at save time, through its card (it still works,
+            with one warning); a card reads the model, so give the reading to the model instead
+            (`InSubSentenceEncoder.save_sentence_transformer(path, uncertainty=...)`, `model.with_reading`).
         license: the card's license (the package's, Apache-2.0, unless the data or base model says otherwise).
         base_model: the Hub id the model started from (a pretrained backbone, or the InSub model it was fine-tuned
             from), for the card's metadata.

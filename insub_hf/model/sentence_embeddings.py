@@ -96,15 +96,16 @@ class InSubSentenceEncoder:
         so that `SentenceTransformer(path, trust_remote_code=True)` and `AutoModel.from_pretrained(path,
         trust_remote_code=True)` load it without insub-hf. `encode(sentences)` then gives the L2-normalised
         `embeddings` (as the MiniLM base model's), `encode(sentences, output_value="uncertainty")` the per-sentence
-        uncertainty: the model's own, or with `uncertainty` the reading chosen for it (`HubCard.sentence_uncertainty`;
-        a k-NN reading's bank is set on the model, `InSubModel.set_bank`). What else `path` holds stays."""
+        uncertainty: the model's own, or with `uncertainty` the reading chosen for it (`InSubModel.with_reading`:
+        the folder's model reads it; this encoder's model stays as it was). What else `path` holds stays."""
         from ..hub import save_for_hub
         from ..hub.model_card import HubCard
 
         path, tokenizer = Path(path), copy.deepcopy(self.tokenizer)
         tokenizer.model_max_length = self.tokenize.max_length  # this encoder's length travels with the folder
         with atomic_folder(path) as tmp:
-            save_for_hub(self.model, tmp, path.name, HubCard(tokenizer=tokenizer, sentence_uncertainty=uncertainty))
+            # the folder's model reads the chosen reading itself: one number on every path that loads it
+            save_for_hub(self.model.with_reading(uncertainty), tmp, path.name, HubCard(tokenizer=tokenizer))
         return path
 
     @torch.no_grad()

@@ -50,7 +50,7 @@ class UncertaintyConfig:
         length_range: the calibrated reading's `[low, high]` window lengths of its calibration rows (a DNA model's;
             None: any length): a DNA batch of another length serves None with a warning.
         made_outlier_auroc: the calibrated reading's AUROC against outliers made for the purpose at its fit (the
-            calibration rows shuffled within themselves); below `fitting.SEES_OUTLIERS` it cannot see outliers, and
+            bank rows shuffled within themselves); below `fitting.SEES_OUTLIERS` it cannot see outliers, and
             the fit and the card say so.
         fitted_with: what the calibrated reading was fitted with (`conformal.FITTED_SETTINGS`: k, components,
             combination, direction, calibration_size, length_range): where the block names other values now, `uncertainty` is None, with one
