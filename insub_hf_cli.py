@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import sys
 
-# command -> (job module in insub_hf.jobs, one line of help)
+# command -> (job module, relative to insub_hf, one line of help)
 COMMANDS = {
-    "demo": ("demo", "SimCLR pretraining of a baseline and an InSub model on the bundled Fashion-MNIST subset."),
-    "compare": ("compare", "Baseline, SSL-Ensemble, MC Dropout, BatchEnsemble and InSub: calibration, OOD, corruptions, cost."),
-    "ablation": ("ablation", "alpha x lambda at M=5, then M at the best setting, scored on validation data; hinge activity."),
-    "mechanism": ("mechanism", "Per objective: sigma over training with lambda 0 vs the hinge (SimCLR: raw vs cosine mean)."),
-    "text": ("text", "SCD pretraining (baseline and InSub) on a BERT-style encoder, then SentEval-style transfer."),
-    "text-candidates": ("text_candidates", "Ways to pretrain InSub on MiniLM and to read its uncertainty, chosen on validation data."),
-    "genomics": ("genomics", "Self-GenomeNet pretraining (baseline and InSub) on DNA, then calibrated sequence classification."),
-    "release": ("release", "One recipe (image, text, dna) from training to a published model; `release publish`/`metrics` upload what is built."),
-    "score": ("score", "`insub-hf score MODEL --dataset DATA`: any image or text encoder by repo id or path: probe, calibration, OOD by MSP, k-NN, the model's uncertainty."),
-    "hub": ("hub", "A saved model and its evaluation results -> a checked Hub repo folder with a generated card; --push."),
+    "demo": ("jobs.demo", "SimCLR pretraining of a baseline and an InSub model on the bundled Fashion-MNIST subset."),
+    "compare": ("jobs.compare", "Baseline, SSL-Ensemble, MC Dropout, BatchEnsemble and InSub: calibration, OOD, corruptions, cost."),
+    "ablation": ("jobs.ablation", "alpha x lambda at M=5, then M at the best setting, scored on validation data; hinge activity."),
+    "mechanism": ("jobs.mechanism", "Per objective: sigma over training with lambda 0 vs the hinge (SimCLR: raw vs cosine mean)."),
+    "text": ("jobs.text", "SCD pretraining (baseline and InSub) on a BERT-style encoder, then SentEval-style transfer."),
+    "text-candidates": ("jobs.text_candidates", "Ways to pretrain InSub on MiniLM and to read its uncertainty, chosen on validation data."),
+    "genomics": ("jobs.genomics", "Self-GenomeNet pretraining (baseline and InSub) on DNA, then calibrated sequence classification."),
+    "release": ("release.build", "One recipe (image, text, dna) from training to a published model; `release publish`/`metrics` upload what is built."),
+    "score": ("jobs.score", "`insub-hf score MODEL --dataset DATA`: any image or text encoder by repo id or path: probe, calibration, OOD by MSP, k-NN, the model's uncertainty."),
+    "hub": ("jobs.hub", "A saved model and its evaluation results -> a checked Hub repo folder with a generated card; --push."),
 }
 
 

@@ -1,4 +1,5 @@
-"""Running one `insub-hf` command: each is a job module of `insub_hf.jobs` with its argument groups and `run`. The
+"""Running one `insub-hf` command: each is a job module (of `insub_hf.jobs`, or `insub_hf.release.build`) with its
+argument groups and `run`. The
 entry point and the command list are `insub_hf_cli` (outside the package, so that listing the commands loads no
 torch).
 
@@ -48,7 +49,7 @@ def run_command(module: str, command: str, argv: list[str], description: str | N
     """Parses `argv` with the job module's argument groups and runs it; returns 0. Bad input (a flag argparse does
     not know, a value or path a check refuses, anything the job raises as `USER_ERRORS`) ends with the usage line and
     one line of error on stderr, exit status 2. `--help` prints the help (given to `on_help` first) and exits 0."""
-    job = importlib.import_module(f"insub_hf.jobs.{module}")
+    job = importlib.import_module(f"insub_hf.{module}")
     if hasattr(job, "select"):  # a command with a sub-command: `insub-hf release image ...`
         try:
             job, command, argv = job.select(command, argv)

@@ -28,6 +28,8 @@ FORMER_MODULES = {
     "trainer": "training.trainer", "collapse_monitor": "training.collapse_monitor",
     "training_args": "training.training_args", "memory_format": "training.memory_format",
     "knn_bank": "uncertainty.knn", "cards": "jobs.cards",
+    **{f"jobs.{name}": f"release.{now}" for name, now in (("release", "build"), ("publish", "publish"),
+                                                          ("text_reading", "text_reading"))},
 }
 
 # Names a former module offered that now live in another module: former module -> {name: module now}

@@ -164,7 +164,7 @@ def test_a_push_asks_the_hub_before_any_training(hub_up, token, message, tmp_pat
 
 
 def test_a_re_run_of_a_release_may_replace_the_card_its_own_first_run_wrote(tmp_path):
-    from insub_hf.jobs.release import ReleaseArguments
+    from insub_hf.release.build import ReleaseArguments
 
     cards = tmp_path / "cards"
     (cards / "insub-resnet10-fashion-mnist").mkdir(parents=True)

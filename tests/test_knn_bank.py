@@ -132,7 +132,7 @@ def test_set_bank_and_the_config_refuse_what_would_read_wrong():
 
 @torch.no_grad()
 def test_a_release_banks_the_first_rows_and_calibrates_on_rows_outside_its_bank():
-    from insub_hf.jobs.release import fit_shipped
+    from insub_hf.release.shipped import fit_shipped
 
     model = tiny_model().eval()
     inputs = {"pixel_values": torch.rand(40, 1, 28, 28, generator=torch.Generator().manual_seed(0))}

@@ -3,7 +3,7 @@
 Layers, bottom-up (a module may import its own layer and the ones below):
 core (validation, distributed, checkpointing, compat, recipes, heads, losses/, encoders/, data/) <- objectives/ <- configuration and
 Hub tools <- models <- evaluation (reads checkpoints) <- trainer <- jobs/ (the commands, the experiment runner, the
-comparison) <- cli. The package root only hands out
+comparison) <- release/ (a recipe from training to a Hub folder, and its upload) <- cli. The package root only hands out
 names; no module of the package imports it.
 """
 
@@ -25,12 +25,13 @@ LAYERS = [  # (rank, module prefixes)
          "processing.image_range", "uncertainty", "recipes", "model.heads", "losses", "encoders", "data",
          "processing.image_processing_insub", "processing.image_processing_pil_insub"]),
     (1, ["objectives"]),
-    (2, ["model.configuration_insub", "model.model_files", "hub", "processing.pipelines"]),
+    (2, ["model.configuration_insub", "model.label_settings", "model.model_files", "hub", "processing.pipelines"]),
     (3, ["model.modeling_insub", "model.modeling_outputs", "model.modeling_classification", "model", "processing"]),
     (4, ["evaluation"]),
     (5, ["training"]),
     (6, ["jobs"]),
-    (7, ["cli"]),
+    (7, ["release"]),
+    (8, ["cli"]),
 ]
 
 
@@ -157,6 +158,6 @@ def test_the_remote_code_copy_holds_model_code_only():
 
 def test_the_image_release_needs_no_sentence_transformers():
     # `insub-hf release image` runs without the st extra: the text readings it names import torch alone
-    code = "import sys, insub_hf.jobs.release; print('sentence_transformers' in sys.modules)"
+    code = "import sys, insub_hf.release.build; print('sentence_transformers' in sys.modules)"
     printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert printed.split() == ["False"]

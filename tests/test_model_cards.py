@@ -18,7 +18,7 @@ import yaml
 from insub_hf import InSubModel, InSubOODDetector
 from insub_hf.hub import check_hub_folder
 from insub_hf.model.model_files import card_only_line
-from insub_hf.jobs.publish import card_repo_id, fits_the_repository
+from insub_hf.release.publish import card_repo_id, fits_the_repository
 
 from .card_snippets import run_card_snippets
 from .hub_server import LocalHub

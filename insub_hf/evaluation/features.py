@@ -10,6 +10,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from ..losses import head_spread
+from ..uncertainty.readings import reads_lengths
 
 
 @dataclass
@@ -90,3 +91,16 @@ def extract_representations(model, dataset, batch_size: int = 256) -> tuple[torc
     if features.labels is None:
         raise ValueError("extract_representations needs rows with `labels` next to the encoder's inputs.")
     return features.representations.mean(dim=1), features.labels
+
+
+def models_reading(model, features: FeatureSet) -> torch.Tensor | None:
+    """`(N,)` the model's own `uncertainty` of inputs whose features it gave (`FeatureSet`: their mean
+    representation and spread), as its forward reads it; None where its reading is not fitted or reads token
+    lengths."""
+    inner = getattr(model, "insub", model)
+    if inner.heads is None or reads_lengths(inner.config.uncertainty):
+        return None
+    device = next(inner.parameters()).device
+    spread = inner.oriented_spread(features.head_sigma.to(device))
+    read = inner.read_uncertainty(features.representations.mean(dim=1).to(device), spread, None, None)
+    return None if read is None else read.double().cpu()

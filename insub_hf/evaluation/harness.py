@@ -17,11 +17,11 @@ from ..uncertainty.knn import encoder_and_heads_fingerprint
 from ..validation import CheckedArguments, checked
 from . import metrics
 from .corruptions import CORRUPTIONS, SEVERITIES, centre_crop, corrupt
-from .features import FeatureSet, extract_features
+from .features import FeatureSet, extract_features, models_reading
 from .flagging import flag_rate
 from .image_data import ImageEvaluationData
 from .knn import knn_accuracy
-from ..uncertainty.readings import is_calibrated, reads_lengths
+from ..uncertainty.readings import is_calibrated
 from ..uncertainty.settings import DEFAULT_K
 from .ood_detector import FeatureBank, calibration_noise
 from .probes import ProbeArguments, balanced_label_subset, fit_probes, member_probabilities, train_val_split
@@ -93,19 +93,6 @@ def ood_scores(
 
 
 @torch.no_grad()
-def models_reading(model, features: FeatureSet) -> torch.Tensor | None:
-    """`(N,)` the model's own `uncertainty` of inputs whose features it gave (`FeatureSet`: their mean
-    representation and spread), as its forward reads it; None where its reading is not fitted or reads token
-    lengths."""
-    inner = getattr(model, "insub", model)
-    if inner.heads is None or reads_lengths(inner.config.uncertainty):
-        return None
-    device = next(inner.parameters()).device
-    spread = inner.oriented_spread(features.head_sigma.to(device))
-    read = inner.read_uncertainty(features.representations.mean(dim=1).to(device), spread, None, None)
-    return None if read is None else read.double().cpu()
-
-
 def ood_auroc(in_scores: torch.Tensor, out_scores: torch.Tensor) -> float:
     """AUROC of telling in-distribution from OOD inputs by a score where higher = more likely OOD."""
     return metrics.ood_auroc(in_scores, out_scores, higher_is_in=False)

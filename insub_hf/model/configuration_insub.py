@@ -19,6 +19,7 @@ from ..recipes import DNA, DNA_ENCODER, IMAGE, TEXT
 from ..compat import (FORMER_CONFIG_KEYS, former_keys_into_block, from_former_keys, warn_former,
                       with_fitted_record)
 from ..uncertainty.settings import UncertaintyBlock, UncertaintySettings
+from .label_settings import check_label_settings
 from ..validation import check_choice, check_range
 
 HEAD_NORMS = ("batchnorm", "none")
@@ -40,29 +41,8 @@ def encoder_field(encoder_config, key: str):
 
 # The largest hinge settings a config takes (see `_check_values`)
 MAX_DIVERSITY_ALPHA, MAX_DIVERSITY_WEIGHT = 10.0, 1e4
-# The most classes a classifier config takes (transformers builds an id2label entry per class at construction)
-MAX_LABELS = 100_000
 # The objective an InSubConfig trains with when none is named, by what its encoder reads
 DEFAULT_OBJECTIVES = {"pixel_values": "simclr", "input_ids": "scd", "dna_one_hot": "genomenet"}
-
-
-# What a classifier's labels mean (transformers' `problem_type`; None: regression for one label, else decided by the
-# labels' dtype: integers are classes, floats one 0/1 target per label)
-PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
-
-
-def check_label_settings(num_labels, problem_type, where: str = "InSubConfig") -> None:
-    """Refuses label settings the classifiers cannot honour, with the reason: a `problem_type` outside
-    `PROBLEM_TYPES`, a single-label classifier over one class (a one-class softmax is always 1 and never learns), or
-    more than `MAX_LABELS` labels."""
-    if problem_type is not None:
-        check_choice(f"{where}.problem_type", problem_type, PROBLEM_TYPES)
-    if num_labels == 1 and problem_type == "single_label_classification":
-        raise ValueError(
-            f"{where}.num_labels must be at least 2 for problem_type='single_label_classification', got 1: a one-class "
-            "softmax is always 1 and never learns (num_labels=1 is transformers' regression convention)."
-        )
-    check_range(f"{where}.num_labels", num_labels, low=1, high=MAX_LABELS, integer=True)
 
 
 def encoder_input(config) -> str:

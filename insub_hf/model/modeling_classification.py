@@ -20,7 +20,8 @@ from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.utils import ModelOutput
 
-from .configuration_insub import InSubConfig, check_label_settings
+from .configuration_insub import InSubConfig
+from .label_settings import check_label_settings
 from .heads import BatchedHeads
 from .modeling_insub import InSubModel, InSubPreTrainedModel
 

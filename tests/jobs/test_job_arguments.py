@@ -25,7 +25,7 @@ def argument_groups():
     """The jobs' own argument groups (`InSubTrainingArguments` checks its fields in its __post_init__)."""
     groups = {ProbeArguments, HarnessArguments}
     for module, _ in cli.COMMANDS.values():
-        groups.update(importlib.import_module(f"insub_hf.jobs.{module}").ARGUMENT_GROUPS)
+        groups.update(importlib.import_module(f"insub_hf.{module}").ARGUMENT_GROUPS)
     groups.discard(InSubTrainingArguments)
     return sorted(groups, key=lambda g: g.__name__)
 

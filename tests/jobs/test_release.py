@@ -18,9 +18,9 @@ from insub_hf.evaluation.metrics.ood import ood_auroc
 from insub_hf.hub import check_hub_folder, machine_paths
 from insub_hf.jobs.compare import ComparisonArguments
 from insub_hf.jobs.comparison import load_protocol_data
-from insub_hf.jobs.publish import fits_the_repository
+from insub_hf.release.publish import fits_the_repository
 from insub_hf.jobs.genomics import dna_parts, dna_windows
-from insub_hf.jobs.release import reproducing
+from insub_hf.release.build import reproducing
 from insub_hf_cli import main
 
 from ..conftest import cli_error
@@ -300,7 +300,7 @@ def test_the_text_release_built_twice_from_one_commit_gives_the_same_card_number
     files whose loading says how to build it."""
     from insub_hf.model.model_files import card_only_line
 
-    monkeypatch.setattr("insub_hf.jobs.release.fits_the_repository", lambda files: False)
+    monkeypatch.setattr("insub_hf.release.build.fits_the_repository", lambda files: False)
     assert main(["release", "text", "--encoder", str(pushed_text_release.base), "--output_dir", str(tmp_path / "again"),
                  "--model_cards", str(tmp_path / "cards"), *TEXT_FLAGS]) == 0
     builds = [pushed_text_release.out, tmp_path / "again"]
@@ -372,7 +372,7 @@ def test_a_pushed_release_card_names_its_repo_and_every_snippet_runs_as_written(
 
 
 def test_what_model_cards_may_hold_is_decided_by_file_and_model_size(tmp_path):
-    from insub_hf.jobs.publish import MAX_FILE_BYTES, MAX_MODEL_BYTES
+    from insub_hf.release.publish import MAX_FILE_BYTES, MAX_MODEL_BYTES
 
     small, big = tmp_path / "small", tmp_path / "big"
     small.write_bytes(b"x" * MAX_FILE_BYTES)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .cards import TEXT_TEST, TEXT_VALIDATION
+from ..jobs.cards import TEXT_TEST, TEXT_VALIDATION
 from ..data import load_tweet_sentiment
 from ..data.broad_text import REGISTERS, broad_english, pool_digest
 from ..encoders.pretrained import base_tokenizer, encoder_path
@@ -18,7 +18,7 @@ from ..evaluation.text_ood_sets import english_prose, text_ood_sets
 from ..uncertainty.knn import clear_bank
 from ..uncertainty.settings import DEFAULT_K
 from ..validation import checked
-from . import text_candidates
+from ..jobs import text_candidates
 
 # The single readings the text release measures with its bank and marks as `text-candidates` chose (the model
 # itself ships unfitted: its calibrated `uncertainty` is fitted on a user's own sentences, as its card says)

@@ -22,35 +22,28 @@ from types import SimpleNamespace
 import torch
 from transformers import TrainingArguments
 
+from ..jobs.cards import HubCard, RunRecord, run_card
 from .cards import (
-    HubCard,
-    RunRecord,
-    dna_versus_baseline,
-    provenance,
-    run_card,
-    shipped_readings,
-    text_uncertainty_section,
-    text_versus_baseline,
-    threshold_section,
-    versus_baseline,
+    dna_versus_baseline, provenance, shipped_readings, text_uncertainty_section, text_versus_baseline,
+    threshold_section, versus_baseline,
 )
 from ..checkpointing import atomic_folder
 from ..model.model_files import CARD_ONLY_KEY
 from ..evaluation.ood_detector import CALIBRATION_SEED
 from ..hub import final_push_target, save_for_hub, upload_hub_folder
-from ..uncertainty.knn import encoder_and_heads_fingerprint
-from ..uncertainty.fitting import CALIBRATION_ROWS, rows_also_in
+from ..uncertainty.fitting import CALIBRATION_ROWS
 from ..training.training_args import TRAINER_FIELDS
 from ..validation import CheckedArguments, checked
-from . import compare, genomics, text, text_reading
-from .genomics import DNA_HELD_OUT, HELD_OUT_ROWS, dna_parts, dna_windows
-from .heartbeat import heartbeat
+from ..jobs import compare, genomics, text
+from ..jobs.genomics import DNA_HELD_OUT, HELD_OUT_ROWS, dna_parts, dna_windows
+from ..jobs.heartbeat import heartbeat
+from . import text_reading
+from .shipped import MIN_DETECTOR_BANK, fit_shipped, measured_model, reused_run
 from .text_reading import TextReleaseArguments
 from .publish import MetricsArguments, PublishArguments, fits_the_repository, publish_metrics, publish_releases
 
 # Training inputs the shipped detector keeps as its bank (the Hub folder stays small; k-NN distances barely move)
 DETECTOR_BANK = 10_000
-MIN_DETECTOR_BANK = 16
 
 
 @dataclass
@@ -159,65 +152,11 @@ def publish(release: ReleaseArguments, model, card: HubCard, training_args, push
     return folder
 
 
-def fit_shipped(model, inputs: dict[str, torch.Tensor], bank: int):
-    """The released model's calibrated `uncertainty` (`InSubModel.fit_uncertainty`, as every job fits it): its k-NN
-    bank the first `bank` rows of `inputs` (in-distribution encoder inputs, `(N, ...)` each), ranked against up to
-    `CALIBRATION_ROWS` rows after them, none of them in the bank; where `inputs` has no rows beyond `bank`, half of
-    them calibrate and the rest are the bank. Returns the `FittedUncertainty`."""
-    inner = getattr(model, "insub", model)
-    rows = len(next(iter(inputs.values())))
-    if rows - bank >= MIN_DETECTOR_BANK:
-        banked = {name: value[:bank] for name, value in inputs.items()}
-        held = {name: value[bank:bank + CALIBRATION_ROWS] for name, value in inputs.items()}
-        main = inner.encoder.main_input_name
-        again = rows_also_in(banked[main], held[main])  # e.g. a window of a sequence the genome holds twice
-        if again.any():
-            print(f"[release] {int(again.sum())} of the {len(again)} calibration rows are also bank rows (the same "
-                  "input twice in the data): left out of the calibration", flush=True)
-            held = {name: value[~again] for name, value in held.items()}
-        fitted = inner.fit_uncertainty(banked, held)
-    else:
-        fitted = inner.fit_uncertainty(inputs)
-    print(f"[release] the calibrated uncertainty: a bank of {fitted.bank_size} rows (k = {fitted.k}), "
-          f"{fitted.calibration_size[1]} held-out rows to rank against, the readings {fitted.components} (the "
-          f"spread's AUROC against shuffled inputs {100 * fitted.spread_auroc:.1f} %, the served reading's "
-          f"{100 * fitted.auroc:.1f} %)", flush=True)
-    return fitted
-
-
-def measured_model(out: Path, fingerprints: list[str]):
-    """The trained model under `out` (a run folder's `model/`, the run cache's, or a released folder) whose weights a
-    results row measured (`fingerprints`, one model), in eval mode."""
-    from ..model.modeling_insub import InSubForPreTraining
-
-    for config in sorted([*out.glob("config.json"), *out.glob("*/model/config.json"),
-                          *out.glob("cache/*/model/config.json")]):
-        model = InSubForPreTraining.from_pretrained(config.parent)
-        if [encoder_and_heads_fingerprint(model)] == fingerprints:
-            return model.eval()
-    raise FileNotFoundError(f"no trained model under {out} has the weights {fingerprints} its results measured.")
-
-
-def reused_run(folder: Path, out: Path, args):
-    """For `--reuse`: the run record of the released `folder` (evaluation/results.json and results.md) copied into
-    the run folder `out`, and `args` with the data settings that run used (its record's), so that the bank and the
-    card's k-NN rows read the same images."""
-    record = folder / "evaluation" / "results.json"
-    if not record.is_file():
-        raise FileNotFoundError(f"ReleaseArguments.reuse={str(folder)!r} holds no evaluation/results.json: give a folder "
-                                "that `insub-hf release image` published.")
-    out.mkdir(parents=True, exist_ok=True)
-    for name in ("results.json", "results.md"):
-        shutil.copyfile(folder / "evaluation" / name, out / name)
-    recorded = RunRecord.read(out / "results.json").args
-    return replace(args, **{name: recorded[name] for name in args.__dataclass_fields__ if name in recorded})
-
-
 def release_image(command: str, release, args, training_args, probe_args, harness_args) -> Path:
     """The image release: `insub-hf compare` with the baseline and InSub (the image recipe), then the InSub model's
     calibrated `uncertainty` fitted on training images (`fit_shipped`) and measured on the test and OOD images."""
     from ..evaluation.results import ComparisonRow
-    from .comparison import load_protocol_data
+    from ..jobs.comparison import load_protocol_data
 
     missing = [method for method in ("baseline", "insub") if method not in args.methods]
     if missing:  # before any training: the card sets InSub beside its baseline
@@ -259,7 +198,7 @@ def run_job(job, args, training_args, name: str):
 def release_text(command: str, release, reading: TextReleaseArguments, args, training_args) -> Path:
     """The text release: `insub-hf text` (the MiniLM base, the single-head baseline and InSub on the text recipe,
     transfer to the tweets), then the InSub model's single uncertainty readings measured with a bank, and what
-    fitting its calibrated `uncertainty` on a user's sentences gives (`jobs.text_reading`). The sentence-transformers
+    fitting its calibrated `uncertainty` on a user's sentences gives (`release.text_reading`). The sentence-transformers
     folder ships unfitted: a general-purpose text model serves no `uncertainty` until fitted on its user's data."""
     from transformers import AutoTokenizer
 
