@@ -56,3 +56,42 @@ def test_the_check_finds_a_broken_link_and_a_path_outside_the_repository():
     found = {written: resolved in files for written, resolved in cited_paths(doc, text)}
     assert found == {"docs/images/mechanism_simclr.png": False, "images/mechanism_simclr.png": True,
                      "../shared/GPU.md": False, "docs/runs/gone.json": False, "insub_hf/jobs/cards.py": True}
+
+
+# A dotted name of the package, as the docs write one (`insub_hf.evaluation.flagging.expected_flag_band`)
+PACKAGE_NAME = re.compile(r"\binsub_hf(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def unresolved_package_names(text: str) -> list[str]:
+    """The dotted package names in `text` that do not resolve: the longest prefix that imports as a module, then
+    each further part an attribute of what came before (a module the package no longer has fails here)."""
+    import importlib
+
+    missing = []
+    for name in sorted(set(PACKAGE_NAME.findall(text))):
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):
+            try:
+                found = importlib.import_module(".".join(parts[:cut]))
+            except ImportError:
+                continue
+            try:
+                for part in parts[cut:]:
+                    found = getattr(found, part)
+            except AttributeError:
+                missing.append(name)
+            break
+        else:
+            missing.append(name)
+    return missing
+
+
+def test_every_package_name_the_docs_give_imports():
+    missing = [f"{doc.relative_to(ROOT)}: {name}" for doc in DOCS
+               for name in unresolved_package_names(doc.read_text(encoding="utf-8"))]
+    assert missing == []
+
+
+def test_the_name_check_finds_a_module_the_package_does_not_have():
+    text = "`insub_hf.protocol.arguments.training_arguments`, `insub_hf.jobs.arguments.training_arguments`, `insub_hf.nope`"
+    assert unresolved_package_names(text) == ["insub_hf.nope", "insub_hf.protocol.arguments.training_arguments"]

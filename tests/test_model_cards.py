@@ -127,6 +127,19 @@ def test_a_released_folder_is_its_complete_hub_repo_within_the_size_limits(folde
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_a_released_card_describes_the_encoder_and_heads_its_config_holds(folder):
+    from insub_hf import InSubConfig
+
+    config, card = InSubConfig.from_pretrained(folder), (folder / "README.md").read_text()
+    encoder = config.encoder_config
+    for key, label in (("depth", "depth"), ("width_multiplier", "width multiplier"), ("image_size", "image size")):
+        if getattr(encoder, key, None) is not None:
+            assert f"{label} {getattr(encoder, key)}" in card, (key, getattr(encoder, key))
+    assert f"**M = {config.num_heads}**" in card
+    assert "width 128" not in card  # the representation's size once read as the ResNet's width
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
 def test_every_snippet_of_a_released_card_runs_as_written(folder, tmp_path):
     card = (folder / "README.md").read_text()
     repo_id = card_repo_id(folder)

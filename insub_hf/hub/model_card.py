@@ -211,13 +211,15 @@ def eval_table(results: list[EvalResult]) -> str:
 
 # --------------------------------------------------------------------------------------------------------- the card
 def describe_encoder(config) -> str:
-    """A short human description of the encoder an `InSubConfig` names."""
+    """A short description of the encoder an `InSubConfig` names, every value read from its encoder config (a CIFAR
+    ResNet: `insub_cifar_resnet` (depth 10, width multiplier 0.25, hidden size 128, image size 28))."""
     if config.timm_model_name:
         return f"timm `{config.timm_model_name}`"
     encoder = config.encoder_config
     parts = [f"`{encoder.model_type}`"]
-    for key, label in (("hidden_size", "width"), ("num_hidden_layers", "layers"), ("image_size", "image size"),
-                       ("patch_size", "patch"), ("conv_filters", "filters"), ("lstm_hidden_size", "LSTM")):
+    for key, label in (("depth", "depth"), ("width_multiplier", "width multiplier"), ("hidden_size", "hidden size"),
+                       ("num_hidden_layers", "layers"), ("image_size", "image size"), ("patch_size", "patch"),
+                       ("conv_filters", "filters"), ("lstm_hidden_size", "LSTM")):
         if getattr(encoder, key, None) is not None:
             parts.append(f"{label} {getattr(encoder, key)}")
     return " ".join(parts[:1]) + (f" ({', '.join(parts[1:])})" if len(parts) > 1 else "")
