@@ -302,3 +302,9 @@ def test_the_released_dna_model_serves_only_the_window_length_it_was_calibrated_
         else:
             assert all(u is None for u in served)
             assert f"calibrated on inputs of 150-150 bases and this batch has {length}" in caplog.text
+
+
+def test_no_release_folder_holds_a_link():
+    """A Hub folder is plain files: a link breaks where the folder is copied or uploaded on its own."""
+    root = Path(__file__).resolve().parents[1] / "model_cards"
+    assert [str(p.relative_to(root)) for p in root.rglob("*") if p.is_symlink()] == []

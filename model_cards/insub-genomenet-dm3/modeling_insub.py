@@ -1097,6 +1097,24 @@ class UncertaintyReading:
         self.config.set_uncertainty(reading="spread_by_length", length_buckets=chosen)
         return self
 
+    def with_reading(self, settings: dict | None):
+        """This model, or a copy of it reading `uncertainty` as `settings` say (`apply_reading`); the model itself
+        for None and for "spread", its own reading."""
+        if (settings or {}).get("reading", SpreadReading.name) == SpreadReading.name:
+            return self
+        return copy.deepcopy(self).apply_reading(settings)  # the caller's model stays as it was
+
+    def apply_reading(self, settings: dict):
+        """Makes `uncertainty` read as `settings` say (a text release's single reading chosen on validation data:
+        `evaluation.text_bench.uncertainty_settings`): "knn" with its `bank` (and `k`), "spread_by_length" with its
+        buckets, "spread" as it is."""
+        reading = settings.get("reading", SpreadReading.name)
+        if reading == KnnReading.name:
+            return self.set_bank(settings["bank"], settings.get("k"))
+        if reading == SpreadReading.name:
+            return self
+        return self.set_length_buckets(settings)
+
 
 INPUT_MODALITIES = {"pixel_values": "image", "input_ids": "text", "dna_one_hot": "dna"}
 

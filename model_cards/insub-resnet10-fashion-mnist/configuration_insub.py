@@ -1,4 +1,4 @@
-"""configuration_insub: what this folder's loaders run of the insub-hf modules compat, encoders.base, encoders.build, encoders.configuration_resnet_cifar, encoders.modeling_resnet_cifar, encoders.presets, encoders.registry, model.configuration_insub, objectives, objectives.base, objectives.simclr, recipes, uncertainty.conformal, uncertainty.knn, uncertainty.length, uncertainty.readings, uncertainty.settings, validation (documented there), bundled by `insub_hf.hub.remote_code`."""
+"""configuration_insub: what this folder's loaders run of the insub-hf modules compat, encoders.base, encoders.build, encoders.configuration_resnet_cifar, encoders.modeling_resnet_cifar, encoders.presets, encoders.registry, model.configuration_insub, model.label_settings, objectives, objectives.base, objectives.simclr, recipes, uncertainty.conformal, uncertainty.knn, uncertainty.length, uncertainty.readings, uncertainty.settings, validation (documented there), bundled by `insub_hf.hub.remote_code`."""
 
 from __future__ import annotations
 
@@ -779,23 +779,7 @@ class UncertaintySettings:
         return block
 
 
-HEAD_NORMS = ("batchnorm", "none")
-DIVERSITY_REDUCTIONS = ("mean", "sum")
-OBJECTIVE_FIELDS: dict[str, tuple[str, ...]] = {
-    field: tuple(name for name, options in OBJECTIVE_CONFIGS.items() if field in options.__dataclass_fields__)
-    for every in OBJECTIVE_CONFIGS.values() for field in every.__dataclass_fields__
-}
-
-
-def encoder_field(encoder_config, key: str):
-    """A field of an encoder config given as a config object or a dict (None where it has none)."""
-    return encoder_config.get(key) if isinstance(encoder_config, dict) else getattr(encoder_config, key, None)
-
-
-MAX_DIVERSITY_ALPHA, MAX_DIVERSITY_WEIGHT = 10.0, 1e4
 MAX_LABELS = 100_000
-DEFAULT_OBJECTIVES = {"pixel_values": "simclr", "input_ids": "scd", "dna_one_hot": "genomenet"}
-
 
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 
@@ -812,6 +796,23 @@ def check_label_settings(num_labels, problem_type, where: str = "InSubConfig") -
             "softmax is always 1 and never learns (num_labels=1 is transformers' regression convention)."
         )
     check_range(f"{where}.num_labels", num_labels, low=1, high=MAX_LABELS, integer=True)
+
+
+HEAD_NORMS = ("batchnorm", "none")
+DIVERSITY_REDUCTIONS = ("mean", "sum")
+OBJECTIVE_FIELDS: dict[str, tuple[str, ...]] = {
+    field: tuple(name for name, options in OBJECTIVE_CONFIGS.items() if field in options.__dataclass_fields__)
+    for every in OBJECTIVE_CONFIGS.values() for field in every.__dataclass_fields__
+}
+
+
+def encoder_field(encoder_config, key: str):
+    """A field of an encoder config given as a config object or a dict (None where it has none)."""
+    return encoder_config.get(key) if isinstance(encoder_config, dict) else getattr(encoder_config, key, None)
+
+
+MAX_DIVERSITY_ALPHA, MAX_DIVERSITY_WEIGHT = 10.0, 1e4
+DEFAULT_OBJECTIVES = {"pixel_values": "simclr", "input_ids": "scd", "dna_one_hot": "genomenet"}
 
 
 def encoder_input(config) -> str:
