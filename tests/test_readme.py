@@ -177,3 +177,28 @@ def test_the_usage_page_opens_with_code_that_runs_and_prints_what_it_says(tmp_pa
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-4000:]
     assert run.stdout.strip().splitlines()[-1] == printed
+
+
+# The sections whose Python the tests above run as written (path, section title; None: the page's first block)
+RUN_SECTIONS = [(README, "Quickstart"), (USAGE, "Using a checkpoint"),
+                (USAGE, "Fine-tuning: new labels, multi-label, regression, LoRA"), (USAGE, "Building and training a model")]
+NOT_RUN = re.compile(r"<!-- not run: [^>]+ -->\n```python\n")
+
+
+def test_every_python_block_of_the_docs_is_run_or_says_why_not():
+    run = {block for path, title in RUN_SECTIONS for block in snippets(path, title)}
+    run.add(re.findall(r"```python\n(.*?)```", USAGE.read_text(), flags=re.S)[0])
+    left = []
+    for doc in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+        text = doc.read_text()
+        marked = {m.end() for m in NOT_RUN.finditer(text)}
+        for match in re.finditer(r"```python\n(.*?)```", text, flags=re.S):
+            if match.group(1) not in run and match.start(1) not in marked:
+                left.append(f"{doc.name}: {match.group(1).splitlines()[0]}")
+    assert left == []
+
+
+def test_building_a_model_runs_as_written(tmp_path):
+    code = "\n".join(snippets(USAGE, "Building and training a model"))
+    checks = "\nassert out.loss.isfinite() and base.config.num_heads == 5\nprint('building OK')\n"
+    run_as_written(code, tmp_path, checks, "building OK")
