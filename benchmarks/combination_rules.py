@@ -34,7 +34,7 @@ from insub_hf.evaluation.ood_sets import load_sklearn_digits
 from insub_hf.evaluation.ood_detector import InSubOODDetector
 from insub_hf.jobs.demo import DemoArguments, demo_evaluation_data
 from insub_hf.jobs.experiment import calibration_split
-from insub_hf.uncertainty.conformal import conformal_rank, fisher, surprise
+from insub_hf.uncertainty.conformal import centre_and_scale, combined, conformal_rank, fisher, surprise
 from insub_hf.uncertainty.fitting import shuffled_within, representations_and_spread, rows
 from insub_hf.uncertainty.knn import BANK, knn_distance
 from insub_hf.uncertainty.separation import pairwise_auroc
@@ -65,27 +65,15 @@ def tiles_shuffled(inputs: dict[str, torch.Tensor], main: str, generator: torch.
     return {**inputs, main: moved}
 
 
-def made_outliers(inputs: dict[str, torch.Tensor], main: str,
-                  generator: torch.Generator) -> dict[str, dict[str, torch.Tensor]]:
-    """The outliers a fit makes from in-distribution `inputs` to orient and choose its reading by: "shuffled"
-    (`shuffled_within`) and, for images and DNA, "tiles" (`tiles_shuffled`); none of them a data set an evaluation
-    reports."""
-    made = {"shuffled": shuffled_within(inputs, main, generator)}
-    tiled = tiles_shuffled(inputs, main, generator)
-    if tiled is not None:
-        made["tiles"] = tiled
-    return made
-
-
-def rule_scores(rule: str, a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """`(N,)` of rule `rule` for components `x (2, N)` (knn, oriented spread) with reference `a (2, n_a)`."""
+def rule_scores(rule: str, a: torch.Tensor, x: torch.Tensor, chosen: list[int]) -> torch.Tensor:
+    """`(N,)` of rule `rule` for components `x (2, N)` (knn, oriented spread) with reference `a (2, n_a)`; `chosen`:
+    the components the "chosen" rule combines (`chosen_on_made`)."""
     if rule == "knn":
         return x[0].double()
     if rule == "spread":
         return x[1].double()
     if rule == "max_z":
-        q = torch.quantile(a.double(), torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64), dim=1)
-        return ((x.double() - q[1, :, None]) / (q[2] - q[0])[:, None]).amax(dim=0)
+        return combined(x, centre_and_scale(a)).double()
     reference = a.sort(dim=1).values
     if rule == "min_p":
         return surprise(reference, x).amax(dim=0)
@@ -108,7 +96,6 @@ def chosen_on_made(reference: torch.Tensor, made: torch.Tensor, margin: float = 
 
 
 RULES = ("knn", "spread", "max_z", "min_p", "fisher", "chosen")
-chosen: list[int] = [0, 1]
 
 
 def main() -> None:
@@ -168,19 +155,20 @@ def main() -> None:
             generator = torch.Generator().manual_seed(0)
             made = {"shuffled": components(shuffled_within(made_from, "pixel_values", generator)),
                     "tiles": components(tiles_shuffled(made_from, "pixel_values", generator))}
-            global chosen
             chosen = chosen_on_made(a.sort(dim=1).values, torch.cat(list(made.values()), dim=1))
             row = {"direction": fitted.direction, "chosen": chosen}
             for rule in RULES:
-                ref = rule_scores(rule, a, b).float().sort().values
-                served = conformal_rank(rule_scores(rule, a, test).float(), ref)
+                def score(x):
+                    return rule_scores(rule, a, x, chosen)
+
+                base = score(test)
+                served = conformal_rank(base.float(), score(b).float().sort().values)
                 cell = {"flag_rate": float((served > 0.95).float().mean())}
-                base = rule_scores(rule, a, test)
                 for n, x in sets.items():
-                    cell[n] = round(100 * pairwise_auroc(base.numpy(), rule_scores(rule, a, x).numpy()), 2)
+                    cell[n] = round(100 * pairwise_auroc(base.numpy(), score(x).numpy()), 2)
+                own = score(a).numpy()
                 for n, x in made.items():  # against the rows they were made from (A), as the fit can
-                    cell["made:" + n] = round(100 * pairwise_auroc(rule_scores(rule, a, a).numpy(),
-                                                                   rule_scores(rule, a, x).numpy()), 2)
+                    cell["made:" + n] = round(100 * pairwise_auroc(own, score(x).numpy()), 2)
                 row[rule] = cell
             measured[f"{run.name}/{name}"] = row
             print(run.name, name, "direction", fitted.direction, "chosen", chosen, flush=True)

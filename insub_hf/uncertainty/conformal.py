@@ -1,7 +1,7 @@
 """The calibrated reading's arithmetic: the k-NN distance and the oriented spread, each placed among its values on
-rows of the model's bank (A) as a p-value, the chosen ones combined by Fisher's rule (the sum of -log p), and that
-combination turned into its conformal rank among the held-out in-distribution calibration inputs (B), none of which
-the placing or the choice of readings saw, so that the guarantee holds for the combination.
+rows of the model's bank (A) as a p-value, the two combined by Fisher's rule (the sum of -log p; the spread only where
+its direction held), and that combination turned into its conformal rank among the held-out in-distribution
+calibration inputs (B), none of which the placing or the direction saw, so that the guarantee holds for it.
 
 Read a calibrated `uncertainty` u as: the share of the held-out in-distribution calibration inputs that look more
 typical than this input, counted among n + 1 (the n calibration inputs and this one): u = #{calibration < s} / (n + 1)
@@ -33,7 +33,6 @@ COMBINATIONS = ("fisher", "max_z")
 # The uncertainty settings calibration scores belong to (recorded as the block's `fitted_with`): a change of any of
 # them makes the scores another reading's
 FITTED_SETTINGS = ("k", "components", "combination", "direction", "calibration_size", "length_range")
-
 
 
 def fitted_settings(block) -> dict:

@@ -38,8 +38,8 @@ FIT_SEED = 0
 @dataclass
 class FittedUncertainty:
     """What `fit_uncertainty` fitted: `components` combined ("knn", then "spread" where its direction held), the
-    spread's `direction` (None: left out) with the AUROC of "high spread = outlier" on the calibration inputs
-    against the made outliers and its 90 % bootstrap interval, the k-NN distance's AUROC there, the bank's rows, k
+    spread's `direction` (None: left out) with the AUROC of "high spread = outlier" on bank rows against the
+    outliers made of them and its 90 % bootstrap interval, the k-NN distance's AUROC there, the bank's rows, k
     and `calibration_size`: the bank rows each reading's p-values are read on and the calibration rows ranked
     against; `auroc`: the served (combined) reading's AUROC against the made outliers, and `sees_outliers` whether
     it reaches `SEES_OUTLIERS` (else the fit warns: the reading does not tell inputs without structure from real
