@@ -13,7 +13,13 @@ import torch
 from transformers import BertConfig
 
 from insub_hf import InSubModel, InSubOODDetector
-from insub_hf.uncertainty.conformal import CalibrationScores, centre_and_scale, combined, conformal_rank
+from insub_hf.uncertainty.conformal import (
+    CalibrationScores,
+    centre_and_scale,
+    combined,
+    conformal_rank,
+    sorted_scale,
+)
 from insub_hf.uncertainty.fitting import shuffled_within
 from insub_hf.uncertainty.readings import READINGS
 from insub_hf.uncertainty.separation import bootstrap_auroc_interval, pairwise_auroc
@@ -62,6 +68,20 @@ def test_centre_and_scale_are_numpy_s_median_and_interquartile_range():
     np.testing.assert_allclose(got.numpy(), np.stack([median, q3 - q1], axis=1), rtol=1e-6)
     constant = centre_and_scale(torch.tensor([[2.0, 2.0, 2.0, 2.0]]))  # no spread at all: scale 1, not a division by 0
     torch.testing.assert_close(constant, torch.tensor([[2.0, 1.0]]))
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 100, 2000])
+def test_sorted_scale_is_numpy_s_interquartile_range_of_sorted_rows(n):
+    rng = np.random.default_rng(n)
+    rows = np.sort(rng.normal(size=(2, n)).astype(np.float32), axis=1)
+    got = sorted_scale(torch.from_numpy(rows))
+    q1, q3 = np.percentile(rows.astype(np.float64), [25, 75], axis=1)
+    expected = np.where(q3 - q1 > 0, q3 - q1, 1.0)  # n = 1: no spread, scale 1
+    np.testing.assert_allclose(got[:, 0].numpy(), expected, rtol=1e-6)
+    assert got.shape == (2, 1) and got.dtype == torch.float64
+    # a constant row has no IQR: its standard deviation, then 1, as centre_and_scale
+    tied = torch.tensor([[2.0, 2.0, 2.0, 2.0, 9.0], [3.0, 3.0, 3.0, 3.0, 3.0]])
+    torch.testing.assert_close(sorted_scale(tied)[:, 0].float(), centre_and_scale(tied)[:, 1])
 
 
 def numpy_fisher(reference: np.ndarray, scores: np.ndarray) -> np.ndarray:
@@ -190,6 +210,26 @@ def test_the_separation_auroc_is_scikit_learn_s():
     assert pairwise_auroc(low, high) == pytest.approx(expected, abs=1e-12)
     lower, upper = bootstrap_auroc_interval(low, high)
     assert lower < expected < upper and lower > 0.5
+
+
+def test_unserved_rows_are_left_out_of_the_flag_rate_and_the_auroc_and_counted():
+    from sklearn.metrics import roc_auc_score
+
+    from insub_hf.evaluation.flagging import flag_rate, separation_by_reading
+
+    nan = float("nan")
+    inside = torch.tensor([0.1, 0.97, nan, 0.5, 0.2])
+    outside = torch.tensor([0.99, nan, nan, 0.4])
+    assert flag_rate(inside) == pytest.approx(1 / 4)  # one of the four served rows is above 0.95
+    spread_in, spread_out = torch.tensor([1.0, 2, 3, 4, 5]), torch.tensor([6.0, 1, 7, 8])
+    got = separation_by_reading({"uncertainty": inside, "head_spread": spread_in},
+                                {"long": {"uncertainty": outside, "head_spread": spread_out}})
+    assert got["unserved"] == {"inside": 1, "long": 2}
+    served = roc_auc_score([0, 0, 0, 0, 1, 1], [0.1, 0.97, 0.5, 0.2, 0.99, 0.4])
+    assert got["sets"]["long"]["uncertainty"]["auroc"] == pytest.approx(served)
+    every_row = roc_auc_score([0] * 5 + [1] * 4, spread_in.tolist() + spread_out.tolist())  # raw readings: every row
+    assert got["sets"]["long"]["head_spread"]["auroc"] == pytest.approx(every_row)
+    assert "unserved" not in separation_by_reading({"uncertainty": spread_in}, {"o": {"uncertainty": spread_out}})
 
 
 def test_outliers_made_for_fitting_keep_each_input_s_values_and_none_of_its_order():

@@ -106,9 +106,15 @@ def test_training_on_leaves_none_not_the_old_spread(tmp_path, fit):
     assert InSubModel.from_pretrained(tmp_path / "saved").eval()(pixel_values=QUERIES).uncertainty is None
 
 
-@pytest.mark.parametrize("change", ["optimiser step", ".data edit", "load_state_dict"])
+@pytest.mark.parametrize("change", ["optimiser step", ".data edit", "load_state_dict", "a vector's .data edit",
+                                    "a vector's sign flipped whole", "two values of a vector swapped"])
 def test_weights_changed_after_a_fit_are_refused_before_a_number_is_served(change):
-    model, _ = fitted_model()
+    model, images = fitted_model()
+    vector = next(t for t in model.parameters() if t.dim() == 1)  # a BatchNorm or bias vector of the encoder
+    with torch.no_grad():  # distinct non-zero values, so that a flip or a swap is a change
+        vector.copy_(torch.linspace(0.5, 1.5, len(vector)))
+    model.fit_uncertainty({"pixel_values": images}, k=5)
+    assert served(model) is not None
     other = InSubModel(tiny_config()).eval()
     if change == "optimiser step":
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -116,6 +122,13 @@ def test_weights_changed_after_a_fit_are_refused_before_a_number_is_served(chang
         optimizer.step()
     elif change == ".data edit":
         next(model.heads.parameters()).data[0, 0] += 1e-3  # one value, through `.data`: no change counter moves
+    elif change.startswith("a vector") or change.startswith("two values"):
+        if change == "a vector's .data edit":
+            vector.data[0] += 1e-3
+        elif change == "a vector's sign flipped whole":
+            vector.data.neg_()  # keeps the vector's norm
+        else:
+            vector.data[[0, 1]] = vector.data[[1, 0]].clone()  # keeps the norm too
     else:
         model.load_state_dict({**other.state_dict(), **{k: v for k, v in model.state_dict().items() if "knn" in k}})
     with pytest.raises(ValueError, match=r"embedded with other weights .*model.fit_uncertainty\(your_inputs\)"):
@@ -273,6 +286,29 @@ def test_sentences_fit_batched_by_length_as_the_padded_forward_reads_them(tmp_pa
     torch.testing.assert_close(model(**padded).uncertainty, fitted_on_sentences, rtol=0, atol=1e-6)
     with pytest.raises(ValueError, match=r"reads `input_ids`.*got a list of Image"):
         model.fit_uncertainty([Image.new("RGB", (8, 8))] * 40, processor=tokenizer)
+
+
+def test_sentences_of_other_token_counts_than_the_calibration_are_nan_with_one_warning(tmp_path, caplog):
+    model, tokenizer = text_model_and_tokenizer(tmp_path)
+    rng = np.random.default_rng(1)
+    sentence = lambda words: " ".join(f"w{i}" for i in rng.integers(0, 40, words))  # noqa: E731
+    bank = [sentence(int(rng.integers(2, 30))) for _ in range(60)]
+    # calibration rows of 5 to 12 words: 7 to 14 tokens with [CLS] and [SEP], both ends present
+    calibration = [sentence(words) for words in [5, 12] + [int(w) for w in rng.integers(5, 13, 38)]]
+    model.fit_uncertainty(bank, calibration, k=5, processor=tokenizer)
+    assert model.config.uncertainty["length_range"] == [7, 14]
+    served_alone = [sentence(8), sentence(12)]
+    mixed = [sentence(3), served_alone[0], sentence(20), served_alone[1]]  # 5, 10, 22 and 14 tokens
+    with torch.no_grad(), caplog.at_level("WARNING"):
+        alone = model(**tokenizer(served_alone, padding=True, return_tensors="pt")).uncertainty
+        assert "calibrated on sentences" not in caplog.text  # all inside: no word
+        out = model(**tokenizer(mixed, padding=True, return_tensors="pt"))
+        model(**tokenizer(mixed, padding=True, return_tensors="pt"))
+    assert out.uncertainty.isnan().tolist() == [True, False, True, False]
+    torch.testing.assert_close(out.uncertainty[[1, 3]], alone, rtol=0, atol=1e-6)
+    said = [r.message for r in caplog.records if "calibrated on sentences of 7-14 tokens" in r.message]
+    assert len(said) == 1 and "model.fit_uncertainty(your_sentences)" in said[0]
+    assert not out.head_spread.isnan().any()  # the raw readings stay served
 
 
 def test_dna_of_another_length_than_the_calibration_serves_none_with_one_warning(caplog):

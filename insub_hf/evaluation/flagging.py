@@ -18,8 +18,10 @@ SHOWN_READINGS = ("uncertainty", "knn", "head_spread")
 def flag_rate(uncertainty: torch.Tensor, threshold: float = FLAG_THRESHOLD) -> float:
     """The share of the `(N,)` calibrated readings above `threshold`, compared in float32 as a user's
     `out.uncertainty > threshold` compares them (a reading of 0.8 is not above 0.8 there, though float32's 0.8 is a
-    little more than the float 0.8)."""
-    return float((uncertainty.float() > threshold).double().mean())
+    little more than the float 0.8); NaN readings (inputs outside the calibrated lengths, not served) left out."""
+    served = uncertainty.float()
+    served = served[~served.isnan()]
+    return float((served > threshold).double().mean())
 
 
 def flag_count_distribution(calibration_size: int, inputs: int, threshold: float = FLAG_THRESHOLD):
@@ -66,16 +68,28 @@ def separation_by_reading(inside: dict[str, torch.Tensor], outside: dict[str, di
 
     Returns:
         `{"inside": N, "flag_rate": share of inside above FLAG_THRESHOLD (None without "uncertainty"),
-        "sets": {set: {reading: {"auroc": .., "fpr95": ..}}}}`, fractions.
+        "sets": {set: {reading: {"auroc": .., "fpr95": ..}}}, "unserved": {"inside": .., set: ..}}`, fractions;
+        `unserved`: the rows whose "uncertainty" is NaN (outside the calibrated lengths), which its numbers leave
+        out, where there are any.
     """
     readings = [name for name in SHOWN_READINGS if name in inside]
+
+    def served(scores: torch.Tensor) -> torch.Tensor:
+        return scores[~scores.isnan()]
+
     sets = {
-        name: {r: {"auroc": ood_auroc(inside[r], scores[r], higher_is_in=False),
-                   "fpr95": fpr_at_tpr(inside[r], scores[r], higher_is_in=False)} for r in readings if r in scores}
+        name: {r: {"auroc": ood_auroc(served(inside[r]), served(scores[r]), higher_is_in=False),
+                   "fpr95": fpr_at_tpr(served(inside[r]), served(scores[r]), higher_is_in=False)}
+               for r in readings if r in scores}
         for name, scores in outside.items()
     }
     rate = flag_rate(inside["uncertainty"]) if "uncertainty" in inside else None
-    return {"inside": int(len(next(iter(inside.values())))), "flag_rate": rate, "sets": sets}
+    result = {"inside": int(len(next(iter(inside.values())))), "flag_rate": rate, "sets": sets}
+    unserved = {name: int(scores["uncertainty"].isnan().sum())
+                for name, scores in [("inside", inside), *outside.items()] if "uncertainty" in scores}
+    if any(unserved.values()):
+        result["unserved"] = unserved
+    return result
 
 
 def measured_separation(model, inside: dict[str, torch.Tensor], outside: dict[str, dict[str, torch.Tensor]]) -> dict:

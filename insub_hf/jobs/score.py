@@ -332,9 +332,12 @@ def score(args: ScoreArguments) -> dict:
 
 def flagged(uncertainty: torch.Tensor, calibration_inputs: int) -> dict:
     """The share of `uncertainty (N,)` above `FLAG_THRESHOLD`, beside the share expected and its 95 % band for N
-    inputs drawn as the model's `calibration_inputs` were (`expected_flag_band`)."""
-    expected, low, high = expected_flag_band(calibration_inputs, len(uncertainty))
-    return {"threshold": FLAG_THRESHOLD, "share": flag_rate(uncertainty), "inputs": len(uncertainty),
+    inputs drawn as the model's `calibration_inputs` were (`expected_flag_band`); NaN readings (inputs outside the
+    calibrated lengths) are counted apart as `unserved`."""
+    unserved = int(uncertainty.isnan().sum())
+    served = len(uncertainty) - unserved
+    expected, low, high = expected_flag_band(calibration_inputs, served)
+    return {"threshold": FLAG_THRESHOLD, "share": flag_rate(uncertainty), "inputs": served, "unserved": unserved,
             "calibration_inputs": calibration_inputs, "expected": expected, "band_95": [low, high]}
 
 

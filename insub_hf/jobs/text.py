@@ -11,6 +11,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+import torch
 from transformers import AutoConfig
 
 from ..data import TextViews, balanced_indices, load_sentence_corpus, load_tweet_sentiment
@@ -87,9 +88,10 @@ def run_text(args: TextArguments, training_args: InSubTrainingArguments | None =
         if "TWEETS" in task_data and served_reading(model.config.uncertainty) is not None:
             tweets = task_data["TWEETS"]
             encoded = encoder.encode(list(tweets["text"]))
-            results[name]["TWEETS"].update(mean_uncertainty=float(encoded.uncertainty.mean()),
-                                           **split_half_r_auroc(encoded.embeddings, encoded.uncertainty,
-                                                                tweets["label"]))
+            served = ~encoded.uncertainty.isnan()  # NaN: a tweet outside the calibrated token counts
+            results[name]["TWEETS"].update(mean_uncertainty=float(encoded.uncertainty[served].mean()),
+                                           **split_half_r_auroc(encoded.embeddings[served], encoded.uncertainty[served],
+                                                                torch.as_tensor(tweets["label"])[served]))
     lines = ["\nmodel                    task     accuracy     ECE      NLL   (STS: Spearman x100)"]
     for name, per_task in results.items():
         for task, r in per_task.items():

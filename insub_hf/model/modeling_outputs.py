@@ -22,7 +22,9 @@ class InSubModelOutput(ModelOutput):
             in-distribution inputs that look more typical), the heads' spread in its fixed direction
             (`head_spread`), a text model's spread standardised within its token-count bucket
             (`set_length_buckets`), or with a bank (`set_bank`) the cosine distance of the representation to its
-            k-th nearest bank row. None where the reading is not fitted (never a number nobody oriented).
+            k-th nearest bank row. None where the reading is not fitted (never a number nobody oriented) or a DNA
+            batch is of another length than the calibrated one; NaN in the rows of sentences with other token
+            counts than the calibration's (`config.uncertainty['length_range']`).
         pooler_output: `(B, d)` the representation again, under the name transformers' feature extraction reads
             (`pipeline("image-feature-extraction", pool=True)`).
         last_hidden_state: the encoder states the representation was pooled from, where it has them: `(B, T, d)`

@@ -60,6 +60,24 @@ def centre_and_scale(scores: torch.Tensor) -> torch.Tensor:
     return torch.stack([quartiles[1], scale], dim=1).float()
 
 
+def sorted_scale(reference: torch.Tensor) -> torch.Tensor:
+    """`(C, 1)` float64: `centre_and_scale`'s scale of rows already sorted ascending, `reference (C, n)`, read off
+    the rows by index (the quartiles' linear interpolation, as `torch.quantile` does) instead of sorting them again
+    on every forward."""
+    n = reference.shape[1]
+    rows = reference.double()
+
+    def quartile(q: float) -> torch.Tensor:
+        position = q * (n - 1)
+        low = math.floor(position)
+        return torch.lerp(rows[:, low], rows[:, min(low + 1, n - 1)], position - low)
+
+    scale = quartile(0.75) - quartile(0.25)
+    spread = rows.std(dim=1) if n > 1 else torch.zeros_like(scale)
+    scale = torch.where(scale > 0, scale, torch.where(spread > 0, spread, torch.ones_like(scale)))
+    return scale.float().double()[:, None]
+
+
 def combined(scores: torch.Tensor, centre_scale: torch.Tensor) -> torch.Tensor:
     """`(N,)`: the largest of each input's component scores `(C, N)`, each standardised by its `(C, 2)` centre and
     scale: the "max_z" combination."""
@@ -71,10 +89,10 @@ def surprise(reference: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     p = 1 - F(s) and F(s) = (i + t) / (n + 1): i of the n rows are below s, and t in (0, 1] places s between the rows
     around it (linearly), below the first (exp(-(first - s) / scale)) or past the last (1 - exp(-(s - last) / scale),
     whose -log p is then exactly (s - last) / scale + log(n + 1)); scale: the rows' interquartile range
-    (`centre_and_scale`). F is continuous and strictly increasing: no ties, and no input past every row is lost."""
+    (`centre_and_scale`, read off the sorted rows: `sorted_scale`). F is continuous and strictly increasing: no ties, and no input past every row is lost."""
     reference, scores = reference.double(), scores.double()
     n = reference.shape[1]
-    scale = centre_and_scale(reference)[:, 1:].double()  # (C, 1)
+    scale = sorted_scale(reference)  # (C, 1)
     below = torch.searchsorted(reference, scores.contiguous(), side="left")  # (C, N)
     lower = reference.gather(1, (below - 1).clamp(min=0))
     upper = reference.gather(1, below.clamp(max=n - 1))

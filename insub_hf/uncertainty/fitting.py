@@ -141,10 +141,15 @@ def rows_also_in(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
 
 
 def input_length_range(inputs: dict[str, torch.Tensor], main: str) -> list[int] | None:
-    """`[low, high]` window lengths of a DNA model's rows (one length per batch); None for images and text, whose
-    lengths are not checked when served (a text batch's token counts would need a read of the device, or NaN rows
-    that the evaluation's metrics refuse)."""
-    return [inputs[main].shape[1]] * 2 if main == "dna_one_hot" else None
+    """`[low, high]` lengths of the calibration rows `inputs`: a DNA model's window (one length per batch), a text
+    model's token counts (of `attention_mask`, else the padded length); None for images, which have one size."""
+    if main == "dna_one_hot":
+        return [inputs[main].shape[1]] * 2
+    if main != "input_ids":
+        return None
+    mask = inputs.get("attention_mask")
+    counts = mask.sum(dim=1) if mask is not None else torch.full((inputs[main].shape[0],), inputs[main].shape[1])
+    return [int(counts.min()), int(counts.max())]
 
 
 def checked_arguments(k, batch_size: int) -> None:

@@ -31,11 +31,11 @@ class KnnBank(nn.Module):
     """`(N, d)` unit-length representations as a buffer; called on representations `(B, d)` it gives `(B,)`, the
     cosine distance of each to its k-th nearest bank row.
 
-    It knows the weights it was embedded with (`config.uncertainty['bank_weights']`, their SHA-256). Reading all
+    It knows the weights it was embedded with (`config.uncertainty['bank_weights']`, their SHA-256). Hashing all
     their bytes on every forward would cost more than the k-NN search, so the bank keeps the model's floating tensors
-    (`guarded_tensors`) and their norms (`values_fingerprint`: one multi-tensor reduction, on the device); a forward
-    compares the norms (`check_current`), which an optimiser step (compiled or not), a train-mode forward's BatchNorm
-    statistics or an edit through `.data` (which no change counter sees) moves. Where the tensors may have been
+    (`guarded_tensors`, as `GuardedTensors`) and their fingerprint (`values_fingerprint`: a few reductions, on the
+    device); a forward compares it (`check_current`), which an optimiser step (compiled or not), a train-mode
+    forward's BatchNorm statistics or an edit through `.data` (which no change counter sees) moves. Where the tensors may have been
     moved, cast or replaced (`model.to(...)`, `load_state_dict`) or were never checked (a model just loaded), the
     SHA-256 decides once. A bank of other weights is refused, never served."""
 
@@ -45,7 +45,7 @@ class KnnBank(nn.Module):
         super().__init__()
         self.register_buffer("bank", torch.zeros(size, dim))
         self.calibration = None if calibration is None else CalibrationScores(*calibration)
-        self.tensors: list[torch.Tensor] | None = None  # the weights checked last (None: check by SHA-256 next)
+        self.tensors: GuardedTensors | None = None  # the weights checked last (None: check by SHA-256 next)
         self.register_buffer("norms", torch.zeros(0), persistent=False)  # and their `values_fingerprint`
 
     def forward(self, representation: torch.Tensor, k: int) -> torch.Tensor:
@@ -53,7 +53,7 @@ class KnnBank(nn.Module):
 
     def remember(self, model: nn.Module) -> None:
         """Keeps `model`'s tensors and their norms as the weights the bank belongs to (they were just verified)."""
-        self.tensors = guarded_tensors(model)
+        self.tensors = GuardedTensors(guarded_tensors(model))
         self.norms = values_fingerprint(self.tensors)
 
     def verify(self, model: nn.Module) -> None:
@@ -99,11 +99,30 @@ def guarded_tensors(model: nn.Module) -> list[torch.Tensor]:
             if t.is_floating_point() and not name.startswith(BANK + ".")]
 
 
+class GuardedTensors:
+    """The tensors a fit belongs to, grouped so that their fingerprint is a few kernels, not one per tensor: the
+    vectors (BatchNorm's weights, biases and statistics, the layers' biases: most of the tensors and few of the
+    values) read as one concatenation, the rest one by one (`values_fingerprint`)."""
+
+    def __init__(self, tensors: list[torch.Tensor]):
+        self.vectors = [t for t in tensors if t.dim() == 1]
+        self.others = [t for t in tensors if t.dim() != 1]
+        size = sum(t.numel() for t in self.vectors)
+        device = self.vectors[0].device if self.vectors else None
+        # fixed weights of the vectors' values: their weighted sum moves where a sign flip or a swap keeps the norm
+        self.weights = torch.randn(size, generator=torch.Generator().manual_seed(0)).to(device)
+
+
 @torch.no_grad()
-def values_fingerprint(tensors: list[torch.Tensor]) -> torch.Tensor:
-    """`(T,)` float32: the L2 norm of each of `tensors`, in one multi-tensor reduction (a change of values moves
-    it, but for one that keeps every norm, such as a tensor's sign flipped whole)."""
-    return torch.stack(torch._foreach_norm(tensors)).float()
+def values_fingerprint(tensors: GuardedTensors) -> torch.Tensor:
+    """`(T,)` float32: the L2 norm of each of `tensors.others` (one multi-tensor reduction) and of the
+    concatenated `tensors.vectors`, with the vectors' weighted sum: a change of any value moves it, but for one that
+    keeps every norm of the larger tensors (such as one's sign flipped whole)."""
+    parts = [norm.float() for norm in torch._foreach_norm(tensors.others)] if tensors.others else []
+    if tensors.vectors:
+        joined = torch.cat(tensors.vectors).float()
+        parts += [joined.norm(), torch.dot(joined, tensors.weights)]
+    return torch.stack(parts)
 
 
 def encoder_and_heads_fingerprint(model: nn.Module) -> str:

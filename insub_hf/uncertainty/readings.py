@@ -130,19 +130,28 @@ class CalibratedReading(Reading):
 
 
 def within_length_range(length_range, lengths, uncertainty: torch.Tensor) -> torch.Tensor | None:
-    """`uncertainty (B,)` where the batch's window length `lengths` (an int, a DNA batch's) lies in the calibration
-    rows' `length_range` ([low, high], None: any), else None with one warning: the 5 % at 0.95 holds only for inputs
-    like the calibration rows."""
-    if length_range is None or not isinstance(lengths, int):
+    """`uncertainty (B,)` where the inputs' lengths lie in the calibration rows' `length_range` ([low, high], None:
+    any): the 5 % at 0.95 holds only for inputs like the calibration rows. `lengths`: a DNA batch's window length (an
+    int: outside the range the whole batch is None) or a text batch's token counts `(B,)` (rows outside the range are
+    NaN, the others served; without a read of the device where compiled). One warning either way."""
+    if length_range is None or lengths is None:
         return uncertainty
     low, high = length_range
-    if low <= lengths <= high:
-        return uncertainty
-    logging.get_logger(__name__).warning_once(
-        f"InSubModel: `uncertainty` was calibrated on inputs of {low}-{high} bases and this batch has {lengths}, so it "
-        f"is None: its 5 % at 0.95 holds only at the calibrated lengths. Cut the inputs to {low}-{high} bases, or fit "
-        "at this length: model.fit_uncertainty(your_inputs_of_this_length).")
-    return None
+    if isinstance(lengths, int):
+        if low <= lengths <= high:
+            return uncertainty
+        logging.get_logger(__name__).warning_once(
+            f"InSubModel: `uncertainty` was calibrated on inputs of {low}-{high} bases and this batch has {lengths}, so "
+            f"it is None: its 5 % at 0.95 holds only at the calibrated lengths. Cut the inputs to {low}-{high} bases, "
+            "or fit at this length: model.fit_uncertainty(your_inputs_of_this_length).")
+        return None
+    inside = (lengths >= low) & (lengths <= high)
+    if not torch.compiler.is_compiling() and not bool(inside.all()):
+        logging.get_logger(__name__).warning_once(
+            f"InSubModel: `uncertainty` was calibrated on sentences of {low}-{high} tokens; rows of other lengths are "
+            f"NaN (not served): its 5 % at 0.95 holds only at the calibrated lengths. Fit on sentences as long as "
+            "yours: model.fit_uncertainty(your_sentences).")
+    return torch.where(inside, uncertainty, torch.full_like(uncertainty, float("nan")))
 
 
 def warn_stale_settings(block) -> None:

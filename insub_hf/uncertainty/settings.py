@@ -47,14 +47,15 @@ class UncertaintyConfig:
             "max_z" (the larger standardised score: folders fitted up to commit 9637199).
         calibration_size: the calibrated reading's `[n_a, n_b]`: the bank rows each reading's p-values are read on, and
             the held-out calibration inputs the combination is ranked against.
-        length_range: the calibrated reading's `[low, high]` window lengths of its calibration rows (a DNA model's;
-            None: any length): a DNA batch of another length serves None with a warning.
+        length_range: the calibrated reading's `[low, high]` lengths of its calibration rows (a DNA model's window,
+            a text model's token counts; None: any length): a DNA batch of another length serves None, a sentence
+            of another token count NaN, with one warning.
         made_outlier_auroc: the calibrated reading's AUROC against outliers made for the purpose at its fit (the
             bank rows shuffled within themselves); below `fitting.SEES_OUTLIERS` it cannot see outliers, and
             the fit and the card say so.
         fitted_with: what the calibrated reading was fitted with (`conformal.FITTED_SETTINGS`: k, components,
-            combination, direction, calibration_size, length_range): where the block names other values now, `uncertainty` is None, with one
-            warning naming the line that fits again.
+            combination, direction, calibration_size, length_range): where the block names other values now,
+            `uncertainty` is None, with one warning naming the line that fits again.
     """
 
     reading: str = "spread"
