@@ -36,6 +36,7 @@ text = InSubModel(InSubConfig(encoder_config=bert, objective="scd", num_heads=3,
                               head_output_size=24, normalize_heads=False, pooling="mean",
                               uncertainty={"direction": 1})).eval()
 tokenizer = AutoTokenizer.from_pretrained(packaged_minilm_path())
+image.fit_uncertainty({"pixel_values": torch.randn(60, 1, 28, 28, generator=torch.Generator().manual_seed(1))}, k=5)
 for model, repo_id, card in ((image, "someone/tiny-image", HubCard(processor=processor)),
                              (text, "someone/tiny-text", HubCard(tokenizer=tokenizer))):
     commit = push_model_to_hub(model, repo_id, card, token="hf_test")
@@ -48,7 +49,8 @@ encoded = InSubSentenceEncoder(text, tokenizer).encode(sentences)
 torch.save({"pixels": pixels, "mean_embedding": out.mean_embedding, "uncertainty": out.uncertainty,
             "representation": out.representation,
             "embeddings": torch.nn.functional.normalize(encoded.embeddings, dim=-1),
-            "sentence_uncertainty": encoded.uncertainty}, sys.argv[1])
+            "sentence_spread": encoded.head_spread}, sys.argv[1])
+assert out.uncertainty is not None and encoded.uncertainty is None  # the image model is fitted, the text one not
 print("pushed")
 """
 
@@ -74,8 +76,8 @@ torch.testing.assert_close(features[0], expected["representation"][0], rtol=1e-4
 st = SentenceTransformer("someone/tiny-text", trust_remote_code=True)
 sentences = SENTENCES
 torch.testing.assert_close(torch.as_tensor(st.encode(sentences)), expected["embeddings"], rtol=1e-4, atol=1e-5)
-uncertainty = torch.stack(st.encode(sentences, output_value="uncertainty"))
-torch.testing.assert_close(uncertainty, expected["sentence_uncertainty"], rtol=1e-4, atol=1e-6)
+spread = torch.stack(st.encode(sentences, output_value="head_spread"))
+torch.testing.assert_close(spread, expected["sentence_spread"], rtol=1e-4, atol=1e-6)
 assert not any(m == "insub_hf" or m.startswith("insub_hf.") for m in sys.modules if sys.modules[m] is not None)
 print("loaded")
 """

@@ -1,6 +1,7 @@
-"""The k-NN bank inside a model: `set_bank` makes `uncertainty` the cosine distance to the k-th nearest bank row
-(checked against numpy), on every path that loads the folder (insub-hf, the remote code without insub-hf); the
-spread stays `head_spread`; a bank embedded with other weights is dropped at save and refused at load."""
+"""The k-NN bank inside a model: `set_bank` makes `knn_distance` the cosine distance to the k-th nearest bank row
+(checked against numpy), on every path that loads the folder (insub-hf, the remote code without insub-hf), while
+`uncertainty` stays the calibrated reading or None; the spread stays `head_spread`; a bank embedded with other
+weights is dropped at save and refused at load."""
 
 from __future__ import annotations
 
@@ -29,17 +30,21 @@ def numpy_kth_distance(queries: np.ndarray, bank: np.ndarray, k: int) -> np.ndar
 
 
 @torch.no_grad()
-def test_set_bank_makes_uncertainty_the_kth_neighbour_distance_and_keeps_the_spread_by_name():
+def test_set_bank_makes_knn_distance_the_kth_neighbour_distance_and_uncertainty_stays_none(caplog):
     model = tiny_model()
     bank_images, queries = torch.rand(20, 1, 28, 28), torch.rand(7, 1, 28, 28)
-    before = model(pixel_values=queries)
-    assert torch.equal(before.uncertainty, before.head_spread)  # no bank: the oriented spread
+    with caplog.at_level("WARNING"):
+        before = model(pixel_values=queries)
+    # a single reading (the oriented spread) is never served as `uncertainty`; it keeps its own name, and says so
+    assert before.uncertainty is None and before.knn_distance is None
+    assert "`uncertainty` is the calibrated rank in [0, 1] alone" in caplog.text and "`out.head_spread`" in caplog.text
     torch.testing.assert_close(before.head_spread, -before.sigma.mean(dim=-1))  # direction -1
     fingerprint = encoder_and_heads_fingerprint(model)
     model.set_bank(model(pixel_values=bank_images).representation, k=3)
     after = model(pixel_values=queries)
     expected = numpy_kth_distance(after.representation.numpy(), model(pixel_values=bank_images).representation.numpy(), 3)
-    np.testing.assert_allclose(after.uncertainty.numpy(), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(after.knn_distance.numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert after.uncertainty is None
     torch.testing.assert_close(after.head_spread, before.head_spread)
     assert (model.config.uncertainty["reading"], model.config.uncertainty["k"], model.config.uncertainty["bank_size"]) == ("knn", 3, 20)
     assert encoder_and_heads_fingerprint(model) == fingerprint  # the bank is made from the weights, not part of them
@@ -54,7 +59,7 @@ model = AutoModel.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
 assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
 with torch.no_grad():
     out = model(pixel_values=torch.load(sys.argv[2]))
-torch.save({"uncertainty": out.uncertainty, "head_spread": out.head_spread}, sys.argv[3])
+torch.save({"knn_distance": out.knn_distance, "head_spread": out.head_spread}, sys.argv[3])
 """
 
 
@@ -68,12 +73,12 @@ def test_the_bank_travels_with_the_weights_to_every_loader(tmp_path):
     saved = json.loads((tmp_path / "m" / "config.json").read_text())
     assert (saved["uncertainty"]["reading"], saved["uncertainty"]["k"], saved["uncertainty"]["bank_size"]) == ("knn", 2, 12)
     loaded = InSubModel.from_pretrained(tmp_path / "m").eval()(pixel_values=queries)
-    torch.testing.assert_close(loaded.uncertainty, expected.uncertainty, rtol=0, atol=0)
+    torch.testing.assert_close(loaded.knn_distance, expected.knn_distance, rtol=0, atol=0)
     torch.save(queries, tmp_path / "x.pt")
     subprocess.run([sys.executable, "-c", REMOTE, str(tmp_path / "m"), str(tmp_path / "x.pt"), str(tmp_path / "y.pt")],
                    cwd=tmp_path, check=True, capture_output=True, timeout=300)
     remote = torch.load(tmp_path / "y.pt")
-    torch.testing.assert_close(remote["uncertainty"], expected.uncertainty, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(remote["knn_distance"], expected.knn_distance, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(remote["head_spread"], expected.head_spread, rtol=1e-6, atol=1e-6)
 
 
@@ -178,10 +183,10 @@ def test_a_bank_that_no_longer_matches_its_weights_is_refused_at_every_read(tmp_
     bank_images, queries = torch.rand(20, 1, 28, 28), torch.rand(5, 1, 28, 28)
     with torch.no_grad():
         model.set_bank(model(pixel_values=bank_images).representation, k=3)
-        served = model(pixel_values=queries).uncertainty
+        served = model(pixel_values=queries).knn_distance
         for p in model.parameters():  # an in-place write that changes no value: still the bank's weights
             p.mul_(1.0)
-        torch.testing.assert_close(model(pixel_values=queries).uncertainty, served)
+        torch.testing.assert_close(model(pixel_values=queries).knn_distance, served)
     # one optimiser step: the representations move, the bank does not
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     model.train()
@@ -196,7 +201,7 @@ def test_a_bank_that_no_longer_matches_its_weights_is_refused_at_every_read(tmp_
         bank = model(pixel_values=bank_images).representation
         model.set_bank(bank, k=3)
         out = model(pixel_values=queries)
-    np.testing.assert_allclose(out.uncertainty.numpy(), numpy_kth_distance(out.representation.numpy(), bank.numpy(), 3),
+    np.testing.assert_allclose(out.knn_distance.numpy(), numpy_kth_distance(out.representation.numpy(), bank.numpy(), 3),
                                atol=1e-5)
     # trained by InSubTrainer with the bank in it: the in-memory model refuses to serve the old bank
     pretraining = InSubForPreTraining(model.config)
@@ -213,7 +218,7 @@ def test_a_bank_that_no_longer_matches_its_weights_is_refused_at_every_read(tmp_
     assert pretraining.config.uncertainty["bank_size"] == 0 and not hasattr(pretraining.insub, "knn_bank")
     with torch.no_grad():
         out = pretraining.insub.eval()(pixel_values=queries)
-    assert out.uncertainty is None and out.head_spread.shape == (queries.shape[0],)
+    assert out.uncertainty is None and out.knn_distance is None and out.head_spread.shape == (queries.shape[0],)
 
 
 @torch.no_grad()
@@ -222,7 +227,7 @@ def test_a_bank_is_refused_after_an_edit_that_no_change_counter_sees():
     model = tiny_model()
     images = torch.rand(8, 1, 28, 28)
     model.set_bank(model(pixel_values=images).representation, k=1)
-    torch.testing.assert_close(model(pixel_values=images).uncertainty, torch.zeros(8), rtol=0, atol=1e-5)  # own rows
+    torch.testing.assert_close(model(pixel_values=images).knn_distance, torch.zeros(8), rtol=0, atol=1e-5)  # own rows
     weight = next(model.encoder.parameters())
     version = weight._version
     weight.data.mul_(1.5)
@@ -239,14 +244,14 @@ def test_a_compiled_forward_refuses_a_bank_that_an_optimiser_step_left_behind(ba
         model.set_bank(model(pixel_values=images).representation, k=1)
     compiled = torch.compile(model, backend=backend)
     with torch.no_grad():
-        served = compiled(pixel_values=images).uncertainty  # the bank matches: served
+        served = compiled(pixel_values=images).knn_distance  # the bank matches: served
     torch.testing.assert_close(served, torch.zeros(8), rtol=0, atol=1e-5)
     for parameter in model.parameters():
         parameter.grad = torch.ones_like(parameter)
     step = torch.compile(torch.optim.SGD(model.parameters(), lr=0.1).step, backend=backend)
     step()
     with torch.no_grad():  # inside the graph nothing is read on the host: every row is NaN, not a number of the fit
-        assert torch.isnan(compiled(pixel_values=images).uncertainty).all()
+        assert torch.isnan(compiled(pixel_values=images).knn_distance).all()
     with torch.no_grad(), pytest.raises(ValueError, match="embedded with other weights than the model has now"):
         model(pixel_values=images)  # eagerly, refused in words
 

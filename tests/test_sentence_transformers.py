@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 from huggingface_hub import ModelCard
@@ -23,12 +24,27 @@ pytest.importorskip("sentence_transformers")
 SENTENCES = ["The car drove itself.", "I would never ride in one!", "A much longer sentence " * 4]
 
 
+WORDS = "the a cat dog sat ran on far and mat sun rain car road we they saw it".split()
+
+
+def made_sentences(lengths: list[int], seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, n)) for n in lengths]
+
+
 @pytest.fixture(scope="module")
 def encoder():
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(packaged_minilm_path())
-    # its spread read in a fixed direction (a fitted reading: a model nobody oriented serves no uncertainty)
-    return InSubSentenceEncoder(InSubModel(tiny_bert_config(num_heads=3, uncertainty={"direction": 1})), tokenizer)
+    # its spread read in a fixed direction, and its calibrated `uncertainty` fitted on sentences of every length it
+    # reads here (1 word to past the 64 positions), so that every path has a number to compare
+    model = InSubModel(tiny_bert_config(num_heads=3, uncertainty={"direction": 1})).eval()
+    rng = np.random.default_rng(0)
+    calibration = made_sentences([1, 80] + rng.integers(3, 70, 38).tolist(), seed=1)
+    model.fit_uncertainty(made_sentences(rng.integers(3, 70, 60).tolist(), seed=2), calibration, k=5,
+                          processor=tokenizer)
+    assert model.config.uncertainty["length_range"] == [3, 64]
+    return InSubSentenceEncoder(model, tokenizer)
 
 
 def test_max_length_follows_the_base_model(encoder):
@@ -94,6 +110,7 @@ def test_the_module_round_trips_through_save_and_load(tmp_path, encoder):
     )
     features = second.encode(SENTENCES[:1], output_value=None)[0]
     assert features["head_embeddings"].shape == (3, 24) and features["uncertainty"].ndim == 0
+    assert 0 <= float(features["uncertainty"]) <= 1 and "knn_distance" in features  # calibrated: it holds a bank
 
 
 def test_saves_into_a_run_folder_keep_its_results_and_models(tmp_path, encoder):
@@ -113,67 +130,64 @@ BANK = ["A dog runs in the park.", "Stocks fell sharply today.", "I love this so
         "The meeting is at noon.", "What a great game last night", "def main(): return 0", "Bonjour tout le monde"]
 
 
-def test_a_folder_with_the_knn_reading_gives_the_distance_to_the_kth_nearest_bank_sentence(tmp_path, encoder):
+def test_a_folder_with_the_knn_reading_gives_knn_distance_to_the_kth_nearest_bank_sentence(tmp_path, encoder):
     from sentence_transformers import SentenceTransformer
     from sklearn.neighbors import NearestNeighbors
 
     bank = torch.nn.functional.normalize(encoder.encode(BANK).embeddings, dim=1)
     path = encoder.save_sentence_transformer(tmp_path / "st", uncertainty={"reading": "knn", "k": 3, "bank": bank})
     assert len(json.loads((path / "modules.json").read_text())) == 2  # the bank is the model's: no module
-    assert encoder.model.config.uncertainty["reading"] == "spread"  # the caller's model is left as it was
+    assert encoder.model.config.uncertainty["reading"] == "calibrated"  # the caller's model is left as it was
     model = SentenceTransformer(str(path), trust_remote_code=True)
-    got = torch.stack(model.encode(SENTENCES, output_value="uncertainty"))
+    got = torch.stack(model.encode(SENTENCES, output_value="knn_distance"))
+    with pytest.raises(KeyError, match="uncertainty is not fitted yet"):  # the bank replaced the calibrated fit
+        model.encode(SENTENCES, output_value="uncertainty")
     queries = torch.nn.functional.normalize(encoder.encode(SENTENCES).embeddings, dim=1)
     distances, _ = NearestNeighbors(n_neighbors=3, metric="cosine").fit(bank.numpy()).kneighbors(queries.numpy())
     torch.testing.assert_close(got.double(), torch.as_tensor(distances[:, -1], dtype=torch.float64), rtol=1e-4, atol=1e-5)
     features = model.encode(SENTENCES, output_value=None)  # the heads' spread stays, under its own name
-    torch.testing.assert_close(torch.stack([f["head_spread"] for f in features]), encoder.encode(SENTENCES).uncertainty,
+    torch.testing.assert_close(torch.stack([f["head_spread"] for f in features]), encoder.encode(SENTENCES).head_spread,
                                rtol=1e-4, atol=1e-6)
-    # one `uncertainty`: AutoModel on the same folder gives the same number
+    # one `knn_distance`: AutoModel on the same folder gives the same number
     from transformers import AutoModel
 
     with torch.no_grad():
         auto = AutoModel.from_pretrained(path).eval()(**encoder.tokenizer(SENTENCES, padding=True, return_tensors="pt"))
-    torch.testing.assert_close(auto.uncertainty, got, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(auto.knn_distance, got, rtol=1e-5, atol=1e-6)
+    assert auto.uncertainty is None
 
 
-def test_a_folder_with_the_length_reading_standardises_the_spread_per_length_bucket(tmp_path, encoder):
+def test_a_folder_with_the_length_reading_records_its_buckets_and_serves_no_uncertainty(tmp_path, encoder):
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModel
+
+    from insub_hf.uncertainty.length import standardise_by_length
 
     settings = {"reading": "spread_by_length", "length_edges": [8.0], "length_mean": [0.2, 0.3],
                 "length_std": [0.5, 0.25], "direction": -1}
     path = encoder.save_sentence_transformer(tmp_path / "st", uncertainty=settings)
-    assert len(json.loads((path / "modules.json").read_text())) == 2  # the model reads it: no module after Normalize
-    assert encoder.model.config.uncertainty["reading"] == "spread"  # the caller's model is left as it was
-    spread = encoder.encode(SENTENCES).uncertainty
+    assert len(json.loads((path / "modules.json").read_text())) == 2  # no module after Normalize
+    assert encoder.model.config.uncertainty["reading"] == "calibrated"  # the caller's model is left as it was
+    spread = encoder.encode(SENTENCES).head_spread
     lengths = [len(encoder.tokenizer(s)["input_ids"]) for s in SENTENCES]  # 7, 9 and 23 tokens: buckets 0, 1, 1
     assert lengths[0] < 8 <= lengths[1] and lengths[2] >= 8
     expected = torch.stack([-(spread[i] - (0.2 if n < 8 else 0.3)) / (0.5 if n < 8 else 0.25)
                             for i, n in enumerate(lengths)])
-    # one `uncertainty` on every path, in a fresh process without insub-hf: sentence-transformers (sentences of
-    # different lengths padded into one batch) and AutoModel with its remote code
-    code = f"""
-import json, sys
-sys.modules["insub_hf"] = None
-import torch
-from sentence_transformers import SentenceTransformer
-from transformers import AutoModel, AutoTokenizer
-sentences = {SENTENCES!r}
-through_st = torch.stack(SentenceTransformer({str(path)!r}, trust_remote_code=True).encode(
-    sentences, output_value="uncertainty")).tolist()
-tokens = AutoTokenizer.from_pretrained({str(path)!r}, trust_remote_code=True)(sentences, padding=True,
-                                                                              return_tensors="pt")
-with torch.no_grad():
-    through_auto = AutoModel.from_pretrained({str(path)!r}, trust_remote_code=True).eval()(**tokens).uncertainty.tolist()
-print(json.dumps([through_st, through_auto]))
-"""
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={
-        "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
-    assert run.returncode == 0, run.stderr[-3000:]
-    through_st, through_auto = json.loads(run.stdout.strip().splitlines()[-1])
-    torch.testing.assert_close(torch.tensor(through_st), expected, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(torch.tensor(through_auto), expected, rtol=1e-4, atol=1e-5)
+    # a single reading is never served as `uncertainty`: the folder records the buckets, and the standardised
+    # spread is its `head_spread` read with them
+    with pytest.raises(KeyError, match="uncertainty is not fitted yet"):
+        SentenceTransformer(str(path), trust_remote_code=True).encode(SENTENCES, output_value="uncertainty")
+    tokens = encoder.tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    loaded = AutoModel.from_pretrained(path).eval()
+    with torch.no_grad():
+        out = loaded(**tokens)
+    assert out.uncertainty is None
+    buckets = dict(loaded.config.uncertainty["length_buckets"])
+    direction = buckets.pop("direction")
+    torch.testing.assert_close(direction * standardise_by_length(out.head_spread, tokens["attention_mask"].sum(1),
+                                                                 **buckets), expected, rtol=1e-4, atol=1e-5)
     card = (path / "README.md").read_text()
-    assert "is the **spread of the heads within its\nsentence-length bucket**" in card and "instead" not in card
+    assert "records the **spread of the heads within its sentence-length bucket**" in card
 
 
 @pytest.mark.parametrize("settings, message", [
@@ -188,7 +202,7 @@ def test_bad_length_settings_are_refused_naming_the_field(encoder, settings, mes
     model = copy.deepcopy(encoder.model)
     with pytest.raises(ValueError, match=r"uncertainty\['length_buckets'\].*" + message):
         model.set_length_buckets(settings)
-    assert model.config.uncertainty["reading"] == "spread"  # nothing half-set
+    assert model.config.uncertainty == encoder.model.config.uncertainty  # nothing half-set
 
 
 def test_length_standardisation_is_fitted_per_bucket():
@@ -225,7 +239,7 @@ def test_the_length_reading_is_a_text_model_s():
 
 
 @pytest.mark.parametrize("save", ["encoder", "model"])
-def test_saving_retrained_weights_over_a_knn_folder_serves_the_new_weights_own_uncertainty(tmp_path, encoder, save):
+def test_saving_retrained_weights_over_a_knn_folder_serves_the_new_weights_own_readings(tmp_path, encoder, save):
     from sentence_transformers import SentenceTransformer
 
     bank = torch.nn.functional.normalize(encoder.encode(BANK).embeddings, dim=1)
@@ -238,10 +252,12 @@ def test_saving_retrained_weights_over_a_knn_folder_serves_the_new_weights_own_u
     else:  # transformers' own save into the folder
         retrained.model.save_pretrained(folder)
     assert json.loads((folder / "config.json").read_text())["uncertainty"]["reading"] == "spread"
-    # the new weights' own uncertainty (the heads' spread), not distances to the old weights' bank
+    # the new weights' own readings (the heads' spread), not distances to the old weights' bank
     st = SentenceTransformer(str(folder), trust_remote_code=True)
-    served = torch.stack(st.encode(SENTENCES, output_value="uncertainty"))
-    torch.testing.assert_close(served, retrained.encode(SENTENCES).uncertainty, rtol=1e-4, atol=1e-6)
+    features = st.encode(SENTENCES, output_value=None)
+    assert not any("knn_distance" in f or "uncertainty" in f for f in features)
+    served = torch.stack([f["head_spread"] for f in features])
+    torch.testing.assert_close(served, retrained.encode(SENTENCES).head_spread, rtol=1e-4, atol=1e-6)
 
 
 OWN = ["Quarterly revenue rose four percent.", "The board approved the merger.", "Shares closed higher on Friday.",
@@ -257,7 +273,7 @@ def test_one_line_makes_the_uncertainty_relative_to_your_own_sentences_and_save_
     folder = encoder.save_sentence_transformer(tmp_path / "shipped", uncertainty={"reading": "spread", **shipped})
     model = SentenceTransformer(str(folder), trust_remote_code=True)
     model[0].set_bank(model.encode(OWN, convert_to_tensor=True), k=2)  # the documented line
-    got = torch.stack(model.encode(SENTENCES, output_value="uncertainty"))
+    got = torch.stack(model.encode(SENTENCES, output_value="knn_distance"))
     own = torch.nn.functional.normalize(encoder.encode(OWN).embeddings, dim=1)
     queries = torch.nn.functional.normalize(encoder.encode(SENTENCES).embeddings, dim=1)
     distances, _ = NearestNeighbors(n_neighbors=2, metric="cosine").fit(own.numpy()).kneighbors(queries.numpy())
@@ -265,13 +281,13 @@ def test_one_line_makes_the_uncertainty_relative_to_your_own_sentences_and_save_
                                atol=1e-5)
     model.save(str(tmp_path / "mine"))  # saved with the model, tied to its weights
     again = SentenceTransformer(str(tmp_path / "mine"), trust_remote_code=True)
-    torch.testing.assert_close(torch.stack(again.encode(SENTENCES, output_value="uncertainty")), got)
+    torch.testing.assert_close(torch.stack(again.encode(SENTENCES, output_value="knn_distance")), got)
     from transformers import AutoModel  # the same number through transformers alone
 
     with torch.no_grad():
         auto = AutoModel.from_pretrained(tmp_path / "mine").eval()(
             **encoder.tokenizer(SENTENCES, padding=True, return_tensors="pt"))
-    torch.testing.assert_close(auto.uncertainty, got, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(auto.knn_distance, got, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match=r"set_bank: k=7 must be between 1 and the bank's 6 rows"):
         model[0].set_bank(model.encode(OWN, convert_to_tensor=True), k=7)
     with pytest.raises(ValueError, match=r"set_bank: representations must be \(N, \d+\)"):
@@ -334,7 +350,7 @@ def test_a_reading_given_through_the_former_card_field_still_reaches_the_folder_
     with pytest.warns(FutureWarning, match=r"HubCard\(sentence_uncertainty=\.\.\.\) is .*save_sentence_transformer"):
         save_for_hub(encoder.model, tmp_path / "former", "former",
                      HubCard(tokenizer=encoder.tokenizer, sentence_uncertainty=settings))
-    assert encoder.model.config.uncertainty["reading"] == "spread"  # the caller's model is left as it was
+    assert encoder.model.config.uncertainty["reading"] == "calibrated"  # the caller's model is left as it was
     now = encoder.save_sentence_transformer(tmp_path / "now", uncertainty=settings)
     former = InSubModel.from_pretrained(tmp_path / "former").eval()
     current = InSubModel.from_pretrained(now).eval()

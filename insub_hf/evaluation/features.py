@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from ..losses import head_spread
-from ..uncertainty.readings import reads_lengths
+from ..uncertainty.readings import served_reading
 
 
 @dataclass
@@ -95,12 +95,12 @@ def extract_representations(model, dataset, batch_size: int = 256) -> tuple[torc
 
 def models_reading(model, features: FeatureSet) -> torch.Tensor | None:
     """`(N,)` the model's own `uncertainty` of inputs whose features it gave (`FeatureSet`: their mean
-    representation and spread), as its forward reads it; None where its reading is not fitted or reads token
-    lengths."""
+    representation and spread), as its forward reads it; None where it is not fitted (a text model's token counts
+    are not in the features: it is read where the calibrated reading needs none)."""
     inner = getattr(model, "insub", model)
-    if inner.heads is None or reads_lengths(inner.config.uncertainty):
+    if inner.heads is None or served_reading(inner.config.uncertainty) is None:
         return None
     device = next(inner.parameters()).device
     spread = inner.oriented_spread(features.head_sigma.to(device))
-    read = inner.read_uncertainty(features.representations.mean(dim=1).to(device), spread, None, None)
+    read, _ = inner.read_uncertainty(features.representations.mean(dim=1).to(device), spread, None, None)
     return None if read is None else read.double().cpu()

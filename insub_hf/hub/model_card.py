@@ -12,7 +12,7 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from ..uncertainty.fitting import SEES_OUTLIERS
-from ..uncertainty.readings import is_calibrated, reads_bank, reads_lengths, served_reading
+from ..uncertainty.readings import is_calibrated, reads_bank, reads_lengths, served_reading, single_reading
 
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "modelcard_template.md"
@@ -270,6 +270,9 @@ def _usage(config, main_input: str, auto_class: str, repo_id: str, processor: bo
                 "None: not fitted; model.fit_uncertainty(your_inputs) with insub-hf fits it")
         outputs = ("features = out.representation  # (B, d): what probes and k-NN read\n"
                    f"uncertainty = out.uncertainty   # (B,): {said}")
+        single = single_reading(config.uncertainty)
+        if single is not None and not single.note:  # a single reading has its own output, as it is
+            outputs += f"\n{single.output} = out.{single.output}  # (B,): {single.comment}"
     return {"usage_inputs": inputs, "usage_call": call, "usage_outputs": outputs, "detector_batch": batch}
 
 

@@ -5,10 +5,10 @@ This file is copied into the saved folder and loaded from there, so it imports o
 sentence-transformers (the InSub model itself loads through its remote code beside it). Save a folder with
 `insub_hf.InSubSentenceEncoder.save_sentence_transformer`.
 
-`uncertainty` is the model's own (`config.uncertainty['reading']`: its oriented spread, that spread standardised per
-sentence-length bucket, or the k-NN distance to the bank stored with its weights), as `AutoModel` gives it;
-`model[0].set_bank(model.encode(sentences, convert_to_tensor=True))` makes that bank your own in-distribution
-sentences.
+`uncertainty` is the model's calibrated one (`model[0].fit_uncertainty(your_sentences)`), as `AutoModel` gives it;
+`head_spread` the heads' oriented spread and, where the model holds a bank, `knn_distance` the cosine distance to
+it (`model[0].set_bank(model.encode(sentences, convert_to_tensor=True))` makes that bank your own in-distribution
+sentences).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ class InSubSentenceTransformer(InputModule):
     """Tokeniser and InSub text model as one sentence-transformers input module.
 
     `forward` adds to the features: `sentence_embedding (B, d)` (the encoder's representation, what `encode` returns),
-    `head_embeddings (B, M, q)`, `mean_embedding (B, q)`, `uncertainty (B,)` (the model's own, as
-    `config.uncertainty['reading']` says) and `head_spread (B,)` (the oriented spread).
+    `head_embeddings (B, M, q)`, `mean_embedding (B, q)`, `uncertainty (B,)` (the calibrated one, once fitted),
+    `head_spread (B,)` (the oriented spread) and `knn_distance (B,)` (where the model holds a bank).
 
     Args:
         model_name_or_path: a folder holding the InSub model (with its remote code) and its tokenizer.
@@ -77,6 +77,8 @@ class InSubSentenceTransformer(InputModule):
                         mean_embedding=out.mean_embedding, head_spread=out.head_spread)
         if out.uncertainty is not None:  # None until fitted (`fit_uncertainty`): never a number nobody oriented
             features["uncertainty"] = out.uncertainty
+        if getattr(out, "knn_distance", None) is not None:
+            features["knn_distance"] = out.knn_distance
         return SentenceFeatures(features)
 
     def fit_uncertainty(self, sentences: list[str], batch_size: int = 256):
@@ -89,7 +91,7 @@ class InSubSentenceTransformer(InputModule):
         return self.model.encoder.output_dim
 
     def set_bank(self, embeddings: torch.Tensor, k: int | None = None) -> InSubSentenceTransformer:
-        """Makes `uncertainty` the cosine distance to the k-th nearest of `embeddings (N, d)`, as
+        """Makes `knn_distance` the cosine distance to the k-th nearest of `embeddings (N, d)`, as
         `model.encode(your_sentences, convert_to_tensor=True)` gives them: the model's bank (`InSubModel.set_bank`),
         so `model.save(folder)` keeps it with the weights and `AutoModel` serves the same number."""
         self.model.set_bank(torch.as_tensor(embeddings).detach().float().cpu(), k)

@@ -259,18 +259,19 @@ class InSubModel(InSubPreTrainedModel, UncertaintyReading):
         z = self.embed_heads(representation)  # (B, M, q)
         sigma = head_spread(z, self.config.diversity_eps)  # (B, q)
         spread = self.oriented_spread(sigma.mean(dim=-1))
+        uncertainty, knn = self.read_uncertainty(representation, spread, input_ids, attention_mask, dna_one_hot)
         out = InSubModelOutput(
             representation=representation,
             head_embeddings=z,
             mean_embedding=z.mean(dim=1),
             sigma=sigma,
-            uncertainty=self.guarded(
-                self.read_uncertainty(representation, spread, input_ids, attention_mask, dna_one_hot), current),
+            uncertainty=self.guarded(uncertainty, current),
             pooler_output=representation,
             last_hidden_state=encoded.last_hidden_state,
             hidden_states=encoded.hidden_states,
             attentions=encoded.attentions,
             head_spread=spread,
+            knn_distance=self.guarded(knn, current),
         )
         return out if return_dict is not False else out.to_tuple()
 

@@ -17,14 +17,12 @@ class InSubModelOutput(ModelOutput):
         head_embeddings: `(B, M, q)` the M head embeddings (L2-normalised when `config.normalize_heads`).
         mean_embedding: `(B, q)` their mean over heads.
         sigma: `(B, q)` per-dimension spread across heads, `sqrt(var + eps)`; zeros when M = 1.
-        uncertainty: `(B,)` the model's one uncertainty, higher = more likely out of distribution, as
-            `config.uncertainty['reading']` says: calibrated in [0, 1] (`fit_uncertainty`: the share of held-out
-            in-distribution inputs that look more typical), the heads' spread in its fixed direction
-            (`head_spread`), a text model's spread standardised within its token-count bucket
-            (`set_length_buckets`), or with a bank (`set_bank`) the cosine distance of the representation to its
-            k-th nearest bank row. None where the reading is not fitted (never a number nobody oriented) or a DNA
-            batch is of another length than the calibrated one; NaN in the rows of sentences with other token
-            counts than the calibration's (`config.uncertainty['length_range']`).
+        uncertainty: `(B,)` the model's calibrated uncertainty in [0, 1] (`fit_uncertainty`: the share of held-out
+            in-distribution inputs that look more typical; `> 0.95` flags about 5 % of them), or None: not fitted,
+            fitted on other weights or settings, or a DNA batch of another length than the calibrated one; NaN in
+            the rows of sentences with other token counts than the calibration's (`config.uncertainty
+            ['length_range']`). Never another reading: the single readings have their own names (`head_spread`,
+            `knn_distance`).
         pooler_output: `(B, d)` the representation again, under the name transformers' feature extraction reads
             (`pipeline("image-feature-extraction", pool=True)`).
         last_hidden_state: the encoder states the representation was pooled from, where it has them: `(B, T, d)`
@@ -35,6 +33,8 @@ class InSubModelOutput(ModelOutput):
         head_spread: `(B,)` the spread averaged over dimensions, oriented so that higher means more likely out of
             distribution for this model (`config.uncertainty['direction']`, fixed on validation data; read as it is
             while that is None); zeros when M = 1.
+        knn_distance: `(B,)` the cosine distance of the representation to its k-th nearest row of the model's bank
+            (`config.uncertainty['k']`), where the model holds one (`fit_uncertainty`, `set_bank`); else None.
     """
 
     representation: torch.Tensor | None = None
@@ -47,6 +47,7 @@ class InSubModelOutput(ModelOutput):
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
     head_spread: torch.Tensor | None = None
+    knn_distance: torch.Tensor | None = None
 
 
 @dataclass

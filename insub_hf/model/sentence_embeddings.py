@@ -27,17 +27,19 @@ class SentenceEmbeddings:
 
     Attributes:
         embeddings: `(N, d)` encoder representations (what transfer classifiers read).
-        uncertainty: `(N,)` the model's uncertainty (`InSubModelOutput.uncertainty`, as `config.uncertainty['reading']`
-            says; higher = more likely out of distribution); None where the model's reading is not fitted.
+        uncertainty: `(N,)` the model's calibrated uncertainty in [0, 1] (`InSubModelOutput.uncertainty`); None
+            where it is not fitted, NaN for a sentence outside the calibrated token counts.
         head_embeddings: `(N, M, q)`.
         head_spread: `(N,)` the heads' spread averaged over dimensions, read in `config.uncertainty['direction']`
-            (0 when M = 1), whatever the reading.
+            (0 when M = 1).
+        knn_distance: `(N,)` the cosine distance to the k-th nearest row of the model's bank; None without one.
     """
 
     embeddings: torch.Tensor
     uncertainty: torch.Tensor | None
     head_embeddings: torch.Tensor
     head_spread: torch.Tensor
+    knn_distance: torch.Tensor | None = None
 
 
 class InSubSentenceEncoder:
@@ -129,5 +131,6 @@ class InSubSentenceEncoder:
             batch = self.tokenize(list(sentences[start : start + batch_size]))
             out = self.model(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device))
             parts.append((out.representation.cpu(), None if out.uncertainty is None else out.uncertainty.cpu(),
-                          out.head_embeddings.cpu(), out.head_spread.cpu()))
+                          out.head_embeddings.cpu(), out.head_spread.cpu(),
+                          None if out.knn_distance is None else out.knn_distance.cpu()))
         return SentenceEmbeddings(*(None if p[0] is None else torch.cat(p) for p in zip(*parts)))

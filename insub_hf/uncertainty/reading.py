@@ -59,11 +59,12 @@ class UncertaintyReading:
 
     def read_uncertainty(self, representation: torch.Tensor, spread: torch.Tensor, input_ids: torch.Tensor | None,
                          attention_mask: torch.Tensor | None,
-                         dna_one_hot: torch.Tensor | None = None) -> torch.Tensor | None:
-        """`(B,)`: `uncertainty` as `config.uncertainty['reading']` says (`readings.READINGS`), from the
-        representations `(B, d)` and the oriented spread `(B,)` (with the lengths of the batch: token counts of
-        `attention_mask`, or of `input_ids` without one; bases of `dna_one_hot (B, L, 4)`); None where the reading is
-        not fitted."""
+                         dna_one_hot: torch.Tensor | None = None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """`(uncertainty, knn_distance)`, each `(B,)` or None: the calibrated reading (`readings.READINGS`; None
+        where it is not fitted, and for a config naming a single reading, which has its own output) and the k-NN
+        distance where the model holds a bank, from the representations `(B, d)` and the oriented spread `(B,)`
+        (with the lengths of the batch: token counts of `attention_mask`, or of `input_ids` without one; bases of
+        `dna_one_hot (B, L, 4)`)."""
 
         def lengths() -> torch.Tensor | int | None:
             if dna_one_hot is not None:
@@ -73,7 +74,8 @@ class UncertaintyReading:
             return (attention_mask.sum(dim=1) if attention_mask is not None
                     else torch.full((input_ids.shape[0],), input_ids.shape[1], device=input_ids.device))
 
-        return READINGS[self.config.uncertainty["reading"]].read(self, representation, spread, lengths)
+        knn = getattr(self, BANK)(representation, self.config.uncertainty["k"]) if hasattr(self, BANK) else None
+        return READINGS[self.config.uncertainty["reading"]].read(self, knn, spread, lengths), knn
 
     def fit_uncertainty(self, inputs, calibration_inputs=None, k: int | None = None, batch_size: int = 256,
                         seed: int = FIT_SEED, processor=None, show_progress: bool | None = None) -> FittedUncertainty:
@@ -84,9 +86,11 @@ class UncertaintyReading:
         return fit_uncertainty(self, inputs, calibration_inputs, k, batch_size, seed, processor, show_progress)
 
     def set_bank(self, representations: torch.Tensor, k: int | None = None, read: bool = True):
-        """Makes `uncertainty` the cosine distance to the k-th nearest (`k`, default the config's) of `representations
-        (N, d)`, this model's `representation` of your in-distribution inputs; `save_pretrained` keeps the bank
-        (`knn.set_bank`; `read=False` keeps the reading, for `InSubOODDetector` to measure the bank)."""
+        """Makes `knn_distance` the cosine distance to the k-th nearest (`k`, default the config's) of
+        `representations (N, d)`, this model's `representation` of your in-distribution inputs; `save_pretrained`
+        keeps the bank (`knn.set_bank`; `read=False` keeps the config's reading, for `InSubOODDetector` to measure
+        the bank). It replaces a calibrated fit (whose scores were of the bank it replaces): `uncertainty` is then
+        None until `fit_uncertainty`."""
         set_bank(self, representations, self.config.uncertainty["k"] if k is None else k, read)
         return self
 
@@ -100,24 +104,25 @@ class UncertaintyReading:
         return weights_only(self.state_dict())
 
     def set_length_buckets(self, settings: dict):
-        """Makes a text model's `uncertainty` its oriented spread standardised within token-count buckets:
-        `settings` as `length.fit_length_buckets` fitted them on validation sentences, with the standardised
-        spread's `direction` (other keys are ignored). Kept in the config."""
+        """Records in a text model's config its oriented spread's token-count buckets (`settings` as
+        `length.fit_length_buckets` fitted them on validation sentences, with the standardised spread's `direction`;
+        other keys are ignored), for `length.standardise_by_length` to read; `uncertainty` stays the calibrated
+        reading or None."""
         chosen = {key: settings[key] for key in LENGTH_SETTINGS if key in settings}
         self.config.set_uncertainty(reading="spread_by_length", length_buckets=chosen)
         return self
 
     def with_reading(self, settings: dict | None):
-        """This model, or a copy of it reading `uncertainty` as `settings` say (`apply_reading`); the model itself
-        for None and for "spread", its own reading."""
+        """This model, or a copy of it holding the single reading `settings` name (`apply_reading`); the model
+        itself for None and for "spread", its own."""
         if (settings or {}).get("reading", SpreadReading.name) == SpreadReading.name:
             return self
         return copy.deepcopy(self).apply_reading(settings)  # the caller's model stays as it was
 
     def apply_reading(self, settings: dict):
-        """Makes `uncertainty` read as `settings` say (a text release's single reading chosen on validation data:
-        `evaluation.text_bench.uncertainty_settings`): "knn" with its `bank` (and `k`), "spread_by_length" with its
-        buckets, "spread" as it is."""
+        """Gives the model the single reading `settings` name (a text release's, chosen on validation data:
+        `evaluation.text_bench.uncertainty_settings`): "knn" its `bank` (and `k`: `knn_distance`), "spread_by_length"
+        its buckets, "spread" as it is (`head_spread`); `uncertainty` stays the calibrated reading or None."""
         reading = settings.get("reading", SpreadReading.name)
         if reading == KnnReading.name:
             return self.set_bank(settings["bank"], settings.get("k"))

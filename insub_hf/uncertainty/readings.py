@@ -1,9 +1,11 @@
-"""The readings a model's `uncertainty` can be, as one registry (`READINGS`, as `OBJECTIVES` is for objectives):
-each is one class with what it needs from the config (`check`), how a forward reads it (`read`) and what a card
-calls it (`title`, `comment`). A new reading is one class here.
+"""The readings a model's config can name, as one registry (`READINGS`, as `OBJECTIVES` is for objectives): each is
+one class with what it needs from the config (`check`), how a forward reads it (`read`) and what a card calls it
+(`title`, `comment`). A new reading is one class here.
 
-Every reading is oriented (higher = more likely out of distribution) or serves nothing: a reading that is not
-fitted returns None, never a raw number nobody oriented."""
+`uncertainty` is the calibrated reading or None: only `CalibratedReading` serves it. The single readings a config
+may still name (folders and measurements made before, `set_bank`, a text model's length buckets) keep their own
+outputs (`head_spread`, `knn_distance`); a forward of a config naming one serves `uncertainty=None` and says once
+where its number is."""
 
 from __future__ import annotations
 
@@ -14,67 +16,69 @@ from transformers.utils import logging
 from ..validation import check_choice, check_range
 from .conformal import COMBINATIONS, COMPONENTS, FITTED_SETTINGS, fitted_settings
 from .knn import BANK
-from .length import check_length_buckets, standardise_by_length
+from .length import check_length_buckets
 
 
 class Reading:
-    """One way to read `uncertainty` (a class per reading; `READINGS` holds one instance of each)."""
+    """One reading a config can name (a class per reading; `READINGS` holds one instance of each)."""
 
     name: str = ""
     title: str = ""  # what a card calls it
-    comment: str = ""  # the card snippet's comment on `out.uncertainty`
+    comment: str = ""  # the card snippet's comment on the output that holds it
+    output: str = ""  # the output that holds its number (`uncertainty` for the calibrated reading alone)
+    note: str = ""  # what a user does to that output to have the number, where anything
 
     def check(self, block, modality: str) -> None:
         """Raises, naming the field and what it allows, unless `block` (an `UncertaintyConfig`) can serve it."""
 
     def fitted(self, block) -> bool:
-        """Whether `block` holds what the reading needs to serve a number (else the model serves None)."""
+        """Whether `block` holds what the reading needs to give a number."""
         return True
 
-    def read(self, model, representation: torch.Tensor, spread: torch.Tensor, lengths) -> torch.Tensor | None:
-        """`(B,)` from the representations `(B, d)` and the oriented spread `(B,)` of one forward of `model`;
-        `lengths()` gives the token counts `(B,)` of a text batch."""
-        raise NotImplementedError
+    def read(self, model, knn: torch.Tensor | None, spread: torch.Tensor, lengths) -> torch.Tensor | None:
+        """`uncertainty (B,)` or None, from the k-NN distances `(B,)` to the model's bank (None without one) and the
+        oriented spread `(B,)` of one forward of `model`; `lengths()` gives the token counts `(B,)` of a text batch.
+        A single reading serves None, and says once where its number is."""
+        if self.fitted(model.config.uncertainty):
+            logging.get_logger(__name__).warning_once(
+                f"InSubModel: config.uncertainty['reading']={self.name!r} is a single reading, so `uncertainty` is "
+                f"None: `uncertainty` is the calibrated rank in [0, 1] alone. This reading's number is "
+                f"`out.{self.output}`{self.note}; fit the calibrated one with model.fit_uncertainty(your_inputs).")
+        return None
 
 
 class SpreadReading(Reading):
     name = "spread"
     title = "heads' spread"
     comment = "the heads' spread, read in the direction fixed on validation data: higher = more likely OOD"
+    output = "head_spread"
 
     def fitted(self, block) -> bool:
         return block["direction"] is not None
-
-    def read(self, model, representation, spread, lengths):
-        return spread if self.fitted(model.config.uncertainty) else None
 
 
 class LengthSpreadReading(Reading):
     name = "spread_by_length"
     title = "spread per length bucket"
     comment = "the heads' spread within its length bucket: higher = more likely OOD"
+    output = "head_spread"
+    note = (" standardised within its token-count bucket (insub_hf.uncertainty.length.standardise_by_length with "
+            "config.uncertainty['length_buckets'])")
 
     def check(self, block, modality):
         check_length_buckets(block.length_buckets, modality)
-
-    def read(self, model, representation, spread, lengths):
-        settings = dict(model.config.uncertainty["length_buckets"])
-        direction = settings.pop("direction")
-        return direction * standardise_by_length(spread, lengths(), **settings)
 
 
 class KnnReading(Reading):
     name = "knn"
     title = "k-NN distance"
     comment = "cosine distance to the k-th nearest row of the model's bank: higher = more likely OOD"
+    output = "knn_distance"
 
     def check(self, block, modality):
         if not block.bank_size:
             raise ValueError("InSubConfig.uncertainty['reading']='knn' needs a bank (bank_size >= k): set it with "
                              "model.set_bank(representations), which records both.")
-
-    def read(self, model, representation, spread, lengths):
-        return getattr(model, BANK)(representation, model.config.uncertainty["k"])
 
 
 class CalibratedReading(Reading):
@@ -82,6 +86,7 @@ class CalibratedReading(Reading):
     title = "calibrated rank of the k-NN distance and the heads' spread (Fisher's rule)"
     comment = ("in [0, 1]: the share of held-out in-distribution inputs that look more typical; "
                "> 0.95 flags about 5 % of in-distribution inputs")
+    output = "uncertainty"
 
     def check(self, block, modality):
         name = "InSubConfig.uncertainty"
@@ -117,12 +122,12 @@ class CalibratedReading(Reading):
             raise ValueError(f"{name}['fitted_with'] must record the settings the calibration was fitted with, a dict "
                              f"with keys {list(FITTED_SETTINGS)} (fit_uncertainty writes it); got {fitted!r}.")
 
-    def read(self, model, representation, spread, lengths):
+    def read(self, model, knn, spread, lengths):
         block = model.config.uncertainty
         if fitted_settings(block) != block["fitted_with"]:
             warn_stale_settings(block)
             return None
-        scores = [getattr(model, BANK)(representation, block["k"])]
+        scores = [knn]
         if "spread" in block["components"]:
             scores.append(spread)
         return within_length_range(block["length_range"], lengths(),
@@ -186,7 +191,14 @@ def reads_bank(block) -> bool:
 
 
 def served_reading(block) -> Reading | None:
-    """The reading a config's `uncertainty` block (the dict) serves, or None where it is not fitted (the model's
-    `uncertainty` is then None)."""
+    """The reading a config's `uncertainty` block (the dict) serves as `uncertainty`: the calibrated one where it
+    is fitted, else None (the model's `uncertainty` is then None)."""
     reading = READINGS[block["reading"]]
-    return reading if reading.fitted(block) else None
+    return reading if is_calibrated(block) and reading.fitted(block) else None
+
+
+def single_reading(block) -> Reading | None:
+    """The single reading a config's `uncertainty` block (the dict) names and has fitted (its number in its own
+    output, `Reading.output`), or None: none named, or the calibrated one."""
+    reading = READINGS[block["reading"]]
+    return reading if not is_calibrated(block) and reading.fitted(block) else None

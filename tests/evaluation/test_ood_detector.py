@@ -69,20 +69,21 @@ def test_the_detector_measures_the_model_s_own_bank_k_and_direction_and_they_tra
     assert (block["reading"], block["k"], block["bank_size"]) == ("spread", 3, 20)
     assert block["direction"] == detector.calibration.usable_direction == detector.direction
     scores = detector.score(test)
-    assert set(scores) == {"uncertainty", "head_spread", "knn"} and all(v.shape == (6,) for v in scores.values())
+    # no calibrated fit: no `uncertainty` score (a single reading is never served as one)
+    assert set(scores) == {"head_spread", "knn"} and all(v.shape == (6,) for v in scores.values())
     np.testing.assert_allclose(scores["knn"].numpy(), brute_force(out.representation, bank_out.representation, 3),
                                atol=1e-5)
     torch.testing.assert_close(scores["head_spread"], (block["direction"] or 1) * out.sigma.mean(dim=1))
-    torch.testing.assert_close(scores["uncertainty"], scores["head_spread"])  # the reading stays the spread
     model.save_pretrained(tmp_path)
     assert not list(tmp_path.glob("ood_detector*"))  # one weights file: the bank is in it
     reloaded = InSubModel.from_pretrained(tmp_path)
     assert reloaded.config.uncertainty == block
     for name, value in InSubOODDetector(reloaded).score(test).items():
         torch.testing.assert_close(value, scores[name], rtol=0, atol=0, msg=name)
-    model.set_bank(bank_out.representation, k=3)  # the k-NN reading: `uncertainty` is the detector's `knn`
+    model.set_bank(bank_out.representation, k=3)  # the model's own `knn_distance` is the detector's `knn`
     scores = InSubOODDetector(model).score(test)
-    torch.testing.assert_close(scores["uncertainty"], scores["knn"])
+    with torch.no_grad():
+        torch.testing.assert_close(model(**test).knn_distance, scores["knn"])
 
 
 def test_bad_settings_are_named():

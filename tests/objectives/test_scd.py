@@ -162,16 +162,17 @@ def test_padding_to_the_longest_sentence_gives_the_fixed_length_embeddings(token
 
 
 def test_save_load_round_trip_of_model_and_tokenizer(tmp_path, tokenizer):
-    config = tiny_bert_config(num_heads=3, uncertainty={"direction": 1})  # the spread, oriented: a fitted reading
+    config = tiny_bert_config(num_heads=3, uncertainty={"direction": 1})  # the spread, oriented
     encoder = InSubSentenceEncoder(InSubModel(config), tokenizer, max_length=16)
     sentences = ["The car drove itself.", "I would never ride in one!"]
     first = encoder.encode(sentences)
-    assert first.embeddings.shape == (2, 32) and first.uncertainty.shape == (2,) and (first.uncertainty > 0).all()
+    assert first.embeddings.shape == (2, 32) and first.head_spread.shape == (2,) and (first.head_spread > 0).all()
+    assert first.uncertainty is None and first.knn_distance is None  # no calibrated fit, no bank
     encoder.save_pretrained(tmp_path / "enc")
     loaded = InSubSentenceEncoder.from_pretrained(tmp_path / "enc", max_length=16)
     again = loaded.encode(sentences)
     torch.testing.assert_close(again.embeddings, first.embeddings, rtol=0, atol=0)
-    torch.testing.assert_close(again.uncertainty, first.uncertainty, rtol=0, atol=0)
+    torch.testing.assert_close(again.head_spread, first.head_spread, rtol=0, atol=0)
     assert loaded.tokenizer(sentences)["input_ids"] == tokenizer(sentences)["input_ids"]
 
 
