@@ -235,7 +235,7 @@ def test_the_text_release_is_an_unfitted_sentence_transformers_folder_with_what_
     st = SentenceTransformer(str(out / "hub"), trust_remote_code=True)
     with pytest.raises(KeyError, match=r"not fitted yet.*model\[0\]\.fit_uncertainty\(your_sentences\)"):
         st.encode(sentences, output_value="uncertainty")  # said, not a bare KeyError
-    st[0].fit_uncertainty([f"Your in-distribution sentence number {i}." for i in range(60)])
+    st[0].fit_uncertainty([f"{'Your ' * (i % 12 + 1)}{i}" for i in range(200)])
     card_sentences = ["A sentence to embed.", "Another one."]
     torch.testing.assert_close(outputs["0:uncertainty"], torch.stack(st.encode(card_sentences,
                                                                                output_value="uncertainty")),
