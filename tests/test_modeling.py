@@ -154,17 +154,15 @@ def test_member_representations_are_the_ensemble_members_the_representation_aver
 
 
 @pytest.mark.parametrize("direction, sign", [(None, 1.0), (1, 1.0), (-1, -1.0)])
-def test_uncertainty_is_the_spread_in_the_models_stored_direction(direction, sign):
+def test_head_spread_is_read_in_the_models_stored_direction_and_never_served_as_uncertainty(direction, sign):
     model = InSubModel(tiny_config(num_heads=3, uncertainty={"direction": direction})).eval()
     with torch.no_grad():
         out = model(pixel_values=torch.randn(4, 3, 32, 32))
     spread = sign * head_spread(out.head_embeddings, 1e-4).mean(dim=-1)
     torch.testing.assert_close(out.head_spread, spread)
-    if direction is None:  # nobody oriented it: the model serves no uncertainty, never the raw spread
-        assert out.uncertainty is None
-    else:
-        torch.testing.assert_close(out.uncertainty, spread)
-        assert out.uncertainty.shape == (4,)
+    assert out.head_spread.shape == (4,)
+    # oriented or not, the spread is a single reading: `uncertainty` is the calibrated rank alone, None unfitted
+    assert out.uncertainty is None and out.knn_distance is None
 
 
 def test_an_uncertainty_direction_other_than_plus_or_minus_one_is_refused():
