@@ -19,9 +19,13 @@ def flag_rate(uncertainty: torch.Tensor, threshold: float = FLAG_THRESHOLD) -> f
     """The share of the `(N,)` calibrated readings above `threshold`, compared in float32 as a user's
     `out.uncertainty > threshold` compares them (a reading of 0.8 is not above 0.8 there, though float32's 0.8 is a
     little more than the float 0.8); NaN readings (inputs outside the calibrated lengths, not served) left out."""
-    served = uncertainty.float()
-    served = served[~served.isnan()]
-    return float((served > threshold).double().mean())
+    return float((served(uncertainty).float() > threshold).double().mean())
+
+
+def served(scores: torch.Tensor) -> torch.Tensor:
+    """`scores (N,)` without their NaN rows: the inputs a calibrated `uncertainty` was not served for (outside the
+    calibrated lengths)."""
+    return scores[~scores.isnan()]
 
 
 def flag_count_distribution(calibration_size: int, inputs: int, threshold: float = FLAG_THRESHOLD):
@@ -73,10 +77,6 @@ def separation_by_reading(inside: dict[str, torch.Tensor], outside: dict[str, di
         out, where there are any.
     """
     readings = [name for name in SHOWN_READINGS if name in inside]
-
-    def served(scores: torch.Tensor) -> torch.Tensor:
-        return scores[~scores.isnan()]
-
     sets = {
         name: {r: {"auroc": ood_auroc(served(inside[r]), served(scores[r]), higher_is_in=False),
                    "fpr95": fpr_at_tpr(served(inside[r]), served(scores[r]), higher_is_in=False)}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..uncertainty.knn import BANK, knn_distance
+from ..uncertainty.knn import knn_distance
 from ..uncertainty.settings import DEFAULT_K
 from ..validation import check_choice, check_range
 from .features import extract_features, input_batches
@@ -144,15 +144,14 @@ class InSubOODDetector:
         model.eval()
         device = next(model.parameters()).device
         parts: dict[str, list[torch.Tensor]] = {"uncertainty": [], "head_spread": [], "knn": []}
-        bank = getattr(model, BANK, None)
         try:
             for batch, _ in input_batches(inputs, batch_size, model.encoder.input_names):
                 out = model(**{name: value.to(device) for name, value in batch.items()})
                 if out.uncertainty is not None:  # None: the model's reading is not fitted
                     parts["uncertainty"].append(out.uncertainty.float().cpu())
                 parts["head_spread"].append(out.head_spread.float().cpu())
-                if bank is not None:
-                    parts["knn"].append(bank(out.representation, self.k).cpu())
+                if out.knn_distance is not None:  # the model's bank searched at its own k, by its forward
+                    parts["knn"].append(out.knn_distance.cpu())
         finally:
             model.train(was_training)
         return {name: torch.cat(values) for name, values in parts.items() if values}

@@ -54,10 +54,15 @@ def centre_and_scale(scores: torch.Tensor) -> torch.Tensor:
     that is 0, else 1): what `standardised` reads with."""
     scores = scores.double()
     quartiles = torch.quantile(scores, torch.tensor([0.25, 0.5, 0.75], dtype=scores.dtype), dim=1)  # (3, C)
-    scale = quartiles[2] - quartiles[0]
-    spread = scores.std(dim=1) if scores.shape[1] > 1 else torch.zeros_like(scale)
-    scale = torch.where(scale > 0, scale, torch.where(spread > 0, spread, torch.ones_like(scale)))
-    return torch.stack([quartiles[1], scale], dim=1).float()
+    return torch.stack([quartiles[1], positive_scale(quartiles[2] - quartiles[0], scores)], dim=1).float()
+
+
+def positive_scale(interquartile: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """`(C,)`: the interquartile ranges `(C,)` of `rows (C, n)` where positive, else the rows' standard deviation,
+    else 1: a scale to divide by."""
+    spread = rows.std(dim=1) if rows.shape[1] > 1 else torch.zeros_like(interquartile)
+    return torch.where(interquartile > 0, interquartile,
+                       torch.where(spread > 0, spread, torch.ones_like(interquartile)))
 
 
 def sorted_scale(reference: torch.Tensor) -> torch.Tensor:
@@ -72,10 +77,8 @@ def sorted_scale(reference: torch.Tensor) -> torch.Tensor:
         low = math.floor(position)
         return torch.lerp(rows[:, low], rows[:, min(low + 1, n - 1)], position - low)
 
-    scale = quartile(0.75) - quartile(0.25)
-    spread = rows.std(dim=1) if n > 1 else torch.zeros_like(scale)
-    scale = torch.where(scale > 0, scale, torch.where(spread > 0, spread, torch.ones_like(scale)))
-    return scale.float().double()[:, None]
+    # rounded through float32 as `centre_and_scale` returns it, so that both give the fit's numbers bit for bit
+    return positive_scale(quartile(0.75) - quartile(0.25), rows).float().double()[:, None]
 
 
 def combined(scores: torch.Tensor, centre_scale: torch.Tensor) -> torch.Tensor:
@@ -89,7 +92,8 @@ def surprise(reference: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     p = 1 - F(s) and F(s) = (i + t) / (n + 1): i of the n rows are below s, and t in (0, 1] places s between the rows
     around it (linearly), below the first (exp(-(first - s) / scale)) or past the last (1 - exp(-(s - last) / scale),
     whose -log p is then exactly (s - last) / scale + log(n + 1)); scale: the rows' interquartile range
-    (`centre_and_scale`, read off the sorted rows: `sorted_scale`). F is continuous and strictly increasing: no ties, and no input past every row is lost."""
+    (`centre_and_scale`'s, read off the sorted rows: `sorted_scale`). F is continuous and strictly increasing: no
+    ties, and no input past every row is lost."""
     reference, scores = reference.double(), scores.double()
     n = reference.shape[1]
     scale = sorted_scale(reference)  # (C, 1)
