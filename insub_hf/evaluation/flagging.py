@@ -22,10 +22,15 @@ def flag_rate(uncertainty: torch.Tensor, threshold: float = FLAG_THRESHOLD) -> f
     return float((served(uncertainty).float() > threshold).double().mean())
 
 
+def served_rows(scores: torch.Tensor) -> torch.Tensor:
+    """`(N,)` bool: the rows of `scores (N,)` a calibrated `uncertainty` was served for (NaN: an input outside the
+    calibrated lengths), to select the same rows of what goes with them."""
+    return ~scores.isnan()
+
+
 def served(scores: torch.Tensor) -> torch.Tensor:
-    """`scores (N,)` without their NaN rows: the inputs a calibrated `uncertainty` was not served for (outside the
-    calibrated lengths)."""
-    return scores[~scores.isnan()]
+    """`scores (N,)` without their NaN rows (`served_rows`)."""
+    return scores[served_rows(scores)]
 
 
 def flag_count_distribution(calibration_size: int, inputs: int, threshold: float = FLAG_THRESHOLD):

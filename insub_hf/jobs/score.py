@@ -28,7 +28,7 @@ from PIL import Image
 
 from ..checkpointing import write_json
 from ..encoders.text import masked_mean
-from ..evaluation.flagging import FLAG_THRESHOLD, expected_flag_band, flag_rate
+from ..evaluation.flagging import FLAG_THRESHOLD, expected_flag_band, flag_rate, served_rows
 from ..evaluation.harness import summarize
 from ..evaluation.metrics import fit_temperature, fpr_at_tpr, ood_auroc
 from ..evaluation.metrics.ood import auroc_interval
@@ -334,8 +334,8 @@ def flagged(uncertainty: torch.Tensor, calibration_inputs: int) -> dict:
     """The share of `uncertainty (N,)` above `FLAG_THRESHOLD`, beside the share expected and its 95 % band for N
     inputs drawn as the model's `calibration_inputs` were (`expected_flag_band`); NaN readings (inputs outside the
     calibrated lengths) are counted apart as `unserved`."""
-    unserved = int(uncertainty.isnan().sum())
-    served = len(uncertainty) - unserved
+    served = int(served_rows(uncertainty).sum())
+    unserved = len(uncertainty) - served
     expected, low, high = expected_flag_band(calibration_inputs, served)
     return {"threshold": FLAG_THRESHOLD, "share": flag_rate(uncertainty), "inputs": served, "unserved": unserved,
             "calibration_inputs": calibration_inputs, "expected": expected, "band_95": [low, high]}

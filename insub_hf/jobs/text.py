@@ -17,6 +17,7 @@ from transformers import AutoConfig
 from ..data import TextViews, balanced_indices, load_sentence_corpus, load_tweet_sentiment
 from ..encoders import load_encoder_weights
 from ..encoders.pretrained import MINILM_HUB_ID, base_tokenizer, encoder_path
+from ..evaluation.flagging import served_rows
 from ..evaluation.metrics import split_half_r_auroc
 from ..checksums import weights_fingerprint
 from ..uncertainty.knn import encoder_and_heads_fingerprint
@@ -88,7 +89,7 @@ def run_text(args: TextArguments, training_args: InSubTrainingArguments | None =
         if "TWEETS" in task_data and served_reading(model.config.uncertainty) is not None:
             tweets = task_data["TWEETS"]
             encoded = encoder.encode(list(tweets["text"]))
-            served = ~encoded.uncertainty.isnan()  # NaN: a tweet outside the calibrated token counts
+            served = served_rows(encoded.uncertainty)  # not served: a tweet outside the calibrated token counts
             results[name]["TWEETS"].update(mean_uncertainty=float(encoded.uncertainty[served].mean()),
                                            **split_half_r_auroc(encoded.embeddings[served], encoded.uncertainty[served],
                                                                 torch.as_tensor(tweets["label"])[served]))
