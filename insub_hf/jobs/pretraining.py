@@ -12,6 +12,8 @@ from transformers import PrinterCallback, ProgressCallback, TrainerCallback, set
 from ..checkpointing import last_complete_checkpoint, save_pretrained_atomic
 from ..model.configuration_insub import InSubConfig
 from ..encoders import load_encoder_weights
+from ..encoders.pretrained import hub_repo_of
+from ..model.frozen_base import name_frozen_base
 from ..evaluation.cost import count_parameters, training_memory_mb
 from ..model.modeling_insub import InSubForPreTraining
 from ..training.trainer import InSubTrainer, InSubTrainingArguments
@@ -70,6 +72,8 @@ def pretrain(
     model = InSubForPreTraining(config)
     if init_encoder_from is not None:
         load_encoder_weights(model, init_encoder_from)
+        if config.freeze_encoder and (repo := hub_repo_of(init_encoder_from)) is not None:
+            name_frozen_base(model, repo)  # its saves leave the base out: it loads from its own repo
     run_dir = Path(training_args.output_dir)
     trainer = InSubTrainer(
         model=model, args=training_args, train_dataset=train_dataset, callbacks=callbacks, batch_views=batch_views,

@@ -19,6 +19,7 @@ from ..recipes import DNA, DNA_ENCODER, IMAGE, TEXT
 from ..compat import (FORMER_CONFIG_KEYS, former_keys_into_block, from_former_keys, warn_former,
                       with_fitted_record)
 from ..uncertainty.settings import UncertaintyBlock, UncertaintySettings
+from .frozen_base import check_frozen_base
 from .label_settings import check_label_settings
 from ..validation import check_choice, check_range
 
@@ -150,6 +151,8 @@ class InSubConfig(UncertaintySettings, PretrainedConfig):
         freeze_encoder: pretrain the heads only: the encoder's weights keep the values it was built or loaded with
             (`init_encoder_from`), so its representation stays a pretrained base model's exactly; dropout still makes
             the text views. Fine-tuning ignores it (`InSubForImageClassification.freeze_encoder()` decides there).
+        frozen_base: `{"repo_id", "sha256"}`: the encoder holds the weights of that Hub repo unchanged (their
+            fingerprint), so saves leave them out and `from_pretrained` loads them from there (`frozen_base.py`).
         uncertainty: how `InSubModelOutput.uncertainty` is read, a dict of `uncertainty.settings.UncertaintyConfig`
             fields (the reading, the spread's direction, the k-NN bank's k and size, ...), fixed after training and
             saved in full; typed access `uncertainty_options`, changes through `set_uncertainty`. A config.json
@@ -176,6 +179,7 @@ class InSubConfig(UncertaintySettings, PretrainedConfig):
     normalize_heads: bool = True
     batch_ensemble_size: int = 1
     freeze_encoder: bool = False
+    frozen_base: dict | None = None
     uncertainty: dict | None = None
 
     def __setattr__(self, key: str, value: Any) -> None:
@@ -378,6 +382,7 @@ FIELD_CHECKS = {
     "diversity_eps": lambda v: check_range("InSubConfig.diversity_eps", v, low=0.0, low_inclusive=False),
     "diversity_reduction": lambda v: check_choice("InSubConfig.diversity_reduction", v, DIVERSITY_REDUCTIONS),
     "batch_ensemble_size": lambda v: check_range("InSubConfig.batch_ensemble_size", v, low=1, integer=True),
+    "frozen_base": check_frozen_base,
 }
 
 

