@@ -1,9 +1,10 @@
 """A checkpoint that leaves out its frozen base, as a peft adapter names its base model: a text model whose encoder
 is a published transformers model kept unchanged (all-MiniLM-L6-v2 under trained heads) saves its heads, bank and
 config only, and names the base by its Hub repo id (`InSubConfig.frozen_base`, with the SHA-256 of the base's
-weights); `from_pretrained` loads the base from the Hub (offline, from the packaged copy where one is installed) and
-refuses a base whose weights are not the ones recorded. An encoder whose weights moved away from the base (a
-fine-tuned classifier) is saved whole, so nothing trained is lost."""
+weights); `from_pretrained` loads the base from the packaged copy where one is installed and holds those weights
+(no download, no network), else from the Hub, and refuses a base whose weights are not the ones recorded. An
+encoder whose weights moved away from the base (a fine-tuned classifier) is saved whole, so nothing trained is
+lost."""
 
 from __future__ import annotations
 
@@ -74,9 +75,8 @@ def leaving_out_base(model):
         model._keys_to_ignore_on_save = before
 
 
-def base_location(repo_id: str):
-    """Where `from_pretrained` finds the base: the packaged copy of a known base where its package is installed
-    and the Hub cannot be reached, else `repo_id` itself (a Hub repo or a folder)."""
+def packaged_base(repo_id: str) -> Path | None:
+    """The packaged copy of the base `repo_id` where its PyPI package is installed (`PACKAGED_BASES`), else None."""
     packaged = PACKAGED_BASES.get(repo_id)
     folder = installed_package_dir(packaged[0]) if packaged else None
     return Path(folder, packaged[1]) if folder is not None else None
@@ -97,15 +97,15 @@ def load_frozen_base(model, name: str) -> None:
     base = model.config.frozen_base
     if base is None or holds_its_base(model):
         return
-    try:
-        weights = AutoModel.from_pretrained(base["repo_id"]).state_dict()
-    except OSError as error:  # offline or unreachable: a packaged copy of the same weights, where installed
-        packaged = base_location(base["repo_id"])
-        if packaged is None:
+    packaged = packaged_base(base["repo_id"])
+    loaded = AutoModel.from_pretrained(packaged) if packaged is not None else None
+    if loaded is None or weights_fingerprint(loaded) != base["sha256"]:  # not packaged, or another revision
+        try:
+            loaded = AutoModel.from_pretrained(base["repo_id"])
+        except OSError as error:
             raise OSError(f"from_pretrained({name!r}): its frozen base {base['repo_id']!r} (config.frozen_base, the "
                           f"encoder's weights, not in this folder) could not be loaded: {error}") from error
-        weights = AutoModel.from_pretrained(packaged).state_dict()
-    getattr(model, "insub", model).encoder.load_backbone_state_dict(weights, base["repo_id"])
+    getattr(model, "insub", model).encoder.load_backbone_state_dict(loaded.state_dict(), base["repo_id"])
     if not holds_its_base(model):
         raise ValueError(f"from_pretrained({name!r}): the weights of its frozen base {base['repo_id']!r} are not the "
                          f"ones its heads were trained on (fingerprint {weights_fingerprint(base_module(model))[:12]}, "
