@@ -88,11 +88,51 @@ def test_the_usage_page_has_each_use_the_issue_names():
     assert BUDGET[0][0] in code and BUDGET[1][0] in "\n".join(snippets(README, "Quickstart"))
 
 
-def run_as_written(code: str, cwd: Path, checks: str, ok: str) -> None:
-    for written, run in BUDGET:
+def run_as_written(code: str, cwd: Path, checks: str, ok: str, budget: bool = True) -> list[str]:
+    """Runs `code` (its training cut to the test budget unless `budget` is False), then `checks`; its stdout lines."""
+    for written, run in BUDGET if budget else ():
         code = code.replace(written, run)
     run = subprocess.run([sys.executable, "-c", code + checks], cwd=cwd, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and ok in run.stdout, run.stderr[-4000:]
+    return run.stdout.splitlines()
+
+
+# A printed number the docs quote may differ by this much from what a run prints on another machine (the same seeds:
+# only float rounding moves it; a percentage in points, any other number relative)
+PRINTED_TOLERANCE = 2.0
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def quoted_prints(code: str) -> list[str]:
+    """The output a snippet quotes: the comment line right under each line that prints."""
+    lines = code.splitlines()
+    return [lines[i + 1].removeprefix("# ") for i, line in enumerate(lines[:-1])
+            if line.lstrip().startswith("print(") and lines[i + 1].startswith("# ")]
+
+
+def printed_mismatches(quoted: list[str], printed: list[str]) -> list[str]:
+    """'quoted X, printed Y' for each quoted line whose numbers differ by more than `PRINTED_TOLERANCE` (points for
+    a percentage, else relative) from the next printed line of the same words (other lines, such as the Trainer's
+    logs, are passed over), or 'quoted X, not printed' when no such line follows."""
+    wrong, rest = [], iter(printed)
+    for want in quoted:
+        got = next((line for line in rest if NUMBER.sub("#", line) == NUMBER.sub("#", want)), None)
+        if got is None:
+            wrong.append(f"quoted {want!r}, not printed")
+            continue
+        limit = [PRINTED_TOLERANCE if want.endswith("%") else PRINTED_TOLERANCE / 100 * abs(float(a))
+                 for a in NUMBER.findall(want)]
+        if any(abs(float(a) - float(b)) > t for a, b, t in zip(NUMBER.findall(want), NUMBER.findall(got), limit)):
+            wrong.append(f"quoted {want!r}, printed {got!r}")
+    return wrong
+
+
+def test_the_printed_number_check_finds_a_changed_number_and_word():
+    quoted = quoted_prints("print(a)\n# 77.2%\nx = 1\nprint(b)\n# ['knn', 'spread']\n")
+    assert quoted == ["77.2%", "['knn', 'spread']"]
+    assert printed_mismatches(quoted, ["{'loss': 2.1}", "78.9%", "['knn', 'spread']"]) == []
+    assert printed_mismatches(quoted, ["79.3%", "['knn']"]) == ["quoted '77.2%', printed '79.3%'",
+                                                               "quoted \"['knn', 'spread']\", not printed"]
 
 
 def save_demo_checkpoint(folder: Path) -> None:
@@ -128,7 +168,10 @@ def test_the_quickstart_runs_as_written_on_the_released_model(tmp_path):
         pytest.fail(f"{released} holds no released model")
     (tmp_path / "model_cards").mkdir()
     (tmp_path / "model_cards" / released.name).symlink_to(released)  # a clone's layout, read only
-    run_as_written("\n".join(snippets(README, "Quickstart")), tmp_path, QUICKSTART_CHECKS, "README quickstart OK")
+    code = "\n".join(snippets(README, "Quickstart"))
+    printed = run_as_written(code, tmp_path, QUICKSTART_CHECKS, "README quickstart OK", budget=False)
+    quoted = quoted_prints(code)
+    assert len(quoted) == 3 and printed_mismatches(quoted, printed) == []
     assert (tmp_path / "runs/ft").is_dir()
 
 
