@@ -57,6 +57,8 @@ _EXPORTS = {
     ".hub.model_card": ("HubCard",),
     ".evaluation": ("InSubOODDetector", "extract_representations", "knn_accuracy"),
     ".model.sentence_embeddings": ("InSubSentenceEncoder",),
+    ".uncertainty.pvalues": ("OutlierSelection", "conformal_pvalues", "model_pvalues", "outliers_among", "select_outliers"),
+    ".uncertainty.drift": ("DriftMonitor",),
     ".jobs.callbacks": ("KNNReportCallback",),
     ".processing.pipelines": ("InSubImageClassificationPipeline", "InSubImageFeatureExtractionPipeline", "register_pipelines"),
 }
