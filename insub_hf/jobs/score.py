@@ -39,6 +39,7 @@ from ..evaluation.probes import ProbeArguments, fit_probes, member_probabilities
 from ..evaluation.text_ood_sets import shuffled_words
 from ..hub.model_card import score_model_index
 from ..validation import CheckedArguments, checked
+from .outliers import listed_outliers, outliers_lines
 
 
 @dataclass
@@ -74,6 +75,9 @@ class ScoreArguments(CheckedArguments):
     seed: int = checked(0, "Seed of the probe and the noise images.", low=0, integer=True)
     trust_remote_code: bool = field(default=False, metadata={"help": "Run the model's own code from its repo (an "
                                                                      "InSub model where insub-hf is not the loader)."})
+    fdr: float | None = checked(None, "List the scored split's outliers at this false discovery rate (in (0, 1), "
+                                "e.g. 0.1; an InSub model with a fitted uncertainty): outliers.json and the output.",
+                                low=0.0, high=1.0, low_inclusive=False, high_inclusive=False, optional=True)
     output_dir: str = field(default="runs/score", metadata={"help": "Where results.json and model_index.yaml go."})
 
     def __post_init__(self) -> None:
@@ -278,6 +282,11 @@ def score(args: ScoreArguments) -> dict:
               flush=True)
     test_items, test_labels = _split(data, args.test_split, args, args.max_test)
     encoder = Encoder(args, kind)
+    block = encoder.model.config.uncertainty if encoder.insub else {}
+    if args.fdr is not None and not is_calibrated(block):  # before any encoding
+        raise ValueError(f"ScoreArguments.fdr={args.fdr}: {args.model!r} serves no calibrated `uncertainty` (not an "
+                         "InSub model, or not fitted): fit it with model.fit_uncertainty(your_inputs) and save it, "
+                         "or leave --fdr out.")
     if args.ood_dataset:
         ood_name = args.ood_dataset
         ood_items, _ = _split(load_data(args.ood_dataset, args), args.test_split, args, args.max_test, False)
@@ -310,11 +319,14 @@ def score(args: ScoreArguments) -> dict:
         "ood_interval": {name: list(auroc_interval(t, o, higher_is_in=False)) for name, (t, o) in scores.items()},
         "ood_fpr95": {name: fpr_at_tpr(t, o, higher_is_in=False) for name, (t, o) in scores.items()},
     }
-    block = encoder.model.config.uncertainty if encoder.insub else {}
     calibrated = test_uncertainty is not None and is_calibrated(block)
     if calibrated:  # what a threshold at 0.95 does on in-distribution data (a reading in [0, 1] ranked on them)
         results["flag_rate"] = flagged(test_uncertainty, block["calibration_size"][1])
     out = Path(args.output_dir)
+    if args.fdr is not None:  # the list in its own file; results.json counts them
+        listed = listed_outliers(test_items, test_uncertainty, block, args.fdr, args.test_split)
+        write_json(out / "outliers.json", listed)
+        results["outliers"] = {**listed, "flagged": len(listed["flagged"])}
     write_json(out / "results.json", results)
     (out / "model_index.yaml").write_text(score_model_index(results), encoding="utf-8")
     print(f"[score] {args.model} on {args.dataset}: accuracy {100 * results['test']['accuracy']:.2f} %, "
@@ -324,6 +336,8 @@ def score(args: ScoreArguments) -> dict:
           + f"; {out}/results.json", flush=True)
     if calibrated:
         print(flag_line(results["flag_rate"], args.test_split), flush=True)
+    if args.fdr is not None:
+        print("\n".join(outliers_lines(listed)), flush=True)
     if min(len(test), len(ood)) < SMALL_SET:
         print(f"[score] {len(test)} test and {len(ood)} OOD inputs: an AUROC of fewer than {SMALL_SET} a side "
               "measures little; read its interval, or score more data", flush=True)

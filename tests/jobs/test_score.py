@@ -317,3 +317,47 @@ def test_the_help_shows_the_forms_that_work(capsys):
     assert ("a folder with one folder of images per class (DATA/cat/1.png ...; or DATA/train/cat/... and "
             "DATA/test/cat/...)") in text
     assert "Data with one split only: a seeded fifth of it is the test split" in text
+
+
+def test_fdr_lists_the_outlier_files_benjamini_hochberg_flags_and_is_refused_where_it_cannot_act(tmp_path, capsys):
+    """An image folder whose test split holds 12 images like the training ones and 4 blank ones: `--fdr 0.2` lists
+    the files that Benjamini-Hochberg flags on the p-values of the model loaded by path (computed here again), in
+    outliers.json and the output; an unfitted model or an fdr outside (0, 1) is refused before any work."""
+    from PIL import Image
+
+    from insub_hf import InSubModel
+    from insub_hf.jobs.score import Encoder, ScoreArguments, _split, load_data
+    from insub_hf.uncertainty.pvalues import conformal_pvalues, outliers_among
+    from insub_hf_cli import main
+
+    folder = models(tmp_path)["someone/tiny-insub"]
+    rng = np.random.default_rng(0)
+    for split, count in (("train", 30), ("test", 6)):
+        for name in ("a", "b"):
+            (tmp_path / "images" / split / name).mkdir(parents=True)
+            for i in range(count):
+                Image.fromarray(rng.integers(0, 256, (28, 28), dtype=np.uint8), mode="L").save(
+                    tmp_path / "images" / split / name / f"{i}.png")
+    for i in range(4):
+        Image.fromarray(np.zeros((28, 28), dtype=np.uint8), mode="L").save(tmp_path / "images/test/b" / f"blank{i}.png")
+    images = str(tmp_path / "images")
+    assert "serves no calibrated `uncertainty`" in cli_error(["score", str(folder), "--dataset", images, "--fdr", "0.1"],
+                                                             capsys)
+    assert "ScoreArguments.fdr" in cli_error(["score", str(folder), "--dataset", images, "--fdr", "1.5"], capsys)
+    model = InSubModel.from_pretrained(folder)
+    args = ScoreArguments(model=str(folder), dataset=images, knn_k=5, output_dir=str(tmp_path / "out"))
+    train_images = _split(load_data(args.dataset, args), "train", args, 60)[0]
+    model.fit_uncertainty(dict(Encoder(args).processor(images=train_images, return_tensors="pt")), k=5)
+    model.save_pretrained(folder, remote_code=True)
+    assert main(["score", str(folder), "--dataset", args.dataset, "--knn_k", "5", "--fdr", "0.2", "--output_dir",
+                 args.output_dir]) == 0
+    test_images = _split(load_data(args.dataset, args), "test", args, 100)[0]
+    _, uncertainty = Encoder(args)(test_images)
+    expected = np.flatnonzero(outliers_among(conformal_pvalues(uncertainty, InSubModel.from_pretrained(folder)), 0.2))
+    listed = json.loads((tmp_path / "out" / "outliers.json").read_text())
+    assert [entry["row"] for entry in listed["flagged"]] == expected.tolist() and listed["tested"] == 16
+    assert [entry["input"] for entry in listed["flagged"]] == [test_images[i].filename for i in expected]
+    assert any("blank" in entry["input"] for entry in listed["flagged"])
+    printed = capsys.readouterr().out
+    assert f"[score] --fdr 0.2: {len(expected)} of the 16 test inputs flagged as outliers" in printed
+    assert all(entry["input"] in printed for entry in listed["flagged"])
