@@ -222,9 +222,21 @@ def test_the_usage_page_opens_with_code_that_runs_and_prints_what_it_says(tmp_pa
     assert run.stdout.strip().splitlines()[-1] == printed
 
 
+@pytest.mark.slow
+def test_acting_on_the_uncertainty_runs_as_written_and_prints_what_it_quotes(tmp_path):
+    (tmp_path / "model_cards").mkdir()
+    released = ROOT / "model_cards" / "insub-resnet10-fashion-mnist"
+    (tmp_path / "model_cards" / released.name).symlink_to(released)
+    code = "\n".join(snippets(USAGE, "Acting on the uncertainty"))
+    printed = run_as_written(code, tmp_path, "\nprint('acting OK')\n", "acting OK", budget=False)
+    quoted = quoted_prints(code)
+    assert len(quoted) == 3 and printed_mismatches(quoted, printed) == []
+
+
 # The sections whose Python the tests above run as written (path, section title; None: the page's first block)
 RUN_SECTIONS = [(README, "Quickstart"), (USAGE, "Using a checkpoint"),
-                (USAGE, "Fine-tuning: new labels, multi-label, regression, LoRA"), (USAGE, "Building and training a model")]
+                (USAGE, "Fine-tuning: new labels, multi-label, regression, LoRA"), (USAGE, "Building and training a model"),
+                (USAGE, "Acting on the uncertainty")]
 NOT_RUN = re.compile(r"<!-- not run: [^>]+ -->\n```python\n")
 
 

@@ -74,7 +74,7 @@ class DriftMonitor:
             raise ValueError(f"DriftMonitor.update(pvalues=...): p-values lie in (0, 1]; got [{p.min()}, {p.max()}].")
         self.count += len(p)
         self.log_p_sum += float(np.log(p).sum())
-        value = log_mixture_martingale(self.count, self.log_p_sum) / np.log(10)
+        value = float(log_mixture_martingale(self.count, self.log_p_sum) / np.log(10))
         self.history.append(value)
         if self.alarm_batch is None and value >= np.log10(self.threshold):
             self.alarm_batch = len(self.history) - 1
