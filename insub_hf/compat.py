@@ -27,15 +27,36 @@ FORMER_MODULES = {
     "hub.bundling": "bundling",
     "trainer": "training.trainer", "collapse_monitor": "training.collapse_monitor",
     "training_args": "training.training_args", "memory_format": "training.memory_format",
-    "knn_bank": "uncertainty.knn", "cards": "jobs.cards",
+    "knn_bank": "uncertainty.knn", "cards": "jobs.cards", "text_uncertainty": "uncertainty.length",
     **{f"jobs.{name}": f"release.{now}" for name, now in (("release", "build"), ("publish", "publish"),
                                                           ("text_reading", "text_reading"))},
 }
 
-# Names a former module offered that now live in another module: former module -> {name: module now}
+# Names a former module offered (at commits 0364212 and 1f927d4) that now live in another module: former module ->
+# {name: "module now" or "module now:name now"}
+_RELEASE_CARDS = ("READING_NAMES", "VERSUS", "dna_versus_baseline", "own_bank_section", "provenance",
+                  "text_uncertainty_section", "text_versus_baseline", "versus_baseline", "versus_others")
 FORMER_NAMES = {
     "modeling_insub": {"KnnBank": "uncertainty.knn", "BANK": "uncertainty.knn", "set_bank": "uncertainty.knn",
                        "LENGTH_SETTINGS": "uncertainty.length"},
+    "cards": {name: "release.cards" for name in _RELEASE_CARDS},
+    "configuration_insub": {"LENGTH_SETTINGS": "uncertainty.length", "MAX_LABELS": "model.label_settings",
+                            "PROBLEM_TYPES": "model.label_settings", "MODEL_READINGS": "uncertainty.settings",
+                            "check_length_standardisation": "uncertainty.length:check_length_buckets"},
+    "text_uncertainty": {"knn_distance": "uncertainty.knn",
+                         "fit_length_standardisation": "uncertainty.length:fit_length_buckets",
+                         "length_standardised": "uncertainty.length:standardise_by_length"},
+}
+# Names a former module offered that no module has now: former module -> {name: what does its work now}
+REMOVED_NAMES = {
+    "cards": {"shipped_knn": "the card reads the model's own fitted uncertainty (insub_hf.release.cards)"},
+    "jobs.release": {"fit_detector": "model.fit_uncertainty(inputs, calibration_inputs)",
+                     "knn_where_the_spread_fails": "model.fit_uncertainty (it checks each reading against outliers "
+                                                   "made for the purpose)",
+                     "measure_text_uncertainty": "insub_hf.release.text_reading.measure",
+                     "text_ood": "insub_hf.evaluation.text_ood_sets.text_ood_sets"},
+    "jobs.text_reading": {"shuffled_check": "insub_hf.uncertainty.separation (the fit's check against shuffles)",
+                          "validation_shuffled": "insub_hf.evaluation.text_ood_sets.shuffled_words"},
 }
 
 # A config.json written before the uncertainty block (insub-hf up to commit aff1b3a) held these six keys flat
@@ -68,6 +89,19 @@ def from_former_keys(kwargs: dict[str, Any]) -> dict[str, Any] | None:
         if block_key in found:
             warn_former(f"InSubConfig({key}=...)", f"InSubConfig(uncertainty={{{block_key!r}: ...}})", 4)
     return found or None
+
+
+_UNSET = object()
+
+
+def former_key(config, key: str, value: Any = _UNSET) -> Any:
+    """`config.<key>` for a flat `FORMER_CONFIG_KEYS` key, read from or written to its uncertainty block (a write
+    checked as the block's own), warning once."""
+    now = f"InSubConfig.uncertainty[{FORMER_CONFIG_KEYS[key]!r}]"
+    warn_former(f"InSubConfig.{key}", now, stacklevel=4)
+    if value is _UNSET:
+        return config.uncertainty.get(FORMER_CONFIG_KEYS[key])
+    config.uncertainty[FORMER_CONFIG_KEYS[key]] = value
 
 
 def with_fitted_record(block: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -112,20 +146,46 @@ def former_keys_into_block(config_dict: dict[str, Any], kwargs: dict[str, Any]) 
 
 
 class _FormerModule(types.ModuleType):
-    """A former module path: every attribute read from the module that replaced it, or from `FORMER_NAMES`."""
+    """A former module path: every attribute read from (and written to, as `unittest.mock.patch` writes) the module
+    that holds it now: the one that replaced it, or the one `FORMER_NAMES` names; a `REMOVED_NAMES` name is
+    refused saying what does its work now."""
 
-    def __init__(self, name: str, target: str, moved: dict[str, str]):
+    def __init__(self, name: str, target: str, moved: dict[str, str], removed: dict[str, str]):
         super().__init__(name)
-        self.__target, self.__moved = target, moved
+        self.__dict__["_FormerModule__where"] = (target, moved, removed)
+
+    def __holder(self, name: str) -> tuple[types.ModuleType, str]:
+        target, moved, removed = self.__dict__["_FormerModule__where"]
+        if name in removed:
+            raise AttributeError(f"{self.__name__}.{name} was removed; what does its work now: {removed[name]} "
+                                 f"(insub-hf {REMOVAL_VERSION} removes the path {self.__name__} too).")
+        module, _, now = moved.get(name, target).partition(":")
+        return importlib.import_module(module), now or name
 
     def __getattr__(self, name: str) -> Any:
+        if name == "__all__":  # `from former import *`: what the module now there offers, and the moved names
+            target, moved, _ = self.__dict__["_FormerModule__where"]
+            module = importlib.import_module(target)
+            return sorted(set(getattr(module, "__all__", [n for n in vars(module) if not n.startswith("_")]))
+                          | set(moved))
         if name.startswith("__"):
-            return getattr(importlib.import_module(self.__target), name)
-        module = self.__moved.get(name, self.__target)
-        return getattr(importlib.import_module(module), name)
+            return getattr(importlib.import_module(self.__dict__["_FormerModule__where"][0]), name)
+        module, now = self.__holder(name)
+        return getattr(module, now)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("__"):
+            return super().__setattr__(name, value)
+        module, now = self.__holder(name)
+        setattr(module, now, value)
+
+    def __delattr__(self, name: str) -> None:
+        module, now = self.__holder(name)
+        delattr(module, now)
 
     def __dir__(self) -> list[str]:
-        return sorted(set(dir(importlib.import_module(self.__target))) | set(self.__moved))
+        target, moved, _ = self.__dict__["_FormerModule__where"]
+        return sorted(set(dir(importlib.import_module(target))) | set(moved))
 
 
 class _FormerPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -147,7 +207,7 @@ class _FormerPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                             "again)")
         former = spec.name.removeprefix(f"{self.package}.")
         moved = {name: f"{self.package}.{module}" for name, module in FORMER_NAMES.get(former, {}).items()}
-        return _FormerModule(spec.name, target, moved)
+        return _FormerModule(spec.name, target, moved, REMOVED_NAMES.get(former, {}))
 
     def exec_module(self, module) -> None:
         """Nothing runs: the module's code ran under its own name."""

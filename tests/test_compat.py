@@ -97,3 +97,62 @@ def test_a_former_detector_file_is_removed_with_a_word_when_the_weights_change(t
 
         save_pretrained_atomic(InSubModel(tiny_config()), tmp_path)
     assert not (tmp_path / "ood_detector.json").exists()
+
+
+def test_every_public_name_of_the_former_modules_resolves_through_its_former_path_or_says_what_replaced_it():
+    """The names each former module defined at commits 0364212 and 1f927d4 (`former_public_names.json`, read off
+    those commits' sources): each is found through the former path (where it moved, under its new name), or a removed
+    one is refused naming what does its work now."""
+    import importlib
+    from pathlib import Path
+
+    from insub_hf.compat import REMOVED_NAMES
+
+    names = json.loads((Path(__file__).parent / "former_public_names.json").read_text())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        for module, public in names.items():
+            former = importlib.import_module(f"insub_hf.{module}")
+            for name in public:
+                if name in REMOVED_NAMES.get(module, {}):
+                    with pytest.raises(AttributeError, match=rf"insub_hf.{module}.{name} was removed; what does its "
+                                                             r"work now: .+"):
+                        getattr(former, name)
+                else:
+                    assert getattr(former, name) is not None, (module, name)
+        from insub_hf.text_uncertainty import fit_length_standardisation  # a module of 1f927d4, renamed names
+        from insub_hf.uncertainty.length import fit_length_buckets
+    assert fit_length_standardisation is fit_length_buckets
+
+
+def test_a_star_import_of_a_former_path_gives_the_module_s_names_and_a_patch_reaches_the_package():
+    from unittest import mock
+
+    import insub_hf.uncertainty.knn as knn
+
+    scope = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        exec("from insub_hf.knn_bank import *", scope)
+        assert scope["KnnBank"] is knn.KnnBank and scope["encoder_and_heads_fingerprint"] is knn.encoder_and_heads_fingerprint
+        original = knn.encoder_and_heads_fingerprint
+        with mock.patch("insub_hf.knn_bank.encoder_and_heads_fingerprint", return_value="patched"):
+            assert knn.encoder_and_heads_fingerprint(None) == "patched"  # what the package's own code calls
+        assert knn.encoder_and_heads_fingerprint is original  # and put back
+
+
+def test_a_former_flat_key_is_kept_at_every_door_with_its_warning(tmp_path):
+    import insub_hf.compat as compat
+
+    config = tiny_config()
+    compat._warned.discard("InSubConfig.knn_k")
+    with pytest.warns(FutureWarning, match=r"InSubConfig.knn_k is InSubConfig.uncertainty\['k'\] now"):
+        assert config.knn_k == 50
+    config.knn_k = 7  # written into the block, checked there
+    assert config.uncertainty["k"] == 7 and "knn_k" not in config.to_dict()
+    with pytest.raises(ValueError, match=r"InSubConfig.uncertainty\['k'\] must be an integer >= 1, got -3"):
+        config.knn_k = -3
+    model = InSubModel(config)
+    model.save_pretrained(tmp_path)
+    assert InSubModel.from_pretrained(tmp_path).config.uncertainty["k"] == 7  # the folder loads as written
+    assert InSubModel.from_pretrained(tmp_path, knn_k=9).config.uncertainty["k"] == 9

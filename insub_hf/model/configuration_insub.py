@@ -16,7 +16,7 @@ from ..encoders.presets import DEFAULT_ENCODER, named_encoder  # noqa: F401
 from ..encoders.registry import OWN_ENCODERS  # registers the package's encoder configs, so nested configs resolve
 from ..objectives import OBJECTIVE_CONFIGS, ObjectiveConfig
 from ..recipes import DNA, DNA_ENCODER, IMAGE, TEXT
-from ..compat import (FORMER_CONFIG_KEYS, former_keys_into_block, from_former_keys, warn_former,
+from ..compat import (FORMER_CONFIG_KEYS, former_key, former_keys_into_block, from_former_keys, warn_former,
                       with_fitted_record)
 from ..uncertainty.settings import UncertaintyBlock, UncertaintySettings
 from .frozen_base import check_frozen_base
@@ -183,6 +183,8 @@ class InSubConfig(UncertaintySettings, PretrainedConfig):
     uncertainty: dict | None = None
 
     def __setattr__(self, key: str, value: Any) -> None:
+        if key in FORMER_CONFIG_KEYS and "uncertainty" in self.__dict__:  # a flat key of the block, written there
+            return former_key(self, key, value)
         if key in FIELD_CHECKS and key in self.__dict__:  # a change after construction, checked where it is written
             FIELD_CHECKS[key](value)
         if key == "uncertainty" and isinstance(self.__dict__.get(key), UncertaintyBlock):  # a whole block, after
@@ -205,6 +207,8 @@ class InSubConfig(UncertaintySettings, PretrainedConfig):
         if key in self.__dict__.get("_encoder_fields_written", ()):
             warn_former(f"InSubConfig.{key}", f"InSubConfig.encoder_config.{key}")
             return getattr(self.__dict__["encoder_config"], key)
+        if key in FORMER_CONFIG_KEYS and "uncertainty" in self.__dict__:  # a flat key of the block, read from it
+            return former_key(self, key)
         raise AttributeError(f"'InSubConfig' object has no attribute {key!r}")
 
     def to_dict(self) -> dict[str, Any]:
