@@ -41,6 +41,9 @@ from insub_hf.evaluation.ood_sets import load_mnist_images, noise_images  # noqa
 from insub_hf.jobs.demo import DemoArguments, demo_evaluation_data  # noqa: E402
 from insub_hf.jobs.experiment import calibration_split  # noqa: E402
 
+# The calibration rows a fit ranks against at most (`fitting.CALIBRATION_ROWS`). Benjamini-Hochberg at 550 inputs and
+# fdr 0.1 flags the k smallest p-values only where the k-th is below 0.1 k / 550, and no conformal p-value is below
+# 1 / (n + 1): with n = 2,000 it takes 3 outliers at the smallest p-value before any is flagged
 CALIBRATION_ROWS, MIXED_IN, MIXED_OUT, BATCHES, BATCH, SWITCH, WITHIN = 2000, 500, 50, 50, 32, 25, 5
 
 

@@ -1,13 +1,16 @@
 """Has a stream of inputs left what the model was fitted on? A conformal test martingale over the model's p-values
 (`pvalues.model_pvalues`), fed batch after batch.
 
-Under exchangeability each p-value is (super-)uniform, so for every eps in (0, 1) the running product of
-eps * p ** (eps - 1) is a test (super)martingale, and so is their mixture over eps (the "simple mixture" martingale
-of Vovk, Gammerman, Shafer, "Algorithmic Learning in a Random World", ch. 7). By Ville's inequality it ever reaches
-1 / delta with probability at most delta: an alarm at `threshold` (default 100) is a false one at most 1 % of the
-time over the whole stream, however long. The p-values here share one calibration set, which makes the bound hold
-for the calibration set's draw on average rather than for each one; `benchmarks/acting_on_uncertainty.py` measures
-the false alarms of seeded in-distribution streams."""
+The martingale is the Simple Jumper (Vovk, Petej, Nouretdinov, Ahlberg, Carlsson, Gammerman, "Retrain or not
+retrain: conformal test martingales for change-point detection", COPA 2021), one-sided: its capital sits on two
+betting functions of each p-value, f(p) = 1 (no bet) and f(p) = 1.5 - p (a bet that p-values are too small, i.e.
+inputs less typical than the calibration rows), and before each p-value a share `JUMP` of the whole capital is
+spread evenly over both, so that a long in-distribution stretch does not leave it unable to bet when the stream
+shifts. Each f integrates to 1 on [0, 1] and is non-increasing, so under (super-)uniform p-values the capital is a
+test supermartingale: by Ville's inequality it ever reaches 1 / delta with probability at most delta, and an alarm
+at `threshold` (default 100) is a false one at most 1 % of the time over the whole stream, however long. The
+p-values here share one calibration set, which makes the bound hold for the calibration set's draw on average
+rather than for each one; `benchmarks/acting_on_uncertainty.py` measures the false alarms of seeded streams."""
 
 from __future__ import annotations
 
@@ -17,17 +20,20 @@ import numpy as np
 
 from .pvalues import model_pvalues
 
-# The mixture over eps is integrated on this many midpoints of (0, 1)
-EPSILON_GRID = 1000
+# The share of the capital spread evenly over the betting functions before each p-value (the paper's J)
+JUMP = 0.01
 
 
-def log_mixture_martingale(count: int, log_p_sum: float, grid: int = EPSILON_GRID) -> float:
-    """log of the simple mixture martingale, the integral over eps in (0, 1) of prod_i eps * p_i ** (eps - 1),
-    after `count` p-values whose logs sum to `log_p_sum` (midpoint rule on `grid` points, in log space)."""
-    eps = (np.arange(grid) + 0.5) / grid
-    terms = count * np.log(eps) + (eps - 1) * log_p_sum
-    top = terms.max()
-    return float(top + np.log(np.exp(terms - top).sum() / grid))
+def jumper_step(log_capital: float, shares: np.ndarray, pvalues: np.ndarray) -> tuple[float, np.ndarray]:
+    """The one-sided Simple Jumper after `pvalues (B,)`, in order: from the log of its capital and the shares
+    `(2,)` of it on (no bet, the bet 1.5 - p), to both after the batch (the capital kept in log space: a shifted
+    stream multiplies it by up to 1.5 per input)."""
+    for p in pvalues:
+        shares = (1 - JUMP) * shares + JUMP / 2  # the jump: a share of the capital spread evenly
+        grown = shares * np.array([1.0, 1.5 - p])
+        total = grown.sum()
+        log_capital, shares = log_capital + float(np.log(total)), grown / total
+    return log_capital, shares
 
 
 @dataclass
@@ -48,8 +54,8 @@ class DriftMonitor:
     threshold: float = 100.0
     processor: object = None
     batch_size: int = 256
-    count: int = 0
-    log_p_sum: float = 0.0
+    log_capital: float = 0.0
+    shares: np.ndarray = field(default_factory=lambda: np.full(2, 0.5))
     history: list[float] = field(default_factory=list)
     alarm_batch: int | None = None
 
@@ -72,9 +78,8 @@ class DriftMonitor:
         p = p[~np.isnan(p)]
         if ((p <= 0) | (p > 1)).any():
             raise ValueError(f"DriftMonitor.update(pvalues=...): p-values lie in (0, 1]; got [{p.min()}, {p.max()}].")
-        self.count += len(p)
-        self.log_p_sum += float(np.log(p).sum())
-        value = float(log_mixture_martingale(self.count, self.log_p_sum) / np.log(10))
+        self.log_capital, self.shares = jumper_step(self.log_capital, self.shares, p)
+        value = self.log_capital / float(np.log(10))
         self.history.append(value)
         if self.alarm_batch is None and value >= np.log10(self.threshold):
             self.alarm_batch = len(self.history) - 1
