@@ -116,3 +116,53 @@ def test_the_build_script_writes_the_same_bytes_twice(tmp_path, monkeypatch):
     assert digests[0] == digests[1] == pool_digest(tmp_path / "pool0.csv.gz")
     assert read_pool(tmp_path / "pool0.csv.gz")["licences"] == ["licences one of the sentences here.",
                                                                  "licences two of the sentences here."]
+
+
+def write_pool(path, rows, header=("source", "sentence")):
+    with gzip.open(path, "wt", encoding="utf-8", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+WAY_OUT = r"reinstall insub-hf \(pip install --force-reinstall insub-hf\), or build the pool again"
+
+
+def test_a_packaged_pool_with_another_digest_is_refused_naming_both(tmp_path, monkeypatch):
+    rows = [(name, sentence) for name, sentences in read_pool().items() for sentence in sentences]
+    rows[0] = (rows[0][0], rows[0][1] + " (changed)")  # one sentence
+    changed = write_pool(tmp_path / "broad_english.csv.gz", rows)
+    monkeypatch.setattr(broad_text, "POOL", changed)
+    with pytest.raises(ValueError, match=rf"the pool {changed} has SHA-256 {pool_digest(changed)[:12]}\.\.\., not the "
+                                         rf"pinned {broad_text.PINNED_DIGEST[:12]}\.\.\. every release draws from .*"
+                                         rf"{WAY_OUT}"):
+        read_pool(changed)
+    assert pool_digest(POOL) == broad_text.PINNED_DIGEST  # the one installed is the pinned one
+
+
+@pytest.mark.parametrize("damage", ["register removed", "another header", "missing", "half", "header only", "empty"])
+def test_a_damaged_pool_is_refused_naming_the_file_and_the_way_out(tmp_path, damage):
+    rows = [(name, f"sentence {i} of {name}") for name in REGISTERS for i in range(3)]
+    path = tmp_path / "pool.csv.gz"
+    if damage == "register removed":
+        write_pool(path, [row for row in rows if row[0] != "licences"])
+        expected = r"has no sentences of the register\(s\) \['licences'\]"
+    elif damage == "another header":
+        write_pool(path, rows, header=("register", "text"))
+        expected = r"has the columns \['register', 'text'\]; a pool has \['source', 'sentence'\]"
+    elif damage == "missing":
+        expected = r"is missing"
+    elif damage == "half":
+        data = write_pool(tmp_path / "whole.csv.gz", rows * 200).read_bytes()
+        path.write_bytes(data[:len(data) // 2])
+        expected = r"cannot be read to its end \((EOFError|BadGzipFile|OSError)"
+    elif damage == "header only":
+        write_pool(path, [])
+        expected = r"has no sentences of the register\(s\) \['messages', "
+    else:
+        path.write_bytes(b"")
+        expected = r"has the columns None"
+    error = FileNotFoundError if damage == "missing" else ValueError
+    with pytest.raises(error, match=rf"broad_english: the pool {path} {expected}.*{WAY_OUT}"):
+        broad_english(10, path=path)

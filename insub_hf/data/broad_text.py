@@ -16,21 +16,45 @@ import numpy as np
 from ..validation import check_range
 
 POOL = Path(__file__).with_name("bundled") / "broad_english.csv.gz"
-# The registers of the pool, in its order
+# The SHA-256 of the pool every release draws from: a packaged pool with another digest is refused
+PINNED_DIGEST = "dbaaef2ef59f15092fca67921a454e14c55d84dc777bd683165cbb48466755c4"
+# The registers of the pool, in its order, and its columns
 REGISTERS = ("messages", "dictionary", "quotations", "documentation", "licences")
+COLUMNS = ["source", "sentence"]
+_WAY_OUT = ("reinstall insub-hf (pip install --force-reinstall insub-hf), or build the pool again with "
+            "python insub_hf/data/bundled/build_broad_text.py")
 
 
 def pool_digest(path: Path = POOL) -> str:
     """The SHA-256 of the pool file: what a card records, so that a bank can be rebuilt exactly."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"broad_english: the pool {path} is missing: {_WAY_OUT}.")
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def read_pool(path: Path = POOL) -> dict[str, list[str]]:
-    """The pool's sentences by register, in the file's order."""
+    """The pool's sentences by register, in the file's order; the packaged pool only with its pinned digest, and
+    any pool only whole: every register, its columns, readable to the end."""
+    digest = pool_digest(path)
+    if Path(path) == POOL and digest != PINNED_DIGEST:
+        raise ValueError(f"broad_english: the pool {path} has SHA-256 {digest[:12]}..., not the pinned "
+                         f"{PINNED_DIGEST[:12]}... every release draws from (the file was changed or damaged): "
+                         f"{_WAY_OUT}.")
     out = {name: [] for name in REGISTERS}
-    with gzip.open(path, "rt", encoding="utf-8") as file:
-        for row in csv.DictReader(file):
-            out.setdefault(row["source"], []).append(row["sentence"])
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as file:
+            reader = csv.DictReader(file)
+            if reader.fieldnames != COLUMNS:
+                raise ValueError(f"broad_english: the pool {path} has the columns {reader.fieldnames}; a pool has "
+                                 f"{COLUMNS}: {_WAY_OUT}.")
+            for row in reader:
+                out.setdefault(row["source"], []).append(row["sentence"])
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as error:  # cut, emptied or not gzip
+        raise ValueError(f"broad_english: the pool {path} cannot be read to its end ({type(error).__name__}: "
+                         f"{error}): {_WAY_OUT}.") from None
+    if missing := [name for name in REGISTERS if not out[name]]:
+        raise ValueError(f"broad_english: the pool {path} has no sentences of the register(s) {missing} (a pool "
+                         f"holds all of {list(REGISTERS)}): {_WAY_OUT}.")
     return out
 
 
