@@ -86,6 +86,10 @@ class ScoreArguments(CheckedArguments):
             if not getattr(self, name):
                 raise ValueError(f"ScoreArguments.{name} is required: a Hub repo id or a local folder "
                                  f"(`insub-hf score MODEL --dataset DATA`).")
+        if self.ood_dataset and (self.ood_dataset == self.dataset or Path(self.ood_dataset).expanduser().resolve()
+                                 == Path(self.dataset).expanduser().resolve()):
+            raise ValueError(f"ScoreArguments.ood_dataset={self.ood_dataset!r} is the in-distribution data itself "
+                             "(--dataset): give other data as --ood_dataset, or leave it out (uniform noise).")
         if self.knn_k is not None and self.knn_k > self.max_train:
             raise ValueError(f"ScoreArguments.knn_k={self.knn_k} is more than max_train={self.max_train}.")
         if Path(self.output_dir).exists() and not Path(self.output_dir).is_dir():
@@ -184,6 +188,21 @@ def with_test_split(data: DatasetDict, args: ScoreArguments) -> DatasetDict:
     return DatasetDict({args.train_split: split["train"], args.test_split: split["test"]})
 
 
+def check_test_classes(data: DatasetDict, args: ScoreArguments) -> None:
+    """Refuses a test split holding classes the training split has none of (an image folder labels the class
+    folders of both splits in one space): the probe could never predict them."""
+    if args.train_split not in data or args.test_split not in data or any(
+            args.label_column not in data[split].column_names for split in (args.train_split, args.test_split)):
+        return
+    names = getattr(data[args.test_split].features[args.label_column], "names", None)
+    unseen = sorted(set(data[args.test_split][args.label_column]) - set(data[args.train_split][args.label_column]))
+    if unseen:
+        said = [names[i] for i in unseen] if names else unseen
+        raise ValueError(f"ScoreArguments.dataset={args.dataset!r}: its {args.test_split!r} split has classes its "
+                         f"{args.train_split!r} split lacks ({said}), which the probe could never predict: give both "
+                         "splits the same classes.")
+
+
 def modality(data: DatasetDict, split: str, args: ScoreArguments) -> str:
     """"image" or "text": which of `--image_column` and `--text_column` the split `split` holds (images first)."""
     if split not in data:
@@ -202,6 +221,12 @@ def _split(data: DatasetDict, split: str, args: ScoreArguments, count: int, labe
     rows = data[split]
     needed = [column] + ([args.label_column] if labelled else [])
     missing = [name for name in needed if name not in rows.column_names]
+    folder = Path(args.dataset).expanduser()
+    if (missing == [args.label_column] and column == args.image_column and folder.is_dir()
+            and not (folder / "dataset_dict.json").is_file() and "label" not in rows.column_names):
+        raise ValueError(f"ScoreArguments.dataset={args.dataset!r}: split {split!r} has no labels: an image folder "
+                         "gives them by its class sub-folders, and this one has one class only (imagefolder labels "
+                         "two or more); put the images in one sub-folder per class (DATA/cat/..., DATA/dog/...).")
     if missing:
         raise ValueError(f"ScoreArguments: split {split!r} has no column {missing[0]!r}; its columns are "
                          f"{rows.column_names} (--image_column, --text_column, --label_column).")
@@ -271,6 +296,7 @@ def noise_like(images: list, count: int, seed: int) -> list:
 def score(args: ScoreArguments) -> dict:
     """Scores `args.model` (see the module's docstring); returns what results.json holds."""
     data = with_test_split(load_data(args.dataset, args), args)
+    check_test_classes(data, args)
     kind = modality(data, args.train_split, args)
     train_items, train_labels = _split(data, args.train_split, args, args.max_train)
     if args.knn_k is not None and args.knn_k > len(train_items):  # before any encoding

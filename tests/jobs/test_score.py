@@ -361,3 +361,32 @@ def test_fdr_lists_the_outlier_files_benjamini_hochberg_flags_and_is_refused_whe
     printed = capsys.readouterr().out
     assert f"[score] --fdr 0.2: {len(expected)} of the 16 test inputs flagged as outliers" in printed
     assert all(entry["input"] in printed for entry in listed["flagged"])
+
+
+@pytest.mark.parametrize("case", ["one class", "other classes", "ood is the data"])
+def test_data_that_cannot_be_scored_as_given_is_refused_naming_why(tmp_path, capsys, case):
+    from PIL import Image
+
+    folder = models(tmp_path)["someone/tiny-insub"]
+    rng = np.random.default_rng(0)
+    classes = {"one class": {"train": ["cat"], "test": ["cat"]},
+               "other classes": {"train": ["cat", "dog"], "test": ["cat", "owl"]},
+               "ood is the data": {"train": ["cat", "dog"], "test": ["cat", "dog"]}}[case]
+    for split, names in classes.items():
+        for name in names:
+            (tmp_path / "images" / split / name).mkdir(parents=True)
+            for i in range(6):
+                Image.fromarray(rng.integers(0, 256, (28, 28), dtype=np.uint8), mode="L").save(
+                    tmp_path / "images" / split / name / f"{i}.png")
+    data = str(tmp_path / "images")
+    argv = ["score", str(folder), "--dataset", data, "--output_dir", str(tmp_path / "out")]
+    if case == "ood is the data":
+        argv += ["--ood_dataset", data + "/"]
+    said = cli_error(argv, capsys)
+    expected = {"one class": "split 'train' has no labels: an image folder gives them by its class sub-folders, and "
+                             "this one has one class only",
+                "other classes": "its 'test' split has classes its 'train' split lacks (['owl'])",
+                "ood is the data": "ScoreArguments.ood_dataset="}[case]
+    assert expected in said, said
+    if case == "ood is the data":
+        assert "is the in-distribution data itself (--dataset)" in said
