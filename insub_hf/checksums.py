@@ -51,13 +51,16 @@ def checksum_metadata(tensors: dict[str, torch.Tensor]) -> dict[str, str]:
     return {METADATA_KEY: json.dumps({name: tensor_checksum(t) for name, t in tensors.items()}, sort_keys=True)}
 
 
-def weights_fingerprint(module: torch.nn.Module, leave_out: str | None = None) -> str:
+def weights_fingerprint(module: torch.nn.Module, leave_out: str | None = None, dtype: torch.dtype | None = None) -> str:
     """SHA-256 (hex) over a module's state dict (names, dtypes, shapes and bytes): which trained weights these are.
-    `leave_out`: a name prefix whose entries do not count (a bank made from the weights, not part of them)."""
+    `leave_out`: a name prefix whose entries do not count (a bank made from the weights, not part of them); `dtype`:
+    the floating tensors read as cast to it (what they were before a cast that kept their values)."""
     digest = hashlib.sha256()
     for name, tensor in sorted(module.state_dict().items()):
         if leave_out is not None and name.startswith(leave_out):
             continue
+        if dtype is not None and tensor.is_floating_point():
+            tensor = tensor.to(dtype)
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}:{tensor_checksum(tensor)};".encode())
     return digest.hexdigest()
 

@@ -366,3 +366,21 @@ def test_rows_also_in_finds_exact_repeats_only():
     assert torch.equal(rows_also_in(first, second), expected)
     brute = torch.tensor([any(torch.equal(row, other) for other in first) for row in second])  # every pair compared
     assert torch.equal(rows_also_in(first, second), brute)
+
+
+def test_a_dtype_cast_and_a_bank_never_set_are_refused_for_what_they_are():
+    from .conftest import tiny_config
+
+    torch.manual_seed(0)
+    model = InSubModel(tiny_config(num_heads=3)).eval()
+    model.fit_uncertainty({"pixel_values": torch.rand(100, 3, 32, 32)}, k=5)
+    model.to(torch.float64)
+    with pytest.raises(ValueError, match=r"the model was cast to torch.float64 after its `uncertainty` was fitted in "
+                                         r"torch.float32 \(the same weights\).*model.to\(torch.float32\)"):
+        model(pixel_values=torch.rand(2, 3, 32, 32, dtype=torch.float64))
+    model.to(torch.float32)  # cast back: the same numbers again
+    assert model(pixel_values=torch.rand(2, 3, 32, 32)).uncertainty is not None
+    never = InSubModel(tiny_config(num_heads=3, uncertainty={"reading": "knn", "bank_size": 10, "k": 3})).eval()
+    with pytest.raises(ValueError, match=r"its config names a k-NN bank of 10 rows \(config.uncertainty\['bank_size'\]\) "
+                                         r"that was never set.*model.fit_uncertainty"):
+        never(pixel_values=torch.rand(2, 3, 32, 32))

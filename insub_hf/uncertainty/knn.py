@@ -57,14 +57,25 @@ class KnnBank(nn.Module):
         self.norms = values_fingerprint(self.tensors)
 
     def verify(self, model: nn.Module) -> None:
-        """Raises unless the SHA-256 of `model`'s encoder and heads is the one the bank was embedded with."""
-        if encoder_and_heads_fingerprint(model) != model.config.uncertainty["bank_weights"]:
+        """Raises unless the SHA-256 of `model`'s encoder and heads is the one the bank was embedded with, saying
+        why: a bank never set, the model cast to another dtype, or other weights."""
+        recorded, way_out = model.config.uncertainty["bank_weights"], (
+            "model.fit_uncertainty(your_inputs) (or insub_hf.uncertainty.knn.clear_bank(model): `uncertainty` is None "
+            "until then)")
+        if recorded is None:
+            raise ValueError(f"InSubModel: its config names a k-NN bank of {self.bank.shape[0]} rows "
+                             "(config.uncertainty['bank_size']) that was never set: no fit recorded the weights it "
+                             f"belongs to. Fit it: {way_out}.")
+        if encoder_and_heads_fingerprint(model) != recorded:
+            cast = sorted({str(t.dtype) for t in guarded_tensors(model)} - {str(torch.float32)})
+            if cast and encoder_and_heads_fingerprint(model, torch.float32) == recorded:
+                raise ValueError(f"InSubModel: the model was cast to {', '.join(cast)} after its `uncertainty` was "
+                                 "fitted in torch.float32 (the same weights), and the fit's numbers hold only there: "
+                                 f"cast it back, model.to(torch.float32), or fit it again in this dtype: {way_out}.")
             raise ValueError(
                 "InSubModel: its k-NN bank (config.uncertainty['bank_size'] rows) was embedded with other weights than "
-                "the model has now (trained, edited or cast to another dtype since), so its `uncertainty` would be "
-                "distances to another model's representations. Fit it again on these weights: "
-                "model.fit_uncertainty(your_inputs) (or insub_hf.uncertainty.knn.clear_bank(model): `uncertainty` is "
-                "None until then)."
+                "the model has now (trained or edited since), so its `uncertainty` would be distances to another "
+                f"model's representations. Fit it again on these weights: {way_out}."
             )
         self.remember(model)
 
@@ -125,12 +136,12 @@ def values_fingerprint(tensors: GuardedTensors) -> torch.Tensor:
     return torch.stack(parts)
 
 
-def encoder_and_heads_fingerprint(model: nn.Module) -> str:
+def encoder_and_heads_fingerprint(model: nn.Module, dtype: torch.dtype | None = None) -> str:
     """`weights_fingerprint` of the encoder and heads of `model` (an `InSubModel`, or the one inside
     `InSubForPreTraining`), its bank left out: which trained weights a bank, a detector, a results row or a card's
-    numbers belong to."""
+    numbers belong to (`dtype`: read as cast to it)."""
     model = getattr(model, "insub", model)
-    return weights_fingerprint(model, leave_out=BANK + ".")
+    return weights_fingerprint(model, leave_out=BANK + ".", dtype=dtype)
 
 
 def new_bank(model: nn.Module, representations: torch.Tensor, k: int) -> KnnBank:
