@@ -47,6 +47,7 @@ class KnnBank(nn.Module):
         self.calibration = None if calibration is None else CalibrationScores(*calibration)
         self.tensors: GuardedTensors | None = None  # the weights checked last (None: check by SHA-256 next)
         self.register_buffer("norms", torch.zeros(0), persistent=False)  # and their `values_fingerprint`
+        self.register_buffer("scale", torch.zeros(0), persistent=False)  # and its `fingerprint_scale`
 
     def forward(self, representation: torch.Tensor, k: int) -> torch.Tensor:
         return knn_distance(F.normalize(representation.float(), dim=-1), self.bank.float(), k)
@@ -55,6 +56,7 @@ class KnnBank(nn.Module):
         """Keeps `model`'s tensors and their norms as the weights the bank belongs to (they were just verified)."""
         self.tensors = GuardedTensors(guarded_tensors(model))
         self.norms = values_fingerprint(self.tensors)
+        self.scale = fingerprint_scale(self.tensors, self.norms)
 
     def verify(self, model: nn.Module) -> None:
         """Raises unless the SHA-256 of `model`'s encoder and heads is the one the bank was embedded with, saying
@@ -89,8 +91,9 @@ class KnnBank(nn.Module):
 
     def current(self) -> torch.Tensor:
         """`()` bool on the device, no host read: whether the remembered tensors still have their norms (what a
-        compiled forward reads; `remember` must have run)."""
-        return (values_fingerprint(self.tensors) == self.norms).all()
+        compiled forward reads; `remember` must have run). A compiled reduction sums in another order than the
+        eager one that remembered them, so they are compared within `COMPILED_TOLERANCE` of their scale."""
+        return ((values_fingerprint(self.tensors) - self.norms).abs() <= COMPILED_TOLERANCE * self.scale).all()
 
     def _apply(self, fn, *args, **kwargs):
         # the model's tensors may be moved or cast with it: their norms there are checked by SHA-256 once
@@ -134,6 +137,20 @@ def values_fingerprint(tensors: GuardedTensors) -> torch.Tensor:
         joined = torch.cat(tensors.vectors).float()
         parts += [joined.norm(), torch.dot(joined, tensors.weights)]
     return torch.stack(parts)
+
+
+# How far a compiled forward's fingerprint may lie from the eager one, relative to its `fingerprint_scale`: float32
+# sums in another order differ by about 1e-7 of it; an optimiser step moves it by orders of magnitude more
+COMPILED_TOLERANCE = 1e-5
+
+
+@torch.no_grad()
+def fingerprint_scale(tensors: GuardedTensors, norms: torch.Tensor) -> torch.Tensor:
+    """`(T,)`: the size of each entry of `values_fingerprint` whose rounding bounds how far another summation order
+    moves it: a norm itself; for the vectors' weighted sum, the product of the two norms (Cauchy-Schwarz)."""
+    if not tensors.vectors:
+        return norms.abs()
+    return torch.cat([norms[:-1].abs(), (norms[-2] * tensors.weights.norm()).reshape(1)])
 
 
 def encoder_and_heads_fingerprint(model: nn.Module, dtype: torch.dtype | None = None) -> str:
