@@ -11,6 +11,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from ..model.frozen_base import frozen_base_facts
 from ..uncertainty.fitting import SEES_OUTLIERS
 from ..uncertainty.readings import is_calibrated, reads_bank, reads_lengths, served_reading, single_reading
 
@@ -326,6 +327,7 @@ def model_card(model, repo_id: str, card: HubCard | None = None) -> ModelCard:
         ), training_data=card.training_data or "Not recorded when this card was generated.",
         eval_table=eval_table(eval_results) if eval_results else "", notes=card.notes, citation=CITATION,
         insub_version=__version__, transformers_version=transformers.__version__,
+        frozen_base=frozen_base_facts(model),
         direction=block["direction"], calibration=CALIBRATION_SETS[main_input],
         bank={"k": block["k"], "size": block["bank_size"]} if reads_bank(block) else None,
         by_length=reads_lengths(block), hyperparameters=card.hyperparameters,

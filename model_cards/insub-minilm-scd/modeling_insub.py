@@ -664,15 +664,17 @@ def load_frozen_base(model, name: str) -> None:
     base = model.config.frozen_base
     if base is None or holds_its_base(model):
         return
+    encoder = getattr(model, "insub", model).encoder
     packaged = packaged_base(base["repo_id"])
-    loaded = AutoModel.from_pretrained(packaged) if packaged is not None else None
-    if loaded is None or weights_fingerprint(loaded) != base["sha256"]:  # not packaged, or another revision
+    if packaged is not None:
+        encoder.load_backbone_state_dict(AutoModel.from_pretrained(packaged).state_dict(), base["repo_id"])
+    if not holds_its_base(model):  # not packaged, or another revision of it: the repo itself
         try:
-            loaded = AutoModel.from_pretrained(base["repo_id"])
+            weights = AutoModel.from_pretrained(base["repo_id"]).state_dict()
         except OSError as error:
             raise OSError(f"from_pretrained({name!r}): its frozen base {base['repo_id']!r} (config.frozen_base, the "
                           f"encoder's weights, not in this folder) could not be loaded: {error}") from error
-    getattr(model, "insub", model).encoder.load_backbone_state_dict(loaded.state_dict(), base["repo_id"])
+        encoder.load_backbone_state_dict(weights, base["repo_id"])
     if not holds_its_base(model):
         raise ValueError(f"from_pretrained({name!r}): the weights of its frozen base {base['repo_id']!r} are not the "
                          f"ones its heads were trained on (fingerprint {weights_fingerprint(base_module(model))[:12]}, "
