@@ -13,7 +13,7 @@ validation data and then on test data (disjoint tweets and disjoint halves of ea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -66,12 +66,18 @@ class Encoded:
     lengths: torch.Tensor
 
 
-def encode(encoder, sentences: list[str], heads: bool) -> Encoded:
+def encode(encoder, sentences: list[str], heads: bool, cache: dict | None = None) -> Encoded:
     """`encoder` (an `InSubSentenceEncoder`) on `sentences`: unit embeddings, its heads' spread (with `heads`) and
-    the token counts."""
-    out = encoder.encode(sentences)
-    lengths = torch.as_tensor([int(m.sum()) for m in encoder.tokenize(list(sentences))["attention_mask"]])
-    return Encoded(F.normalize(out.embeddings, dim=1), out.head_spread if heads else None, lengths)
+    the token counts; `cache` (a bench's) keeps what the same encoder object gave for the same sentences."""
+    key = (id(encoder), tuple(sentences))
+    if cache is None or key not in cache:
+        out = encoder.encode(sentences)
+        lengths = torch.as_tensor([int(m.sum()) for m in encoder.tokenize(list(sentences))["attention_mask"]])
+        found = Encoded(F.normalize(out.embeddings, dim=1), out.head_spread, lengths)
+        if cache is None:
+            return replace(found, spread=found.spread if heads else None)
+        cache[key] = found
+    return replace(cache[key], spread=cache[key].spread if heads else None)
 
 
 def cosine_correlation(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -110,6 +116,8 @@ class Bench:
     sets: dict
     bank_sentences: list[str]
     base: dict | None = None
+    # what each encoder gave (`encode`): a base measured through the model that holds it frozen is encoded once
+    encoded: dict = field(default_factory=dict)
 
 
 def make_bench(args: TextBenchArguments, bank_sentences: list[str]) -> Bench:
@@ -156,8 +164,8 @@ def measure_model(encoder, heads: bool, bench: Bench, args: TextBenchArguments, 
     """Validation and test numbers of one model (see the module's docstring), its readings' directions and length
     standardisation (fitted on the validation tweets)."""
     data = bench.data
-    enc = {split: encode(encoder, list(data[split]["text"]), heads) for split in ("train", *SPLITS)}
-    bank = encode(encoder, bench.bank_sentences, False).embeddings
+    enc = {split: encode(encoder, list(data[split]["text"]), heads, bench.encoded) for split in ("train", *SPLITS)}
+    bank = encode(encoder, bench.bank_sentences, False, bench.encoded).embeddings
     standardise = fit_length_buckets(enc["validation"].spread, enc["validation"].lengths,
                                              args.length_buckets) if heads else None
     labels = {split: np.asarray(data[split]["label"]) for split in ("train", *SPLITS)}
@@ -167,7 +175,7 @@ def measure_model(encoder, heads: bool, bench: Bench, args: TextBenchArguments, 
     for split in SPLITS:
         errors = torch.as_tensor(classifier.predict(enc[split].embeddings.numpy()) != labels[split])
         in_scores = readings(enc[split], bank, args.k, standardise)
-        outside = {name: encode(encoder, sentences[split], heads) for name, sentences in bench.sets.items()}
+        outside = {name: encode(encoder, sentences[split], heads, bench.encoded) for name, sentences in bench.sets.items()}
         out_scores = {name: readings(encoded, bank, args.k, standardise) for name, encoded in outside.items()}
         if split == "test":
             ood = {name: encoded.embeddings for name, encoded in outside.items()}

@@ -113,13 +113,17 @@ def measure(model, tokenizer, args, reading: TextReleaseArguments, bank: list[st
     from ..evaluation.text_bench import (
         TextBenchArguments, make_bench, measure_base, measure_model, second_domain,
     )
+    from ..model.frozen_base import frozen_base_facts
     from ..model.sentence_embeddings import InSubSentenceEncoder
 
     path = encoder_path(args.encoder)
     check = TextBenchArguments(k=reading.k, bank_size=len(bank))
     bench = make_bench(check, list(bank))
-    measure_base(bench, text_candidates.base_encoder(path, AutoConfig.from_pretrained(path), base_tokenizer(path)), check)
     encoder = InSubSentenceEncoder(model, tokenizer)
+    # a model over its frozen base gives the base's own embeddings: measured through it, each sentence is encoded once
+    base = encoder if frozen_base_facts(model) is not None else text_candidates.base_encoder(
+        path, AutoConfig.from_pretrained(path), base_tokenizer(path))
+    measure_base(bench, base, check)
     measured = measure_model(encoder, True, bench, check, seed)
     elsewhere = second_domain(encoder, measured, reading.k)
     return {**measured.numbers, "reading": reading.uncertainty, "ood_sets": list(bench.sets),
