@@ -188,3 +188,34 @@ def test_plain_training_arguments_train_the_trainers_own_step(tmp_path):
                        batch_views=BatchTwoViews(16, *IMAGE_STATS["cifar10"], num_channels=3))
     run.train()  # no capture_step field: the Trainer's own step and optimiser
     assert run.state.global_step == 1 and not isinstance(run.optimizer.optimizer, CapturedAdamW)
+
+
+def test_a_captured_run_resumes_a_checkpoint_written_without_capture(tmp_path):
+    """An uncaptured run's checkpoint (torch's AdamW state, its learning rate a float) resumed with capture_step=True:
+    the moments and step counters carry over, the learning rate is the schedule's, and it ends where the uncaptured
+    run ends (within the captured step's float tolerance)."""
+    plain = trainer(tmp_path, capture=False, save_strategy="steps", save_steps=3)
+    plain.train()
+    resumed = trainer(tmp_path / "resumed", capture=True)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "run-False-16" / "checkpoint-3"))
+    assert logged(resumed, "loss")[-3:] == pytest.approx(logged(plain, "loss")[-3:], rel=1e-4)
+    optimizer = resumed.optimizer.optimizer
+    assert isinstance(optimizer, CapturedAdamW) and isinstance(optimizer.param_groups[0]["lr"], torch.Tensor)
+    for mine, theirs in zip(resumed.model.parameters(), plain.model.parameters()):
+        torch.testing.assert_close(mine, theirs, atol=2e-4, rtol=1e-3)
+
+
+def test_capture_step_with_another_optimiser_or_the_stock_trainer_is_refused_naming_why(tmp_path):
+    from transformers import Trainer
+
+    model = InSubForPreTraining(InSubConfig(**CONFIG))
+    args = InSubTrainingArguments(output_dir=str(tmp_path / "run"), per_device_train_batch_size=16, max_steps=2,
+                                  report_to=[], capture_step=True, data_on_device=True)
+    views = BatchTwoViews(16, *IMAGE_STATS["cifar10"], num_channels=3)
+    with pytest.raises(ValueError, match=r"capture_step=True runs its own AdamW inside the captured step .* was given "
+                                         r"a SGD \(optimizers=...\): leave the optimiser out, or set capture_step=False"):
+        InSubTrainer(model=model, args=args, train_dataset=images(), batch_views=views,
+                     optimizers=(torch.optim.SGD(model.parameters(), lr=0.1), None))
+    with pytest.raises(ValueError, match=r"capture_step=True is run by InSubTrainer's own step; Trainer would train "
+                                         r"every step uncaptured"):
+        Trainer(model=model, args=args, train_dataset=images())

@@ -84,6 +84,20 @@ class CapturedAdamW(torch.optim.AdamW):
             return None
         return super().step(closure)
 
+    def load_state_dict(self, state_dict: dict) -> None:
+        """AdamW's saved state, from a captured run or an uncaptured one (a resumed run may turn `capture_step` on):
+        the moments and step counters as saved, the learning rate written into this optimiser's own tensor (the graph
+        reads it there; an uncaptured run saved a float) and the update's settings kept as this optimiser runs it."""
+        kept = [(group["lr"], group["capturable"], group["foreach"]) for group in self.param_groups]
+        super().load_state_dict(state_dict)
+        for group, (lr, capturable, foreach) in zip(self.param_groups, kept):
+            lr.fill_(float(group["lr"]))
+            group.update(lr=lr, capturable=capturable, foreach=foreach)
+            for p in group["params"]:  # a capturable update keeps its step counters beside the parameters
+                state = self.state.get(p, {})
+                if "step" in state:
+                    state["step"] = state["step"].to(torch.float32).to(p.device if capturable else "cpu")
+
 
 class CapturedStepMixin:
     """The `InSubTrainer` side of `capture_step`: builds `CapturedAdamW`, compiles the step once, and runs it in
@@ -110,6 +124,17 @@ class CapturedStepMixin:
             raise ValueError(
                 "InSubTrainingArguments.capture_step=True makes the views inside the captured step: it needs "
                 "InSubTrainer(batch_views=...) (e.g. BatchTwoViews) and a training set of plain images."
+            )
+
+    def check_capture_optimizer(self) -> None:
+        """The captured step runs its own AdamW: refused, before any training, with an optimiser passed in."""
+        given = self.optimizer if self.optimizer is not None else getattr(self, "optimizer_cls_and_kwargs", None)
+        if self.capturing and given is not None and not isinstance(given, CapturedAdamW):
+            name = type(given).__name__ if self.optimizer is not None else given[0].__name__
+            raise ValueError(
+                f"InSubTrainingArguments.capture_step=True runs its own AdamW inside the captured step (its learning "
+                f"rate, betas, eps and weight decay from the arguments); InSubTrainer was given a {name} "
+                "(optimizers=...): leave the optimiser out, or set capture_step=False to train with it."
             )
 
     def create_optimizer(self, model=None):

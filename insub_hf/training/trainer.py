@@ -134,6 +134,7 @@ class InSubTrainer(CapturedStepMixin, Trainer):
         check_distributed(self.args)
         self.batch_views = batch_views.to(self.args.device) if batch_views is not None else None
         self.check_capture_inputs()
+        self.check_capture_optimizer()
         if (self.batch_views is not None and self.args.torch_compile and hasattr(self.batch_views, "compile_views")
                 and not self.capturing):  # a captured step compiles its views with it
             self.batch_views.compile_views(backend=self.args.torch_compile_backend or "inductor",

@@ -4,10 +4,11 @@ batches and the GPU fast path, and what it reads of the launcher (processes, dev
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 
 import torch
-from transformers import TrainingArguments
+from transformers import Trainer, TrainingArguments
 
 from .memory_format import resolve_channels_last
 from ..validation import check_range
@@ -117,6 +118,18 @@ class InSubTrainingArguments(TrainingArguments):
             "(dataloader_drop_last is set True)."
         },
     )
+
+    def get_process_log_level(self) -> int:
+        """transformers' `TrainingArguments.get_process_log_level`, which `Trainer.__init__` calls first: a stock
+        Trainer given `capture_step=True` (which only `InSubTrainer` runs) is refused there, before any work."""
+        caller = sys._getframe(1).f_locals.get("self")
+        if self.capture_step and isinstance(caller, Trainer) and not hasattr(caller, "captured_step"):
+            raise ValueError(
+                f"InSubTrainingArguments.capture_step=True is run by InSubTrainer's own step; {type(caller).__name__} "
+                "would train every step uncaptured: use insub_hf.InSubTrainer(..., batch_views=...), or "
+                "capture_step=False."
+            )
+        return super().get_process_log_level()
 
     def check_channels_last(self) -> None:
         """channels_last checked again (`InSubTrainer.train` calls this): an ISA cap set in the process after the
