@@ -359,3 +359,38 @@ def test_no_release_folder_holds_a_link():
     """A Hub folder is plain files: a link breaks where the folder is copied or uploaded on its own."""
     root = Path(__file__).resolve().parents[1] / "model_cards"
     assert [str(p.relative_to(root)) for p in root.rglob("*") if p.is_symlink()] == []
+
+
+BY_REPO_ID_WITH_THE_PACKAGE = """
+import torch
+from sentence_transformers import SentenceTransformer
+from insub_hf import InSubModel
+
+model = InSubModel.from_pretrained("insub-hf/insub-minilm-scd").eval()
+st = SentenceTransformer("insub-hf/insub-minilm-scd", trust_remote_code=True)
+inputs = st[0].tokenizer(["A sentence to embed.", "Another one."], padding=True, return_tensors="pt")
+with torch.no_grad():
+    torch.testing.assert_close(st[0].model(**inputs).representation, model(**inputs).representation, rtol=1e-5,
+                               atol=1e-6)
+assert model.config.frozen_base["repo_id"] == "sentence-transformers/all-MiniLM-L6-v2"
+print("loaded by repo id")
+"""
+
+
+def test_the_released_text_folder_loads_by_repo_id_with_insub_hf(tmp_path):
+    """The card's snippets load it by repo id without insub-hf; here the package's `InSubModel` and
+    sentence-transformers load it by repo id from the local Hub (its base's repo there too)."""
+    from insub_hf.encoders.pretrained import packaged_minilm_path
+
+    folder, packaged = CARDS / "insub-minilm-scd", packaged_minilm_path()
+    with LocalHub() as hub:
+        hub.repos["insub-hf/insub-minilm-scd"] = ("3" * 40, {str(p.relative_to(folder)): p.read_bytes()
+                                                             for p in folder.rglob("*") if p.is_file()})
+        hub.repos["sentence-transformers/all-MiniLM-L6-v2"] = ("4" * 40, {
+            str(p.relative_to(packaged)): p.read_bytes() for p in packaged.rglob("*") if p.is_file()})
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+        env.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / "hf"), HF_HUB_DISABLE_TELEMETRY="1",
+                   HF_HUB_DISABLE_XET="1")
+        run = subprocess.run([sys.executable, "-c", BY_REPO_ID_WITH_THE_PACKAGE], env=env, capture_output=True,
+                             text=True, timeout=300, cwd=tmp_path)
+    assert "loaded by repo id" in run.stdout, run.stderr[-3000:]
