@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from joblib import Parallel, delayed, parallel_config
+from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 import torch
 from datasets import Dataset, DatasetDict, concatenate_datasets, load_dataset
@@ -144,11 +145,12 @@ def classify_cv(
         raise ValueError(f"classify_cv: the labels hold {len(classes)} class; at least 2 are needed.")
     probs = np.zeros((len(labels), int(classes.max()) + 1))
     splits = list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(features, labels))
-    # the folds are independent fits: one process per free core (each fit single-threaded), the same numbers; a
-    # small set in this process (starting the processes would cost more than its fits)
+    # the folds are independent fits: one process per free core, a small set in this process (starting processes
+    # would cost more than its fits); every fit single-threaded, where it is fastest (lbfgs on a few thousand rows
+    # spends more on BLAS threads than it gains) and gives the same numbers on either path
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     workers = min(len(splits), cores) if len(labels) >= PARALLEL_FROM else 1
-    with parallel_config(backend="loky", inner_max_num_threads=1):
+    with threadpool_limits(1), parallel_config(backend="loky", inner_max_num_threads=1):
         fitted = Parallel(n_jobs=workers, return_as="generator")(
             delayed(_fold)(features, labels, train, test, inner_folds, seed) for train, test in splits)
         for test, known, fold_probs in tqdm(fitted, total=folds, desc=f"{folds}-fold transfer", leave=False):
