@@ -337,6 +337,19 @@ def from_former_keys(kwargs: dict[str, Any]) -> dict[str, Any] | None:
     return found or None
 
 
+_UNSET = object()
+
+
+def former_key(config, key: str, value: Any = _UNSET) -> Any:
+    """`config.<key>` for a flat `FORMER_CONFIG_KEYS` key, read from or written to its uncertainty block (a write
+    checked as the block's own), warning once."""
+    now = f"InSubConfig.uncertainty[{FORMER_CONFIG_KEYS[key]!r}]"
+    warn_former(f"InSubConfig.{key}", now, stacklevel=4)
+    if value is _UNSET:
+        return config.uncertainty.get(FORMER_CONFIG_KEYS[key])
+    config.uncertainty[FORMER_CONFIG_KEYS[key]] = value
+
+
 def with_fitted_record(block: dict[str, Any] | None) -> dict[str, Any] | None:
     """A calibrated uncertainty block written before it recorded `fitted_with` (insub-hf up to commit ec29209) or
     its `combination` (up to commit 9637199), given both as it was fitted: the values it was saved with, and the
@@ -818,6 +831,8 @@ class InSubConfig(UncertaintySettings, PretrainedConfig):
     uncertainty: dict | None = None
 
     def __setattr__(self, key: str, value: Any) -> None:
+        if key in FORMER_CONFIG_KEYS and "uncertainty" in self.__dict__:  # a flat key of the block, written there
+            return former_key(self, key, value)
         if key in FIELD_CHECKS and key in self.__dict__:  # a change after construction, checked where it is written
             FIELD_CHECKS[key](value)
         if key == "uncertainty" and isinstance(self.__dict__.get(key), UncertaintyBlock):  # a whole block, after
@@ -840,6 +855,8 @@ class InSubConfig(UncertaintySettings, PretrainedConfig):
         if key in self.__dict__.get("_encoder_fields_written", ()):
             warn_former(f"InSubConfig.{key}", f"InSubConfig.encoder_config.{key}")
             return getattr(self.__dict__["encoder_config"], key)
+        if key in FORMER_CONFIG_KEYS and "uncertainty" in self.__dict__:  # a flat key of the block, read from it
+            return former_key(self, key)
         raise AttributeError(f"'InSubConfig' object has no attribute {key!r}")
 
     def to_dict(self) -> dict[str, Any]:

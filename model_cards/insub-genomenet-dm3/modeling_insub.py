@@ -37,11 +37,11 @@ from .configuration_insub import (
     LengthSpreadReading, MAX_DIVERSITY_ALPHA, MAX_DIVERSITY_WEIGHT, MAX_LABELS, MODEL_READINGS, OBJECTIVE_CONFIGS,
     OBJECTIVE_FIELDS, OWN_ENCODERS, ObjectiveConfig, POOLINGS, PRETRAINING, PROBLEM_TYPES, READINGS,
     REMOVAL_VERSION, Reading, Recipe, SelfGenomeNetConfig, SpreadReading, TEXT, UncertaintyBlock, UncertaintyConfig,
-    UncertaintySettings, _BOOKKEEPING_KEYS, _OWN_KEYS, _RULES, _SHA256, _check_attention_heads, _check_unknown_keys,
-    _warned, check_choice, check_fields, check_finite, check_frozen_base, check_label_settings,
+    UncertaintySettings, _BOOKKEEPING_KEYS, _OWN_KEYS, _RULES, _SHA256, _UNSET, _check_attention_heads,
+    _check_unknown_keys, _warned, check_choice, check_fields, check_finite, check_frozen_base, check_label_settings,
     check_length_buckets, check_range, check_rank, checked, encoder_field, encoder_input, encoder_model_class,
-    field_rule, fitted_settings, former_keys_into_block, from_former_keys, is_calibrated, register_own_encoders,
-    warn_former, warn_stale_settings, with_fitted_record, within_length_range,
+    field_rule, fitted_settings, former_key, former_keys_into_block, from_former_keys, is_calibrated,
+    register_own_encoders, warn_former, warn_stale_settings, with_fitted_record, within_length_range,
 )
 
 
@@ -341,13 +341,16 @@ def tensor_checksum(tensor: torch.Tensor) -> str:
     return hashlib.sha256(data.tobytes()).hexdigest()
 
 
-def weights_fingerprint(module: torch.nn.Module, leave_out: str | None = None) -> str:
+def weights_fingerprint(module: torch.nn.Module, leave_out: str | None = None, dtype: torch.dtype | None = None) -> str:
     """SHA-256 (hex) over a module's state dict (names, dtypes, shapes and bytes): which trained weights these are.
-    `leave_out`: a name prefix whose entries do not count (a bank made from the weights, not part of them)."""
+    `leave_out`: a name prefix whose entries do not count (a bank made from the weights, not part of them); `dtype`:
+    the floating tensors read as cast to it (what they were before a cast that kept their values)."""
     digest = hashlib.sha256()
     for name, tensor in sorted(module.state_dict().items()):
         if leave_out is not None and name.startswith(leave_out):
             continue
+        if dtype is not None and tensor.is_floating_point():
+            tensor = tensor.to(dtype)
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}:{tensor_checksum(tensor)};".encode())
     return digest.hexdigest()
 
@@ -373,6 +376,7 @@ class KnnBank(nn.Module):
         self.calibration = None if calibration is None else CalibrationScores(*calibration)
         self.tensors: GuardedTensors | None = None  # the weights checked last (None: check by SHA-256 next)
         self.register_buffer("norms", torch.zeros(0), persistent=False)  # and their `values_fingerprint`
+        self.register_buffer("scale", torch.zeros(0), persistent=False)  # and its `fingerprint_scale`
 
     def forward(self, representation: torch.Tensor, k: int) -> torch.Tensor:
         return knn_distance(F.normalize(representation.float(), dim=-1), self.bank.float(), k)
@@ -381,16 +385,28 @@ class KnnBank(nn.Module):
         """Keeps `model`'s tensors and their norms as the weights the bank belongs to (they were just verified)."""
         self.tensors = GuardedTensors(guarded_tensors(model))
         self.norms = values_fingerprint(self.tensors)
+        self.scale = fingerprint_scale(self.tensors, self.norms)
 
     def verify(self, model: nn.Module) -> None:
-        """Raises unless the SHA-256 of `model`'s encoder and heads is the one the bank was embedded with."""
-        if encoder_and_heads_fingerprint(model) != model.config.uncertainty["bank_weights"]:
+        """Raises unless the SHA-256 of `model`'s encoder and heads is the one the bank was embedded with, saying
+        why: a bank never set, the model cast to another dtype, or other weights."""
+        recorded, way_out = model.config.uncertainty["bank_weights"], (
+            "model.fit_uncertainty(your_inputs) (or insub_hf.uncertainty.knn.clear_bank(model): `uncertainty` is None "
+            "until then)")
+        if recorded is None:
+            raise ValueError(f"InSubModel: its config names a k-NN bank of {self.bank.shape[0]} rows "
+                             "(config.uncertainty['bank_size']) that was never set: no fit recorded the weights it "
+                             f"belongs to. Fit it: {way_out}.")
+        if encoder_and_heads_fingerprint(model) != recorded:
+            cast = sorted({str(t.dtype) for t in guarded_tensors(model)} - {str(torch.float32)})
+            if cast and encoder_and_heads_fingerprint(model, torch.float32) == recorded:
+                raise ValueError(f"InSubModel: the model was cast to {', '.join(cast)} after its `uncertainty` was "
+                                 "fitted in torch.float32 (the same weights), and the fit's numbers hold only there: "
+                                 f"cast it back, model.to(torch.float32), or fit it again in this dtype: {way_out}.")
             raise ValueError(
                 "InSubModel: its k-NN bank (config.uncertainty['bank_size'] rows) was embedded with other weights than "
-                "the model has now (trained, edited or cast to another dtype since), so its `uncertainty` would be "
-                "distances to another model's representations. Fit it again on these weights: "
-                "model.fit_uncertainty(your_inputs) (or insub_hf.uncertainty.knn.clear_bank(model): `uncertainty` is "
-                "None until then)."
+                "the model has now (trained or edited since), so its `uncertainty` would be distances to another "
+                f"model's representations. Fit it again on these weights: {way_out}."
             )
         self.remember(model)
 
@@ -404,8 +420,9 @@ class KnnBank(nn.Module):
 
     def current(self) -> torch.Tensor:
         """`()` bool on the device, no host read: whether the remembered tensors still have their norms (what a
-        compiled forward reads; `remember` must have run)."""
-        return (values_fingerprint(self.tensors) == self.norms).all()
+        compiled forward reads; `remember` must have run). A compiled reduction sums in another order than the
+        eager one that remembered them, so they are compared within `COMPILED_TOLERANCE` of their scale."""
+        return ((values_fingerprint(self.tensors) - self.norms).abs() <= COMPILED_TOLERANCE * self.scale).all()
 
     def _apply(self, fn, *args, **kwargs):
         # the model's tensors may be moved or cast with it: their norms there are checked by SHA-256 once
@@ -451,12 +468,24 @@ def values_fingerprint(tensors: GuardedTensors) -> torch.Tensor:
     return torch.stack(parts)
 
 
-def encoder_and_heads_fingerprint(model: nn.Module) -> str:
+COMPILED_TOLERANCE = 1e-5
+
+
+@torch.no_grad()
+def fingerprint_scale(tensors: GuardedTensors, norms: torch.Tensor) -> torch.Tensor:
+    """`(T,)`: the size of each entry of `values_fingerprint` whose rounding bounds how far another summation order
+    moves it: a norm itself; for the vectors' weighted sum, the product of the two norms (Cauchy-Schwarz)."""
+    if not tensors.vectors:
+        return norms.abs()
+    return torch.cat([norms[:-1].abs(), (norms[-2] * tensors.weights.norm()).reshape(1)])
+
+
+def encoder_and_heads_fingerprint(model: nn.Module, dtype: torch.dtype | None = None) -> str:
     """`weights_fingerprint` of the encoder and heads of `model` (an `InSubModel`, or the one inside
     `InSubForPreTraining`), its bank left out: which trained weights a bank, a detector, a results row or a card's
-    numbers belong to."""
+    numbers belong to (`dtype`: read as cast to it)."""
     model = getattr(model, "insub", model)
-    return weights_fingerprint(model, leave_out=BANK + ".")
+    return weights_fingerprint(model, leave_out=BANK + ".", dtype=dtype)
 
 
 def new_bank(model: nn.Module, representations: torch.Tensor, k: int) -> KnnBank:
@@ -568,9 +597,8 @@ def leaving_out_base(model):
         model._keys_to_ignore_on_save = before
 
 
-def base_location(repo_id: str):
-    """Where `from_pretrained` finds the base: the packaged copy of a known base where its package is installed
-    and the Hub cannot be reached, else `repo_id` itself (a Hub repo or a folder)."""
+def packaged_base(repo_id: str) -> Path | None:
+    """The packaged copy of the base `repo_id` where its PyPI package is installed (`PACKAGED_BASES`), else None."""
     packaged = PACKAGED_BASES.get(repo_id)
     folder = installed_package_dir(packaged[0]) if packaged else None
     return Path(folder, packaged[1]) if folder is not None else None
@@ -591,15 +619,17 @@ def load_frozen_base(model, name: str) -> None:
     base = model.config.frozen_base
     if base is None or holds_its_base(model):
         return
-    try:
-        weights = AutoModel.from_pretrained(base["repo_id"]).state_dict()
-    except OSError as error:  # offline or unreachable: a packaged copy of the same weights, where installed
-        packaged = base_location(base["repo_id"])
-        if packaged is None:
+    encoder = getattr(model, "insub", model).encoder
+    packaged = packaged_base(base["repo_id"])
+    if packaged is not None:
+        encoder.load_backbone_state_dict(AutoModel.from_pretrained(packaged).state_dict(), base["repo_id"])
+    if not holds_its_base(model):  # not packaged, or another revision of it: the repo itself
+        try:
+            weights = AutoModel.from_pretrained(base["repo_id"]).state_dict()
+        except OSError as error:
             raise OSError(f"from_pretrained({name!r}): its frozen base {base['repo_id']!r} (config.frozen_base, the "
                           f"encoder's weights, not in this folder) could not be loaded: {error}") from error
-        weights = AutoModel.from_pretrained(packaged).state_dict()
-    getattr(model, "insub", model).encoder.load_backbone_state_dict(weights, base["repo_id"])
+        encoder.load_backbone_state_dict(weights, base["repo_id"])
     if not holds_its_base(model):
         raise ValueError(f"from_pretrained({name!r}): the weights of its frozen base {base['repo_id']!r} are not the "
                          f"ones its heads were trained on (fingerprint {weights_fingerprint(base_module(model))[:12]}, "
@@ -792,11 +822,11 @@ TAKES = {"pixel_values": "a dict with `pixel_values (N, C, H, W)`, a float tenso
                         "or a datasets.Dataset with a sequence column"}
 
 
-def refuse(argument: str, main: str, got: str) -> ValueError:
-    return ValueError(f"fit_uncertainty({argument}=...): this model reads `{main}`; it takes {TAKES[main]}; got {got}.")
+def refuse(argument: str, main: str, got: str, call: str = "fit_uncertainty") -> ValueError:
+    return ValueError(f"{call}({argument}=...): this model reads `{main}`; it takes {TAKES[main]}; got {got}.")
 
 
-def find_processor(model, processor, argument: str, main: str):
+def find_processor(model, processor, argument: str, main: str, call: str = "fit_uncertainty"):
     """`processor` as given, else the one saved beside the model (`name_or_path`), else a refusal naming `processor=`."""
     if processor is not None:
         return processor
@@ -810,38 +840,38 @@ def find_processor(model, processor, argument: str, main: str):
         except (OSError, ValueError):
             pass
     kind = "image processor" if main == "pixel_values" else "tokenizer"
-    raise ValueError(f"fit_uncertainty({argument}=...): raw inputs need the model's {kind}, and none is saved beside "
+    raise ValueError(f"{call}({argument}=...): raw inputs need the model's {kind}, and none is saved beside "
                      f"it ({source or 'a model built in memory'}): pass processor=your_{kind.replace(' ', '_')}.")
 
 
-def from_dataset(dataset, argument: str, main: str):
+def from_dataset(dataset, argument: str, main: str, call: str = "fit_uncertainty"):
     """The column of `dataset` (a `datasets.Dataset`) the model reads, as a list or a tensor."""
     for column in (main, *DATASET_COLUMNS[main]):
         if column in dataset.column_names:
             values = dataset[column]
             return values if isinstance(values, (list, torch.Tensor, np.ndarray)) else list(values)
-    raise ValueError(f"fit_uncertainty({argument}=...): the dataset has columns {dataset.column_names}; this model "
+    raise ValueError(f"{call}({argument}=...): the dataset has columns {dataset.column_names}; this model "
                      f"reads `{main}`: give a dataset with one of the columns {[main, *DATASET_COLUMNS[main]]} (or "
                      f"dataset.rename_column(...)).")
 
 
-def from_raw(model, values, argument: str, main: str, processor):
+def from_raw(model, values, argument: str, main: str, processor, call: str = "fit_uncertainty"):
     """The encoder's inputs of a list of raw inputs (PIL or numpy images, sentences, DNA strings)."""
     if main == "dna_one_hot":
         pass
 
         if not all(isinstance(v, str) for v in values):
-            raise refuse(argument, main, "a list that is not all DNA strings")
+            raise refuse(argument, main, "a list that is not all DNA strings", call)
         lengths = {len(v) for v in values}
         if len(lengths) != 1:
-            raise ValueError(f"fit_uncertainty({argument}=...): the DNA strings have {len(lengths)} lengths "
+            raise ValueError(f"{call}({argument}=...): the DNA strings have {len(lengths)} lengths "
                              f"({sorted(lengths)[:5]}...); give windows of one length.")
         return {main: torch.stack([one_hot_dna(v, name=f"{argument}[{i}]") for i, v in enumerate(values)])}
     texts = all(isinstance(v, str) for v in values)
     if (main == "input_ids") != texts:
         what = "sentences" if texts else f"a list of {type(values[0]).__name__}"
-        raise refuse(argument, main, what)
-    processor = find_processor(model, processor, argument, main)
+        raise refuse(argument, main, what, call)
+    processor = find_processor(model, processor, argument, main, call)
     if main == "pixel_values":
         return dict(processor(images=list(values), return_tensors="pt"))
     limit = model.config.text_max_length(processor)
@@ -849,7 +879,7 @@ def from_raw(model, values, argument: str, main: str, processor):
     return dict(encoded)
 
 
-def from_array(array, argument: str, main: str):
+def from_array(array, argument: str, main: str, call: str = "fit_uncertainty"):
     """A bare tensor or array: the main input where it has that layout (floats), numpy images as integers
     `(N, H, W[, C])` for the processor, or token ids `(N, T)`."""
     floating = array.is_floating_point() if isinstance(array, torch.Tensor) else array.dtype.kind == "f"
@@ -859,38 +889,40 @@ def from_array(array, argument: str, main: str):
     if floating == (main != "input_ids") and array.ndim == layout:
         return {main: torch.as_tensor(array)}
     kind = "float" if floating else "integer"
-    raise refuse(argument, main, f"a {kind} array of shape {tuple(array.shape)}")
+    raise refuse(argument, main, f"a {kind} array of shape {tuple(array.shape)}", call)
 
 
-def as_model_inputs(model, inputs, argument: str = "inputs", processor=None) -> dict[str, torch.Tensor]:
+def as_model_inputs(model, inputs, argument: str = "inputs", processor=None,
+                    call: str = "fit_uncertainty") -> dict[str, torch.Tensor]:
     """`inputs` (any form of the module note) as the encoder's inputs: tensors with N rows each, the main input
-    finite, or a refusal in one line naming `argument`, what this model takes and what it got."""
+    finite, or a refusal in one line naming `call` (the function taking them), `argument`, what this model takes and
+    what it got."""
     main = model.encoder.main_input_name
     if type(inputs).__name__ == "Dataset" and hasattr(inputs, "column_names"):
-        inputs = from_dataset(inputs, argument, main)
+        inputs = from_dataset(inputs, argument, main, call)
     if isinstance(inputs, np.ndarray) and inputs.dtype.kind in "OUS":  # strings
         inputs = inputs.tolist()
     if isinstance(inputs, (torch.Tensor, np.ndarray)):
-        inputs = from_array(inputs, argument, main)
+        inputs = from_array(inputs, argument, main, call)
     if isinstance(inputs, str):
-        raise refuse(argument, main, "one string (give a list of them)")
+        raise refuse(argument, main, "one string (give a list of them)", call)
     if isinstance(inputs, Sequence) and not isinstance(inputs, Mapping):
         if len(inputs) == 0:
-            raise refuse(argument, main, "an empty list")
-        inputs = from_raw(model, inputs, argument, main, processor)
+            raise refuse(argument, main, "an empty list", call)
+        inputs = from_raw(model, inputs, argument, main, processor, call)
     if not isinstance(inputs, Mapping):
-        raise refuse(argument, main, f"a {type(inputs).__name__}")
+        raise refuse(argument, main, f"a {type(inputs).__name__}", call)
     if main not in inputs or inputs[main] is None:
-        raise refuse(argument, main, f"a dict with keys {sorted(inputs)}")
+        raise refuse(argument, main, f"a dict with keys {sorted(inputs)}", call)
     tensors = {name: torch.as_tensor(inputs[name]) for name in model.encoder.input_names
                if inputs.get(name) is not None}
     rows = {name: value.shape[0] if value.dim() else 0 for name, value in tensors.items()}
     if len(set(rows.values())) != 1 or rows[main] == 0:
-        raise ValueError(f"fit_uncertainty({argument}=...): its tensors must hold the same number (>= 1) of rows; "
+        raise ValueError(f"{call}({argument}=...): its tensors must hold the same number (>= 1) of rows; "
                          f"got {rows}.")
     if tensors[main].is_floating_point() and not torch.isfinite(tensors[main]).all():
         bad = int((~torch.isfinite(tensors[main].flatten(1))).any(dim=1).sum())
-        raise ValueError(f"fit_uncertainty({argument}=...): {bad} of its {rows[main]} rows hold NaN or inf values in "
+        raise ValueError(f"{call}({argument}=...): {bad} of its {rows[main]} rows hold NaN or inf values in "
                          f"`{main}`; give finite inputs.")
     return tensors
 
