@@ -384,12 +384,11 @@ def test_one_number_through_the_class_a_reload_automodel_without_insub_hf_the_de
     assert extractor(images[0]) == rows[0]["features"]  # without the flag: features, as transformers gives them
 
 
-def test_sentence_transformers_fits_in_one_line_and_serves_what_automodel_serves(tmp_path):
-    """sentence-transformers' `encode(..., output_value="uncertainty")` and `AutoModel` on the saved folder give one
-    number (the same forward on the same tokens: equal within float32 rounding of batch padding, 1e-6)."""
-    pytest.importorskip("sentence_transformers")
+def tiny_sentence_transformer(tmp_path):
+    """(a sentence-transformers folder of a tiny unfitted InSub text model loaded with its remote code, its
+    tokenizer): words w0..w39."""
     from sentence_transformers import SentenceTransformer
-    from transformers import AutoModel, BertTokenizerFast
+    from transformers import BertTokenizerFast
 
     from insub_hf.hub import save_for_hub
     from insub_hf.hub.model_card import HubCard
@@ -403,7 +402,16 @@ def test_sentence_transformers_fits_in_one_line_and_serves_what_automodel_serves
     torch.manual_seed(0)
     model = InSubModel(tiny_config(encoder_config=bert, pooling="mean", objective="scd")).eval()
     save_for_hub(model, tmp_path / "folder", "someone/text", HubCard(tokenizer=tokenizer))
-    st = SentenceTransformer(str(tmp_path / "folder"), trust_remote_code=True)
+    return SentenceTransformer(str(tmp_path / "folder"), trust_remote_code=True), tokenizer
+
+
+def test_sentence_transformers_fits_in_one_line_and_serves_what_automodel_serves(tmp_path):
+    """sentence-transformers' `encode(..., output_value="uncertainty")` and `AutoModel` on the saved folder give one
+    number (the same forward on the same tokens: equal within float32 rounding of batch padding, 1e-6)."""
+    pytest.importorskip("sentence_transformers")
+    from transformers import AutoModel
+
+    st, tokenizer = tiny_sentence_transformer(tmp_path)
     rng = np.random.default_rng(0)
     sentences = [" ".join(f"w{i}" for i in rng.integers(0, 40, rng.integers(3, 9))) for _ in range(90)]
     with pytest.raises(KeyError):  # not fitted: no number under that name

@@ -1,4 +1,4 @@
-"""A checkpoint that leaves out its frozen base (`insub_hf/model/frozen_base.py`): saved without the base's tensors,
+"""A checkpoint that leaves out its frozen base (`insub_hf/encoders/frozen_base.py`): saved without the base's tensors,
 loaded back with the same outputs (by the package, and by repo id through a Hub on 127.0.0.1 in a fresh process
 without it); a base with other weights refused; an encoder moved from its base saved whole; the field checked."""
 
@@ -15,7 +15,7 @@ from transformers import BertConfig, BertModel
 
 from insub_hf import InSubConfig, InSubModel, load_encoder_weights
 from insub_hf.encoders.pretrained import MINILM_HUB_ID, hub_repo_of, packaged_minilm_path
-from insub_hf.model.frozen_base import name_frozen_base
+from insub_hf.encoders.frozen_base import name_frozen_base
 
 from .hub_server import LocalHub
 

@@ -6,7 +6,6 @@ input refused in one line naming the argument."""
 import numpy as np
 import pytest
 import torch
-from transformers import BertConfig
 
 from insub_hf import InSubModel
 from insub_hf.uncertainty.conformal import conformal_rank
@@ -111,22 +110,9 @@ def test_every_path_that_serves_uncertainty_reaches_the_p_values_in_one_line(tmp
 
 def test_sentence_transformers_reaches_the_p_values_in_one_line(tmp_path):
     pytest.importorskip("sentence_transformers")
-    from sentence_transformers import SentenceTransformer
-    from transformers import BertTokenizerFast
+    from .test_calibrated_uncertainty import tiny_sentence_transformer
 
-    from insub_hf.hub import save_for_hub
-    from insub_hf.hub.model_card import HubCard
-
-    vocab = tmp_path / "vocab.txt"
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(40)]
-    vocab.write_text("\n".join(words) + "\n")
-    tokenizer = BertTokenizerFast(str(vocab))
-    bert = BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                      intermediate_size=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    torch.manual_seed(0)
-    model = InSubModel(tiny_config(encoder_config=bert, pooling="mean", objective="scd")).eval()
-    save_for_hub(model, tmp_path / "folder", "someone/text", HubCard(tokenizer=tokenizer))
-    st = SentenceTransformer(str(tmp_path / "folder"), trust_remote_code=True)
+    st, _ = tiny_sentence_transformer(tmp_path)
     rng = np.random.default_rng(0)
     sentences = [" ".join(f"w{i}" for i in rng.integers(0, 40, 6)) for _ in range(90)]
     st[0].fit_uncertainty(sentences[:60])

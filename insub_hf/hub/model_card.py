@@ -11,7 +11,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from ..model.frozen_base import frozen_base_facts
+from ..encoders.frozen_base import frozen_base_facts
 from ..uncertainty.fitting import SEES_OUTLIERS
 from ..uncertainty.readings import is_calibrated, reads_bank, reads_lengths, served_reading, single_reading
 

@@ -13,7 +13,7 @@ from ..checkpointing import last_complete_checkpoint, save_pretrained_atomic
 from ..model.configuration_insub import InSubConfig
 from ..encoders import load_encoder_weights
 from ..encoders.pretrained import hub_repo_of
-from ..model.frozen_base import name_frozen_base
+from ..encoders.frozen_base import name_frozen_base
 from ..evaluation.cost import count_parameters, training_memory_mb
 from ..model.modeling_insub import InSubForPreTraining
 from ..training.trainer import InSubTrainer, InSubTrainingArguments

