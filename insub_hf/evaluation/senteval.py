@@ -10,11 +10,9 @@ are computed on the pooled out-of-fold probabilities.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 
 import numpy as np
-from joblib import Parallel, delayed, parallel_config
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 import torch
@@ -131,10 +129,6 @@ def _summary(probs: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     }
 
 
-# Rows from which `classify_cv` fits its folds in parallel processes
-PARALLEL_FROM = 1000
-
-
 def classify_cv(
     features: np.ndarray, labels: np.ndarray, folds: int = 10, inner_folds: int = 5, seed: int = 0
 ) -> dict[str, float]:
@@ -144,26 +138,15 @@ def classify_cv(
     if len(classes) < 2:
         raise ValueError(f"classify_cv: the labels hold {len(classes)} class; at least 2 are needed.")
     probs = np.zeros((len(labels), int(classes.max()) + 1))
-    splits = list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(features, labels))
-    # the folds are independent fits: one process per free core, a small set in this process (starting processes
-    # would cost more than its fits); every fit single-threaded, where it is fastest (lbfgs on a few thousand rows
-    # spends more on BLAS threads than it gains) and gives the same numbers on either path
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    workers = min(len(splits), cores) if len(labels) >= PARALLEL_FROM else 1
-    with threadpool_limits(1), parallel_config(backend="loky", inner_max_num_threads=1):
-        fitted = Parallel(n_jobs=workers, return_as="generator")(
-            delayed(_fold)(features, labels, train, test, inner_folds, seed) for train, test in splits)
-        for test, known, fold_probs in tqdm(fitted, total=folds, desc=f"{folds}-fold transfer", leave=False):
-            probs[np.ix_(test, known)] = fold_probs
+    splits = StratifiedKFold(folds, shuffle=True, random_state=seed).split(features, labels)
+    # single-threaded fits: lbfgs on a few thousand rows spends more on BLAS's threads than they gain (a tenth of
+    # the time on 2 cores, benchmarks/transfer_folds.py)
+    with threadpool_limits(1):
+        for train, test in tqdm(splits, total=folds, desc=f"{folds}-fold transfer", leave=False):
+            penalty = _tune(features[train], labels[train], inner_folds, seed)
+            model = _fit(features[train], labels[train], penalty, seed)
+            probs[np.ix_(test, model.classes_)] = model.predict_proba(features[test])
     return _summary(probs, labels)
-
-
-def _fold(features: np.ndarray, labels: np.ndarray, train: np.ndarray, test: np.ndarray, inner_folds: int,
-          seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One outer fold of `classify_cv`: its test rows, the classes its model knows and their probabilities."""
-    penalty = _tune(features[train], labels[train], inner_folds, seed)
-    model = _fit(features[train], labels[train], penalty, seed)
-    return test, model.classes_, model.predict_proba(features[test])
 
 
 def classify_splits(

@@ -219,19 +219,3 @@ def test_a_classifier_protocol_over_the_same_embeddings_fits_each_classifier_onc
     assert len(fits) == once  # the same embeddings again: nothing fitted again
     senteval.classify_cv(features + 1e-3, labels, folds=3, inner_folds=2)
     assert len(fits) == 2 * once  # other embeddings: fitted
-
-
-def test_cross_validated_transfer_in_parallel_folds_is_the_one_fold_after_another(monkeypatch):
-    """A set large enough for parallel folds gives what the folds fitted one after another in this process give."""
-    import numpy as np
-
-    from insub_hf.evaluation import senteval
-
-    rng = np.random.default_rng(3)
-    features, labels = rng.normal(size=(1200, 6)), rng.integers(0, 3, 1200)
-    features[:, 0] += labels  # something to learn
-    parallel = senteval.classify_cv(features, labels, folds=4, inner_folds=2, seed=1)
-    monkeypatch.setattr(senteval, "PARALLEL_FROM", 10 ** 9)  # in this process, fold after fold
-    monkeypatch.setattr(senteval, "_FITTED", {})
-    assert senteval.classify_cv(features, labels, folds=4, inner_folds=2, seed=1) == pytest.approx(parallel, rel=1e-9)
-    assert parallel["accuracy"] > 0.5
