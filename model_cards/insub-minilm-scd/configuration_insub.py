@@ -1,4 +1,4 @@
-"""configuration_insub: what this folder's loaders run of the insub-hf modules compat, encoders.base, encoders.build, encoders.presets, encoders.registry, model.configuration_insub, model.frozen_base, model.label_settings, objectives, objectives.base, objectives.scd, recipes, uncertainty.conformal, uncertainty.knn, uncertainty.length, uncertainty.readings, uncertainty.settings, validation (documented there), bundled by `insub_hf.hub.remote_code`."""
+"""configuration_insub: what this folder's loaders run of the insub-hf modules compat, encoders.base, encoders.build, encoders.frozen_base, encoders.presets, encoders.registry, model.configuration_insub, model.label_settings, objectives, objectives.base, objectives.scd, recipes, uncertainty.conformal, uncertainty.knn, uncertainty.length, uncertainty.readings, uncertainty.settings, validation (documented there), bundled by `insub_hf.hub.remote_code`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""modeling_insub: what this folder's loaders run of the insub-hf modules checksums, encoders.base, encoders.build, encoders.dna_encoding, encoders.package_files, encoders.registry, encoders.text, losses.diversity, losses.precision, model.frozen_base, model.heads, model.model_files, model.modeling_classification, model.modeling_insub, model.modeling_outputs, uncertainty.conformal, uncertainty.fit_inputs, uncertainty.fitting, uncertainty.knn, uncertainty.reading, uncertainty.separation (documented there), bundled by `insub_hf.hub.remote_code`."""
+"""modeling_insub: what this folder's loaders run of the insub-hf modules checksums, encoders.base, encoders.build, encoders.dna_encoding, encoders.frozen_base, encoders.package_files, encoders.registry, encoders.text, losses.diversity, losses.precision, model.heads, model.model_files, model.modeling_classification, model.modeling_insub, model.modeling_outputs, uncertainty.conformal, uncertainty.fit_inputs, uncertainty.fitting, uncertainty.knn, uncertainty.reading, uncertainty.separation (documented there), bundled by `insub_hf.hub.remote_code`."""
 
 from __future__ import annotations
 
