@@ -1094,19 +1094,14 @@ def rows(inputs: dict[str, torch.Tensor], index: torch.Tensor) -> dict[str, torc
 
 
 def rows_also_in(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
-    """`(M,)` bool: which rows of `second (M, ...)` are also rows of `first (N, ...)`, compared whole (a random
-    projection finds the candidates, exact equality decides)."""
-    a, b = first.flatten(1).double(), second.flatten(1).double()
-    found = torch.zeros(b.shape[0], dtype=torch.bool)
-    if a.shape[1] != b.shape[1]:
-        return found
-    weights = torch.rand(a.shape[1], generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    keys_a, keys_b = a @ weights, b @ weights
-    candidates = torch.isin(keys_b, keys_a).nonzero().flatten()  # rows whose projection is one of `first`'s
-    order = keys_a.argsort()
-    match = order[torch.searchsorted(keys_a[order], keys_b[candidates]).clamp(max=len(order) - 1)]
-    found[candidates] = (a[match] == b[candidates]).all(dim=1)
-    return found
+    """`(M,)` bool: which rows of `second (M, ...)` are also rows of `first (N, ...)`, compared whole by their bytes
+    (no arithmetic on them: a projection's rounding depends on the matrix it is computed in, and missed rows)."""
+    if first.flatten(1).shape[1] != second.flatten(1).shape[1]:
+        return torch.zeros(second.shape[0], dtype=torch.bool)
+    common = torch.promote_types(first.dtype, second.dtype)  # a float32 row and its float64 copy are one row
+    a, b = (np.ascontiguousarray(t.detach().flatten(1).to(common).cpu().numpy()) for t in (first, second))
+    whole = np.dtype((np.void, a.dtype.itemsize * a.shape[1]))  # one row, one opaque value
+    return torch.from_numpy(np.isin(b.view(whole).ravel(), a.view(whole).ravel()))
 
 
 def input_length_range(inputs: dict[str, torch.Tensor], main: str) -> list[int] | None:
