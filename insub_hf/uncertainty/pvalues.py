@@ -127,12 +127,15 @@ class OutlierSelection:
     def __len__(self) -> int:
         return len(self.flagged)
 
+    @classmethod
+    def of(cls, pvalues: np.ndarray, fdr: float) -> OutlierSelection:
+        """The selection Benjamini-Hochberg makes among `pvalues (N,)` at `fdr` (`outliers_among`)."""
+        return cls(np.flatnonzero(outliers_among(pvalues, fdr)), pvalues, fdr, np.flatnonzero(np.isnan(pvalues)))
+
 
 def select_outliers(model, inputs, fdr: float = 0.1, processor=None, batch_size: int = 256) -> OutlierSelection:
     """The outliers among `inputs` (anything `fit_uncertainty` takes) with the false discovery rate among them held
     at `fdr` (in expectation, for in-distribution rows drawn like the calibration rows): Benjamini-Hochberg over
     the model's conformal p-values (`model_pvalues`, `outliers_among`)."""
     fdr = check_fdr(fdr, "select_outliers")
-    pvalues = model_pvalues(model, inputs, processor, batch_size, call="select_outliers")
-    return OutlierSelection(np.flatnonzero(outliers_among(pvalues, fdr)), pvalues, fdr,
-                            np.flatnonzero(np.isnan(pvalues)))
+    return OutlierSelection.of(model_pvalues(model, inputs, processor, batch_size, call="select_outliers"), fdr)
