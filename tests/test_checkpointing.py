@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -111,3 +113,30 @@ def test_a_detector_beside_weights_goes_when_other_weights_are_saved_over_them(t
     save(InSubModel(tiny_config(num_heads=2)), folder)
     names = {p.name for p in folder.iterdir()}
     assert "notes.txt" in names and not names & {"ood_detector.json", "ood_detector.safetensors"}
+
+
+
+@pytest.mark.parametrize("atomic", [True, False])
+def test_a_folder_of_1f927d4_loaded_and_saved_into_itself_keeps_its_detector_files(tmp_path, atomic):
+    """`fixtures/folder_of_1f927d4`: a tiny model and its `InSubOODDetector` saved by insub-hf at 1f927d4
+    (`ood_detector.*` beside the weights, config keys of that version). Loaded with from_pretrained and saved back
+    into the same folder, its weights are the ones the detector was made from, so its files stay, byte for byte,
+    and the folder loads to the same tensors."""
+    import shutil
+
+    import insub_hf.compat as compat
+    from insub_hf import InSubModel
+    from insub_hf.checkpointing import save_pretrained_atomic
+
+    folder = tmp_path / "model"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "folder_of_1f927d4", folder)
+    former = {name: (folder / name).read_bytes() for name in ("ood_detector.json", "ood_detector.safetensors")}
+    compat._warned.clear()  # each former key warns once a process
+    with pytest.warns(FutureWarning, match="the former form stops working in insub-hf"):
+        loaded = InSubModel.from_pretrained(folder)
+    save_pretrained_atomic(loaded, folder) if atomic else loaded.save_pretrained(folder)
+    assert {name: (folder / name).read_bytes() for name in former} == former
+    again = InSubModel.from_pretrained(folder)
+    assert again.state_dict().keys() == loaded.state_dict().keys()
+    for name, tensor in loaded.state_dict().items():
+        assert torch.equal(tensor, again.state_dict()[name]), name
