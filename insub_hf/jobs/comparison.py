@@ -31,6 +31,7 @@ from ..model.modeling_insub import InSubForPreTraining
 from .arguments import ProtocolArguments, training_changes
 from .evaluation_cache import EvaluationCache
 from .experiment import Experiment, Variant, record_direction, settings_key, training_record
+from .heartbeat import heartbeat
 from .methods import METHODS, method_members
 
 # The linear probe a converged baseline reaches on the full Fashion-MNIST with the default protocol (at least).
@@ -181,7 +182,8 @@ def evaluate_cell(
         [model for model, _ in runs], data, probe_args, harness_args,
         num_probes=m if spec.probe_per_head else 1, mc_dropout=spec.dropout,
     )
-    results, arrays, seconds = evaluations.get(key, evaluator.run)
+    with heartbeat(f"evaluation of {method} (seed {seed})"):  # the harness prints nothing for minutes
+        results, arrays, seconds = evaluations.get(key, evaluator.run)
     if evaluator.seconds:  # evaluated now, not loaded from the cache: where its time went
         print(f"[compare] evaluation of {method} (seed {seed}) in {seconds:.1f} s: "
               + ", ".join(f"{part} {value:.1f}" for part, value in evaluator.seconds.items()), flush=True)

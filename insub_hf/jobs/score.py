@@ -96,6 +96,9 @@ class ScoreArguments(CheckedArguments):
             raise ValueError(f"ScoreArguments.output_dir={self.output_dir!r} is a file; results.json and "
                              "model_index.yaml go into a folder: name a folder (--output_dir).")
         check_model_source(self.model)
+        for name in ("dataset", "ood_dataset"):
+            if getattr(self, name):
+                check_data_source(name, getattr(self, name))
 
 
 # Data of one split only: this share of it is drawn as the test split
@@ -130,6 +133,28 @@ def check_model_source(model: str) -> None:
         raise ValueError(f"ScoreArguments.model={model!r}: HF_HUB_OFFLINE=1 is set and the repo is not in the "
                          f"Hugging Face cache: download it once with network access (`hf download {model}`), or name "
                          "a local folder.")
+
+
+def check_data_source(name: str, data: str) -> None:
+    """Refuses, before any work, data that cannot load, naming the flag and what would: a path that is no folder, a
+    folder holding neither a `save_to_disk` dataset nor any image (imagefolder's extensions, in any sub-folder)."""
+    from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
+
+    from ..validation import looks_like_a_path
+
+    path = Path(data).expanduser()
+    if path.is_dir():
+        if (path / "dataset_dict.json").is_file():
+            return
+        extensions = {extension.lower() for extension in ImageFolder.EXTENSIONS}
+        if not any(p.suffix.lower() in extensions and p.is_file() for p in path.rglob("*")):
+            raise ValueError(f"ScoreArguments.{name}={data!r}: the folder holds no images and no dataset_dict.json: "
+                             "give a folder of images in class sub-folders (train/ and test/ optional), a folder "
+                             "written by `save_to_disk`, or a datasets id.")
+        return
+    if looks_like_a_path(data):
+        raise ValueError(f"ScoreArguments.{name}={data!r}: no such local folder: give a folder that exists, or a "
+                         "datasets id (NAME or ORG/NAME).")
 
 
 def select(command: str, argv: list[str]):
@@ -177,6 +202,10 @@ def with_test_split(data: DatasetDict, args: ScoreArguments) -> DatasetDict:
         return data
     (only,) = data
     rows = data[only]
+    if len(rows) < 2:
+        raise ValueError(f"ScoreArguments.dataset={args.dataset!r}: its one split {only!r} has {len(rows)} row(s), and "
+                         f"the test split is drawn from it ({TEST_SHARE:.0%}): give 2 rows at least, or a "
+                         f"{args.test_split!r} split of its own.")
     labels = rows.features.get(args.label_column)
     stratify = args.label_column if hasattr(labels, "num_classes") and min(
         np.bincount(rows[args.label_column])) >= 2 else None

@@ -1,4 +1,6 @@
 import json
+import re
+import time
 
 import pytest
 import torch
@@ -134,7 +136,18 @@ def test_compare_command_writes_table_json_plots_and_reuses_cached_runs_and_eval
         out, train_per_class=12, test_per_class=6, ood_images=30, logging_steps=1, probe_epochs=3,
         mc_dropout_passes=2, corruption_images=8, corruptions=["gaussian_noise", "contrast"],
     )
+    evaluate = MethodEvaluator.run
+
+    def slow_evaluation(self):  # the harness is silent while it runs: minutes at full size, here 0.3 s
+        time.sleep(0.3)
+        return evaluate(self)
+
+    monkeypatch.setattr(MethodEvaluator, "run", slow_evaluation)
+    monkeypatch.setattr("insub_hf.jobs.heartbeat.HEARTBEAT_SECONDS", 0.1)  # 30 s in a real run
     assert main(argv) == 0
+    printed = capsys.readouterr().out
+    for method in ("baseline", "insub"):  # a line while each evaluation runs
+        assert re.search(rf"^\[evaluation of {method} \(seed 0\)\] still running: \d+ s$", printed, re.M), method
     results = json.loads((out / "results.json").read_text())
     names = [row["name"] for row in results["rows"]]
     assert names == ["Baseline", "SSL-Ensemble (M=2)", "MC Dropout (T=2)", "BatchEnsemble (M=2)", "InSub (M=2)",

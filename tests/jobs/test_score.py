@@ -390,3 +390,28 @@ def test_data_that_cannot_be_scored_as_given_is_refused_naming_why(tmp_path, cap
     assert expected in said, said
     if case == "ood is the data":
         assert "is the in-distribution data itself (--dataset)" in said
+
+
+@pytest.mark.parametrize("case", ["no images", "no such folder", "one image", "ood has no images"])
+def test_data_that_cannot_load_is_refused_naming_the_flag_before_any_work(tmp_path, capsys, case):
+    from PIL import Image
+
+    folder = models(tmp_path)["someone/tiny-insub"]
+    (tmp_path / "images" / "train" / "cat").mkdir(parents=True)
+    (tmp_path / "images" / "train" / "cat" / "notes.txt").write_text("not an image")
+    if case in ("one image", "ood has no images"):
+        for i in range(1 if case == "one image" else 6):
+            Image.new("L", (28, 28), color=i).save(tmp_path / "images" / "train" / "cat" / f"{i}.PNG")
+    (tmp_path / "empty").mkdir()
+    data = {"no such folder": str(tmp_path / "nope")}.get(case, str(tmp_path / "images"))
+    argv = ["score", str(folder), "--dataset", data, "--output_dir", str(tmp_path / "out")]
+    if case == "ood has no images":
+        argv += ["--ood_dataset", str(tmp_path / "empty")]
+    said = cli_error(argv, capsys)
+    expected = {"no images": f"ScoreArguments.dataset={data!r}: the folder holds no images and no dataset_dict.json",
+                "no such folder": f"ScoreArguments.dataset={data!r}: no such local folder",
+                "one image": f"ScoreArguments.dataset={data!r}: its one split 'train' has 1 row(s)",
+                "ood has no images": f"ScoreArguments.ood_dataset={str(tmp_path / 'empty')!r}: the folder holds no "
+                                     "images"}[case]
+    assert expected in said, said
+    assert "give" in said and not (tmp_path / "out").exists()
