@@ -3,6 +3,7 @@ the same run, a k-NN reading's k within its bank. Each refusal names the field a
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -175,3 +176,23 @@ def test_a_re_run_of_a_release_may_replace_the_card_its_own_first_run_wrote(tmp_
     release.check_places(command)  # its own card: the re-run goes on
     with pytest.raises(ValueError, match="is a published card; a release replaces it only with --replace_card true"):
         release.check_places("insub-hf release image --num_train_epochs 3")  # another release's card is kept
+
+
+def test_a_re_run_of_a_release_never_relabels_the_repo_its_card_names(tmp_path):
+    from insub_hf.release.build import ReleaseArguments
+
+    folder = tmp_path / "cards" / "insub-genomenet-dm3"
+    (folder / "evaluation").mkdir(parents=True)
+    command = "insub-hf release dna"
+    (folder / "README.md").write_text(f"...\nMade by `{command}` at insub-hf commit 0123 on cpu; seed 0.\n")
+    (folder / "evaluation" / "results.json").write_text(json.dumps({"args": {"hub_model_id": "org/insub-genomenet-dm3"}}))
+    release = ReleaseArguments(name="insub-genomenet-dm3", model_cards=str(tmp_path / "cards"))
+    release.check_places(command, "org/insub-genomenet-dm3")  # made again for the repo it names: goes on
+    # the re-run without --hub_model_id would name the release's own name in the card's snippets and record
+    expected = (f"ReleaseArguments.model_cards: {folder / 'README.md'} is a published card for the repo "
+                "'org/insub-genomenet-dm3', and this run would name 'insub-genomenet-dm3': give --hub_model_id "
+                "org/insub-genomenet-dm3 to make it again, --replace_card true to relabel it")
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        release.check_places(command, "insub-genomenet-dm3")
+    ReleaseArguments(name="insub-genomenet-dm3", model_cards=str(tmp_path / "cards"), replace_card=True).check_places(
+        command, "insub-genomenet-dm3")  # said in words: relabelled

@@ -70,10 +70,11 @@ class ReleaseArguments(CheckedArguments):
                                                       "files, bank and card; how a folder made by an earlier commit "
                                                       "is brought up to date."})
 
-    def check_places(self, command: str | None = None) -> None:
+    def check_places(self, command: str | None = None, hub_model_id: str | None = None) -> None:
         """The name and the card's place, before any work (`name` is set by then). A published card is replaced only
         with `replace_card`, or when `command` made it (a re-run of the same release: its card says "Made by
-        `COMMAND`")."""
+        `COMMAND`") for the repo it names (its `evaluation/results.json`'s `hub_model_id`, which the command leaves
+        out): a re-run never relabels it."""
         if not self.name or Path(self.name).name != self.name or self.name in (".", ".."):
             raise ValueError(f"ReleaseArguments.name must be one folder name (no '/' or '..'), got {self.name!r}.")
         cards = Path(self.model_cards)
@@ -86,6 +87,14 @@ class ReleaseArguments(CheckedArguments):
             raise ValueError(
                 f"ReleaseArguments.model_cards: {published} is a published card; a release replaces it only with "
                 "--replace_card true (or give another --model_cards or --name)."
+            )
+        record = published.parent / "evaluation" / "results.json"
+        named = json.loads(record.read_text()).get("args", {}).get("hub_model_id") if record.is_file() else None
+        if own and not self.replace_card and named and hub_model_id != named:
+            raise ValueError(
+                f"ReleaseArguments.model_cards: {published} is a published card for the repo {named!r}, and this run "
+                f"would name {hub_model_id!r}: give --hub_model_id {named} to make it again, --replace_card true to "
+                "relabel it, or another --model_cards or --name."
             )
 
 
@@ -335,10 +344,11 @@ def select(command: str, argv: list[str]):
             raise ValueError(f"ReleaseArguments.reuse is for the image recipe only (its folder holds the run's weights "
                              f"and record); the {argv[0]} release trains again: leave --reuse out.")
         release.name = release.name or recipe.name
-        release.check_places(line)
         for group in groups:  # pushed, the repository takes the release's name, not the output folder's
             if isinstance(group, TrainingArguments) and not group.hub_model_id:
                 group.hub_model_id = release.name
+        release.check_places(line, next((group.hub_model_id for group in groups
+                                         if isinstance(group, TrainingArguments)), release.name))
         with heartbeat(f"release {argv[0]}"):  # a line at least every 30 s, whatever stage runs
             return recipe.run(line, release, *groups)
 
