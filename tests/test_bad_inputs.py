@@ -414,7 +414,8 @@ def test_a_push_with_offline_mode_set_stops_in_one_line_before_any_work(tmp_path
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
     out = tmp_path / "out"
-    line = cli_error([*argv, "--push_to_hub", "--hub_token", "hf_x", "--output_dir", str(out)], capsys)
+    cards = ["--model_cards", str(tmp_path / "cards")] if argv[0] == "release" else []  # not the repository's cards
+    line = cli_error([*argv, "--push_to_hub", "--hub_token", "hf_x", "--output_dir", str(out), *cards], capsys)
     assert "--push_to_hub (repo " in line and "HF_HUB_OFFLINE=1 is set, so nothing can be uploaded. Unset it" in line
     assert not out.exists()
 

@@ -196,3 +196,5 @@ def test_a_re_run_of_a_release_never_relabels_the_repo_its_card_names(tmp_path):
         release.check_places(command, "insub-genomenet-dm3")
     ReleaseArguments(name="insub-genomenet-dm3", model_cards=str(tmp_path / "cards"), replace_card=True).check_places(
         command, "insub-genomenet-dm3")  # said in words: relabelled
+    (folder / "evaluation" / "results.json").write_text('{"args": {"hub_model_id": "org/insub-gen')  # a cut record
+    release.check_places(command, "insub-genomenet-dm3")  # names no repo: the card's own command makes it again

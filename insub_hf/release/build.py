@@ -88,14 +88,23 @@ class ReleaseArguments(CheckedArguments):
                 f"ReleaseArguments.model_cards: {published} is a published card; a release replaces it only with "
                 "--replace_card true (or give another --model_cards or --name)."
             )
-        record = published.parent / "evaluation" / "results.json"
-        named = json.loads(record.read_text()).get("args", {}).get("hub_model_id") if record.is_file() else None
-        if own and not self.replace_card and named and hub_model_id != named:
+        named = recorded_repo(published.parent) if own and not self.replace_card else None
+        if named and hub_model_id != named:
             raise ValueError(
                 f"ReleaseArguments.model_cards: {published} is a published card for the repo {named!r}, and this run "
                 f"would name {hub_model_id!r}: give --hub_model_id {named} to make it again, --replace_card true to "
                 "relabel it, or another --model_cards or --name."
             )
+
+
+def recorded_repo(folder: Path) -> str | None:
+    """The repo a release folder's run record names (`evaluation/results.json`'s `args.hub_model_id`); None when the
+    folder has no whole record to say it."""
+    try:
+        named = json.loads((folder / "evaluation" / "results.json").read_text()).get("args", {}).get("hub_model_id")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return named if isinstance(named, str) else None
 
 
 def card_only_notice(command: str, minutes: float, folder: str) -> str:
