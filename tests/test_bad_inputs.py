@@ -535,3 +535,27 @@ def test_a_pipeline_task_of_another_modality_is_refused_naming_what_the_model_re
         with pytest.raises(ValueError, match=re.escape(f"pipeline({task!r}) hands this model {given}, and it reads "
                                                        f"{reads}")):
             pipeline(task, model=str(tmp_path / name), trust_remote_code=True)
+
+
+def test_weights_an_update_made_nan_are_refused_before_the_model_is_saved(tmp_path):
+    from transformers import TrainerCallback
+
+    from insub_hf.jobs.pretraining import pretrain
+
+    from .test_step_cost import _rows, image_config, training_args
+
+    class Overflow(TrainerCallback):  # an update that overflows after the last step's (finite) loss was checked
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            if state.global_step == state.max_steps:
+                with torch.no_grad():
+                    model.insub.heads.weights[0][0, 0, 0] = float("nan")
+
+    run = tmp_path / "run"
+    with pytest.raises(FloatingPointError, match=r"ended with NaN or inf in 1 of \d+ weight tensors "
+                                                 r"\(insub\.heads\.weights\.0\) though every step's loss was finite "
+                                                 r"\(no gradient norm was logged\).*is not saved.*optim='adamw_torch'"):
+        pretrain(image_config(num_heads=2), _rows("simclr"), training_args(run, 4, 2, use_cpu=True),
+                 callbacks=[Overflow()])
+    assert not (run / "model").exists()
+    pretrain(image_config(num_heads=2), _rows("simclr"), training_args(tmp_path / "fine", 4, 2, use_cpu=True))
+    assert (tmp_path / "fine" / "model" / "model.safetensors").is_file()  # the check passes finite weights

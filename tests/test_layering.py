@@ -85,6 +85,13 @@ def test_no_module_imports_upward_or_the_package_root():
     assert not upward, "\n".join(sorted(upward))
 
 
+def test_no_module_of_the_package_is_over_400_lines():
+    # one job per module (shared/STYLE.md): a module past 400 lines holds two, and is split
+    lengths = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+    assert len(lengths) > 50 and max(lengths.values()) > 100  # the walk found the package
+    assert {name: n for name, n in lengths.items() if n > 400} == {}
+
+
 def test_no_import_cycle():
     edges = graph()
     state: dict[str, int] = {}  # 1: on the current path, 2: done

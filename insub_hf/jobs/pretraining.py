@@ -14,6 +14,7 @@ from ..model.configuration_insub import InSubConfig
 from ..encoders import load_encoder_weights
 from ..encoders.pretrained import hub_repo_of
 from ..encoders.frozen_base import name_frozen_base
+from ..losses.step_checks import check_trained_weights
 from ..evaluation.cost import count_parameters, training_memory_mb
 from ..model.modeling_insub import InSubForPreTraining
 from ..training.trainer import InSubTrainer, InSubTrainingArguments
@@ -84,6 +85,7 @@ def pretrain(
     trainer.add_callback(LogFileProgressCallback(run_dir / "train_log.jsonl"))
     checkpoint = last_complete_checkpoint(run_dir) if resume else None
     output = trainer.train(resume_from_checkpoint=checkpoint)
+    check_trained_weights(model, trainer.state.log_history, str(run_dir))
     if uncertainty_inputs is not None:
         model.insub.fit_uncertainty(*uncertainty_inputs)
     save_pretrained_atomic(model, run_dir / "model", processor=processor)

@@ -2,7 +2,8 @@
 
 The model's forward runs `check_training_step` (one host sync) unless `InSubTrainer` trains it; the trainer reads
 the same flags without a host sync (`training_step_flags`, `step_flags_bad`) and raises `training_step_error` where it
-checks (every step on the CPU, logging steps on an accelerator).
+checks (every step on the CPU, logging steps on an accelerator). After the last step, `check_trained_weights` refuses
+weights that an update made NaN or inf though every loss was finite (a gradient or an optimiser kernel overflowed).
 """
 
 from __future__ import annotations
@@ -44,3 +45,21 @@ def check_training_step(loss: torch.Tensor, inputs: dict) -> None:
     loss_bad, largest = training_step_flags(loss, inputs)
     if bool(step_flags_bad(loss_bad, largest)):
         raise training_step_error(str(loss.item()), largest)
+
+
+def check_trained_weights(model: torch.nn.Module, log_history: list[dict], run: str) -> None:
+    """Raises `FloatingPointError` when a floating parameter or buffer of `model` holds NaN or inf after training,
+    naming how many tensors, the first few, the last logged gradient norm (`log_history`: the Trainer's) and the way
+    out. One host read per tensor, once per run: a model that gives NaN for every input is never saved or measured."""
+    tensors = [*model.named_parameters(), *model.named_buffers()]
+    bad = [name for name, value in tensors if value.is_floating_point() and not bool(torch.isfinite(value).all())]
+    if not bad:
+        return
+    norms = [row["grad_norm"] for row in log_history if "grad_norm" in row]
+    said = f"the last logged gradient norm was {norms[-1]:.4g}" if norms else "no gradient norm was logged"
+    raise FloatingPointError(
+        f"pretraining {run} ended with NaN or inf in {len(bad)} of {len(tensors)} weight tensors ({', '.join(bad[:3])}"
+        f"{', ...' if len(bad) > 3 else ''}) though every step's loss was finite ({said}): an update overflowed, so "
+        "the model is not saved. Train again with a lower learning_rate, with max_grad_norm set, or with another "
+        "optimiser kernel (optim='adamw_torch' in place of the fused 'adamw_torch_fused')."
+    )

@@ -51,9 +51,12 @@ def test_the_job_measures_the_base_and_each_candidate_on_validation_then_test(tm
 
     base = save_tiny_bert(tmp_path / "tiny_bert")
     out = tmp_path / "run"
+    # the unfused AdamW: on one CI machine the 2-step run of the unfrozen tiny BERT ended with NaN weights though
+    # both losses were finite (refused now by `check_trained_weights`); this test is of the job, not of a CPU kernel
     assert main(["text-candidates", "--encoder", str(base), "--candidates", "scd_frozen", "scd", "--seeds", "0",
                  "--max_steps", "2", "--per_device_train_batch_size", "8", "--transfer_train", "60", "--split_size",
-                 "40", "--ood_size", "12", "--bank_size", "30", "--k", "3", "--output_dir", str(out)]) == 0
+                 "40", "--ood_size", "12", "--bank_size", "30", "--k", "3", "--optim", "adamw_torch",
+                 "--output_dir", str(out)]) == 0
     saved = json.loads((out / "results.json").read_text())
     results = saved["results"]
     assert set(results) == {BASE, "scd_frozen", "scd"}
