@@ -185,7 +185,8 @@ def test_a_re_run_of_a_release_never_relabels_the_repo_its_card_names(tmp_path):
     (folder / "evaluation").mkdir(parents=True)
     command = "insub-hf release dna"
     (folder / "README.md").write_text(f"...\nMade by `{command}` at insub-hf commit 0123 on cpu; seed 0.\n")
-    (folder / "evaluation" / "results.json").write_text(json.dumps({"args": {"hub_model_id": "org/insub-genomenet-dm3"}}))
+    record = {"job": "genomics", "args": {"hub_model_id": "org/insub-genomenet-dm3"}, "results": {}, "fingerprints": {}}
+    (folder / "evaluation" / "results.json").write_text(json.dumps(record))
     release = ReleaseArguments(name="insub-genomenet-dm3", model_cards=str(tmp_path / "cards"))
     release.check_places(command, "org/insub-genomenet-dm3")  # made again for the repo it names: goes on
     # the re-run without --hub_model_id would name the release's own name in the card's snippets and record

@@ -4,16 +4,16 @@ given by Hub repo id or local folder: an InSub model, or a stock transformers en
 for everything but the heads' spread.
 
 On the data a user names (a `datasets` id, a folder saved with `save_to_disk`, or a folder of images in class
-sub-folders, with or without `train/` and `test/` above them: data with one split only has a seeded `score_data.TEST_SHARE` of
-it drawn as the test split, said in the output), images or texts as its `--image_column` or `--text_column` says: a linear probe on the frozen features
-(its accuracy, ECE, TACE, NLL, Brier, and ECE and NLL after a temperature fitted on a held-out tenth of the training
-split), and OOD AUROC and FPR95 against another data set's test split, or else uniform noise images or the test
-sentences with their words shuffled, by the probe's max probability, the label-free k-NN distance to the training
-features (`kth_neighbour_distance`, k from the data unless `--knn_k` says) and, for an InSub model, its
-`uncertainty`; each AUROC with its 90 % bootstrap interval, which says how little a small set measures; and the share
-of the test split an InSub model's `uncertainty` flags above 0.95, beside the band that share falls in when the test
-split is drawn as the model's calibration inputs were (`expected_flag_band`). Writes
-`results.json` and `model_index.yaml` (a card's model-index block) to `--output_dir`.
+sub-folders, with or without `train/` and `test/` above them: data with one split only has a seeded
+`score_data.TEST_SHARE` of it drawn as the test split, said in the output), images or texts as its `--image_column`
+or `--text_column` says: a linear probe on the frozen features (its accuracy, ECE, TACE, NLL, Brier, and ECE and NLL
+after a temperature fitted on a held-out tenth of the training split), and OOD AUROC and FPR95 against another data
+set's test split, or else uniform noise images or the test sentences with their words shuffled, by the probe's max
+probability, the label-free k-NN distance to the training features (`kth_neighbour_distance`, k from the data unless
+`--knn_k` says) and, for an InSub model, its `uncertainty`; each AUROC with its 90 % bootstrap interval, which says
+how little a small set measures; and the share of the test split an InSub model's `uncertainty` flags above 0.95,
+beside the band that share falls in when the test split is drawn as the model's calibration inputs were
+(`expected_flag_band`). Writes `results.json` and `model_index.yaml` (a card's model-index block) to `--output_dir`.
 """
 
 from __future__ import annotations

@@ -15,6 +15,11 @@ from ..validation import looks_like_a_path
 # Data of one split only: this share of it is drawn as the test split
 TEST_SHARE = 0.2
 
+def saved_dataset(folder: Path) -> bool:
+    """Whether `folder` holds a DatasetDict written by `save_to_disk` (its `dataset_dict.json`)."""
+    return (folder / "dataset_dict.json").is_file()
+
+
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 
 
@@ -49,7 +54,7 @@ def check_data_source(name: str, data: str) -> None:
 
     path = Path(data).expanduser()
     if path.is_dir():
-        if (path / "dataset_dict.json").is_file():
+        if saved_dataset(path):
             return
         extensions = {extension.lower() for extension in ImageFolder.EXTENSIONS}
         if not any(p.suffix.lower() in extensions and p.is_file() for p in path.rglob("*")):
@@ -66,7 +71,7 @@ def load_data(name: str, args) -> DatasetDict:
     """A datasets id, a `save_to_disk` folder or an image folder, as a DatasetDict."""
     path = Path(name).expanduser()
     if path.is_dir():
-        if (path / "dataset_dict.json").is_file():
+        if saved_dataset(path):
             return load_from_disk(str(path))
         check_image_sizes(path)
         return load_dataset("imagefolder", data_dir=str(path))
@@ -148,7 +153,7 @@ def _split(data: DatasetDict, split: str, args, count: int, labelled: bool = Tru
     missing = [name for name in needed if name not in rows.column_names]
     folder = Path(args.dataset).expanduser()
     if (missing == [args.label_column] and column == args.image_column and folder.is_dir()
-            and not (folder / "dataset_dict.json").is_file() and "label" not in rows.column_names):
+            and not saved_dataset(folder) and "label" not in rows.column_names):
         raise ValueError(f"ScoreArguments.dataset={args.dataset!r}: split {split!r} has no labels: an image folder "
                          "gives them by its class sub-folders, and this one has one class only (imagefolder labels "
                          "two or more); put the images in one sub-folder per class (DATA/cat/..., DATA/dog/...).")

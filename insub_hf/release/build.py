@@ -99,10 +99,10 @@ class ReleaseArguments(CheckedArguments):
 
 def recorded_repo(folder: Path) -> str | None:
     """The repo a release folder's run record names (`evaluation/results.json`'s `args.hub_model_id`); None when the
-    folder has no whole record to say it."""
+    folder has no whole record to say it (none, or one `RunRecord.read` refuses)."""
     try:
-        named = json.loads((folder / "evaluation" / "results.json").read_text()).get("args", {}).get("hub_model_id")
-    except (OSError, ValueError, AttributeError):
+        named = RunRecord.read(folder / "evaluation" / "results.json").args.get("hub_model_id")
+    except (OSError, ValueError, AttributeError):  # AttributeError: `args` recorded as other than a mapping
         return None
     return named if isinstance(named, str) else None
 
